@@ -1,0 +1,112 @@
+"""django_jobqueue: a durable background job queue in your Django project's database.
+
+Everything public is re-exported here; other modules are internal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .backoff import Backoff
+from .context import Context
+from .errors import (
+    ConfigurationError,
+    DuplicateKind,
+    EnqueueError,
+    InvalidArguments,
+    InvalidOption,
+    InvalidPayload,
+    InvalidTransition,
+    JobNotFound,
+    JobQueueError,
+    MergeError,
+    UnknownKind,
+)
+from .handle import JobHandle, Pending
+from .states import Outcome, Priority, Status
+from .outcomes import Merge, Pause, Permanent
+from .task import Task, enqueue, task
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    import uuid
+
+    from .models import Job
+    from .store import Page
+
+__all__ = [
+    "Backoff",
+    "ConfigurationError",
+    "Context",
+    "DuplicateKind",
+    "EnqueueError",
+    "InvalidArguments",
+    "InvalidOption",
+    "InvalidPayload",
+    "InvalidTransition",
+    "JobHandle",
+    "JobNotFound",
+    "JobQueueError",
+    "Merge",
+    "MergeError",
+    "Outcome",
+    "Pause",
+    "Pending",
+    "Permanent",
+    "Priority",
+    "Status",
+    "Task",
+    "UnknownKind",
+    "cancel",
+    "cleanup",
+    "enqueue",
+    "history",
+    "job",
+    "requeue",
+    "stats",
+    "task",
+]
+
+
+def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> Job:
+    """Cancel a pending job, or ask the worker running a claimed one to stop it."""
+    from . import store
+
+    return store.cancel(job_id=job_id, actor=actor)
+
+
+def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> Job:
+    """Send a dead or cancelled job (a completed one with ``force=True``) back to pending."""
+    from . import store
+
+    return store.requeue(job_id=job_id, force=force, actor=actor)
+
+
+def job(job_id: uuid.UUID | str) -> JobHandle:
+    """A handle on an existing job (``.status``, ``.result``, ``.journal()``)."""
+    from . import store
+
+    return JobHandle(store.get_job(job_id=job_id), "inserted")
+
+
+def history(**filters: Any) -> Page:
+    """A keyset page of jobs; see ``store.history`` for the filters."""
+    from . import store
+
+    return store.history(**filters)
+
+
+def cleanup(
+    finished_before: datetime, kind: str | None = None, status: str | None = None
+) -> int:
+    """Delete finished jobs older than ``finished_before`` in short batches; returns the count."""
+    from . import store
+
+    return store.cleanup(finished_before=finished_before, kind=kind, status=status)
+
+
+def stats() -> dict[str, Any]:
+    """A snapshot of backlog, claims, failures, workers and recent run statistics."""
+    from . import store
+
+    return store.stats()

@@ -1,0 +1,18 @@
+"""App config: imports every installed app's ``tasks.py`` so their kinds are registered."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class JobQueueConfig(AppConfig):
+    name = "django_jobqueue"
+    label = "django_jobqueue"
+    verbose_name = "Job queue"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 - registers the system checks
+
+        autodiscover_modules("tasks")

@@ -1,0 +1,47 @@
+"""The Context a running job sees: who it is, its history, its carry, and a cancel flag."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class Context:
+    """Handed to a task's run; everything on it is about this one run of one job."""
+
+    def __init__(
+        self,
+        *,
+        job_id: uuid.UUID,
+        kind: str,
+        run_count: int,
+        failure_count: int,
+        carry: dict[str, Any] | None = None,
+        history_loader: Callable[[], Sequence[Any]] | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.run_count = run_count
+        self.failure_count = failure_count
+        self.carry: dict[str, Any] = dict(carry or {})
+        self.cancelled = cancelled or threading.Event()
+        self._history_loader = history_loader
+        self._history: Sequence[Any] | None = None
+        self.attachment: Any = None
+
+    @property
+    def history(self) -> Sequence[Any]:
+        """The job's earlier journal entries, oldest first (loaded on first use)."""
+        if self._history is None:
+            self._history = list(self._history_loader()) if self._history_loader else []
+        return self._history
+
+    def attach(self, value: Any) -> None:
+        """Record JSON evidence on this run's journal entry; the last call wins."""
+        self.attachment = value
+
+    def __repr__(self) -> str:
+        return f"<Context {self.kind} {self.job_id} run {self.run_count}>"

@@ -1,0 +1,62 @@
+"""Typed exceptions of django_jobqueue.
+
+Each class's docstring is its default message; subclasses carry the facts a caller
+needs (kind, job id, argument, setting key). Task control signals (``Pause``,
+``Permanent``) live in :mod:`django_jobqueue.outcomes`: they are not errors of ours.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class JobQueueError(Exception):
+    """A django_jobqueue operation failed."""
+
+    def __init__(self, message: str | None = None, **facts: Any) -> None:
+        self.facts = facts
+        for name, value in facts.items():
+            setattr(self, name, value)
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigurationError(JobQueueError, ImproperlyConfigured):
+    """settings.JOBQUEUE is invalid."""
+
+
+class DuplicateKind(JobQueueError, ImproperlyConfigured):
+    """Two different tasks claim the same kind."""
+
+
+class EnqueueError(JobQueueError, ValueError):
+    """The job could not be enqueued; nothing was written."""
+
+
+class UnknownKind(EnqueueError, LookupError):
+    """No task is registered under this kind."""
+
+
+class InvalidArguments(EnqueueError, TypeError):
+    """The arguments do not match the task's signature."""
+
+
+class InvalidPayload(EnqueueError, TypeError):
+    """An argument is not JSON-serialisable."""
+
+
+class InvalidOption(EnqueueError):
+    """An enqueue option (priority, delay, run_at, queue, key) is out of range."""
+
+
+class MergeError(EnqueueError):
+    """The task's merge() failed or returned something that is not a Merge decision."""
+
+
+class JobNotFound(JobQueueError, LookupError):
+    """No job has this id."""
+
+
+class InvalidTransition(JobQueueError, ValueError):
+    """The job is not in a state that allows this operation."""

@@ -1,0 +1,65 @@
+"""What callers hold: a ``JobHandle`` from enqueue, and the ``Pending`` view a merge sees."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .models import Job, JournalEntry
+    from .task import Task
+
+Disposition = Literal["inserted", "merged", "reused"]
+
+
+class JobHandle:
+    """A job as enqueue left it; ``refresh()`` re-reads it, ``journal()`` lists its runs."""
+
+    def __init__(self, job: Job, disposition: Disposition) -> None:
+        self._job = job
+        self.id: uuid.UUID = job.id
+        self.disposition: Disposition = disposition
+
+    @property
+    def job(self) -> Job:
+        return self._job
+
+    @property
+    def kind(self) -> str:
+        return self._job.kind
+
+    @property
+    def status(self) -> str:
+        return self._job.status
+
+    @property
+    def result(self) -> Any:
+        return self._job.result
+
+    def refresh(self) -> JobHandle:
+        from . import store
+
+        self._job = store.get_job(job_id=self.id)
+        return self
+
+    def journal(self) -> list[JournalEntry]:
+        from . import store
+
+        return store.journal(job_id=self.id)
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.kind} {self.id} {self.status} ({self.disposition})>"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The pending job an incoming task may merge with."""
+
+    job_id: uuid.UUID
+    task: Task
+    carry: dict[str, Any]
+    run_count: int
+    priority: int
+    journal: Sequence[JournalEntry] = field(default_factory=list)

@@ -1,0 +1,99 @@
+"""``manage.py runworker``: run a worker until SIGTERM/SIGINT (or, with --burst, until idle)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from argparse import ArgumentParser, ArgumentTypeError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_jobqueue import conf
+from django_jobqueue.errors import ConfigurationError
+from django_jobqueue.task import registry
+from django_jobqueue.worker import Worker
+
+
+def _cap(text: str) -> tuple[str, int]:
+    kind, sep, number = text.rpartition("=")
+    if not sep or not kind:
+        raise ArgumentTypeError(f"--cap takes KIND=N, got {text!r}")
+    try:
+        value = int(number)
+    except ValueError:
+        raise ArgumentTypeError(f"--cap {kind}: N must be a whole number, got {number!r}") from None
+    if value < 1:
+        raise ArgumentTypeError(f"--cap {kind}: N must be at least 1, got {value}")
+    return kind, value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+class Command(BaseCommand):
+    help = "Run a django_jobqueue worker."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--queue", action="append", dest="queues", default=[],
+                            help="Only claim from this queue (repeatable; default: all).")
+        parser.add_argument("--kind", action="append", dest="kinds", default=[],
+                            help="Only claim this kind (repeatable; default: all known kinds).")
+        parser.add_argument("--concurrency", type=_positive, default=None,
+                            help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).")
+        parser.add_argument("--cap", type=_cap, action="append", dest="caps", default=[],
+                            metavar="KIND=N", help="At most N jobs of KIND in flight (repeatable).")
+        parser.add_argument("--burst", action="store_true",
+                            help="Drain what is claimable now, then exit.")
+        parser.add_argument("--max-jobs", type=_positive, default=None,
+                            help="Exit after this many jobs.")
+        parser.add_argument("--shutdown-timeout", type=_seconds, default=None,
+                            help="Seconds to let running jobs finish after SIGTERM.")
+        parser.add_argument("--poll-interval", type=_seconds, default=None,
+                            help="Longest wait between looks at the queue, in seconds.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            conf.get()
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+        unknown = sorted(set(options["kinds"]) - set(registry.kinds()))
+        if unknown:
+            raise CommandError(
+                f"--kind {', '.join(unknown)}: no such task kind. Known: {', '.join(registry.kinds())}"
+            )
+        if options["verbosity"] >= 1 and not logging.getLogger("django_jobqueue").handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger = logging.getLogger("django_jobqueue")
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG if options["verbosity"] > 1 else logging.INFO)
+        worker = Worker(
+            queues=options["queues"],
+            kinds=options["kinds"],
+            concurrency=options["concurrency"],
+            caps=dict(options["caps"]),
+            burst=options["burst"],
+            max_jobs=options["max_jobs"],
+            shutdown_timeout=options["shutdown_timeout"],
+            poll_interval=options["poll_interval"],
+        )
+        worker.install_signal_handlers()
+        worker.run()

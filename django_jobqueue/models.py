@@ -1,0 +1,146 @@
+"""The queue's tables: Job, JournalEntry and WorkerHeartbeat.
+
+Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
+the access paths of ``store`` and are partial where the path only ever reads one
+status (PostgreSQL and SQLite both honour the conditions).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .ids import uuid7
+from .states import ACTIVE, TERMINAL, Outcome, Priority, Status
+
+__all__ = ["ACTIVE", "TERMINAL", "Job", "JournalEntry", "Outcome", "Priority", "Status", "WorkerHeartbeat"]
+
+
+class Job(models.Model):
+    """One job; the row stays after it finishes until cleanup removes it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    kind = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, default="default")
+    payload = models.JSONField(default=dict)
+    priority = models.SmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    visible_at = models.DateTimeField(default=timezone.now)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, blank=True, default="")
+    run_count = models.PositiveIntegerField(default=0)
+    failure_count = models.PositiveIntegerField(default=0)
+    carry = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    dedup_key = models.CharField(max_length=255, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    cancel_actor = models.CharField(max_length=255, blank=True, default="")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "job"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="jobqueue_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__in=Priority.values), name="jobqueue_job_priority_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=Q(status__in=["pending", "claimed"], idempotency_key__isnull=False),
+                name="jobqueue_job_idempotency_active",
+            ),
+        ]
+        indexes = [
+            # Claim: pending rows in claim order (priority, then when they became runnable).
+            models.Index(
+                fields=["priority", "visible_at", "id"],
+                condition=Q(status="pending"),
+                name="jobqueue_job_claim",
+            ),
+            # Next scheduled wake-up for an idle worker.
+            models.Index(
+                fields=["visible_at"], condition=Q(status="pending"), name="jobqueue_job_next"
+            ),
+            # Merge candidate: oldest pending job of a kind and dedup key.
+            models.Index(
+                fields=["kind", "dedup_key", "created_at"],
+                condition=Q(status="pending", dedup_key__isnull=False),
+                name="jobqueue_job_dedup",
+            ),
+            # Expired leases to recover.
+            models.Index(
+                fields=["claim_expires_at"],
+                condition=Q(status="claimed"),
+                name="jobqueue_job_lease",
+            ),
+            # History and cleanup: by status/kind and finish time.
+            models.Index(fields=["status", "kind", "finished_at"], name="jobqueue_job_history"),
+            models.Index(fields=["finished_at"], name="jobqueue_job_finished"),
+            # Keyset pagination over all jobs.
+            models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+class JournalEntry(models.Model):
+    """Append-only record of one execution, merge or operator action on a job."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="journal")
+    kind = models.CharField(max_length=200)
+    run_no = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    started_at = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    duration = models.DurationField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+    attachment = models.JSONField(null=True, blank=True)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    actor = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name = "journal entry"
+        verbose_name_plural = "journal entries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(outcome__in=Outcome.values), name="jobqueue_journal_outcome_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job", "id"], name="jobqueue_journal_job"),
+            models.Index(fields=["kind", "recorded_at"], name="jobqueue_journal_kind_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_no}: {self.outcome}"
+
+
+class WorkerHeartbeat(models.Model):
+    """A running (or gone) worker process, refreshed on every heartbeat."""
+
+    id = models.CharField(primary_key=True, max_length=255)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)
+    kinds = models.JSONField(default=list)
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    jobs_done = models.PositiveBigIntegerField(default=0)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "worker"
+
+    def __str__(self) -> str:
+        return self.id

@@ -1,0 +1,85 @@
+"""PostgreSQL LISTEN/NOTIFY wake-ups; a no-op on other databases.
+
+``notify`` runs inside the enqueuing transaction, so PostgreSQL delivers it only on
+commit. ``Listener`` holds one dedicated autocommit connection for a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connections
+
+logger = logging.getLogger("django_jobqueue")
+
+CHANNEL = "django_jobqueue"
+
+
+def supported(alias: str) -> bool:
+    return connections[alias].vendor == "postgresql"
+
+
+def notify(alias: str, queue: str) -> None:
+    """Announce a new job on ``queue``; delivered when the surrounding transaction commits."""
+    if not supported(alias):
+        return
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue])
+
+
+class Listener:
+    """A background thread that calls ``on_notify`` for each NOTIFY on the channel.
+
+    It reconnects with backoff if its connection drops; ``stop()`` ends it.
+    """
+
+    def __init__(self, alias: str, on_notify: Callable[[str], None]) -> None:
+        self.alias = alias
+        self.on_notify = on_notify
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
+        self.listening = threading.Event()
+
+    def start(self) -> None:
+        if supported(self.alias):
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _connect(self) -> Any:
+        wrapper = connections[self.alias]
+        raw = wrapper.get_new_connection(wrapper.get_connection_params())
+        raw.autocommit = True
+        raw.execute(f'LISTEN "{CHANNEL}"')
+        return raw
+
+    def _run(self) -> None:
+        pause = 0.1
+        while not self._stop.is_set():
+            raw = None
+            try:
+                raw = self._connect()
+                self.listening.set()
+                # A reconnect may have missed notifications: wake once to look.
+                self.on_notify("")
+                pause = 0.1
+                while not self._stop.is_set():
+                    for note in raw.notifies(timeout=0.5):
+                        self.on_notify(note.payload)
+            except Exception:
+                self.listening.clear()
+                logger.warning("listener connection lost; reconnecting", exc_info=True)
+                self._stop.wait(pause)
+                pause = min(pause * 2, 5.0)
+            finally:
+                if raw is not None:
+                    try:
+                        raw.close()
+                    except Exception:  # noqa: S110 - closing a dead connection
+                        pass

@@ -1,0 +1,93 @@
+"""How a task steers its job: ``Pause`` and ``Permanent`` signals, and ``Merge`` decisions.
+
+These are control flow raised or returned by task code, not errors of ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .task import Task
+
+
+class TaskSignal(Exception):  # noqa: N818 - a signal from a task, not an error
+    """Base of the signals a task raises to choose its job's next state."""
+
+
+class Pause(TaskSignal):
+    """Stop this run and come back later: the job goes back to pending, carry kept, no failure."""
+
+    def __init__(self, resume_in: timedelta | float = timedelta(0), note: str = "") -> None:
+        if not isinstance(resume_in, timedelta):
+            resume_in = timedelta(seconds=resume_in)
+        if resume_in < timedelta(0):
+            raise ValueError(f"Pause resume_in must not be negative, got {resume_in}")
+        self.resume_in = resume_in
+        self.note = note
+        super().__init__(note or f"paused for {resume_in}")
+
+
+class Permanent(TaskSignal):
+    """This job can never succeed: it goes dead at once, without more retries."""
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason or "permanent failure")
+
+
+MergeAction = Literal["keep", "replace", "with", "independent"]
+
+
+@dataclass(frozen=True)
+class Merge:
+    """What to do with an incoming task whose dedup key matches a pending job."""
+
+    action: MergeAction
+    task: Task | None = None
+    carry: dict[str, Any] | None = None
+
+    @classmethod
+    def keep(cls) -> Merge:
+        """Keep the pending job as it is; drop the incoming task."""
+        return cls("keep")
+
+    @classmethod
+    def replace(cls) -> Merge:
+        """Overwrite the pending job's payload with the incoming task's; carry starts afresh."""
+        return cls("replace")
+
+    @classmethod
+    def with_(cls, task: Task, *, carry: dict[str, Any] | None = None) -> Merge:
+        """Give the pending job a computed payload (and carry, if given)."""
+        return cls("with", task=task, carry=carry)
+
+    @classmethod
+    def independent(cls) -> Merge:
+        """Do not merge: insert the incoming task as a job of its own."""
+        return cls("independent")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """How one run ends, ready for ``store.settle``: the row's next state and its journal entry.
+
+    ``store.settle`` applies it only if the claim is still this run's (status claimed,
+    same ``claimed_by``, same run number).
+    """
+
+    job_id: Any
+    kind: str
+    run_no: int
+    outcome: str  # an Outcome value
+    status: str  # the job's next Status value
+    visible_at: Any = None  # datetime, for a job going back to pending
+    failed: bool = False  # counts as a failure
+    carry: dict[str, Any] | None = None  # None keeps the stored carry
+    result: Any = None
+    note: str = ""
+    attachment: Any = None
+    started_at: Any = None
+    duration: timedelta | None = None

@@ -1,0 +1,455 @@
+"""The worker loop: claim → dispatch → settle, with wake-ups, leases and graceful shutdown.
+
+One loop thread talks to the database through ``store``; jobs run on a fixed set of
+daemon threads. The loop never dies of a lost database connection: it closes the
+connection, backs off, and carries on, keeping unsettled results to write later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_module
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any, TypeVar
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.utils import timezone
+
+from . import conf, store
+from .context import Context
+from .executor import RunResult, decide, execute
+from .models import Job
+from .notify import Listener
+from .outcomes import Settlement
+from .task import policy_for, registry
+
+logger = logging.getLogger("django_jobqueue")
+
+T = TypeVar("T")
+
+RECOVER_EVERY = 1.0  # seconds between expired-lease sweeps
+CANCEL_CHECK_EVERY = 1.0  # seconds between checks for operator cancels of running jobs
+HEARTBEAT_EVERY = 10.0
+
+
+def priority_floor(slot: int, ratio: int | None) -> int:
+    """The lowest priority a claim slot prefers: every (ratio+1)-th slot lets the next tier
+    go first, every (ratio+1)²-th the tier after it, so low tiers get a steady share."""
+    if ratio is None:
+        return 0
+    period = ratio + 1
+    if slot % (period * period) == period * period - 1:
+        return 2
+    if slot % period == period - 1:
+        return 1
+    return 0
+
+
+@dataclass
+class Running:
+    job: Job
+    ctx: Context
+    lease: timedelta
+    expires_at: datetime
+    started: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        caps: dict[str, int] | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        shutdown_timeout: float | None = None,
+        poll_interval: float | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        settings = conf.get()
+        self.alias = settings.database
+        self.queues = list(queues or [])
+        unknown = sorted(set(kinds or []) - set(registry.kinds()))
+        if unknown:
+            raise ValueError(
+                f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
+            )
+        self.kinds = list(kinds) if kinds else registry.kinds()
+        self.concurrency = concurrency or settings.concurrency
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be positive, got {self.concurrency}")
+        self.caps = {**settings.kind_concurrency, **(caps or {})}
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.shutdown_timeout = (
+            settings.shutdown_timeout.total_seconds() if shutdown_timeout is None
+            else shutdown_timeout
+        )
+        self.poll_interval = (
+            settings.poll_interval.total_seconds() if poll_interval is None else poll_interval
+        )
+        self.priority_ratio = settings.priority_ratio
+        self.retention = settings.retention
+        self.retention_interval = settings.retention_interval.total_seconds()
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.worker_id = worker_id or f"{self.host}:{self.pid}"
+        self.heartbeat_id = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
+
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._inbox: queue_module.Queue[Running | None] = queue_module.Queue()
+        self._outbox: queue_module.Queue[RunResult] = queue_module.Queue()
+        self._running: dict[uuid.UUID, Running] = {}
+        self._unsettled: list[Settlement] = []
+        self._threads: list[threading.Thread] = []
+        self._listener = Listener(self.alias, self._on_notify)
+        self._slot = 0
+        self._db_failures = 0
+        self.processed = 0
+        self.claimed = 0
+        self._last: dict[str, float] = {}
+        self._signals = 0
+
+    # --- public control -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to shut down gracefully (what SIGTERM does)."""
+        self._stopping.set()
+        self._wake.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: graceful stop; a second one exits at once."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            logger.warning("second signal: exiting now; running jobs recover when leases expire")
+            os._exit(1)
+        logger.info("signal %s: stopping (send again to exit at once)", signum)
+        self.stop()
+
+    def _on_notify(self, payload: str) -> None:
+        if not payload or not self.queues or payload in self.queues:
+            self._wake.set()
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped; returns how many jobs this worker settled."""
+        logger.info(
+            "worker %s starting: concurrency=%d queues=%s kinds=%d caps=%s",
+            self.worker_id, self.concurrency, self.queues or "all", len(self.kinds), self.caps,
+        )
+        self._db(
+            lambda: store.register_worker(
+                worker_id=self.heartbeat_id, host=self.host, pid=self.pid, queues=self.queues,
+                kinds=self.kinds, concurrency=self.concurrency,
+            )
+        )
+        self._listener.start()
+        for n in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._execute_loop, name=f"jobqueue-slot-{n}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        try:
+            self._loop()
+            self._shutdown()
+        finally:
+            self._listener.stop()
+            for _ in self._threads:
+                self._inbox.put(None)
+            self._db(lambda: store.beat(
+                worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True))
+            connections[self.alias].close()
+        logger.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
+        return self.processed
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._collect()
+            self._flush()
+            self._maintain()
+            if self._limit_reached() and not self._running:
+                return
+            free = self.concurrency - len(self._running)
+            got = self._fill(free) if free and not self._limit_reached() else 0
+            if self.burst and not self._running and got == 0:
+                self._flush()
+                return
+            if got and got == free:
+                continue  # every slot taken: look again as soon as one frees up
+            self._wait()
+
+    def _wait(self) -> None:
+        timeout = self.poll_interval
+        now = time.monotonic()
+        if self._running:
+            timeout = min(timeout, RECOVER_EVERY, CANCEL_CHECK_EVERY)
+            soonest = min(r.expires_at for r in self._running.values())
+            # Wake in time to extend the closest lease.
+            half = min(r.lease for r in self._running.values()) / 2
+            until = (soonest - half - timezone.now()).total_seconds()
+            timeout = min(timeout, max(until, 0.05))
+        else:
+            timeout = min(timeout, max(RECOVER_EVERY - (now - self._last.get("recover", 0)), 0))
+            timeout = max(timeout, 0.05)
+        if self._unsettled:
+            timeout = min(timeout, max(self._db_backoff(), 0.05))
+        if (
+            not self._running
+            and not self._limit_reached()
+            and self.concurrency > len(self._running)
+        ):
+            nxt = self._db(
+                lambda: store.next_visible_at(kinds=self.kinds, queues=self.queues or None)
+            )
+            if nxt is not None:
+                timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
+        if timeout > 0:
+            self._wake.wait(timeout)
+        self._wake.clear()
+
+    def _limit_reached(self) -> bool:
+        return self.max_jobs is not None and self.claimed >= self.max_jobs
+
+    # --- claiming ---------------------------------------------------------------------------
+
+    def _fill(self, free: int) -> int:
+        if self.max_jobs is not None:
+            free = min(free, self.max_jobs - self.claimed)
+        if free <= 0:
+            return 0
+        in_flight = Counter(r.job.kind for r in self._running.values())
+        at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
+        limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
+        floors = Counter(
+            priority_floor(self._slot + i, self.priority_ratio) for i in range(free)
+        )
+        claimed: list[Job] = []
+        carry_over = 0
+        for floor in sorted(floors, reverse=True):
+            want = floors[floor] + carry_over
+            jobs = self._db(
+                lambda floor=floor, want=want: store.claim_jobs(
+                    worker_id=self.worker_id,
+                    limit=want,
+                    kinds=self.kinds,
+                    queues=self.queues or None,
+                    exclude_kinds=at_cap,
+                    kind_limits=limits or None,
+                    floor=floor,
+                )
+            ) or []
+            for job in jobs:
+                if job.kind in limits:
+                    limits[job.kind] -= 1
+                    if limits[job.kind] <= 0:
+                        at_cap.add(job.kind)
+                        del limits[job.kind]
+            claimed.extend(jobs)
+            carry_over = want - len(jobs)
+        self._slot += len(claimed)
+        for job in claimed:
+            self._dispatch(job)
+        return len(claimed)
+
+    def _dispatch(self, job: Job) -> None:
+        lease = policy_for(job.kind).lease
+        ctx = Context(
+            job_id=job.id,
+            kind=job.kind,
+            run_count=job.run_count,
+            failure_count=job.failure_count,
+            carry=job.carry,
+            history_loader=lambda job_id=job.id: store.journal(job_id=job_id),
+        )
+        running = Running(job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease)
+        self._running[job.id] = running
+        self.claimed += 1
+        logger.info("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
+        self._inbox.put(running)
+
+    def _execute_loop(self) -> None:
+        try:
+            while True:
+                running = self._inbox.get()
+                if running is None:
+                    return
+                defn = registry.find(running.job.kind)
+                try:
+                    result = execute(defn, running.job, running.ctx)
+                except BaseException:  # the executor catches task errors; this is ours
+                    logger.exception("executor failed on job %s", running.job.id)
+                    raise
+                self._outbox.put(result)
+                self._wake.set()
+        finally:
+            connections.close_all()
+
+    # --- settling ---------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Turn finished runs into settlements (pure), ready to write in one batch."""
+        while True:
+            try:
+                result = self._outbox.get_nowait()
+            except queue_module.Empty:
+                return
+            running = self._running.get(result.job.id)
+            if running is None or running.job.run_count != result.job.run_count:
+                continue  # released at shutdown; its result is dropped
+            self._unsettled.append(
+                decide(result, policy=policy_for(result.job.kind), worker_id=self.worker_id)
+            )
+
+    def _flush(self) -> None:
+        if not self._unsettled:
+            return
+        if self._unsettled and self._db_failures and time.monotonic() < self._last.get("retry", 0):
+            return
+        batch = list(self._unsettled)
+        applied = self._db(lambda: store.settle(worker_id=self.worker_id, settlements=batch))
+        if applied is None:
+            return  # database trouble: keep them and try again
+        self._unsettled = []
+        for s, ok in zip(batch, applied, strict=True):
+            self._running.pop(s.job_id, None)
+            self.processed += 1
+            if ok:
+                logger.info(
+                    "settled job=%s kind=%s outcome=%s duration=%.3fs",
+                    s.job_id, s.kind, s.outcome,
+                    s.duration.total_seconds() if s.duration else 0.0,
+                )
+
+    # --- maintenance ------------------------------------------------------------------------
+
+    def _due(self, name: str, every: float) -> bool:
+        now = time.monotonic()
+        if now - self._last.get(name, 0) >= every:
+            self._last[name] = now
+            return True
+        return False
+
+    def _maintain(self) -> None:
+        if self._due("recover", RECOVER_EVERY):
+            self._db(store.recover_expired)
+        if self._running:
+            self._extend_leases()
+            if self._due("cancel", CANCEL_CHECK_EVERY):
+                wanted = self._db(lambda: store.cancel_requested(job_ids=list(self._running)))
+                for job_id in wanted or ():
+                    running = self._running.get(job_id)
+                    if running is not None and not running.ctx.cancelled.is_set():
+                        logger.info("cancel requested for job=%s", job_id)
+                        running.ctx.cancelled.set()
+        if self._due("heartbeat", HEARTBEAT_EVERY):
+            self._db(lambda: store.beat(worker_id=self.heartbeat_id, jobs_done=self.processed))
+        if self.retention and self._due("retention", self.retention_interval):
+            for status, keep in self.retention.items():
+                self._db(
+                    lambda status=status, keep=keep: store.cleanup(
+                        finished_before=timezone.now() - keep, status=status
+                    )
+                )
+
+    def _extend_leases(self) -> None:
+        now = timezone.now()
+        due = [r for r in self._running.values() if r.expires_at - now < r.lease / 2]
+        by_lease: dict[timedelta, list[Running]] = {}
+        for r in due:
+            by_lease.setdefault(r.lease, []).append(r)
+        for lease, group in by_lease.items():
+            until = now + lease
+            done = self._db(
+                lambda group=group, until=until: store.extend_leases(
+                    worker_id=self.worker_id,
+                    runs={r.job.id: r.job.run_count for r in group},
+                    until=until,
+                )
+            )
+            if done is not None:
+                for r in group:
+                    r.expires_at = until
+
+    # --- shutdown ---------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        for running in self._running.values():
+            running.ctx.cancelled.set()
+        deadline = time.monotonic() + self.shutdown_timeout
+        while self._running and time.monotonic() < deadline:
+            self._collect()
+            self._flush()
+            if not self._running:
+                break
+            self._wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+            self._wake.clear()
+        self._collect()
+        # Whatever still runs is handed back: pending now, no failure counted.
+        finished = {s.job_id for s in self._unsettled}
+        for running in list(self._running.values()):
+            if running.job.id not in finished:
+                self._unsettled.append(store.release_settlement(running.job))
+        for attempt in range(5):
+            self._flush()
+            if not self._unsettled:
+                break
+            time.sleep(min(0.2 * 2**attempt, 2))
+        self._running.clear()
+
+    # --- database errors --------------------------------------------------------------------
+
+    def _db_backoff(self) -> float:
+        return min(0.1 * 2 ** max(self._db_failures - 1, 0), 5.0)
+
+    def _db(self, call: Callable[[], T]) -> T | None:
+        """Run a store call; on a connection error close, back off and return None."""
+        try:
+            result = call()
+        except (OperationalError, InterfaceError, DatabaseError) as exc:
+            if not _is_connection_error(exc):
+                raise
+            self._db_failures += 1
+            wait = self._db_backoff()
+            logger.warning(
+                "database error (%s); reconnecting in %.1fs", str(exc).strip()[:200], wait
+            )
+            try:
+                connections[self.alias].close()
+            except Exception:  # noqa: S110 - the connection is already broken
+                pass
+            self._last["retry"] = time.monotonic() + wait
+            self._stopping.wait(wait)
+            return None
+        if self._db_failures:
+            logger.info("database connection restored")
+            self._db_failures = 0
+        return result
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    # "database is locked" on SQLite and serialisation failures are transient too.
+    text = str(exc).lower()
+    return "locked" in text or "could not serialize" in text or "deadlock" in text

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the example project on SQLite from scratch: its own virtualenv, install,
+# migrate, enqueue the example jobs, run a worker until they settle, print outcomes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+VENV="${DEMO_VENV:-.venv-demo}"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet .
+export DJANGO_SETTINGS_MODULE=testproject.settings
+unset DATABASE_URL
+export SQLITE_PATH="${SQLITE_PATH:-$(mktemp -d)/demo.sqlite3}"
+export JOBQUEUE_LOG_LEVEL="${JOBQUEUE_LOG_LEVEL:-WARNING}"
+"$VENV/bin/python" testproject/manage.py migrate --verbosity 0
+"$VENV/bin/python" testproject/manage.py demo

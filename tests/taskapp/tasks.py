@@ -1,0 +1,186 @@
+"""Tasks the tests enqueue; each ending of the lifecycle table has one."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from django_jobqueue import Backoff, Context, Merge, Pause, Pending, Permanent, Priority, Task, task
+from tests.taskapp.models import Execution
+
+
+def _record(ctx: Context) -> Execution:
+    return Execution.objects.create(
+        job_id=ctx.job_id,
+        kind=ctx.kind,
+        run_no=ctx.run_count,
+        pid=os.getpid(),
+        thread=threading.current_thread().name,
+    )
+
+
+@task
+def noop() -> None:
+    return None
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(takes_context=True)
+def record(ctx: Context, n: int = 0) -> int:
+    """Writes an Execution row per start, so tests can count runs independently of the journal."""
+    _record(ctx)
+    return n
+
+
+@task(takes_context=True)
+def fail_times(ctx: Context, times: int) -> str:
+    ctx.attach({"run": ctx.run_count})
+    if ctx.failure_count < times:
+        raise RuntimeError(f"planned failure {ctx.failure_count + 1} of {times}")
+    return "ok"
+
+
+@task(max_failures=3)
+def always_fails() -> None:
+    raise ValueError("this always fails")
+
+
+@task(max_failures=None)
+def fails_forever() -> None:
+    raise ValueError("unlimited retries")
+
+
+@task
+def permanent(reason: str = "bad input") -> None:
+    raise Permanent(reason)
+
+
+@task(takes_context=True)
+def paginate(ctx: Context, pages: int) -> dict[str, int]:
+    page = ctx.carry.get("page", 0) + 1
+    ctx.carry["page"] = page
+    if page < pages:
+        raise Pause(resume_in=timedelta(0), note=f"page {page}")
+    return {"pages": page}
+
+
+@task(takes_context=True)
+def pause_later(ctx: Context, seconds: float) -> None:
+    ctx.carry["paused"] = True
+    raise Pause(resume_in=timedelta(seconds=seconds), note="later")
+
+
+@task
+def returns_unserialisable() -> Any:
+    return object()
+
+
+@task
+async def async_add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(takes_context=True)
+def cooperative(ctx: Context, seconds: float) -> str:
+    """Works in small steps; when asked to stop it pauses, keeping its progress in carry."""
+    _record(ctx)
+    steps = ctx.carry.get("steps", 0)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ctx.cancelled.is_set():
+            ctx.carry["steps"] = steps
+            raise Pause(resume_in=timedelta(0), note="stopping early")
+        time.sleep(0.05)
+        steps += 1
+    return "done"
+
+
+@task(takes_context=True)
+def stubborn(ctx: Context, seconds: float) -> str:
+    """Ignores cancellation."""
+    _record(ctx)
+    ctx.carry["touched"] = True
+    time.sleep(seconds)
+    return "done"
+
+
+@task(takes_context=True, lease=timedelta(seconds=2))
+def short_lease_sleep(ctx: Context, seconds: float) -> str:
+    """A job with a 2 s lease: killing its worker lets another recover it quickly."""
+    execution = _record(ctx)
+    if ctx.run_count == 1:
+        time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+    return "finished"
+
+
+@task(takes_context=True, kind="tests.capped")
+def capped(ctx: Context, seconds: float) -> None:
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(takes_context=True, backoff=Backoff(base=timedelta(seconds=30), cap=timedelta(minutes=5)))
+def slow_backoff(ctx: Context) -> None:
+    raise RuntimeError("retry me later")
+
+
+@task(priority=Priority.HIGH)
+def high() -> None:
+    return None
+
+
+@task(priority=Priority.LOW)
+def low() -> None:
+    return None
+
+
+@dataclass
+class Sync(Task):
+    """A class-based task that merges with a pending job of the same account."""
+
+    kind = "tests.sync"
+    account_id: int
+    full: bool = False
+    items: tuple[str, ...] | list[str] = ()
+
+    def dedup_key(self) -> str | None:
+        return str(self.account_id)
+
+    def merge(self, existing: Pending) -> Merge:
+        assert isinstance(existing.task, Sync)
+        mode = MERGE_MODE.get("mode", "union")
+        if mode == "keep":
+            return Merge.keep()
+        if mode == "replace":
+            return Merge.replace()
+        if mode == "independent":
+            return Merge.independent()
+        if mode == "raise":
+            raise RuntimeError("merge exploded")
+        if mode == "bad":
+            return "nonsense"  # type: ignore[return-value]
+        union = sorted(set(existing.task.items) | set(self.items))
+        return Merge.with_(
+            Sync(self.account_id, full=existing.task.full or self.full, items=union),
+            carry={**existing.carry, "merged": existing.carry.get("merged", 0) + 1},
+        )
+
+    def run(self, ctx: Context) -> dict[str, Any]:
+        return {"account": self.account_id, "items": list(self.items), "full": self.full}
+
+
+MERGE_MODE: dict[str, str] = {}
