@@ -23,13 +23,13 @@ from .errors import (
     UnknownKind,
 )
 from .handle import JobHandle, Pending
-from .states import Outcome, Priority, Status
 from .outcomes import Merge, Pause, Permanent
+from .states import Outcome, Priority, Status
 from .task import Task, enqueue, task
 
 if TYPE_CHECKING:
-    from datetime import datetime
     import uuid
+    from datetime import datetime
 
     from .models import Job
     from .store import Page
@@ -96,9 +96,7 @@ def history(**filters: Any) -> Page:
     return store.history(**filters)
 
 
-def cleanup(
-    finished_before: datetime, kind: str | None = None, status: str | None = None
-) -> int:
+def cleanup(finished_before: datetime, kind: str | None = None, status: str | None = None) -> int:
     """Delete finished jobs older than ``finished_before`` in short batches; returns the count."""
     from . import store
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 
 from . import conf
@@ -13,7 +14,7 @@ from .errors import ConfigurationError
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
-        conf.validate(getattr(conf.django_settings, "JOBQUEUE", None))
+        conf.validate(getattr(settings, "JOBQUEUE", None))
     except ConfigurationError as exc:
         return [Error(str(exc), id="django_jobqueue.E001", hint="See the settings reference.")]
     return []

@@ -60,9 +60,7 @@ def _positive_int(key: str, value: Any, *, allow_none: bool = False) -> int | No
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         extra = " or None" if allow_none else ""
-        raise ConfigurationError(
-            f"{key} must be a positive integer{extra}, got {value!r}", key=key
-        )
+        raise ConfigurationError(f"{key} must be a positive integer{extra}, got {value!r}", key=key)
     return value
 
 
@@ -108,13 +106,13 @@ def validate(raw: Any) -> Settings:
         )
     concurrency = values["CONCURRENCY"]
     concurrency = (
-        _default_concurrency()
-        if concurrency is None
-        else _positive_int("CONCURRENCY", concurrency)
+        _default_concurrency() if concurrency is None else _positive_int("CONCURRENCY", concurrency)
     )
     caps = values["KIND_CONCURRENCY"]
     if not isinstance(caps, dict):
-        raise ConfigurationError("KIND_CONCURRENCY must be a dict of kind -> int", key="KIND_CONCURRENCY")
+        raise ConfigurationError(
+            "KIND_CONCURRENCY must be a dict of kind -> int", key="KIND_CONCURRENCY"
+        )
     for kind, cap in caps.items():
         if not isinstance(kind, str):
             raise ConfigurationError(
@@ -132,9 +130,7 @@ def validate(raw: Any) -> Settings:
         )
     retention_raw = values["RETENTION"]
     if not isinstance(retention_raw, dict):
-        raise ConfigurationError(
-            "RETENTION must be a dict of status -> duration", key="RETENTION"
-        )
+        raise ConfigurationError("RETENTION must be a dict of status -> duration", key="RETENTION")
     retention: dict[str, timedelta] = {}
     for status, keep in retention_raw.items():
         if status not in TERMINAL_STATUSES:

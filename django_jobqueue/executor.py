@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.utils import timezone
 
 from . import backoff
-from .states import Outcome, Status
 from .outcomes import Pause, Permanent, Settlement
+from .states import Outcome, Status
 from .task import PayloadMismatch, Policy, TaskDef
 
 if TYPE_CHECKING:
@@ -105,8 +105,9 @@ def execute(defn: TaskDef | None, job: Job, ctx: Context) -> RunResult:
     return result("completed", value=value)
 
 
-def decide(run: RunResult, *, policy: Policy, worker_id: str, now: datetime | None = None
-           ) -> Settlement:
+def decide(
+    run: RunResult, *, policy: Policy, worker_id: str, now: datetime | None = None
+) -> Settlement:
     """The settlement for a run, following the lifecycle table."""
     now = now or timezone.now()
     job = run.job
@@ -133,11 +134,20 @@ def decide(run: RunResult, *, policy: Policy, worker_id: str, now: datetime | No
         )
     if run.end in ("permanent", "mismatch"):
         return Settlement(
-            outcome=Outcome.DEAD, status=Status.DEAD, failed=True, carry=run.carry,
-            note=run.note, **common,
+            outcome=Outcome.DEAD,
+            status=Status.DEAD,
+            failed=True,
+            carry=run.carry,
+            note=run.note,
+            **common,
         )
     return failure_settlement(
-        job, policy=policy, now=now, note=run.note, carry=run.carry, common=common,
+        job,
+        policy=policy,
+        now=now,
+        note=run.note,
+        carry=run.carry,
+        common=common,
         retried_outcome=Outcome.RETRIED,
     )
 

@@ -14,7 +14,16 @@ from django.utils import timezone
 from .ids import uuid7
 from .states import ACTIVE, TERMINAL, Outcome, Priority, Status
 
-__all__ = ["ACTIVE", "TERMINAL", "Job", "JournalEntry", "Outcome", "Priority", "Status", "WorkerHeartbeat"]
+__all__ = [
+    "ACTIVE",
+    "TERMINAL",
+    "Job",
+    "JournalEntry",
+    "Outcome",
+    "Priority",
+    "Status",
+    "WorkerHeartbeat",
+]
 
 
 class Job(models.Model):
@@ -34,8 +43,9 @@ class Job(models.Model):
     failure_count = models.PositiveIntegerField(default=0)
     carry = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
-    dedup_key = models.CharField(max_length=255, null=True, blank=True)
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", means "no key": NULLs never collide in the unique index.
+    dedup_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     cancel_requested = models.BooleanField(default=False)
     cancel_actor = models.CharField(max_length=255, blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)

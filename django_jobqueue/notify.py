@@ -6,6 +6,7 @@ commit. ``Listener`` holds one dedicated autocommit connection for a worker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -79,7 +80,5 @@ class Listener:
                 pause = min(pause * 2, 5.0)
             finally:
                 if raw is not None:
-                    try:
+                    with contextlib.suppress(Exception):  # closing a dead connection
                         raw.close()
-                    except Exception:  # noqa: S110 - closing a dead connection
-                        pass

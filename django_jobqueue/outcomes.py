@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .task import Task
 
 
-class TaskSignal(Exception):  # noqa: N818 - a signal from a task, not an error
+class TaskSignal(Exception):
     """Base of the signals a task raises to choose its job's next state."""
 
 

@@ -113,7 +113,9 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
         # merges of one key are applied one after the other and neither payload is lost.
         candidate = (
             _lockable(
-                _jobs().filter(status=Status.PENDING, kind=request.kind, dedup_key=request.dedup_key),
+                _jobs().filter(
+                    status=Status.PENDING, kind=request.kind, dedup_key=request.dedup_key
+                ),
                 skip_locked=False,
             )
             .order_by("created_at", "id")
@@ -174,8 +176,11 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
                     changes["carry"] = decision.carry
             changes["priority"] = min(candidate.priority, request.priority)
             changes["visible_at"] = min(candidate.visible_at, visible_at)
-        updated = _jobs().filter(id=candidate.id, status=Status.PENDING).update(**changes) if changes \
+        updated = (
+            _jobs().filter(id=candidate.id, status=Status.PENDING).update(**changes)
+            if changes
             else _jobs().filter(id=candidate.id, status=Status.PENDING).count()
+        )
         if not updated:
             return None
         JournalEntry.objects.using(alias).create(
@@ -237,9 +242,8 @@ def claim_jobs(
         chosen: list[Job] = []
         taken: dict[str, int] = defaultdict(int)
         for job in rows:
-            if kind_limits and job.kind in kind_limits:
-                if taken[job.kind] >= kind_limits[job.kind]:
-                    continue
+            if kind_limits and taken[job.kind] >= kind_limits.get(job.kind, limit):
+                continue
             taken[job.kind] += 1
             chosen.append(job)
             if len(chosen) == limit:
@@ -311,14 +315,19 @@ def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
             ):
                 logger.info(
                     "dropped settlement job=%s kind=%s run=%s outcome=%s: claim no longer ours",
-                    s.job_id, s.kind, s.run_no, s.outcome,
+                    s.job_id,
+                    s.kind,
+                    s.run_no,
+                    s.outcome,
                 )
                 applied.append(False)
                 continue
             outcome, status, note = s.outcome, s.status, s.note
             if job.cancel_requested and status == Status.PENDING:
                 outcome, status = Outcome.CANCELLED, Status.CANCELLED
-                note = f"cancelled on request{_by(job.cancel_actor)} (run ended: {s.outcome})\n{note}"
+                note = (
+                    f"cancelled on request{_by(job.cancel_actor)} (run ended: {s.outcome})\n{note}"
+                )
             _apply(job, status=status, visible_at=s.visible_at, now=now)
             if s.failed:
                 job.failure_count += 1
@@ -400,15 +409,23 @@ def recover_expired(*, now: datetime | None = None, batch_size: int = 500) -> in
                 return total
             entries = []
             for job in rows:
-                note = f"lease expired at {job.claim_expires_at:%Y-%m-%d %H:%M:%S%z} (worker {job.claimed_by} gone)"
+                note = (
+                    f"lease expired at {job.claim_expires_at:%Y-%m-%d %H:%M:%S%z} "
+                    f"(worker {job.claimed_by} gone)"
+                )
                 common = {
                     "job_id": job.id,
                     "kind": job.kind,
                     "run_no": job.run_count,
                 }
                 s = failure_settlement(
-                    job, policy=policy_for(job.kind), now=now_, note=note, carry=None,
-                    common=common, retried_outcome=Outcome.STALE_RECOVERED,
+                    job,
+                    policy=policy_for(job.kind),
+                    now=now_,
+                    note=note,
+                    carry=None,
+                    common=common,
+                    retried_outcome=Outcome.STALE_RECOVERED,
                 )
                 outcome, status = s.outcome, s.status
                 if job.cancel_requested:
@@ -457,9 +474,7 @@ def cancel_requested(*, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
     ids = list(job_ids)
     if not ids:
         return set()
-    return set(
-        _jobs().filter(id__in=ids, cancel_requested=True).values_list("id", flat=True)
-    )
+    return set(_jobs().filter(id__in=ids, cancel_requested=True).values_list("id", flat=True))
 
 
 def next_visible_at(
@@ -468,8 +483,9 @@ def next_visible_at(
     """When the next scheduled (delayed, backed-off, paused) job becomes runnable."""
     if not kinds:
         return None
-    qs = _jobs().filter(status=Status.PENDING, visible_at__gt=after or timezone.now(),
-                        kind__in=list(kinds))
+    qs = _jobs().filter(
+        status=Status.PENDING, visible_at__gt=after or timezone.now(), kind__in=list(kinds)
+    )
     if queues:
         qs = qs.filter(queue__in=list(queues))
     result: datetime | None = qs.aggregate(at=Min("visible_at"))["at"]
@@ -488,9 +504,7 @@ def get_job(*, job_id: uuid.UUID | str) -> Job:
 
 def journal(*, job_id: uuid.UUID | str) -> list[JournalEntry]:
     """A job's journal, oldest first."""
-    return list(
-        JournalEntry.objects.using(_alias()).filter(job_id=_uuid(job_id)).order_by("id")
-    )
+    return list(JournalEntry.objects.using(_alias()).filter(job_id=_uuid(job_id)).order_by("id"))
 
 
 def _uuid(value: uuid.UUID | str) -> uuid.UUID:
@@ -545,12 +559,14 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
         if job.status in ACTIVE:
             raise InvalidTransition(
                 f"Job {job.id} is {job.status}; only finished jobs can be requeued",
-                job_id=job.id, status=job.status,
+                job_id=job.id,
+                status=job.status,
             )
         if job.status == Status.COMPLETED and not force:
             raise InvalidTransition(
                 f"Job {job.id} completed; requeue it with force=True to run it again",
-                job_id=job.id, status=job.status,
+                job_id=job.id,
+                status=job.status,
             )
         previous = job.status
         _apply(job, status=Status.PENDING, visible_at=now, now=now)
@@ -707,9 +723,7 @@ def cleanup(
             if not ids:
                 break
             JournalEntry.objects.using(alias).filter(job_id__in=ids).delete()
-            deleted, _ = Job.objects.using(alias).filter(
-                id__in=ids, status__in=statuses
-            ).delete()
+            deleted, _ = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
         total += deleted
         if len(ids) < batch_size:
             break
@@ -720,7 +734,12 @@ def cleanup(
 
 
 def register_worker(
-    *, worker_id: str, host: str, pid: int, queues: Sequence[str], kinds: Sequence[str],
+    *,
+    worker_id: str,
+    host: str,
+    pid: int,
+    queues: Sequence[str],
+    kinds: Sequence[str],
     concurrency: int,
 ) -> None:
     now = timezone.now()
@@ -753,15 +772,18 @@ def beat(*, worker_id: str, jobs_done: int, stopped: bool = False) -> None:
 WORKER_GONE_AFTER = timedelta(seconds=60)
 
 
-def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = None
-          ) -> dict[str, Any]:
+def stats(
+    *, window: timedelta = timedelta(hours=24), now: datetime | None = None
+) -> dict[str, Any]:
     """A snapshot of the queue: backlog, claims, failures, workers and recent run statistics."""
     now = now or timezone.now()
     jobs = _jobs()
     runnable = jobs.filter(status=Status.PENDING, visible_at__lte=now)
     pending_by = [
         {"kind": row["kind"], "queue": row["queue"], "count": row["n"]}
-        for row in runnable.values("kind", "queue").annotate(n=Count("id")).order_by("kind", "queue")
+        for row in runnable.values("kind", "queue")
+        .annotate(n=Count("id"))
+        .order_by("kind", "queue")
     ]
     oldest = {
         row["kind"]: (now - row["oldest"]).total_seconds()
@@ -769,7 +791,10 @@ def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = Non
     }
     dead_by = {
         row["kind"]: row["n"]
-        for row in jobs.filter(status=Status.DEAD).values("kind").annotate(n=Count("id")).order_by("kind")
+        for row in jobs.filter(status=Status.DEAD)
+        .values("kind")
+        .annotate(n=Count("id"))
+        .order_by("kind")
     }
     workers = []
     served: set[str] = set()
@@ -807,8 +832,13 @@ def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = Non
 
 
 _FAILED_OUTCOMES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
-_RUN_OUTCOMES = (*_FAILED_OUTCOMES, Outcome.COMPLETED, Outcome.PAUSED, Outcome.RELEASED,
-                 Outcome.CANCELLED)
+_RUN_OUTCOMES = (
+    *_FAILED_OUTCOMES,
+    Outcome.COMPLETED,
+    Outcome.PAUSED,
+    Outcome.RELEASED,
+    Outcome.CANCELLED,
+)
 
 
 def run_stats(*, since: datetime) -> dict[str, dict[str, Any]]:
@@ -837,18 +867,20 @@ def _percentiles(qs: QuerySet[JournalEntry]) -> tuple[float | None, float | None
     if connections[alias].vendor == "postgresql":
         sql, params = qs.values("duration").query.sql_with_params()
         with connections[alias].cursor() as cursor:
-            cursor.execute(
-                "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM d.duration)),"
-                " percentile_cont(0.95) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM d.duration))"
-                f" FROM ({sql}) AS d",  # noqa: S608 - sql is Django's own compiled query
-                params,
+            seconds = "EXTRACT(EPOCH FROM d.duration)"
+            query = (
+                f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"  # noqa: S608 - Django's own compiled SQL, params bound
+                f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({sql}) AS d"
             )
+            cursor.execute(query, params)
             row = cursor.fetchone()
         return (
             float(row[0]) if row and row[0] is not None else None,
             float(row[1]) if row and row[1] is not None else None,
         )
-    values = sorted(d.total_seconds() for d in qs.values_list("duration", flat=True))
+    values = sorted(
+        d.total_seconds() for d in qs.values_list("duration", flat=True) if d is not None
+    )
     return _pct(values, 0.5), _pct(values, 0.95)
 
 

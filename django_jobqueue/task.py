@@ -25,8 +25,8 @@ from .errors import (
     InvalidPayload,
     UnknownKind,
 )
-from .states import Priority
 from .outcomes import Merge
+from .states import Priority
 
 if TYPE_CHECKING:
     from .context import Context
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
 
-class PayloadMismatch(Exception):  # noqa: N818 - internal signal to the executor
+class PayloadMismatch(Exception):
     """A stored payload no longer fits the task's code (it changed since enqueue)."""
 
 
@@ -86,8 +86,14 @@ class TaskDef:
     ) -> None:
         validate_priority(priority)
         validate_queue(queue)
-        if max_failures is not UNSET and max_failures is not None and (
-            isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1
+        if (
+            max_failures is not UNSET
+            and max_failures is not None
+            and (
+                isinstance(max_failures, bool)
+                or not isinstance(max_failures, int)
+                or max_failures < 1
+            )
         ):
             raise InvalidOption(f"{kind}: max_failures must be a positive int or None")
         if lease is not None and (not isinstance(lease, timedelta) or lease <= timedelta(0)):
@@ -114,16 +120,23 @@ class TaskDef:
         return Policy(
             max_failures=settings.max_failures if self.max_failures is UNSET else self.max_failures,
             lease=self.lease or settings.lease,
-            backoff_base=(self.backoff.base if self.backoff and self.backoff.base is not None
-                          else settings.backoff_base),
-            backoff_cap=(self.backoff.cap if self.backoff and self.backoff.cap is not None
-                         else settings.backoff_cap),
+            backoff_base=(
+                self.backoff.base
+                if self.backoff and self.backoff.base is not None
+                else settings.backoff_base
+            ),
+            backoff_cap=(
+                self.backoff.cap
+                if self.backoff and self.backoff.cap is not None
+                else settings.backoff_cap
+            ),
             backoff_jitter=settings.backoff_jitter,
         )
 
 
 def _run_maybe_async(value: Any) -> Any:
     if inspect.isawaitable(value):
+
         async def _await() -> Any:
             return await value
 
@@ -194,7 +207,11 @@ def policy_for(kind: str) -> Policy:
 
 
 def validate_priority(priority: Any) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in Priority.values:
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or priority not in Priority.values
+    ):
         raise InvalidOption(
             f"priority must be one of {sorted(Priority.values)} (Priority.HIGH/NORMAL/LOW), "
             f"got {priority!r}",
@@ -239,7 +256,8 @@ class Options:
         unknown = sorted(set(given) - known)
         if unknown:
             raise InvalidOption(
-                f"Unknown enqueue option(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}",
+                f"Unknown enqueue option(s): {', '.join(unknown)}. "
+                f"Known: {', '.join(sorted(known))}",
                 option=unknown[0],
             )
         values = {**dataclasses.asdict(base or cls()), **given}
@@ -285,8 +303,9 @@ class EnqueueRequest:
     task: Task | None = field(default=None, compare=False)
 
 
-def build_request(defn: TaskDef, payload: dict[str, Any], options: Options,
-                  task: Task | None = None) -> EnqueueRequest:
+def build_request(
+    defn: TaskDef, payload: dict[str, Any], options: Options, task: Task | None = None
+) -> EnqueueRequest:
     dedup_key = None
     if task is not None:
         dedup_key = _validate_key("dedup_key()", task.dedup_key())
@@ -367,9 +386,7 @@ class FunctionTask(TaskDef):
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise InvalidArguments(
-                f"{self.kind}{self.signature}: {exc}", kind=self.kind
-            ) from exc
+            raise InvalidArguments(f"{self.kind}{self.signature}: {exc}", kind=self.kind) from exc
         payload: dict[str, Any] = {}
         for name, value in bound.arguments.items():
             if self.signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL:
@@ -387,7 +404,7 @@ class FunctionTask(TaskDef):
                 "no longer takes"
             )
         ordered = {name: payload[name] for name in params if name in payload}
-        bound = inspect.BoundArguments(self.signature, ordered)  # type: ignore[arg-type]
+        bound = inspect.BoundArguments(self.signature, ordered)
         try:
             self.signature.bind(*bound.args, **bound.kwargs)
         except TypeError as exc:

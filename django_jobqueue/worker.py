@@ -7,6 +7,7 @@ connection, backs off, and carries on, keeping unsettled results to write later.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue as queue_module
@@ -19,8 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.utils import timezone
@@ -96,7 +98,8 @@ class Worker:
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
-            settings.shutdown_timeout.total_seconds() if shutdown_timeout is None
+            settings.shutdown_timeout.total_seconds()
+            if shutdown_timeout is None
             else shutdown_timeout
         )
         self.poll_interval = (
@@ -155,12 +158,20 @@ class Worker:
         """Run until stopped; returns how many jobs this worker settled."""
         logger.info(
             "worker %s starting: concurrency=%d queues=%s kinds=%d caps=%s",
-            self.worker_id, self.concurrency, self.queues or "all", len(self.kinds), self.caps,
+            self.worker_id,
+            self.concurrency,
+            self.queues or "all",
+            len(self.kinds),
+            self.caps,
         )
         self._db(
             lambda: store.register_worker(
-                worker_id=self.heartbeat_id, host=self.host, pid=self.pid, queues=self.queues,
-                kinds=self.kinds, concurrency=self.concurrency,
+                worker_id=self.heartbeat_id,
+                host=self.host,
+                pid=self.pid,
+                queues=self.queues,
+                kinds=self.kinds,
+                concurrency=self.concurrency,
             )
         )
         self._listener.start()
@@ -177,8 +188,11 @@ class Worker:
             self._listener.stop()
             for _ in self._threads:
                 self._inbox.put(None)
-            self._db(lambda: store.beat(
-                worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True))
+            self._db(
+                lambda: store.beat(
+                    worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True
+                )
+            )
             connections[self.alias].close()
         logger.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
         return self.processed
@@ -241,24 +255,26 @@ class Worker:
         in_flight = Counter(r.job.kind for r in self._running.values())
         at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
         limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
-        floors = Counter(
-            priority_floor(self._slot + i, self.priority_ratio) for i in range(free)
-        )
+        floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
         claimed: list[Job] = []
         carry_over = 0
         for floor in sorted(floors, reverse=True):
             want = floors[floor] + carry_over
-            jobs = self._db(
-                lambda floor=floor, want=want: store.claim_jobs(
-                    worker_id=self.worker_id,
-                    limit=want,
-                    kinds=self.kinds,
-                    queues=self.queues or None,
-                    exclude_kinds=at_cap,
-                    kind_limits=limits or None,
-                    floor=floor,
+            jobs = (
+                self._db(
+                    partial(
+                        store.claim_jobs,
+                        worker_id=self.worker_id,
+                        limit=want,
+                        kinds=self.kinds,
+                        queues=self.queues or None,
+                        exclude_kinds=at_cap,
+                        kind_limits=limits or None,
+                        floor=floor,
+                    )
                 )
-            ) or []
+                or []
+            )
             for job in jobs:
                 if job.kind in limits:
                     limits[job.kind] -= 1
@@ -280,9 +296,11 @@ class Worker:
             run_count=job.run_count,
             failure_count=job.failure_count,
             carry=job.carry,
-            history_loader=lambda job_id=job.id: store.journal(job_id=job_id),
+            history_loader=partial(store.journal, job_id=job.id),
         )
-        running = Running(job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease)
+        running = Running(
+            job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease
+        )
         self._running[job.id] = running
         self.claimed += 1
         logger.info("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
@@ -337,7 +355,9 @@ class Worker:
             if ok:
                 logger.info(
                     "settled job=%s kind=%s outcome=%s duration=%.3fs",
-                    s.job_id, s.kind, s.outcome,
+                    s.job_id,
+                    s.kind,
+                    s.outcome,
                     s.duration.total_seconds() if s.duration else 0.0,
                 )
 
@@ -367,9 +387,7 @@ class Worker:
         if self.retention and self._due("retention", self.retention_interval):
             for status, keep in self.retention.items():
                 self._db(
-                    lambda status=status, keep=keep: store.cleanup(
-                        finished_before=timezone.now() - keep, status=status
-                    )
+                    partial(store.cleanup, finished_before=timezone.now() - keep, status=status)
                 )
 
     def _extend_leases(self) -> None:
@@ -381,7 +399,8 @@ class Worker:
         for lease, group in by_lease.items():
             until = now + lease
             done = self._db(
-                lambda group=group, until=until: store.extend_leases(
+                partial(
+                    store.extend_leases,
                     worker_id=self.worker_id,
                     runs={r.job.id: r.job.run_count for r in group},
                     until=until,
@@ -420,7 +439,7 @@ class Worker:
     # --- database errors --------------------------------------------------------------------
 
     def _db_backoff(self) -> float:
-        return min(0.1 * 2 ** max(self._db_failures - 1, 0), 5.0)
+        return float(min(0.1 * 2 ** max(self._db_failures - 1, 0), 5.0))
 
     def _db(self, call: Callable[[], T]) -> T | None:
         """Run a store call; on a connection error close, back off and return None."""
@@ -434,10 +453,8 @@ class Worker:
             logger.warning(
                 "database error (%s); reconnecting in %.1fs", str(exc).strip()[:200], wait
             )
-            try:
+            with contextlib.suppress(Exception):  # the connection is already broken
                 connections[self.alias].close()
-            except Exception:  # noqa: S110 - the connection is already broken
-                pass
             self._last["retry"] = time.monotonic() + wait
             self._stopping.wait(wait)
             return None

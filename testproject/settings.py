@@ -55,7 +55,7 @@ def _database() -> dict[str, Any]:
     if url:
         import dj_database_url
 
-        return dj_database_url.parse(url)
+        return dict(dj_database_url.parse(url))
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),

@@ -11,18 +11,18 @@ import tempfile
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue")
 
-from testproject.settings import *  # noqa: E402, F403
-from testproject.settings import INSTALLED_APPS  # noqa: E402
+from testproject.settings import *  # noqa: F403
+from testproject.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.taskapp"]
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not memory, so that worker threads share the test database.
-    DATABASES["default"]["TEST"] = {
+    DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": os.environ.get(
             "SQLITE_TEST_PATH", os.path.join(tempfile.gettempdir(), "jobqueue-test.sqlite3")
         )
-    }  # noqa: F405
+    }
     DATABASES["default"]["OPTIONS"] = {  # noqa: F405
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,

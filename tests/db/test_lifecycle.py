@@ -71,7 +71,9 @@ def test_exception_retries_after_backoff_counting_a_failure_and_keeping_carry() 
     assert job.status == Status.PENDING
     assert job.failure_count == 1
     # First failure waits base × (fib(3) − 1) = 60 s.
-    assert before + timedelta(seconds=59) <= job.visible_at <= timezone.now() + timedelta(seconds=61)
+    assert (
+        before + timedelta(seconds=59) <= job.visible_at <= timezone.now() + timedelta(seconds=61)
+    )
     [entry] = store.journal(job_id=job.id)
     assert entry.outcome == "retried"
     assert "RuntimeError: planned failure 1 of 1" in entry.note

@@ -52,22 +52,53 @@ class Command(BaseCommand):
     help = "Run a django_jobqueue worker."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--queue", action="append", dest="queues", default=[],
-                            help="Only claim from this queue (repeatable; default: all).")
-        parser.add_argument("--kind", action="append", dest="kinds", default=[],
-                            help="Only claim this kind (repeatable; default: all known kinds).")
-        parser.add_argument("--concurrency", type=_positive, default=None,
-                            help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).")
-        parser.add_argument("--cap", type=_cap, action="append", dest="caps", default=[],
-                            metavar="KIND=N", help="At most N jobs of KIND in flight (repeatable).")
-        parser.add_argument("--burst", action="store_true",
-                            help="Drain what is claimable now, then exit.")
-        parser.add_argument("--max-jobs", type=_positive, default=None,
-                            help="Exit after this many jobs.")
-        parser.add_argument("--shutdown-timeout", type=_seconds, default=None,
-                            help="Seconds to let running jobs finish after SIGTERM.")
-        parser.add_argument("--poll-interval", type=_seconds, default=None,
-                            help="Longest wait between looks at the queue, in seconds.")
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            default=[],
+            help="Only claim from this queue (repeatable; default: all).",
+        )
+        parser.add_argument(
+            "--kind",
+            action="append",
+            dest="kinds",
+            default=[],
+            help="Only claim this kind (repeatable; default: all known kinds).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=_positive,
+            default=None,
+            help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).",
+        )
+        parser.add_argument(
+            "--cap",
+            type=_cap,
+            action="append",
+            dest="caps",
+            default=[],
+            metavar="KIND=N",
+            help="At most N jobs of KIND in flight (repeatable).",
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="Drain what is claimable now, then exit."
+        )
+        parser.add_argument(
+            "--max-jobs", type=_positive, default=None, help="Exit after this many jobs."
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=_seconds,
+            default=None,
+            help="Seconds to let running jobs finish after SIGTERM.",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=_seconds,
+            default=None,
+            help="Longest wait between looks at the queue, in seconds.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -76,9 +107,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         unknown = sorted(set(options["kinds"]) - set(registry.kinds()))
         if unknown:
-            raise CommandError(
-                f"--kind {', '.join(unknown)}: no such task kind. Known: {', '.join(registry.kinds())}"
-            )
+            known = ", ".join(registry.kinds())
+            raise CommandError(f"--kind {', '.join(unknown)}: no such task kind. Known: {known}")
         if options["verbosity"] >= 1 and not logging.getLogger("django_jobqueue").handlers:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

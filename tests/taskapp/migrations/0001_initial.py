@@ -4,24 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Execution',
+            name="Execution",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.UUIDField()),
-                ('kind', models.CharField(max_length=200)),
-                ('run_no', models.PositiveIntegerField()),
-                ('pid', models.PositiveIntegerField()),
-                ('thread', models.CharField(default='', max_length=100)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_id", models.UUIDField()),
+                ("kind", models.CharField(max_length=200)),
+                ("run_no", models.PositiveIntegerField()),
+                ("pid", models.PositiveIntegerField()),
+                ("thread", models.CharField(default="", max_length=100)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(null=True)),
             ],
         ),
     ]
