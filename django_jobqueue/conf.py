@@ -101,7 +101,7 @@ def validate(raw: Any) -> Settings:
     database = values["DATABASE"]
     if not isinstance(database, str) or database not in django_settings.DATABASES:
         raise ConfigurationError(
-            f"JOBQUEUE DATABASE must name an alias in settings.DATABASES, got {database!r}",
+            f"DATABASE must name an alias in settings.DATABASES, got {database!r}",
             key="DATABASE",
         )
     concurrency = values["CONCURRENCY"]

@@ -202,6 +202,24 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
 # --- claim, settle, recover, extend -------------------------------------------------------
 
 
+def claimable(
+    *,
+    kinds: Sequence[str],
+    queues: Sequence[str] | None = None,
+    floor: int = 0,
+    now: datetime | None = None,
+) -> QuerySet[Job]:
+    """Runnable jobs in claim order: the query that ``claim_jobs`` locks rows from."""
+    qs = _jobs().filter(
+        status=Status.PENDING, visible_at__lte=now or timezone.now(), kind__in=list(kinds)
+    )
+    if queues:
+        qs = qs.filter(queue__in=list(queues))
+    if floor:
+        qs = qs.filter(priority__gte=floor)
+    return qs.order_by("priority", "visible_at", "id")
+
+
 def claim_jobs(
     *,
     worker_id: str,
@@ -228,12 +246,7 @@ def claim_jobs(
     wanted = [k for k in kinds if k not in excluded]
     if not wanted:
         return []
-    qs = _jobs().filter(status=Status.PENDING, visible_at__lte=now, kind__in=wanted)
-    if queues:
-        qs = qs.filter(queue__in=list(queues))
-    if floor:
-        qs = qs.filter(priority__gte=floor)
-    qs = _lockable(qs.order_by("priority", "visible_at", "id"), skip_locked=True)
+    qs = _lockable(claimable(kinds=wanted, queues=queues, floor=floor, now=now), skip_locked=True)
     # With per-kind caps, look a little further so a capped kind at the head does not
     # leave the rest of the slots empty.
     fetch = limit * 4 if kind_limits else limit
@@ -797,11 +810,11 @@ def stats(
         .order_by("kind")
     }
     workers = []
-    served: set[str] = set()
+    live: list[WorkerHeartbeat] = []
     for w in WorkerHeartbeat.objects.using(_alias()).order_by("-last_seen_at"):
         alive = w.stopped_at is None and now - w.last_seen_at <= WORKER_GONE_AFTER
         if alive:
-            served.update(w.kinds)
+            live.append(w)
         workers.append(
             {
                 "id": w.id,
@@ -824,7 +837,18 @@ def stats(
         "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
         "claimed": jobs.filter(status=Status.CLAIMED).count(),
         "dead": dead_by,
-        "unserved_kinds": sorted(set(oldest) - served),
+        # A worker serves a pending row when it runs the kind and reads the row's queue
+        # (no queues listed means every queue).
+        "unserved_kinds": sorted(
+            {
+                row["kind"]
+                for row in pending_by
+                if not any(
+                    row["kind"] in w.kinds and (not w.queues or row["queue"] in w.queues)
+                    for w in live
+                )
+            }
+        ),
         "workers": workers,
         "runs": run_stats(since=now - window),
         "window_seconds": window.total_seconds(),
@@ -847,6 +871,9 @@ def run_stats(*, since: datetime) -> dict[str, dict[str, Any]]:
     entries = JournalEntry.objects.using(_alias()).filter(
         recorded_at__gte=since, outcome__in=_RUN_OUTCOMES
     )
+    # An operator's cancel of a pending job is journalled as "cancelled" but no worker ran
+    # it (runs, including recovered ones, always name their worker): not a run.
+    entries = entries.exclude(outcome=Outcome.CANCELLED, worker="")
     result: dict[str, dict[str, Any]] = {}
     for row in entries.values("kind", "outcome").annotate(n=Count("id")).order_by("kind"):
         kind_stats = result.setdefault(

@@ -1,0 +1,201 @@
+"""Claiming: order, restrictions, the epoch guard, and the index the claim uses."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from django_jobqueue import Priority, Status, store
+from django_jobqueue.executor import decide, execute
+from django_jobqueue.ids import uuid7
+from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.context import Context
+from django_jobqueue.task import policy_for, registry
+from tests.helpers import postgres_only
+from tests.taskapp import tasks
+
+KINDS = registry.kinds
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_claim_order_is_priority_then_age() -> None:
+    low = tasks.add.using(priority=Priority.LOW).enqueue(0, 1)
+    normal_old = tasks.add.enqueue(0, 2)
+    high = tasks.add.using(priority=Priority.HIGH).enqueue(0, 3)
+    normal_new = tasks.add.enqueue(0, 4)
+    claimed = store.claim_jobs(worker_id="w:1", limit=10, kinds=KINDS())
+    assert [j.id for j in claimed] == [high.id, normal_old.id, normal_new.id, low.id]
+    assert all(j.status == Status.CLAIMED and j.run_count == 1 for j in claimed)
+    row = Job.objects.get(id=high.id)
+    assert row.claimed_by == "w:1"
+    assert row.claim_expires_at is not None
+    assert row.claim_expires_at > timezone.now() + timedelta(minutes=14)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
+    later = tasks.add.using(delay=timedelta(minutes=1)).enqueue(1, 1)
+    mail = tasks.add.using(queue="mail").enqueue(1, 2)
+    noop = tasks.noop.enqueue()
+    low = tasks.add.using(priority=Priority.LOW).enqueue(1, 3)
+    caps = [tasks.capped.enqueue(0) for _ in range(3)]
+
+    assert [
+        j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), queues=["mail"])
+    ] == [mail.id]
+    assert [j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=[tasks.noop.kind])] == [
+        noop.id
+    ]
+    assert [j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), floor=2)] == [
+        low.id
+    ]
+    got = store.claim_jobs(
+        worker_id="w", limit=5, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}
+    )
+    assert [j.id for j in got] == [caps[0].id]
+    assert (
+        store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), exclude_kinds=[tasks.capped.kind])
+        == []
+    )
+    assert Job.objects.get(id=later.id).status == Status.PENDING
+    assert store.next_visible_at(kinds=KINDS()) == Job.objects.get(id=later.id).visible_at
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_task_lease_overrides_the_default_lease() -> None:
+    tasks.short_lease_sleep.enqueue(0)
+    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS())
+    assert job.claim_expires_at is not None
+    assert job.claim_expires_at - timezone.now() < timedelta(seconds=3)
+
+
+def _run(job: Job, worker_id: str) -> list[bool]:
+    ctx = Context(job_id=job.id, kind=job.kind, run_count=job.run_count, failure_count=0)
+    result = execute(registry.find(job.kind), job, ctx)
+    settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
+    return store.settle(worker_id=worker_id, settlements=[settlement])
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("second_worker", ["w:1", "w:2"])
+def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
+    handle = tasks.add.enqueue(2, 2)
+    [first] = store.claim_jobs(worker_id="w:1", limit=1, kinds=KINDS())
+    # The lease runs out (the first run is slow, not dead) and the job is re-claimed,
+    # possibly by a worker with the very same host:pid.
+    Job.objects.filter(id=handle.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    assert store.recover_expired() == 1
+    [second] = store.claim_jobs(worker_id=second_worker, limit=1, kinds=KINDS())
+    assert second.run_count == 2
+    entries_before = JournalEntry.objects.filter(job_id=handle.id).count()
+
+    assert _run(first, "w:1") == [False]
+    job = Job.objects.get(id=handle.id)
+    assert job.status == Status.CLAIMED
+    assert job.run_count == 2
+    assert job.result is None
+    assert JournalEntry.objects.filter(job_id=handle.id).count() == entries_before
+
+    assert _run(second, second_worker) == [True]
+    job.refresh_from_db()
+    assert job.status == Status.COMPLETED
+    assert job.result == 4
+    assert [e.outcome for e in store.journal(job_id=job.id)] == ["stale-recovered", "completed"]
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_settle_batch_applies_each_guard_separately() -> None:
+    a = tasks.add.enqueue(1, 1)
+    b = tasks.add.enqueue(2, 2)
+    jobs = store.claim_jobs(worker_id="w", limit=2, kinds=KINDS())
+    Job.objects.filter(id=b.id).update(claimed_by="someone-else")
+    settlements = []
+    for job in jobs:
+        ctx = Context(job_id=job.id, kind=job.kind, run_count=1, failure_count=0)
+        result = execute(registry.find(job.kind), job, ctx)
+        settlements.append(decide(result, policy=policy_for(job.kind), worker_id="w"))
+    assert store.settle(worker_id="w", settlements=settlements) == [True, False]
+    assert Job.objects.get(id=a.id).status == Status.COMPLETED
+    assert Job.objects.get(id=b.id).status == Status.CLAIMED
+    assert not JournalEntry.objects.filter(job_id=b.id).exists()
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_extend_leases_is_guarded_by_run_number() -> None:
+    handle = tasks.add.enqueue(1, 1)
+    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS())
+    until = timezone.now() + timedelta(hours=1)
+    assert store.extend_leases(worker_id="w", runs={job.id: 1}, until=until) == 1
+    assert store.extend_leases(worker_id="w", runs={job.id: 2}, until=until) == 0
+    assert store.extend_leases(worker_id="x", runs={job.id: 1}, until=until) == 0
+    assert Job.objects.get(id=handle.id).claim_expires_at == until
+
+
+def _fill_realistic_table() -> None:
+    """60,000 rows: a finished history, a scheduled and a runnable backlog, running jobs."""
+    now = timezone.now()
+    kinds = [tasks.add.kind, tasks.noop.kind, tasks.record.kind]
+    rows = []
+    for i in range(60_000):
+        status = Status.COMPLETED if i % 3 == 0 else Status.PENDING
+        if i % 50 == 2:
+            status = Status.CLAIMED
+        visible = now + timedelta(hours=1) if i % 3 == 1 else now - timedelta(seconds=i)
+        rows.append(
+            Job(
+                id=uuid7(),
+                kind=kinds[i % 3],
+                priority=i % 3,
+                status=status,
+                visible_at=visible,
+                claim_expires_at=now + timedelta(seconds=i) if status == Status.CLAIMED else None,
+                claimed_by="w:1" if status == Status.CLAIMED else "",
+                finished_at=now if status == Status.COMPLETED else None,
+                dedup_key=str(i % 100) if i % 5 == 0 else None,
+            )
+        )
+    Job.objects.bulk_create(rows, batch_size=5000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobqueue_job")
+
+
+def _plan(sql: str, params: tuple[object, ...]) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_claim_uses_the_partial_claim_index() -> None:
+    _fill_realistic_table()
+    with transaction.atomic():
+        qs = store.claimable(kinds=KINDS()).select_for_update(skip_locked=True)[:10]
+        sql, params = qs.query.sql_with_params()
+        plan = _plan(sql, params)
+    assert "jobqueue_job_claim" in plan, plan
+    # The index already yields claim order: no sort step between the scan and LIMIT.
+    assert "Sort" not in plan, plan
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_recovery_and_next_visible_use_their_indexes() -> None:
+    _fill_realistic_table()
+    expired = Job.objects.filter(status=Status.CLAIMED, claim_expires_at__lt=timezone.now())
+    sql, params = expired.order_by("claim_expires_at")[:500].query.sql_with_params()
+    assert "jobqueue_job_lease" in _plan(sql, params)
+    nxt = Job.objects.filter(status=Status.PENDING, visible_at__gt=timezone.now()).order_by(
+        "visible_at"
+    )[:1]
+    sql, params = nxt.query.sql_with_params()
+    assert "jobqueue_job_next" in _plan(sql, params)

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError, SystemCheckError
+from django.test import override_settings
+
+from django_jobqueue import ConfigurationError, conf
+
+
+def test_defaults() -> None:
+    settings = conf.validate({})
+    assert settings.lease == timedelta(minutes=15)
+    assert settings.poll_interval == timedelta(seconds=5)
+    assert settings.shutdown_timeout == timedelta(seconds=30)
+    assert settings.priority_ratio == 4
+    assert settings.max_failures == 25
+    assert settings.backoff_base == timedelta(seconds=1)
+    assert settings.backoff_cap == timedelta(hours=1)
+    assert settings.backoff_jitter == 0.2
+    assert 1 <= settings.concurrency <= 8
+    assert settings.database == "default"
+
+
+def test_numbers_are_seconds_and_timedeltas_pass_through() -> None:
+    settings = conf.validate({"LEASE": 90, "POLL_INTERVAL": timedelta(seconds=2)})
+    assert settings.lease == timedelta(seconds=90)
+    assert settings.poll_interval == timedelta(seconds=2)
+
+
+def test_unknown_key_is_rejected_with_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r"Unknown JOBQUEUE key\(s\): LEASE_TIME.*LEASE"):
+        conf.validate({"LEASE_TIME": 5})
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"LEASE": 0}, "LEASE"),
+        ({"LEASE": "15m"}, "LEASE"),
+        ({"POLL_INTERVAL": -1}, "POLL_INTERVAL"),
+        ({"SHUTDOWN_TIMEOUT": True}, "SHUTDOWN_TIMEOUT"),
+        ({"CONCURRENCY": 0}, "CONCURRENCY"),
+        ({"KIND_CONCURRENCY": {"a.b": 0}}, "KIND_CONCURRENCY['a.b']"),
+        ({"KIND_CONCURRENCY": ["a"]}, "KIND_CONCURRENCY"),
+        ({"PRIORITY_RATIO": 0}, "PRIORITY_RATIO"),
+        ({"MAX_FAILURES": -3}, "MAX_FAILURES"),
+        ({"BACKOFF_JITTER": 1.5}, "BACKOFF_JITTER"),
+        ({"BACKOFF_BASE": 10, "BACKOFF_CAP": 5}, "BACKOFF_CAP"),
+        ({"DATABASE": "nope"}, "DATABASE"),
+        ({"RETENTION": {"pending": 5}}, "RETENTION"),
+    ],
+)
+def test_invalid_values_name_the_key(raw: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        conf.validate(raw)
+    assert str(info.value).startswith(key)
+
+
+def test_none_disables_priority_ratio_and_max_failures() -> None:
+    settings = conf.validate({"PRIORITY_RATIO": None, "MAX_FAILURES": None})
+    assert settings.priority_ratio is None
+    assert settings.max_failures is None
+
+
+def test_override_settings_is_picked_up() -> None:
+    with override_settings(JOBQUEUE={"LEASE": 42}):
+        assert conf.get().lease == timedelta(seconds=42)
+    assert conf.get().lease == timedelta(minutes=15)
+
+
+def test_invalid_settings_fail_the_system_check_naming_the_key() -> None:
+    with (
+        override_settings(JOBQUEUE={"LEASE": -5}),
+        pytest.raises(SystemCheckError, match="LEASE must be positive"),
+    ):
+        call_command("check")
+
+
+def test_runworker_refuses_to_start_with_invalid_settings() -> None:
+    with (
+        override_settings(JOBQUEUE={"POLL_INTERVAL": "soon"}),
+        pytest.raises(CommandError, match="POLL_INTERVAL"),
+    ):
+        call_command("runworker", "--burst")

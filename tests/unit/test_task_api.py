@@ -1,0 +1,168 @@
+"""The task layer without a database: registration, kinds, payload binding, options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from django_jobqueue import (
+    Backoff,
+    Context,
+    DuplicateKind,
+    InvalidOption,
+    Priority,
+    Task,
+    task,
+)
+from django_jobqueue.ids import uuid7
+from django_jobqueue.task import Options, PayloadMismatch, registry
+from django_jobqueue.worker import priority_floor
+from tests.taskapp import tasks
+
+
+def _ctx(**kw: Any) -> Context:
+    return Context(job_id=uuid7(), kind="k", run_count=1, failure_count=0, **kw)
+
+
+def test_bare_decorator_registers_under_module_and_name() -> None:
+    assert tasks.add.kind == "tests.taskapp.tasks.add"
+    assert registry.get("tests.taskapp.tasks.add") is tasks.add
+    assert tasks.add.priority == Priority.NORMAL
+    assert tasks.add.queue == "default"
+
+
+def test_decorator_options_are_kept() -> None:
+    assert tasks.capped.kind == "tests.capped"
+    assert tasks.short_lease_sleep.lease == timedelta(seconds=2)
+    assert tasks.high.priority == Priority.HIGH
+    assert tasks.slow_backoff.policy().backoff_base == timedelta(seconds=30)
+    assert tasks.slow_backoff.policy().backoff_cap == timedelta(minutes=5)
+    assert tasks.always_fails.policy().max_failures == 3
+    assert tasks.fails_forever.policy().max_failures is None
+
+
+def test_decorated_function_still_runs_inline() -> None:
+    assert tasks.add(2, 3) == 5
+
+
+def test_class_task_kind_and_defaults() -> None:
+    assert tasks.Sync.kind == "tests.sync"
+    assert registry.get("tests.sync").instance({"account_id": 3}) == tasks.Sync(3)
+
+
+def test_duplicate_kind_is_an_error_at_import() -> None:
+    def first() -> None: ...
+
+    def second() -> None: ...
+
+    task(kind="tests.dup")(first)
+    try:
+        with pytest.raises(DuplicateKind, match="'tests.dup' is defined twice"):
+            task(kind="tests.dup")(second)
+    finally:
+        registry.unregister("tests.dup")
+
+
+def test_duplicate_kind_between_a_class_and_a_function() -> None:
+    try:
+        with pytest.raises(DuplicateKind):
+
+            @dataclass
+            class Clash(Task):
+                kind = "tests.taskapp.tasks.add"
+
+                def run(self, ctx: Context) -> None: ...
+
+    finally:
+        registry.register(tasks.add)
+
+
+def test_payload_maps_parameter_names_and_round_trips() -> None:
+    @task(kind="tests.varargs")
+    def varargs(a: int, *rest: int, flag: bool = False, **extra: Any) -> Any:
+        return a, rest, flag, extra
+
+    try:
+        payload = varargs.payload((1, 2, 3), {"flag": True, "x": "y"})
+        assert payload == {"a": 1, "rest": [2, 3], "flag": True, "extra": {"x": "y"}}
+        assert varargs.execute(payload, _ctx()) == (1, (2, 3), True, {"x": "y"})
+    finally:
+        registry.unregister("tests.varargs")
+
+
+def test_context_is_passed_first_and_not_part_of_the_payload() -> None:
+    assert tasks.fail_times.payload((), {"times": 0}) == {"times": 0}
+    ctx = _ctx()
+    assert tasks.fail_times.execute({"times": 0}, ctx) == "ok"
+    assert ctx.attachment == {"run": 1}
+
+
+def test_payload_that_no_longer_fits_is_detected_before_running() -> None:
+    with pytest.raises(PayloadMismatch, match="no longer takes"):
+        tasks.add.execute({"a": 1, "b": 2, "c": 3}, _ctx())
+    with pytest.raises(PayloadMismatch, match="no longer fits"):
+        tasks.add.execute({"a": 1}, _ctx())
+    with pytest.raises(PayloadMismatch, match="no longer fits Sync"):
+        registry.get("tests.sync").execute({"wrong": 1}, _ctx())
+
+
+def test_async_function_runs_to_completion() -> None:
+    assert tasks.async_add.execute({"a": 1, "b": 2}, _ctx()) == 3
+
+
+def test_options_chain_and_validate() -> None:
+    options = Options.build(priority=Priority.LOW)
+    options = Options.build(options, delay=5)
+    assert options.priority == Priority.LOW
+    assert options.delay == timedelta(seconds=5)
+    with pytest.raises(InvalidOption, match="give delay or run_at, not both"):
+        from django.utils import timezone
+
+        Options.build(delay=1, run_at=timezone.now())
+
+
+def test_invalid_task_options_fail_at_decoration() -> None:
+    with pytest.raises(InvalidOption, match="priority"):
+        task(priority=9)(lambda: None)
+    with pytest.raises(InvalidOption, match="max_failures"):
+        task(max_failures=0)(lambda: None)
+    with pytest.raises(InvalidOption, match="lease"):
+        task(lease=timedelta(0))(lambda: None)
+    with pytest.raises(InvalidOption, match="backoff"):
+        task(backoff=5)(lambda: None)  # type: ignore[call-overload]
+    with pytest.raises(InvalidOption, match="takes_context"):
+        task(takes_context=True)(lambda: None)
+
+
+def test_backoff_override_falls_back_to_settings_for_unset_fields() -> None:
+    @task(kind="tests.half_backoff", backoff=Backoff(cap=timedelta(seconds=9)))
+    def half() -> None: ...
+
+    try:
+        policy = half.policy()
+        assert policy.backoff_cap == timedelta(seconds=9)
+        assert policy.backoff_base == timedelta(0)  # tests.settings BACKOFF_BASE
+    finally:
+        registry.unregister("tests.half_backoff")
+
+
+def test_uuid7_ids_are_version_7_and_time_ordered() -> None:
+    ids = [uuid7() for _ in range(1000)]
+    assert all(i.version == 7 for i in ids)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 1000
+
+
+@pytest.mark.parametrize(
+    ("ratio", "expected"),
+    [
+        (None, [0] * 30),
+        (4, ([0, 0, 0, 0, 1] * 4 + [0, 0, 0, 0, 2]) + [0, 0, 0, 0, 1]),
+        (1, [0, 1, 0, 2, 0, 1, 0, 2]),
+    ],
+)
+def test_priority_floor_cadence(ratio: int | None, expected: list[int]) -> None:
+    assert [priority_floor(slot, ratio) for slot in range(len(expected))] == expected
