@@ -79,7 +79,7 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
         "delay must not be negative",
     ),
     "naive run_at": (
-        lambda: tasks.add.using(run_at=dt.datetime(2030, 1, 1)).enqueue(1, 2),  # noqa: DTZ001
+        lambda: tasks.add.using(run_at=dt.datetime(2030, 1, 1)).enqueue(1, 2),
         InvalidOption,
         "run_at must be a timezone-aware datetime",
     ),
@@ -131,10 +131,14 @@ def test_enqueue_in_a_rolled_back_transaction_leaves_no_job() -> None:
     class Boom(Exception):
         pass
 
-    with pytest.raises(Boom), transaction.atomic():
-        Execution.objects.create(job_id=uuid.uuid4(), kind="x", run_no=0, pid=0)
-        tasks.add.enqueue(1, 2)
-        raise Boom
+    def signup() -> None:
+        with transaction.atomic():
+            Execution.objects.create(job_id=uuid.uuid4(), kind="x", run_no=0, pid=0)
+            tasks.add.enqueue(1, 2)
+            raise Boom
+
+    with pytest.raises(Boom):
+        signup()
     assert Job.objects.count() == 0
     assert Execution.objects.count() == 0
 

@@ -9,10 +9,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
+from django_jobqueue.context import Context
 from django_jobqueue.executor import decide, execute
 from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.context import Context
 from django_jobqueue.task import policy_for, registry
 from tests.helpers import postgres_only
 from tests.taskapp import tasks

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from django_jobqueue import (
     Backoff,
@@ -60,7 +61,7 @@ def test_duplicate_kind_is_an_error_at_import() -> None:
 
     task(kind="tests.dup")(first)
     try:
-        with pytest.raises(DuplicateKind, match="'tests.dup' is defined twice"):
+        with pytest.raises(DuplicateKind, match=r"'tests\.dup' is defined twice"):
             task(kind="tests.dup")(second)
     finally:
         registry.unregister("tests.dup")
@@ -118,10 +119,9 @@ def test_options_chain_and_validate() -> None:
     options = Options.build(options, delay=5)
     assert options.priority == Priority.LOW
     assert options.delay == timedelta(seconds=5)
+    at = timezone.now()
     with pytest.raises(InvalidOption, match="give delay or run_at, not both"):
-        from django.utils import timezone
-
-        Options.build(delay=1, run_at=timezone.now())
+        Options.build(delay=1, run_at=at)
 
 
 def test_invalid_task_options_fail_at_decoration() -> None:
