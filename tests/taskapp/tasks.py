@@ -184,3 +184,44 @@ class Sync(Task):
 
 
 MERGE_MODE: dict[str, str] = {}
+
+
+FIXED: set[str] = set()
+"""Tickets an "operator" has fixed: until_fixed jobs for them complete instead of dying."""
+
+
+@task(takes_context=True)
+def until_fixed(ctx: Context, ticket: str) -> dict[str, int]:
+    """Saves progress in carry (a pause), then dies permanently until its ticket is FIXED."""
+    _record(ctx)
+    if "prepared" not in ctx.carry:
+        ctx.carry["prepared"] = ctx.run_count
+        raise Pause(resume_in=timedelta(0), note="prepared")
+    if ticket not in FIXED:
+        raise Permanent(f"ticket {ticket} is not fixed")
+    return {"prepared_in_run": ctx.carry["prepared"], "run": ctx.run_count}
+
+
+@dataclass
+class ClaimingSync(Task):
+    """Merges by replace, but a worker claims the candidate while merge() is deciding.
+
+    This opens the window between finding a candidate and writing to it, which row
+    locks (PostgreSQL) and serialised writers (SQLite) otherwise keep closed to other
+    sessions: the guarded write must then fall back to a fresh insert.
+    """
+
+    kind = "tests.claiming_sync"
+    account_id: int
+
+    def dedup_key(self) -> str | None:
+        return str(self.account_id)
+
+    def merge(self, existing: Pending) -> Merge:
+        from django_jobqueue import store
+
+        store.claim_jobs(worker_id="interloper:1", limit=1, kinds=[self.kind])
+        return Merge.replace()
+
+    def run(self, ctx: Context) -> int:
+        return self.account_id
