@@ -1,0 +1,251 @@
+"""Idempotency keys: reuse while the keyed job is active, a fresh row once it finished,
+exactly one row under concurrent enqueues, and a caller's transaction left intact."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+import pytest
+from django.db import connections, transaction
+
+from django_jobqueue import InvalidOption, InvalidTransition, Status, store
+from django_jobqueue.models import Job, JournalEntry
+from tests.helpers import postgres_only, run_burst, wait_for
+from tests.taskapp import tasks
+from tests.taskapp.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+sqlite_too = pytest.mark.sqlite
+
+T = TypeVar("T")
+
+
+def in_thread(fn: Callable[[], T]) -> Future[T]:
+    """Run ``fn`` on a thread of its own (its own database connection, closed after)."""
+
+    def wrapped() -> T:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(wrapped)
+    pool.shutdown(wait=False)
+    return future
+
+
+def backend_pid() -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def waits_on_lock_held_by(pid: int, holder: int) -> bool:
+    """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "
+            "FROM pg_stat_activity WHERE pid = %s",
+            [holder, pid],
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock" and bool(row[1])
+
+
+def row_state(job_id: object) -> tuple[Any, ...]:
+    job = Job.objects.get(id=job_id)
+    return (job.status, job.payload, job.priority, job.visible_at, job.carry, job.run_count)
+
+
+@sqlite_too
+def test_idempotency_key_reuses_the_pending_job_and_writes_nothing() -> None:
+    first = tasks.add.using(idempotency_key="order-1").enqueue(1, 2)
+    assert first.disposition == "inserted"
+    before = row_state(first.id)
+
+    again = tasks.add.using(idempotency_key="order-1", priority=0).enqueue(5, 6)
+
+    assert again.disposition == "reused"
+    assert again.id == first.id
+    assert again.status == Status.PENDING
+    assert again.job.payload == {"a": 1, "b": 2}  # the existing job, not the new arguments
+    assert Job.objects.count() == 1
+    assert row_state(first.id) == before
+    assert JournalEntry.objects.count() == 0
+
+
+@sqlite_too
+def test_idempotency_key_reuses_a_claimed_job() -> None:
+    first = tasks.add.using(idempotency_key="order-1").enqueue(1, 2)
+    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+    assert claimed.id == first.id
+
+    again = tasks.add.using(idempotency_key="order-1").enqueue(1, 2)
+
+    assert again.disposition == "reused"
+    assert again.id == first.id
+    assert again.status == Status.CLAIMED
+    assert Job.objects.count() == 1
+    assert JournalEntry.objects.count() == 0
+
+
+@sqlite_too
+@pytest.mark.parametrize("finish", ["completed", "cancelled", "dead"])
+def test_idempotency_key_is_free_again_once_the_job_is_terminal(finish: str) -> None:
+    if finish == "dead":
+        first = tasks.permanent.using(idempotency_key="k").enqueue()
+    else:
+        first = tasks.add.using(idempotency_key="k").enqueue(1, 2)
+    if finish == "cancelled":
+        store.cancel(job_id=first.id)
+    else:
+        assert run_burst() == 1
+    assert first.refresh().status == finish
+
+    second = tasks.add.using(idempotency_key="k").enqueue(3, 4)
+
+    assert second.disposition == "inserted"
+    assert second.id != first.id
+    rows = dict(Job.objects.filter(idempotency_key="k").values_list("id", "status"))
+    assert rows == {first.id: finish, second.id: Status.PENDING}
+    # ...and while the new one is active, the key points at it.
+    third = tasks.add.using(idempotency_key="k").enqueue(5, 6)
+    assert third.disposition == "reused"
+    assert third.id == second.id
+
+
+@sqlite_too
+def test_idempotency_reuse_inside_a_callers_transaction_keeps_it_working() -> None:
+    existing = tasks.add.using(idempotency_key="signup-9").enqueue(1, 2)
+
+    with transaction.atomic():
+        Execution.objects.create(job_id=existing.id, kind="business-data", run_no=0, pid=1)
+        reused = tasks.add.using(idempotency_key="signup-9").enqueue(1, 2)
+        other = tasks.noop.enqueue()
+
+    assert reused.disposition == "reused"
+    assert reused.id == existing.id
+    assert Execution.objects.filter(kind="business-data").count() == 1
+    assert Job.objects.filter(id=other.id, status=Status.PENDING).exists()
+    assert Job.objects.count() == 2
+
+
+@sqlite_too
+def test_idempotency_key_is_rolled_back_with_the_callers_transaction() -> None:
+    class Abort(Exception):
+        pass
+
+    def signup() -> None:
+        with transaction.atomic():
+            tasks.add.using(idempotency_key="k").enqueue(1, 2)
+            raise Abort
+
+    with pytest.raises(Abort):
+        signup()
+
+    assert Job.objects.count() == 0
+    handle = tasks.add.using(idempotency_key="k").enqueue(1, 2)
+    assert handle.disposition == "inserted"
+
+
+@sqlite_too
+@pytest.mark.parametrize("key", ["", "x" * 256, 42])
+def test_idempotency_key_must_be_a_short_non_empty_string(key: Any) -> None:
+    with pytest.raises(InvalidOption, match="idempotency_key"):
+        tasks.add.using(idempotency_key=key).enqueue(1, 2)
+    assert Job.objects.count() == 0
+
+
+@sqlite_too
+def test_requeue_is_refused_while_another_active_job_holds_the_key() -> None:
+    dead = tasks.permanent.using(idempotency_key="k").enqueue()
+    run_burst()
+    assert dead.refresh().status == Status.DEAD
+    active = tasks.add.using(idempotency_key="k").enqueue(1, 2)
+    assert active.disposition == "inserted"
+
+    with pytest.raises(InvalidTransition, match="idempotency key 'k'"):
+        store.requeue(job_id=dead.id, actor="alice")
+
+    assert dead.refresh().status == Status.DEAD
+    assert [e.outcome for e in dead.journal()] == ["dead"]  # no requeued entry written
+
+
+@postgres_only
+def test_twenty_concurrent_enqueues_with_one_key_make_exactly_one_row() -> None:
+    n = 20
+    barrier = threading.Barrier(n)
+
+    def one(i: int) -> Any:
+        connections["default"].ensure_connection()  # connect before the race starts
+        barrier.wait(timeout=30)
+        return tasks.add.using(idempotency_key="charge-77").enqueue(i, i)
+
+    futures = [in_thread(partial(one, i)) for i in range(n)]
+    handles = [f.result(timeout=60) for f in futures]
+
+    [row] = Job.objects.filter(idempotency_key="charge-77")
+    assert Job.objects.count() == 1
+    inserted = [h for h in handles if h.disposition == "inserted"]
+    reused = [h for h in handles if h.disposition == "reused"]
+    assert len(inserted) == 1
+    assert len(reused) == n - 1
+    assert inserted[0].id == row.id
+    assert {h.id for h in reused} == {row.id}
+    assert row.payload == inserted[0].job.payload
+    assert JournalEntry.objects.count() == 0
+
+
+@postgres_only
+def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_the_rest() -> None:
+    """The other enqueue has inserted the key but not committed when ours looks it up, so
+    ours inserts too and blocks on the unique index. When the other commits, ours gets the
+    unique violation: it must reuse the winner's job and leave the caller's transaction
+    usable (a savepoint, not a broken transaction), so its other writes commit."""
+    winner_inserted = threading.Event()
+    commit = threading.Event()
+    holder: list[int] = []
+    loser: list[int] = []
+
+    def winner() -> Any:
+        holder.append(backend_pid())
+        with transaction.atomic():
+            handle = tasks.add.using(idempotency_key="signup-5").enqueue(1, 1)
+            winner_inserted.set()
+            assert commit.wait(30)
+        return handle
+
+    def caller() -> tuple[Any, Any]:
+        loser.append(backend_pid())
+        with transaction.atomic():
+            Execution.objects.create(job_id=uuid.uuid4(), kind="business-data", run_no=0, pid=1)
+            reused = tasks.add.using(idempotency_key="signup-5").enqueue(2, 2)
+            other = tasks.noop.enqueue()
+        return reused, other
+
+    first = in_thread(winner)
+    assert winner_inserted.wait(10)
+    second = in_thread(caller)
+    try:
+        wait_for(lambda: loser and waits_on_lock_held_by(loser[0], holder[0]))
+        assert not second.done()
+    finally:
+        commit.set()
+    won = first.result(timeout=30)
+    reused, other = second.result(timeout=30)
+
+    assert won.disposition == "inserted"
+    assert reused.disposition == "reused"
+    assert reused.id == won.id
+    assert Job.objects.filter(idempotency_key="signup-5").count() == 1
+    assert Job.objects.get(id=won.id).payload == {"a": 1, "b": 1}
+    assert Job.objects.filter(id=other.id, status=Status.PENDING).exists()
+    assert Execution.objects.filter(kind="business-data").count() == 1
