@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, Field, Min, Q, QuerySet
 from django.utils import timezone
 
 from . import conf, notify
@@ -314,9 +314,11 @@ def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
     with transaction.atomic(using=alias):
         rows = {
             job.id: job
-            for job in _lockable(_jobs().filter(id__in=ids), skip_locked=False).order_by("id")
+            for job in _lockable(_jobs().filter(id__in=ids), skip_locked=False)
+            .only(*_GUARD_FIELDS)
+            .order_by("id")
         }
-        changed: list[Job] = []
+        changed: list[tuple[Job, dict[str, Any] | None]] = []
         entries: list[JournalEntry] = []
         for s in settlements:
             job = rows.get(s.job_id)
@@ -344,11 +346,9 @@ def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
             _apply(job, status=status, visible_at=s.visible_at, now=now)
             if s.failed:
                 job.failure_count += 1
-            if s.carry is not None:
-                job.carry = s.carry
             if status == Status.COMPLETED:
                 job.result = s.result
-            changed.append(job)
+            changed.append((job, s.carry))
             entries.append(
                 JournalEntry(
                     job_id=job.id,
@@ -366,9 +366,66 @@ def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
             )
             applied.append(True)
         if changed:
-            Job.objects.using(alias).bulk_update(changed, _SETTLE_FIELDS)
+            _write_settled(changed)
             JournalEntry.objects.using(alias).bulk_create(entries)
     return applied
+
+
+# What settle and recovery read of a row: enough for the guard and the next state.
+_GUARD_FIELDS = (
+    "id",
+    "kind",
+    "status",
+    "claimed_by",
+    "claim_expires_at",
+    "run_count",
+    "failure_count",
+    "cancel_requested",
+    "cancel_actor",
+)
+
+
+def _write_settled(changed: Sequence[tuple[Job, dict[str, Any] | None]]) -> None:
+    """Write settled rows with one prepared UPDATE run for every row.
+
+    ``bulk_update`` builds a CASE per field and row, which costs more than the rest of
+    a settlement together. A NULL carry keeps the stored one; visible_at is only set
+    for rows going back to pending; result is set only by a completing run.
+    """
+    conn = connections[_alias()]
+    meta = Job._meta
+    q = conn.ops.quote_name
+
+    def prep(name: str, value: Any) -> Any:
+        field = meta.get_field(name)
+        assert isinstance(field, Field)
+        return field.get_db_prep_save(value, conn)
+
+    # Names come from the model, values are bound: nothing here is user text.
+    sql = (
+        f"UPDATE {q(meta.db_table)} SET {q('status')} = %s,"  # noqa: S608
+        f" {q('visible_at')} = COALESCE(%s, {q('visible_at')}),"
+        f" {q('claimed_by')} = '', {q('claim_expires_at')} = NULL, {q('failure_count')} = %s,"
+        f" {q('carry')} = COALESCE(%s, {q('carry')}), {q('result')} = %s,"
+        f" {q('finished_at')} = %s, {q('cancel_requested')} = %s, {q('cancel_actor')} = %s"
+        f" WHERE {q('id')} = %s"
+    )
+    params = [
+        (
+            job.status,
+            prep("visible_at", job.visible_at if job.status == Status.PENDING else None),
+            job.failure_count,
+            None if carry is None else prep("carry", carry),
+            prep("result", job.__dict__.get("result")),
+            prep("finished_at", job.finished_at),
+            job.cancel_requested,
+            job.cancel_actor,
+            prep("id", job.id),
+        )
+        for job, carry in changed
+    ]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _by(actor: str) -> str:
@@ -416,7 +473,9 @@ def recover_expired(*, now: datetime | None = None, batch_size: int = 500) -> in
                 _lockable(
                     _jobs().filter(status=Status.CLAIMED, claim_expires_at__lt=now_),
                     skip_locked=True,
-                ).order_by("claim_expires_at")[:batch_size]
+                )
+                .only(*_GUARD_FIELDS)
+                .order_by("claim_expires_at")[:batch_size]
             )
             if not rows:
                 return total
@@ -457,7 +516,7 @@ def recover_expired(*, now: datetime | None = None, batch_size: int = 500) -> in
                 )
                 _apply(job, status=status, visible_at=s.visible_at, now=now_)
                 job.failure_count += 1
-            Job.objects.using(alias).bulk_update(rows, _SETTLE_FIELDS)
+            _write_settled([(job, None) for job in rows])
             JournalEntry.objects.using(alias).bulk_create(entries)
         total += len(rows)
         for entry in entries:
