@@ -365,7 +365,10 @@ class Worker:
 
     def _due(self, name: str, every: float) -> bool:
         now = time.monotonic()
-        if now - self._last.get(name, 0) >= every:
+        # Never done is always due: monotonic time has no fixed origin (it may be smaller
+        # than ``every`` on a freshly booted host), so 0 is not "long ago".
+        last = self._last.get(name)
+        if last is None or now - last >= every:
             self._last[name] = now
             return True
         return False
