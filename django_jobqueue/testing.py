@@ -8,9 +8,9 @@ store and executor as a worker, so it works inside a test's transaction
 from __future__ import annotations
 
 import os
-from functools import partial
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.utils import timezone
