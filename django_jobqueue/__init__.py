@@ -5,6 +5,7 @@ Everything public is re-exported here; other modules are internal.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from .backoff import Backoff
@@ -103,8 +104,8 @@ def cleanup(finished_before: datetime, kind: str | None = None, status: str | No
     return store.cleanup(finished_before=finished_before, kind=kind, status=status)
 
 
-def stats() -> dict[str, Any]:
-    """A snapshot of backlog, claims, failures, workers and recent run statistics."""
+def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
+    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``."""
     from . import store
 
-    return store.stats()
+    return store.stats(window=window)

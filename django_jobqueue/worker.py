@@ -199,6 +199,9 @@ class Worker:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            # Cleared before looking, so a wake-up that arrives while we work is kept
+            # for the next wait instead of being lost.
+            self._wake.clear()
             self._collect()
             self._flush()
             self._maintain()
@@ -240,7 +243,6 @@ class Worker:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
         if timeout > 0:
             self._wake.wait(timeout)
-        self._wake.clear()
 
     def _limit_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed >= self.max_jobs
