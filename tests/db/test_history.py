@@ -1,0 +1,291 @@
+"""History: keyset pages on (created_at, id) that stay stable while rows come and go,
+the filters, clear errors for bad input, and job(id) with its journal."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from django_jobqueue import Status, history, job, store
+from django_jobqueue.ids import uuid7
+from django_jobqueue.models import Job
+from tests.helpers import run_burst
+from tests.taskapp import tasks
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+
+Key = tuple[datetime, uuid.UUID]
+
+
+def key(row: Job) -> Key:
+    return (row.created_at, row.id)
+
+
+def new_job(created_at: datetime, **fields: Any) -> Job:
+    fields.setdefault("kind", "tests.history")
+    return Job(id=uuid7(), created_at=created_at, visible_at=created_at, **fields)
+
+
+@pytest.mark.parametrize("newest_first", [False, True], ids=["oldest-first", "newest-first"])
+def test_history_walk_of_10000_jobs_is_stable_while_rows_are_inserted_and_deleted(
+    newest_first: bool,
+) -> None:
+    """Pages of 100 over 10,000 jobs, with 3 inserts and 3 deletes between pages, at random
+    places (ahead of the cursor and behind it). A keyset walk must return exactly: the
+    pre-existing rows minus those deleted while still ahead, plus the rows inserted ahead
+    of the cursor (and not deleted later while still ahead), each once and in order."""
+    rng = random.Random(20240607)
+    base = timezone.now().replace(microsecond=0) - timedelta(days=1)
+    n = 10_000
+    ids = [uuid7() for _ in range(n)]
+    rng.shuffle(ids)  # so the id order inside a tie differs from the insertion order
+    # Three rows per timestamp: page boundaries (every 100 rows) fall inside ties.
+    rows = [
+        Job(
+            id=ids[i],
+            kind="tests.history",
+            created_at=base + timedelta(milliseconds=i // 3),
+            visible_at=base,
+        )
+        for i in range(n)
+    ]
+    Job.objects.bulk_create(rows, batch_size=2000)
+    assert Job.objects.count() == n
+    span_ms = n // 3 + 2
+
+    def ahead(k: Key, cursor: Key | None) -> bool:
+        if cursor is None:
+            return True
+        return k < cursor if newest_first else k > cursor
+
+    # Which rows the walk must return: decided as rows come and go, by where the cursor is.
+    expected: dict[uuid.UUID, Key] = {r.id: key(r) for r in rows}
+    present: dict[uuid.UUID, Key] = dict(expected)
+    seen: list[Job] = []
+    cursor_key: Key | None = None
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = history(limit=100, after=cursor, newest_first=newest_first)
+        pages += 1
+        seen.extend(page.jobs)
+        assert len(page.jobs) <= 100
+        if page.next_cursor is None:
+            break
+        assert len(page.jobs) == 100
+        cursor = page.next_cursor
+        cursor_key = key(page.jobs[-1])
+        # Between requests: others insert jobs (some in the past, some now) and delete some.
+        fresh = [
+            new_job(base + timedelta(milliseconds=rng.randrange(span_ms))),
+            new_job(base + timedelta(milliseconds=rng.randrange(span_ms))),
+            new_job(timezone.now()),
+        ]
+        Job.objects.bulk_create(fresh)
+        for row in fresh:
+            present[row.id] = key(row)
+            if ahead(key(row), cursor_key):
+                expected[row.id] = key(row)
+        doomed = rng.sample(sorted(present), 3)
+        Job.objects.filter(id__in=doomed).delete()
+        for job_id in doomed:
+            if ahead(present.pop(job_id), cursor_key):
+                expected.pop(job_id, None)
+
+    seen_ids = [r.id for r in seen]
+    assert len(seen_ids) == len(set(seen_ids)), "a row was returned twice"
+    order = sorted(expected, key=expected.__getitem__, reverse=newest_first)
+    assert seen_ids == order
+    # Every pre-existing row that was not deleted before the walk reached it, exactly once.
+    pre = {r.id for r in rows}
+    deleted_pre = pre - set(present)
+    seen_set = set(seen_ids)
+    assert pre - deleted_pre <= seen_set
+    assert pages >= 100
+
+
+def test_history_cursor_stays_valid_when_its_own_row_is_deleted() -> None:
+    base = timezone.now() - timedelta(hours=1)
+    rows = [new_job(base + timedelta(seconds=i)) for i in range(5)]
+    Job.objects.bulk_create(rows)
+
+    first = history(limit=2)
+    assert [r.id for r in first.jobs] == [rows[0].id, rows[1].id]
+    Job.objects.filter(id=rows[1].id).delete()
+    second = history(limit=2, after=first.next_cursor)
+    assert [r.id for r in second.jobs] == [rows[2].id, rows[3].id]
+    third = history(limit=2, after=second.next_cursor)
+    assert [r.id for r in third.jobs] == [rows[4].id]
+    assert third.next_cursor is None
+
+
+def test_history_of_an_empty_table_is_one_empty_page() -> None:
+    page = history()
+    assert page.jobs == []
+    assert page.next_cursor is None
+
+
+# --- filters ------------------------------------------------------------------------------
+
+T = datetime.fromisoformat("2024-03-01T12:00:00+00:00")
+
+
+@pytest.fixture
+def assorted() -> list[Job]:
+    """30 jobs over kinds, queues and statuses, created an hour apart; finished ones 30 min
+    after creation."""
+    kinds = ["shop.sync", "shop.mail", "reports.render"]
+    queues = ["default", "mail"]
+    statuses = list(Status.values)
+    rows = []
+    for i in range(30):
+        status = statuses[i % len(statuses)]
+        created = T + timedelta(hours=i)
+        rows.append(
+            Job(
+                id=uuid7(),
+                kind=kinds[i % 3],
+                queue=queues[(i // 3) % 2],
+                status=status,
+                created_at=created,
+                visible_at=created,
+                finished_at=(
+                    created + timedelta(minutes=30)
+                    if status in ("completed", "dead", "cancelled")
+                    else None
+                ),
+            )
+        )
+    Job.objects.bulk_create(rows)
+    return rows
+
+
+FILTERS: list[tuple[str, dict[str, Any], Callable[[Job], bool]]] = [
+    ("kind", {"kind": "shop.mail"}, lambda j: j.kind == "shop.mail"),
+    (
+        "kinds",
+        {"kind": ["shop.mail", "reports.render"]},
+        lambda j: j.kind in ("shop.mail", "reports.render"),
+    ),
+    ("queue", {"queue": "mail"}, lambda j: j.queue == "mail"),
+    ("status", {"status": "dead"}, lambda j: j.status == "dead"),
+    (
+        "statuses",
+        {"status": ["pending", "claimed"]},
+        lambda j: j.status in ("pending", "claimed"),
+    ),
+    (
+        "created range (from inclusive, to exclusive)",
+        {"created_after": T + timedelta(hours=5), "created_before": T + timedelta(hours=9)},
+        lambda j: T + timedelta(hours=5) <= j.created_at < T + timedelta(hours=9),
+    ),
+    (
+        "finished range",
+        {
+            "finished_after": T + timedelta(hours=10, minutes=30),
+            "finished_before": T + timedelta(hours=20),
+        },
+        lambda j: (
+            j.finished_at is not None
+            and T + timedelta(hours=10, minutes=30) <= j.finished_at < T + timedelta(hours=20)
+        ),
+    ),
+    (
+        "combined",
+        {
+            "kind": "shop.sync",
+            "queue": "default",
+            "status": ["completed", "dead", "cancelled"],
+            "created_after": T + timedelta(hours=2),
+        },
+        lambda j: (
+            j.kind == "shop.sync"
+            and j.queue == "default"
+            and j.status in ("completed", "dead", "cancelled")
+            and j.created_at >= T + timedelta(hours=2)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("filters", "predicate"), [f[1:] for f in FILTERS], ids=[f[0] for f in FILTERS]
+)
+def test_history_filters_select_exactly_the_matching_jobs(
+    assorted: list[Job], filters: dict[str, Any], predicate: Callable[[Job], bool]
+) -> None:
+    expected = [r.id for r in sorted(assorted, key=key) if predicate(r)]
+    assert expected, "the fixture should have matches for every filter"
+    assert len(expected) < len(assorted)
+
+    assert [r.id for r in history(limit=1000, **filters).jobs] == expected
+    assert [r.id for r in history(limit=1000, newest_first=True, **filters).jobs] == expected[::-1]
+    # Paged in twos, the filter holds on every page and nothing is skipped.
+    walked: list[uuid.UUID] = []
+    cursor = None
+    while True:
+        page = history(limit=2, after=cursor, **filters)
+        walked.extend(r.id for r in page.jobs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert walked == expected
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "garbage",
+        "2024-03-01T12:00:00+00:00|not-a-uuid",
+        "yesterday|0190f0f0-0000-7000-8000-000000000000",
+        "",
+    ],
+)
+def test_history_rejects_an_invalid_cursor_with_a_value_error(cursor: str) -> None:
+    Job.objects.bulk_create([new_job(timezone.now())])
+    if cursor == "":
+        # An empty cursor is "from the start", not an error.
+        assert len(history(after=cursor).jobs) == 1
+        return
+    with pytest.raises(ValueError, match="Invalid history cursor"):
+        history(after=cursor)
+
+
+def test_history_rejects_an_unknown_status_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="Unknown status running; known: pending, claimed"):
+        history(status="running")
+    with pytest.raises(ValueError, match="Unknown status bogus"):
+        history(status=["pending", "bogus"])
+
+
+@pytest.mark.parametrize("limit", [0, -5])
+def test_history_rejects_a_non_positive_limit(limit: int) -> None:
+    with pytest.raises(ValueError, match="limit must be positive"):
+        history(limit=limit)
+
+
+# --- one job ------------------------------------------------------------------------------
+
+
+def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
+    handle = tasks.fail_times.enqueue(times=2)
+    run_burst()
+
+    found = job(handle.id)
+    same = job(str(handle.id))
+
+    assert found.id == same.id == handle.id
+    assert found.status == Status.COMPLETED
+    assert found.result == "ok"
+    assert found.kind == tasks.fail_times.kind
+    journal = found.journal()
+    assert [e.outcome for e in journal] == ["retried", "retried", "completed"]
+    assert [e.run_no for e in journal] == [1, 2, 3]
+    assert [e.id for e in journal] == sorted(e.id for e in journal)
+    assert journal == store.journal(job_id=handle.id)
