@@ -260,7 +260,9 @@ class Worker:
         floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
         claimed: list[Job] = []
         carry_over = 0
-        for floor in sorted(floors, reverse=True):
+        # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
+        # through to the next higher tier, down to floor 0 (everything).
+        for floor in range(max(floors), -1, -1):
             want = floors[floor] + carry_over
             jobs = (
                 self._db(
@@ -322,6 +324,7 @@ class Worker:
                     raise
                 self._outbox.put(result)
                 self._wake.set()
+                _close_broken_connections()
         finally:
             connections.close_all()
 
@@ -467,6 +470,18 @@ class Worker:
             logger.info("database connection restored")
             self._db_failures = 0
         return result
+
+
+def _close_broken_connections() -> None:
+    """Close this thread's connections that a run left unusable (dropped by the server, say),
+    so the next job on the thread reconnects instead of failing on a dead connection.
+    Healthy ones stay open whatever CONN_MAX_AGE says."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()
 
 
 def _is_connection_error(exc: BaseException) -> bool:
