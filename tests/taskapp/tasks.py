@@ -186,6 +186,27 @@ class Sync(Task):
 MERGE_MODE: dict[str, str] = {}
 
 
+# --- used by tests/concurrency ------------------------------------------------------------
+
+
+@task(takes_context=True)
+def timed_sleep(ctx: Context, seconds: float) -> None:
+    """Records its start and finish, so a test can see which runs overlapped."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(takes_context=True, lease=timedelta(seconds=3))
+def short_lease_step(ctx: Context, seconds: float) -> None:
+    """A short step with a 3 s lease: a claim lost to a dropped connection heals quickly."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
 FIXED: set[str] = set()
 """Tickets an "operator" has fixed: until_fixed jobs for them complete instead of dying."""
 

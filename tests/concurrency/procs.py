@@ -1,0 +1,173 @@
+"""Real ``runworker`` child processes against the test database, for the concurrency tier.
+
+A child gets ``DJANGO_SETTINGS_MODULE=tests.settings``, the repository root on its
+``PYTHONPATH`` and a ``DATABASE_URL`` naming the database the test is using (the
+test database pytest-django created), so it sees exactly the rows the test sees.
+Its stderr (the worker's log) goes to a file that failures quote.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+from urllib.parse import quote
+
+import pytest
+from django.db import connections
+
+from django_jobqueue.models import WorkerHeartbeat
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url(alias: str = "default") -> str:
+    """A DATABASE_URL for the database ``alias`` points at now (the test database)."""
+    s = connections[alias].settings_dict
+    user = quote(s.get("USER") or "", safe="")
+    password = quote(s.get("PASSWORD") or "", safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = s.get("HOST") or "127.0.0.1"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
+
+
+def listening_backends() -> int:
+    """Connections to the test database, other than ours, whose last statement was LISTEN."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %%'"
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def terminate_other_backends() -> int:
+    """``pg_terminate_backend`` every other connection to the test database; how many."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+class WorkerProcess:
+    """One ``python -m django runworker …`` child."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.args = args
+        self.log_path = log_path
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+            "DATABASE_URL": database_url(),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self._log: IO[bytes] = log_path.open("wb")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "django", "runworker", *args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def worker_id(self) -> str:
+        """What the child writes to claimed_by and to its journal entries' worker."""
+        return f"{socket.gethostname()}:{self.pid}"
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def describe(self) -> str:
+        tail = "\n".join(self.log().splitlines()[-40:])
+        return f"runworker {' '.join(self.args)} (pid {self.pid}, rc {self.popen.poll()}):\n{tail}"
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def send(self, sig: signal.Signals) -> None:
+        self.popen.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the child to exit; fail the test (quoting its log) if it does not."""
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"worker did not exit within {timeout}s\n{self.describe()}")
+
+    def wait_registered(self, timeout: float = 30.0) -> None:
+        """Wait until the child has registered its heartbeat row (its loop is starting)."""
+        deadline = time.monotonic() + timeout
+        while not WorkerHeartbeat.objects.filter(pid=self.pid, stopped_at__isnull=True).exists():
+            if not self.alive():
+                pytest.fail(f"worker exited during start-up\n{self.describe()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker did not register within {timeout}s\n{self.describe()}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if self.alive():
+            self.popen.kill()
+        try:
+            self.popen.wait(10)
+        finally:
+            self._log.close()
+
+
+class WorkerProcesses:
+    """Starts ``runworker`` children for one test and kills whatever is left at teardown."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[WorkerProcess] = []
+
+    def start(self, *args: str) -> WorkerProcess:
+        n = len(self.started)
+        proc = WorkerProcess(list(args), self.log_dir / f"runworker-{n}.log")
+        self.started.append(proc)
+        return proc
+
+    def start_ready(self, *args: str, count: int = 1, timeout: float = 30.0) -> list[WorkerProcess]:
+        """Start ``count`` identical children and wait until each is registered and listening.
+
+        Listening is seen from the server: a connection whose last statement was LISTEN.
+        """
+        procs = [self.start(*args) for _ in range(count)]
+        for proc in procs:
+            proc.wait_registered(timeout)
+        deadline = time.monotonic() + timeout
+        while listening_backends() < count:
+            for proc in procs:
+                if not proc.alive():
+                    pytest.fail(f"worker exited during start-up\n{proc.describe()}")
+            if time.monotonic() > deadline:
+                logs = "\n".join(p.describe() for p in procs)
+                pytest.fail(f"workers not listening within {timeout}s\n{logs}")
+            time.sleep(0.05)
+        return procs
+
+    def describe(self) -> str:
+        return "\n".join(proc.describe() for proc in self.started)
+
+    def close(self) -> None:
+        for proc in self.started:
+            proc.close()
