@@ -29,7 +29,7 @@ from tests.taskapp.models import Execution
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
 
-def outcomes(job_id: object) -> list[str]:
+def outcomes(job_id: uuid.UUID) -> list[str]:
     return [e.outcome for e in store.journal(job_id=job_id)]
 
 
@@ -193,7 +193,7 @@ def test_cancel_of_a_finished_job_is_refused(status: str) -> None:
     with pytest.raises(InvalidTransition, match=f"is {status}") as info:
         cancel(handle.id, actor="alice")
 
-    assert info.value.status == status
+    assert info.value.facts["status"] == status
     after = Job.objects.get(id=handle.id)
     assert (after.status, after.finished_at) == (row.status, row.finished_at)
     assert outcomes(handle.id) == entries

@@ -60,7 +60,7 @@ def waits_on_lock_held_by(pid: int, holder: int) -> bool:
     return row is not None and row[0] == "Lock" and bool(row[1])
 
 
-def row_state(job_id: object) -> tuple[Any, ...]:
+def row_state(job_id: uuid.UUID) -> tuple[Any, ...]:
     job = Job.objects.get(id=job_id)
     return (job.status, job.payload, job.priority, job.visible_at, job.carry, job.run_count)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -39,11 +40,11 @@ def merge_mode(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     return set_mode
 
 
-def outcomes(job_id: object) -> list[str]:
+def outcomes(job_id: uuid.UUID) -> list[str]:
     return [e.outcome for e in store.journal(job_id=job_id)]
 
 
-def snapshot(job_id: object) -> dict[str, Any]:
+def snapshot(job_id: uuid.UUID) -> dict[str, Any]:
     row = Job.objects.get(id=job_id)
     return {
         "status": row.status,
@@ -421,7 +422,7 @@ def test_merge_that_raises_or_returns_a_non_merge_is_an_enqueue_error_writing_no
         enqueue(Sync(7, items=["b"]))
 
     assert isinstance(info.value, EnqueueError)
-    assert info.value.kind == Sync.kind
+    assert info.value.facts["kind"] == Sync.kind
     assert Job.objects.count() == jobs_before
     assert JournalEntry.objects.count() == entries_before
     assert snapshot(job.id) == before
