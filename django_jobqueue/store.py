@@ -564,6 +564,14 @@ def next_visible_at(
     return result
 
 
+def next_lease_expiry() -> datetime | None:
+    """When the earliest running job's lease runs out (the next stale-recovery chance)."""
+    result: datetime | None = (
+        _jobs().filter(status=Status.CLAIMED).aggregate(at=Min("claim_expires_at"))["at"]
+    )
+    return result
+
+
 # --- reading jobs -------------------------------------------------------------------------
 
 

@@ -226,21 +226,26 @@ class Worker:
             half = min(r.lease for r in self._running.values()) / 2
             until = (soonest - half - timezone.now()).total_seconds()
             timeout = min(timeout, max(until, 0.05))
-        else:
-            timeout = min(timeout, max(RECOVER_EVERY - (now - self._last.get("recover", 0)), 0))
-            timeout = max(timeout, 0.05)
-        if self._unsettled:
-            timeout = min(timeout, max(self._db_backoff(), 0.05))
-        if (
-            not self._running
-            and not self._limit_reached()
-            and self.concurrency > len(self._running)
-        ):
+        elif not self._limit_reached():
+            # Idle: sleep until the next scheduled job, the next lease to recover, the
+            # poll ceiling or a NOTIFY, whichever comes first.
             nxt = self._db(
                 lambda: store.next_visible_at(kinds=self.kinds, queues=self.queues or None)
             )
             if nxt is not None:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
+            expiry = self._db(store.next_lease_expiry)
+            if expiry is not None:
+                # Not before the recovery sweep is due again, so an expiry that another
+                # worker is recovering right now does not make this one spin.
+                since = now - self._last.get("recover", now - RECOVER_EVERY)
+                until_expiry = (expiry - timezone.now()).total_seconds()
+                timeout = min(timeout, max(until_expiry, RECOVER_EVERY - since, 0.05))
+        # Heartbeats keep this worker listed as alive however long the poll ceiling.
+        beat_due = HEARTBEAT_EVERY - (now - self._last.get("heartbeat", now))
+        timeout = min(timeout, max(beat_due, 0.05))
+        if self._unsettled:
+            timeout = min(timeout, max(self._db_backoff(), 0.05))
         if timeout > 0:
             self._wake.wait(timeout)
 
