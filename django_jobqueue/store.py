@@ -644,7 +644,7 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
             )
         if job.status == Status.COMPLETED and not force:
             raise InvalidTransition(
-                f"Job {job.id} completed; requeue it with force=True to run it again",
+                f"Job {job.id} completed; requeue it with force to run it again",
                 job_id=job.id,
                 status=job.status,
             )
