@@ -32,6 +32,20 @@ class Context:
         self._history: Sequence[Any] | None = None
         self.attachment: Any = None
 
+    @classmethod
+    def for_job(
+        cls, job: Any, *, history_loader: Callable[[], Sequence[Any]] | None = None
+    ) -> Context:
+        """The context for a claimed job's run (``job`` as ``store.claim_jobs`` returns it)."""
+        return cls(
+            job_id=job.id,
+            kind=job.kind,
+            run_count=job.run_count,
+            failure_count=job.failure_count,
+            carry=job.carry,
+            history_loader=history_loader,
+        )
+
     @property
     def history(self) -> Sequence[Any]:
         """The job's earlier journal entries, oldest first (loaded on first use)."""

@@ -94,14 +94,7 @@ def run_jobs(
         if not claimed:
             break
         job = claimed[0]
-        ctx = Context(
-            job_id=job.id,
-            kind=job.kind,
-            run_count=job.run_count,
-            failure_count=job.failure_count,
-            carry=job.carry,
-            history_loader=partial(store.journal, job_id=job.id),
-        )
+        ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
         result = execute(registry.find(job.kind), job, ctx)
         settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
         store.settle(worker_id=worker_id, settlements=[settlement])

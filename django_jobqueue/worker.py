@@ -299,14 +299,7 @@ class Worker:
 
     def _dispatch(self, job: Job) -> None:
         lease = policy_for(job.kind).lease
-        ctx = Context(
-            job_id=job.id,
-            kind=job.kind,
-            run_count=job.run_count,
-            failure_count=job.failure_count,
-            carry=job.carry,
-            history_loader=partial(store.journal, job_id=job.id),
-        )
+        ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
         running = Running(
             job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease
         )

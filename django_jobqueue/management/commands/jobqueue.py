@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
+from django_jobqueue.management.arguments import positive_int
 from django_jobqueue.models import TERMINAL, Job, Status
 
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -62,16 +63,6 @@ def parse_job_id(text: str) -> uuid.UUID:
         return uuid.UUID(text.strip())
     except ValueError:
         raise ArgumentTypeError(f"{text!r} is not a job id (expected a UUID)") from None
-
-
-def parse_limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def operator() -> str:
@@ -198,7 +189,7 @@ class Command(BaseCommand):
                 metavar="WHEN",
                 help=f"Only jobs {what} WHEN: an ISO datetime or a time ago (7d, 12h, 30m).",
             )
-        p.add_argument("--limit", type=parse_limit, default=50, help="Jobs per page (default 50).")
+        p.add_argument("--limit", type=positive_int, default=50, help="Jobs per page (default 50).")
         p.add_argument("--after", metavar="CURSOR", help="Continue after this page cursor.")
         p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
 

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError
+from django_jobqueue.management.arguments import positive_int, seconds
 from django_jobqueue.task import registry
 from django_jobqueue.worker import Worker
 
@@ -26,26 +27,6 @@ def _cap(text: str) -> tuple[str, int]:
     if value < 1:
         raise ArgumentTypeError(f"--cap {kind}: N must be at least 1, got {value}")
     return kind, value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise ArgumentTypeError(f"must not be negative, got {value}")
-    return value
 
 
 class Command(BaseCommand):
@@ -68,7 +49,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=_positive,
+            type=positive_int,
             default=None,
             help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).",
         )
@@ -85,17 +66,17 @@ class Command(BaseCommand):
             "--burst", action="store_true", help="Drain what is claimable now, then exit."
         )
         parser.add_argument(
-            "--max-jobs", type=_positive, default=None, help="Exit after this many jobs."
+            "--max-jobs", type=positive_int, default=None, help="Exit after this many jobs."
         )
         parser.add_argument(
             "--shutdown-timeout",
-            type=_seconds,
+            type=seconds,
             default=None,
             help="Seconds to let running jobs finish after SIGTERM.",
         )
         parser.add_argument(
             "--poll-interval",
-            type=_seconds,
+            type=seconds,
             default=None,
             help="Longest wait between looks at the queue, in seconds.",
         )
