@@ -272,7 +272,7 @@ def test_requeue_of_a_completed_job_needs_force() -> None:
     row = Job.objects.get(id=handle.id)
     assert row.status == Status.COMPLETED
 
-    with pytest.raises(InvalidTransition, match="force=True"):
+    with pytest.raises(InvalidTransition, match="requeue it with force"):
         requeue(handle.id)
     after = Job.objects.get(id=handle.id)
     assert (after.status, after.result, after.finished_at) == (
