@@ -97,11 +97,20 @@ def history(**filters: Any) -> Page:
     return store.history(**filters)
 
 
-def cleanup(finished_before: datetime, kind: str | None = None, status: str | None = None) -> int:
-    """Delete finished jobs older than ``finished_before`` in short batches; returns the count."""
+def cleanup(
+    finished_before: datetime,
+    kind: str | None = None,
+    status: str | None = None,
+    *,
+    dry_run: bool = False,
+) -> int:
+    """Delete finished jobs older than ``finished_before`` in short batches; returns the count.
+
+    With ``dry_run``, only counts what would be deleted.
+    """
     from . import store
 
-    return store.cleanup(finished_before=finished_before, kind=kind, status=status)
+    return store.cleanup(finished_before=finished_before, kind=kind, status=status, dry_run=dry_run)
 
 
 def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, F, Field, Min, Q, QuerySet
 from django.utils import timezone
@@ -65,7 +66,14 @@ def enqueue(request: EnqueueRequest) -> JobHandle:
         if existing is not None:
             return JobHandle(existing, "reused")
     if request.dedup_key is not None and request.task is not None:
-        merged = _merge(request, visible_at=visible_at, now=now)
+        try:
+            merged = _merge(request, visible_at=visible_at, now=now)
+        except IntegrityError:
+            # A concurrent enqueue took the idempotency key first: reuse its job.
+            existing = _active_by_key(request.idempotency_key or "")
+            if existing is None:
+                raise
+            return JobHandle(existing, "reused")
         if merged is not None:
             return merged
     job = Job(
@@ -123,6 +131,9 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
         )
         if candidate is None:
             return None
+        key = request.idempotency_key
+        if key is not None and candidate.idempotency_key not in (None, key):
+            return None  # it answers to another key: this request gets its own job
         defn = registry.get(request.kind)
         try:
             existing_task = defn.instance(candidate.payload)
@@ -176,6 +187,9 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
                     changes["carry"] = decision.carry
             changes["priority"] = min(candidate.priority, request.priority)
             changes["visible_at"] = min(candidate.visible_at, visible_at)
+        if key is not None and candidate.idempotency_key is None:
+            # The surviving job now answers to the key, so a retried request is reused.
+            changes["idempotency_key"] = key
         updated = (
             _jobs().filter(id=candidate.id, status=Status.PENDING).update(**changes)
             if changes
@@ -705,9 +719,12 @@ def _encode_cursor(job: Job) -> str:
 def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         stamp, raw_id = cursor.split("|", 1)
-        return datetime.fromisoformat(stamp), uuid.UUID(raw_id)
+        at, last_id = datetime.fromisoformat(stamp), uuid.UUID(raw_id)
     except ValueError:
         raise ValueError(f"Invalid history cursor {cursor!r}") from None
+    if django_settings.USE_TZ and timezone.is_naive(at):
+        raise ValueError(f"Invalid history cursor {cursor!r}: its time has no timezone")
+    return at, last_id
 
 
 def history(
@@ -803,8 +820,8 @@ def cleanup(
             if not ids:
                 break
             JournalEntry.objects.using(alias).filter(job_id__in=ids).delete()
-            deleted, _ = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
-        total += deleted
+            _, per_model = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
+        total += per_model.get(Job._meta.label, 0)
         if len(ids) < batch_size:
             break
     return total

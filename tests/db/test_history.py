@@ -289,3 +289,10 @@ def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
     assert [e.run_no for e in journal] == [1, 2, 3]
     assert [e.id for e in journal] == sorted(e.id for e in journal)
     assert journal == store.journal(job_id=handle.id)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db
+def test_a_cursor_without_a_timezone_is_rejected() -> None:
+    with pytest.raises(ValueError, match="its time has no timezone"):
+        store.history(after=f"2026-01-01T00:00:00|{uuid7()}")

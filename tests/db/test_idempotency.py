@@ -249,3 +249,23 @@ def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_t
     assert Job.objects.get(id=won.id).payload == {"a": 1, "b": 1}
     assert Job.objects.filter(id=other.id, status=Status.PENDING).exists()
     assert Execution.objects.filter(kind="business-data").count() == 1
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_a_merged_request_hands_its_idempotency_key_to_the_surviving_job() -> None:
+    tasks.MERGE_MODE["mode"] = "union"
+    try:
+        first = tasks.Sync(7, items=["a"]).enqueue()
+        merged = tasks.Sync(7, items=["b"]).using(idempotency_key="sync-7-b").enqueue()
+        assert merged.disposition == "merged"
+        assert merged.id == first.id
+        again = tasks.Sync(7, items=["b"]).using(idempotency_key="sync-7-b").enqueue()
+        assert again.disposition == "reused"
+        assert again.id == first.id
+        assert Job.objects.get(id=first.id).carry == {"merged": 1}
+        other = tasks.Sync(7, items=["c"]).using(idempotency_key="sync-7-c").enqueue()
+        assert other.disposition == "inserted"  # the candidate answers to another key
+        assert Job.objects.filter(kind="tests.sync").count() == 2
+    finally:
+        tasks.MERGE_MODE.clear()
