@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
@@ -37,12 +38,24 @@ def database_url(alias: str = "default") -> str:
     return f"postgres://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
 
 
-def listening_backends() -> int:
-    """Connections to the test database, other than ours, whose last statement was LISTEN."""
+def server_now() -> datetime:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        row = cursor.fetchone()
+    assert row is not None
+    value: datetime = row[0]
+    return value
+
+
+def listening_backends(since: datetime) -> int:
+    """Connections to the test database opened since ``since`` (server clock), other than
+    ours, whose last statement was LISTEN. ``since`` keeps out the listener of a worker
+    an earlier test killed, whose backend may linger for a moment."""
     with connections["default"].cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %%'"
+            " AND pid <> pg_backend_pid() AND backend_start >= %s AND query LIKE 'LISTEN %%'",
+            [since],
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
@@ -151,11 +164,12 @@ class WorkerProcesses:
 
         Listening is seen from the server: a connection whose last statement was LISTEN.
         """
+        since = server_now()
         procs = [self.start(*args) for _ in range(count)]
         for proc in procs:
             proc.wait_registered(timeout)
         deadline = time.monotonic() + timeout
-        while listening_backends() < count:
+        while listening_backends(since) < count:
             for proc in procs:
                 if not proc.alive():
                     pytest.fail(f"worker exited during start-up\n{proc.describe()}")

@@ -16,7 +16,7 @@ from tests.taskapp import tasks
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
-JOBS = 200
+JOBS = 240
 ROUNDS = 5
 
 
@@ -31,7 +31,7 @@ def test_runworker_survives_pg_terminate_backend_and_completes_every_job(
     wait_for(lambda: JournalEntry.objects.exists())
     for _ in range(ROUNDS):
         terminated.append(terminate_other_backends())
-        time.sleep(0.5)
+        time.sleep(0.4)
         assert proc.alive(), proc.describe()
     # Each round cut the worker off: its loop, listener and job threads all connect.
     assert all(n >= 1 for n in terminated), terminated
