@@ -24,3 +24,31 @@ echo "== pytest (PostgreSQL)"
 pytest "$@"
 echo "== pytest (SQLite)"
 DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
+
+# Django 6.x needs Python >= 3.12: when one is available, run the database tier
+# on PostgreSQL and the SQLite-marked tests again under the newest Django.
+find_py312() {
+  for py in python3.13 python3.12; do
+    if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$py"; return 0
+    fi
+  done
+  if command -v pyenv >/dev/null 2>&1; then
+    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.1[2-9]\.' | sort -V -r); do
+      echo "$(pyenv prefix "$v")/bin/python3"; return 0
+    done
+  fi
+  return 1
+}
+if PY6="$(find_py312)"; then
+  VENV6="${TEST_VENV_DJANGO6:-.venv-django6}"
+  [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
+  "$VENV6/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV6/bin/python" -m pip install --quiet -e ".[dev]" "django>=6,<7"
+  echo "== pytest (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'), PostgreSQL: unit and database tiers)"
+  "$VENV6/bin/python" -m pytest tests/unit tests/db "$@"
+  echo "== pytest (Django 6, SQLite)"
+  DATABASE_URL="sqlite:///unused.sqlite3" "$VENV6/bin/python" -m pytest -m sqlite "$@"
+else
+  echo "== Django 6 leg skipped: no Python >= 3.12 found"
+fi
