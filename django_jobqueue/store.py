@@ -933,10 +933,33 @@ def stats(
                 )
             }
         ),
+        "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
         "workers": workers,
         "runs": run_stats(since=now - window),
         "window_seconds": window.total_seconds(),
     }
+
+
+UNCLAIMED_AFTER = timedelta(hours=1)
+
+
+def _unclaimed_kinds(pending_kinds: set[str], *, now: datetime) -> list[str]:
+    """Kinds with runnable jobs that no worker has claimed within ``UNCLAIMED_AFTER``:
+    none is running now and no worker settled or lost a run of them since."""
+    if not pending_kinds:
+        return []
+    kinds = sorted(pending_kinds)
+    running = set(
+        _jobs().filter(status=Status.CLAIMED, kind__in=kinds).values_list("kind", flat=True)
+    )
+    recent = set(
+        JournalEntry.objects.using(_alias())
+        .filter(kind__in=kinds, recorded_at__gte=now - UNCLAIMED_AFTER)
+        .exclude(worker="")
+        .values_list("kind", flat=True)
+        .distinct()
+    )
+    return sorted(pending_kinds - running - recent)
 
 
 _FAILED_OUTCOMES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)

@@ -18,7 +18,7 @@ ruff format --check .
 echo "== mypy"
 mypy django_jobqueue
 echo "== migrations up to date"
-DJANGO_SETTINGS_MODULE=tests.settings python -m django makemigrations --check --dry-run
+DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings python -m django makemigrations --check --dry-run
 
 echo "== pytest (PostgreSQL)"
 pytest "$@"

@@ -189,6 +189,17 @@ def test_stats_unserved_kinds_need_a_live_worker_for_kind_and_queue(now: datetim
     assert s["unserved_kinds"] == ["mail.send", "reports.render"]
 
 
+def test_stats_unclaimed_kinds_have_had_no_claim_in_the_last_hour(now: datetime) -> None:
+    s = store.stats(now=now)
+    # mail.send and img.resize each have a job running now; reports.render's last runs
+    # were five hours ago, so its two runnable jobs have waited on no one for an hour.
+    assert s["unclaimed_kinds"] == ["reports.render"]
+    # A run settled 59 minutes ago counts as a claim within the hour.
+    render = Job.objects.filter(kind="reports.render", status=Status.COMPLETED).get()
+    entry(render, Outcome.COMPLETED, now - 59 * 60 * S, 0.2)
+    assert store.stats(now=now)["unclaimed_kinds"] == []
+
+
 def test_stats_workers_stale_heartbeat_shown_as_gone_not_deleted(now: datetime) -> None:
     s = store.stats(now=now)
     workers = {w["id"]: w for w in s["workers"]}

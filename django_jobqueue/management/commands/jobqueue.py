@@ -444,6 +444,11 @@ def render_stats(s: dict[str, Any]) -> list[str]:
     out.append(
         "Pending kinds no live worker serves: " + (", ".join(unserved) if unserved else "none")
     )
+    unclaimed = s["unclaimed_kinds"]
+    out.append(
+        "Pending kinds no worker claimed in the last hour: "
+        + (", ".join(unclaimed) if unclaimed else "none")
+    )
     out.append("")
     alive = sum(1 for w in s["workers"] if w["state"] == "alive")
     gone = len(s["workers"]) - alive
