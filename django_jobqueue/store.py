@@ -108,6 +108,16 @@ def _active_by_key(key: str) -> Job | None:
     return _jobs().filter(idempotency_key=key, status__in=ACTIVE).first()
 
 
+def merge_candidates(*, kind: str, dedup_key: str) -> QuerySet[Job]:
+    """Pending jobs an incoming task of ``kind`` and ``dedup_key`` may merge into, oldest
+    first (served by the ``jobqueue_job_dedup`` partial index)."""
+    return (
+        _jobs()
+        .filter(status=Status.PENDING, kind=kind, dedup_key=dedup_key)
+        .order_by("created_at", "id")
+    )
+
+
 def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> JobHandle | None:
     """Merge into the oldest pending job of the same kind and dedup key, if the task says so.
 
@@ -119,16 +129,9 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
     with transaction.atomic(using=alias):
         # Waits for (rather than skips) a row another enqueue is merging into, so two
         # merges of one key are applied one after the other and neither payload is lost.
-        candidate = (
-            _lockable(
-                _jobs().filter(
-                    status=Status.PENDING, kind=request.kind, dedup_key=request.dedup_key
-                ),
-                skip_locked=False,
-            )
-            .order_by("created_at", "id")
-            .first()
-        )
+        candidate = _lockable(
+            merge_candidates(kind=request.kind, dedup_key=request.dedup_key), skip_locked=False
+        ).first()
         if candidate is None:
             return None
         key = request.idempotency_key

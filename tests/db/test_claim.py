@@ -199,3 +199,14 @@ def test_recovery_and_next_visible_use_their_indexes() -> None:
     )[:1]
     sql, params = nxt.query.sql_with_params()
     assert "jobqueue_job_next" in _plan(sql, params)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_merge_candidate_lookup_uses_the_dedup_index() -> None:
+    _fill_realistic_table()
+    candidate = store.merge_candidates(kind=tasks.add.kind, dedup_key="7").select_for_update()[:1]
+    with transaction.atomic():
+        sql, params = candidate.query.sql_with_params()
+        plan = _plan(sql, params)
+    assert "jobqueue_job_dedup" in plan, plan
