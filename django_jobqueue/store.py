@@ -126,6 +126,7 @@ def _merge(request: EnqueueRequest, *, visible_at: datetime, now: datetime) -> J
     """
     alias = _alias()
     assert request.task is not None
+    assert request.dedup_key is not None
     with transaction.atomic(using=alias):
         # Waits for (rather than skips) a row another enqueue is merging into, so two
         # merges of one key are applied one after the other and neither payload is lost.
