@@ -164,6 +164,11 @@ class Worker:
             len(self.kinds),
             self.caps,
         )
+        if not self.kinds:
+            logger.warning(
+                "no task kinds are registered, so this worker will claim nothing: "
+                "is each app's tasks.py in INSTALLED_APPS and importable?"
+            )
         self._db(
             lambda: store.register_worker(
                 worker_id=self.heartbeat_id,
