@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings
+from django.db import connections
 
 from django_jobqueue.worker import Worker
 
@@ -66,3 +68,41 @@ def is_postgres() -> bool:
 postgres_only = pytest.mark.skipif(
     "postgresql" not in settings.DATABASES["default"]["ENGINE"], reason="PostgreSQL only"
 )
+
+
+T = TypeVar("T")
+
+
+def in_thread(fn: Callable[[], T]) -> Future[T]:
+    """Run ``fn`` on a thread of its own (its own database connection, closed after)."""
+
+    def wrapped() -> T:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(wrapped)
+    pool.shutdown(wait=False)
+    return future
+
+
+def backend_pid() -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def waits_on_lock_held_by(pid: int, holder: int) -> bool:
+    """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "
+            "FROM pg_stat_activity WHERE pid = %s",
+            [holder, pid],
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock" and bool(row[1])

@@ -5,59 +5,27 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from django.db import connections, transaction
 
 from django_jobqueue import InvalidOption, InvalidTransition, Status, store
 from django_jobqueue.models import Job, JournalEntry
-from tests.helpers import postgres_only, run_burst, wait_for
+from tests.helpers import (
+    backend_pid,
+    in_thread,
+    postgres_only,
+    run_burst,
+    wait_for,
+    waits_on_lock_held_by,
+)
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_too = pytest.mark.sqlite
-
-T = TypeVar("T")
-
-
-def in_thread(fn: Callable[[], T]) -> Future[T]:
-    """Run ``fn`` on a thread of its own (its own database connection, closed after)."""
-
-    def wrapped() -> T:
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(wrapped)
-    pool.shutdown(wait=False)
-    return future
-
-
-def backend_pid() -> int:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def waits_on_lock_held_by(pid: int, holder: int) -> bool:
-    """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
-    with connections["default"].cursor() as cursor:
-        cursor.execute(
-            "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "
-            "FROM pg_stat_activity WHERE pid = %s",
-            [holder, pid],
-        )
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock" and bool(row[1])
 
 
 def row_state(job_id: uuid.UUID) -> tuple[Any, ...]:

@@ -8,10 +8,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from django.db import connections, transaction
@@ -20,14 +19,19 @@ from django.utils import timezone
 from django_jobqueue import EnqueueError, MergeError, Priority, Status, enqueue, store
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.outcomes import Settlement
-from tests.helpers import postgres_only, run_burst, wait_for
+from tests.helpers import (
+    backend_pid,
+    in_thread,
+    postgres_only,
+    run_burst,
+    wait_for,
+    waits_on_lock_held_by,
+)
 from tests.taskapp import tasks
 from tests.taskapp.tasks import ClaimingSync, Sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_too = pytest.mark.sqlite
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -83,41 +87,6 @@ def pending_with_history(account_id: int = 7, items: list[str] | None = None) ->
     assert job.carry == {"cursor": 3}
     assert outcomes(job.id) == ["paused"]
     return job
-
-
-def in_thread(fn: Callable[[], T]) -> Future[T]:
-    """Run ``fn`` on a thread of its own (its own database connection, closed after)."""
-
-    def wrapped() -> T:
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(wrapped)
-    pool.shutdown(wait=False)
-    return future
-
-
-def backend_pid() -> int:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def waits_on_lock_held_by(pid: int, holder: int) -> bool:
-    """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
-    with connections["default"].cursor() as cursor:
-        cursor.execute(
-            "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "
-            "FROM pg_stat_activity WHERE pid = %s",
-            [holder, pid],
-        )
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock" and bool(row[1])
 
 
 # --- each decision ------------------------------------------------------------------------
