@@ -21,12 +21,9 @@ def _cap(text: str) -> tuple[str, int]:
     if not sep or not kind:
         raise ArgumentTypeError(f"--cap takes KIND=N, got {text!r}")
     try:
-        value = int(number)
-    except ValueError:
-        raise ArgumentTypeError(f"--cap {kind}: N must be a whole number, got {number!r}") from None
-    if value < 1:
-        raise ArgumentTypeError(f"--cap {kind}: N must be at least 1, got {value}")
-    return kind, value
+        return kind, positive_int(number)
+    except ArgumentTypeError as exc:
+        raise ArgumentTypeError(f"--cap {kind}: N {exc}") from None
 
 
 class Command(BaseCommand):
@@ -86,10 +83,11 @@ class Command(BaseCommand):
             conf.get()
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
-        unknown = sorted(set(options["kinds"]) - set(registry.kinds()))
+        capped = [kind for kind, _ in options["caps"]]
+        unknown = sorted(set(options["kinds"] + capped) - set(registry.kinds()))
         if unknown:
             known = ", ".join(registry.kinds())
-            raise CommandError(f"--kind {', '.join(unknown)}: no such task kind. Known: {known}")
+            raise CommandError(f"{', '.join(unknown)}: no such task kind. Known: {known}")
         if options["verbosity"] >= 1 and not logging.getLogger("django_jobqueue").handlers:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

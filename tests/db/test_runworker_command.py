@@ -1,0 +1,82 @@
+"""``manage.py runworker`` arguments: bad ones fail naming what is wrong; good ones run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_jobqueue import Status
+from django_jobqueue.models import Job
+from tests.taskapp import tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cap", "tests.capped"], "--cap takes KIND=N"),
+        (["--cap", "tests.capped=0"], "--cap tests.capped: N must be at least 1"),
+        (["--cap", "tests.capped=two"], "--cap tests.capped: N expected a whole number"),
+        (["--concurrency", "0"], "must be at least 1"),
+        (["--max-jobs", "x"], "expected a whole number"),
+        (["--shutdown-timeout", "-1"], "must not be negative"),
+        (["--poll-interval", "soon"], "expected seconds"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "django", "runworker", "--burst", *args],
+        cwd=ROOT,
+        env={
+            **_env(),
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": "sqlite:///unused.sqlite3",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("args", [["--kind", "no.such.kind"], ["--cap", "no.such.kind=1"]])
+def test_unknown_kinds_are_refused(args: list[str]) -> None:
+    with pytest.raises(CommandError, match=r"no\.such\.kind: no such task kind"):
+        call_command("runworker", "--burst", *args)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_burst_with_kind_and_queue_filters_runs_only_those_jobs() -> None:
+    wanted = tasks.add.using(queue="mail").enqueue(1, 2)
+    other_queue = tasks.add.enqueue(3, 4)
+    other_kind = tasks.noop.using(queue="mail").enqueue()
+    call_command("runworker", "--burst", "--queue", "mail", "--kind", tasks.add.kind, verbosity=0)
+    assert Job.objects.get(id=wanted.id).status == Status.COMPLETED
+    assert Job.objects.get(id=other_queue.id).status == Status.PENDING
+    assert Job.objects.get(id=other_kind.id).status == Status.PENDING
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_max_jobs_stops_after_that_many() -> None:
+    for n in range(5):
+        tasks.add.enqueue(n, n)
+    call_command("runworker", "--burst", "--max-jobs", "2", "--concurrency", "1", verbosity=0)
+    assert Job.objects.filter(status=Status.COMPLETED).count() == 2
+    assert Job.objects.filter(status=Status.PENDING).count() == 3
