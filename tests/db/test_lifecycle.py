@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -189,3 +190,17 @@ def test_payload_that_no_longer_fits_settles_dead_and_the_worker_goes_on() -> No
     assert "payload no longer fits the task" in entry.note
     assert "'c'" in entry.note or "c" in entry.note
     assert good.refresh().status == Status.COMPLETED
+
+
+def test_each_claim_and_settlement_is_logged_on_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    handle = tasks.fail_times.enqueue(times=1)
+    with caplog.at_level(logging.INFO, logger="django_jobqueue"):
+        run_burst()
+    lines = [r.getMessage() for r in caplog.records if str(handle.id) in r.getMessage()]
+    kind = tasks.fail_times.kind
+    assert lines[0] == f"claimed job={handle.id} kind={kind} run=1"
+    assert lines[1].startswith(f"settled job={handle.id} kind={kind} outcome=retried duration=")
+    assert lines[2] == f"claimed job={handle.id} kind={kind} run=2"
+    assert lines[3].startswith(f"settled job={handle.id} kind={kind} outcome=completed duration=")
+    assert lines[3].endswith("s")
+    assert len(lines) == 4
