@@ -264,20 +264,30 @@ def claim_jobs(
     wanted = [k for k in kinds if k not in excluded]
     if not wanted:
         return []
-    qs = _lockable(claimable(kinds=wanted, queues=queues, floor=floor, now=now), skip_locked=True)
     # With per-kind caps, look a little further so a capped kind at the head does not
-    # leave the rest of the slots empty.
+    # leave the rest of the slots empty; once a kind's cap is used up, look again
+    # without it (a few rounds at most, all in this one transaction).
     fetch = limit * 4 if kind_limits else limit
+    chosen: list[Job] = []
     with transaction.atomic(using=alias):
-        rows = list(qs[:fetch])
-        chosen: list[Job] = []
         taken: dict[str, int] = defaultdict(int)
-        for job in rows:
-            if kind_limits and taken[job.kind] >= kind_limits.get(job.kind, limit):
-                continue
-            taken[job.kind] += 1
-            chosen.append(job)
-            if len(chosen) == limit:
+        for _ in range(3):
+            qs = claimable(kinds=wanted, queues=queues, floor=floor, now=now)
+            if chosen:
+                qs = qs.exclude(id__in=[job.id for job in chosen])
+            rows = list(_lockable(qs, skip_locked=True)[:fetch])
+            for job in rows:
+                if kind_limits and taken[job.kind] >= kind_limits.get(job.kind, limit):
+                    continue
+                taken[job.kind] += 1
+                chosen.append(job)
+                if len(chosen) == limit:
+                    break
+            if len(chosen) == limit or len(rows) < fetch or not kind_limits:
+                break
+            full = {k for k, n in kind_limits.items() if taken[k] >= n}
+            wanted = [k for k in wanted if k not in full]
+            if not wanted:
                 break
         if not chosen:
             return []

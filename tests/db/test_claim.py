@@ -210,3 +210,14 @@ def test_merge_candidate_lookup_uses_the_dedup_index() -> None:
         sql, params = candidate.query.sql_with_params()
         plan = _plan(sql, params)
     assert "jobqueue_job_dedup" in plan, plan
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -> None:
+    capped = [tasks.capped.using(priority=Priority.HIGH).enqueue(0) for _ in range(30)]
+    others = [tasks.add.enqueue(n, n) for n in range(3)]
+    got = store.claim_jobs(
+        worker_id="w", limit=4, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}
+    )
+    assert [j.id for j in got] == [capped[0].id] + [h.id for h in others]
