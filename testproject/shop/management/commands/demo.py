@@ -57,10 +57,11 @@ class Command(BaseCommand):
             self.stdout.write(self.style.MIGRATE_HEADING(f"{job.kind}  ({label})"))
             self.stdout.write(f"  outcome: {summary}; result={job.result!r}; carry={job.carry!r}")
             for entry in handle.journal():
-                note = entry.note.splitlines()[0] if entry.note else ""
-                self.stdout.write(
-                    f"  run {entry.run_no}: {entry.outcome:<10} {note}"
-                    + (f"  attachment={entry.attachment!r}" if entry.attachment else "")
-                )
+                parts = [f"  run {entry.run_no}: {entry.outcome:<10}"]
+                if entry.note:
+                    parts.append(entry.note.splitlines()[0])
+                if entry.attachment:
+                    parts.append(f"attachment={entry.attachment!r}")
+                self.stdout.write("  ".join(parts).rstrip())
         if unsettled:
             raise CommandError(f"{len(unsettled)} job(s) did not settle within the timeout")
