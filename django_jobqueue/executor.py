@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import traceback
@@ -86,7 +87,9 @@ def execute(defn: TaskDef | None, job: Job, ctx: Context) -> RunResult:
         return result("paused", note=exc.note, resume_in=exc.resume_in)
     except Permanent as exc:
         return result("permanent", note=exc.reason or "permanent failure")
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
+        # reason to lose the worker's slot thread. Other BaseExceptions propagate.
         logger.debug("job %s raised", job.id, exc_info=True)
         return result("failed", note=_error_text(exc))
     problem = _json_check(value, "return value")

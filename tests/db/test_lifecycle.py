@@ -204,3 +204,12 @@ def test_each_claim_and_settlement_is_logged_on_one_line(caplog: pytest.LogCaptu
     assert lines[3].startswith(f"settled job={handle.id} kind={kind} outcome=completed duration=")
     assert lines[3].endswith("s")
     assert len(lines) == 4
+
+
+def test_a_task_calling_sys_exit_fails_its_run_and_the_worker_goes_on() -> None:
+    bad = tasks.exits.enqueue()
+    good = tasks.add.enqueue(1, 1)
+    run_burst(concurrency=1)
+    assert bad.refresh().status == Status.DEAD
+    assert "SystemExit: 3" in bad.journal()[0].note
+    assert good.refresh().status == Status.COMPLETED

@@ -246,3 +246,9 @@ class ClaimingSync(Task):
 
     def run(self, ctx: Context) -> int:
         return self.account_id
+
+
+@task(max_failures=1)
+def exits() -> None:
+    """Calls sys.exit() from inside a job."""
+    raise SystemExit(3)
