@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from types import FrameType
@@ -63,7 +63,6 @@ class Running:
     ctx: Context
     lease: timedelta
     expires_at: datetime
-    started: float = field(default_factory=time.monotonic)
 
 
 class Worker:
@@ -350,7 +349,7 @@ class Worker:
     def _flush(self) -> None:
         if not self._unsettled:
             return
-        if self._unsettled and self._db_failures and time.monotonic() < self._last.get("retry", 0):
+        if self._db_failures and time.monotonic() < self._last.get("retry", 0):
             return
         batch = list(self._unsettled)
         applied = self._db(lambda: store.settle(worker_id=self.worker_id, settlements=batch))
