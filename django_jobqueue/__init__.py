@@ -26,7 +26,7 @@ from .errors import (
 from .handle import JobHandle, Pending
 from .outcomes import Merge, Pause, Permanent
 from .states import Outcome, Priority, Status
-from .task import Task, enqueue, task
+from .task import Task, enqueue, enqueue_many, task
 
 if TYPE_CHECKING:
     import uuid
@@ -61,6 +61,7 @@ __all__ = [
     "cancel",
     "cleanup",
     "enqueue",
+    "enqueue_many",
     "history",
     "job",
     "requeue",

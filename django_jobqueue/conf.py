@@ -16,6 +16,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .errors import ConfigurationError
+from .lifecycle import Policy
 
 
 def _default_concurrency() -> int:
@@ -81,6 +82,16 @@ class Settings:
     backoff_jitter: float
     retention: dict[str, timedelta] = field(default_factory=dict)
     retention_interval: timedelta = timedelta(minutes=5)
+
+    def policy(self) -> Policy:
+        """The failure and lease policy of a kind that sets none of its own."""
+        return Policy(
+            max_failures=self.max_failures,
+            lease=self.lease,
+            backoff_base=self.backoff_base,
+            backoff_cap=self.backoff_cap,
+            backoff_jitter=self.backoff_jitter,
+        )
 
 
 def validate(raw: Any) -> Settings:

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils import timezone
 
-from . import backoff
-from .outcomes import Pause, Permanent, Settlement
+from .lifecycle import Policy, Settlement, failure
+from .outcomes import Pause, Permanent
 from .states import Outcome, Status
-from .task import PayloadMismatch, Policy, TaskDef
+from .task import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
     from .context import Context
-    from .models import Job
+    from .store import Claimed
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -34,7 +34,7 @@ RunEnd = Literal["completed", "paused", "failed", "permanent", "mismatch"]
 class RunResult:
     """What one execution of a job came to."""
 
-    job: Job
+    job: Claimed
     end: RunEnd
     started_at: datetime
     duration: timedelta
@@ -60,7 +60,7 @@ def _json_check(value: Any, what: str) -> str | None:
     return None
 
 
-def execute(defn: TaskDef | None, job: Job, ctx: Context) -> RunResult:
+def execute(defn: TaskDef | None, job: Claimed, ctx: Context) -> RunResult:
     """Run ``job`` and classify how it ended; never raises for the task's own errors."""
     started = timezone.now()
     clock = timezone.now
@@ -121,6 +121,7 @@ def decide(
         "attachment": run.attachment,
         "started_at": run.started_at,
         "duration": run.duration,
+        "worker": worker_id,
     }
     if run.end == "completed":
         return Settlement(
@@ -144,51 +145,11 @@ def decide(
             note=run.note,
             **common,
         )
-    return failure_settlement(
-        job,
+    return failure(
+        failure_count=job.failure_count,
         policy=policy,
         now=now,
         note=run.note,
         carry=run.carry,
-        common=common,
-        retried_outcome=Outcome.RETRIED,
-    )
-
-
-def failure_settlement(
-    job: Job,
-    *,
-    policy: Policy,
-    now: datetime,
-    note: str,
-    carry: dict[str, Any] | None,
-    common: dict[str, Any],
-    retried_outcome: str,
-) -> Settlement:
-    """A counted failure: retry after backoff, or dead once max_failures is reached."""
-    failures = job.failure_count + 1
-    if policy.max_failures is not None and failures >= policy.max_failures:
-        return Settlement(
-            outcome=Outcome.DEAD,
-            status=Status.DEAD,
-            failed=True,
-            carry=carry,
-            note=f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip(),
-            **common,
-        )
-    wait = backoff.delay(
-        failures,
-        base=policy.backoff_base,
-        cap=policy.backoff_cap,
-        jitter=policy.backoff_jitter,
-        job_id=job.id,
-    )
-    return Settlement(
-        outcome=retried_outcome,
-        status=Status.PENDING,
-        visible_at=now + wait,
-        failed=True,
-        carry=carry,
-        note=note,
         **common,
     )

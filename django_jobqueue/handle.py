@@ -9,21 +9,31 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .models import Job, JournalEntry
+    from .store import NewJob
     from .task import Task
 
 Disposition = Literal["inserted", "merged", "reused"]
 
 
 class JobHandle:
-    """A job as enqueue left it; ``refresh()`` re-reads it, ``journal()`` lists its runs."""
+    """A job as enqueue left it; ``refresh()`` re-reads it, ``journal()`` lists its runs.
 
-    def __init__(self, job: Job, disposition: Disposition) -> None:
+    A bulk enqueue hands over only what it wrote (id, kind, pending): ``job`` then reads
+    the row on first use.
+    """
+
+    def __init__(self, job: Job | NewJob, disposition: Disposition) -> None:
         self._job = job
         self.id: uuid.UUID = job.id
         self.disposition: Disposition = disposition
 
     @property
     def job(self) -> Job:
+        from .models import Job
+
+        if not isinstance(self._job, Job):
+            self.refresh()
+        assert isinstance(self._job, Job)
         return self._job
 
     @property

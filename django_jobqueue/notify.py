@@ -1,7 +1,9 @@
 """PostgreSQL LISTEN/NOTIFY wake-ups; a no-op on other databases.
 
-``notify`` runs inside the enqueuing transaction, so PostgreSQL delivers it only on
-commit. ``Listener`` holds one dedicated autocommit connection for a worker.
+New jobs are announced by a trigger on the jobs table (migration 0002); ``notify`` is
+for the other ways a job becomes runnable (requeue, a merge that moves it earlier).
+Either runs inside the writing transaction, so PostgreSQL delivers it only on commit.
+``Listener`` holds one dedicated autocommit connection for a worker.
 """
 
 from __future__ import annotations

@@ -68,26 +68,3 @@ class Merge:
     def independent(cls) -> Merge:
         """Do not merge: insert the incoming task as a job of its own."""
         return cls("independent")
-
-
-@dataclass(frozen=True)
-class Settlement:
-    """How one run ends, ready for ``store.settle``: the row's next state and its journal entry.
-
-    ``store.settle`` applies it only if the claim is still this run's (status claimed,
-    same ``claimed_by``, same run number).
-    """
-
-    job_id: Any
-    kind: str
-    run_no: int
-    outcome: str  # an Outcome value
-    status: str  # the job's next Status value
-    visible_at: Any = None  # datetime, for a job going back to pending
-    failed: bool = False  # counts as a failure
-    carry: dict[str, Any] | None = None  # None keeps the stored carry
-    result: Any = None
-    note: str = ""
-    attachment: Any = None
-    started_at: Any = None
-    duration: timedelta | None = None

@@ -11,8 +11,8 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
@@ -20,17 +20,22 @@ from . import conf
 from .backoff import Backoff
 from .errors import (
     DuplicateKind,
+    EnqueueError,
     InvalidArguments,
     InvalidOption,
     InvalidPayload,
+    MergeError,
     UnknownKind,
 )
+from .lifecycle import Policy
 from .outcomes import Merge
 from .states import Priority
 
 if TYPE_CHECKING:
     from .context import Context
     from .handle import JobHandle, Pending
+    from .models import Job
+    from .store import EnqueueRequest, MergePlan
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
@@ -51,15 +56,14 @@ def check_json(name: str, value: Any, *, kind: str) -> None:
         ) from exc
 
 
-@dataclass(frozen=True)
-class Policy:
-    """What a kind's failures and leases cost: resolved from the task and the settings."""
-
-    max_failures: int | None
-    lease: timedelta
-    backoff_base: timedelta
-    backoff_cap: timedelta
-    backoff_jitter: float
+def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
+    """The payload as JSON text, encoded once; a value that cannot be is named."""
+    try:
+        return json.dumps(payload, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        for name, value in payload.items():
+            check_json(name, value, kind=kind)
+        raise
 
 
 class TaskDef:
@@ -116,21 +120,14 @@ class TaskDef:
         return None
 
     def policy(self) -> Policy:
-        settings = conf.get()
-        return Policy(
-            max_failures=settings.max_failures if self.max_failures is UNSET else self.max_failures,
-            lease=self.lease or settings.lease,
-            backoff_base=(
-                self.backoff.base
-                if self.backoff and self.backoff.base is not None
-                else settings.backoff_base
-            ),
-            backoff_cap=(
-                self.backoff.cap
-                if self.backoff and self.backoff.cap is not None
-                else settings.backoff_cap
-            ),
-            backoff_jitter=settings.backoff_jitter,
+        default = conf.get().policy()
+        backoff = self.backoff or Backoff()
+        return dataclasses.replace(
+            default,
+            max_failures=default.max_failures if self.max_failures is UNSET else self.max_failures,
+            lease=self.lease or default.lease,
+            backoff_base=default.backoff_base if backoff.base is None else backoff.base,
+            backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
         )
 
 
@@ -175,6 +172,10 @@ class Registry:
     def kinds(self) -> list[str]:
         return sorted(self._by_kind)
 
+    def leases(self) -> dict[str, timedelta]:
+        """The kinds whose task sets its own lease (the rest take the setting)."""
+        return {d.kind: d.lease for d in self._by_kind.values() if d.lease is not None}
+
     def unregister(self, kind: str) -> None:
         self._by_kind.pop(kind, None)
 
@@ -191,16 +192,7 @@ registry = Registry()
 def policy_for(kind: str) -> Policy:
     """The failure/lease policy for ``kind``; settings defaults for kinds this process lacks."""
     defn = registry.find(kind)
-    if defn is not None:
-        return defn.policy()
-    settings = conf.get()
-    return Policy(
-        max_failures=settings.max_failures,
-        lease=settings.lease,
-        backoff_base=settings.backoff_base,
-        backoff_cap=settings.backoff_cap,
-        backoff_jitter=settings.backoff_jitter,
-    )
+    return defn.policy() if defn is not None else conf.get().policy()
 
 
 # --- enqueue options ----------------------------------------------------------------------
@@ -288,24 +280,17 @@ class Options:
         return cls(**values)
 
 
-@dataclass(frozen=True)
-class EnqueueRequest:
-    """A validated job, ready for ``store.enqueue``."""
-
-    kind: str
-    payload: dict[str, Any]
-    queue: str
-    priority: int
-    delay: timedelta | None = None
-    run_at: datetime | None = None
-    idempotency_key: str | None = None
-    dedup_key: str | None = None
-    task: Task | None = field(default=None, compare=False)
-
-
 def build_request(
-    defn: TaskDef, payload: dict[str, Any], options: Options, task: Task | None = None
+    defn: TaskDef,
+    payload: dict[str, Any],
+    options: Options,
+    task: Task | None = None,
+    payload_json: str | None = None,
 ) -> EnqueueRequest:
+    """The storage layer's request for one job; a class task with a dedup key brings
+    its merge decision along as a callable."""
+    from .store import EnqueueRequest
+
     dedup_key = None
     if task is not None:
         dedup_key = _validate_key("dedup_key()", task.dedup_key())
@@ -318,15 +303,84 @@ def build_request(
         run_at=options.run_at,
         idempotency_key=options.idempotency_key,
         dedup_key=dedup_key,
-        task=task,
+        merge=_merger(task, payload) if task is not None and dedup_key is not None else None,
+        payload_json=payload_json,
     )
+
+
+def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:
+    """How ``task`` merges into a pending candidate row: the task's own ``merge()``,
+    checked, as a plan for the storage layer (None: insert independently)."""
+
+    def decide(candidate: Job) -> MergePlan | None:
+        from . import store
+        from .handle import Pending
+
+        kind = task.kind
+        try:
+            existing = registry.get(kind).instance(candidate.payload)
+        except Exception as exc:
+            raise MergeError(
+                f"{kind}: pending job {candidate.id} has a payload the task no longer "
+                f"accepts ({exc})",
+                kind=kind,
+                job_id=candidate.id,
+            ) from exc
+        assert existing is not None
+        pending = Pending(
+            job_id=candidate.id,
+            task=existing,
+            carry=dict(candidate.carry or {}),
+            run_count=candidate.run_count,
+            priority=candidate.priority,
+            journal=store.journal(job_id=candidate.id),
+        )
+        try:
+            decision = task.merge(pending)
+        except Exception as exc:
+            raise MergeError(
+                f"{kind}.merge() raised {type(exc).__name__}: {exc}", kind=kind
+            ) from exc
+        if not isinstance(decision, Merge):
+            raise MergeError(
+                f"{kind}.merge() must return a Merge decision, got {decision!r}", kind=kind
+            )
+        if decision.action == "independent":
+            return None
+        if decision.action == "keep":
+            return store.MergePlan("keep")
+        if decision.action == "replace":
+            return store.MergePlan("replace", payload=payload)
+        new = decision.task
+        if not isinstance(new, Task) or new.kind != kind:
+            raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
+        if decision.carry is not None:
+            check_json("carry", decision.carry, kind=kind)
+        return store.MergePlan("with", payload=new.to_payload(), carry=decision.carry)
+
+    return decide
 
 
 def _submit(request: EnqueueRequest) -> JobHandle:
     # Imported here so that the task layer stays free of the database at import time.
     from . import store
+    from .handle import JobHandle
 
-    return store.enqueue(request)
+    row, disposition = store.enqueue(request)
+    return JobHandle(row, disposition)
+
+
+def _submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
+    from . import store
+    from .handle import JobHandle
+
+    return [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
+
+
+def _items_error(index: int, exc: EnqueueError) -> EnqueueError:
+    """The same error, its message naming the item of a bulk enqueue that caused it."""
+    facts = {**exc.facts, "index": index}
+    return type(exc)(f"item {index}: {exc}", **facts)
 
 
 # --- function tasks -----------------------------------------------------------------------
@@ -383,6 +437,10 @@ class FunctionTask(TaskDef):
 
     def payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a call to the signature; the payload maps parameter names to values."""
+        return self.encode(args, kwargs)[0]
+
+    def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The payload of a call and its JSON text."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -391,9 +449,8 @@ class FunctionTask(TaskDef):
         for name, value in bound.arguments.items():
             if self.signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL:
                 value = list(value)
-            check_json(name, value, kind=self.kind)
             payload[name] = value
-        return payload
+        return payload, encode_payload(payload, kind=self.kind)
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         params = self.signature.parameters
@@ -427,6 +484,10 @@ class FunctionTask(TaskDef):
         """Enqueue a call; inside ``transaction.atomic()`` it commits with the caller's data."""
         return BoundCall(self, Options()).enqueue(*args, **kwargs)
 
+    def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
+        """Enqueue one job per item, each a dict of keyword arguments, in one transaction."""
+        return BoundCall(self, Options()).enqueue_many(items)
+
 
 class BoundCall:
     """A function task with enqueue options applied."""
@@ -439,8 +500,29 @@ class BoundCall:
         return BoundCall(self.defn, Options.build(self.options, **options))
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
-        payload = self.defn.payload(args, kwargs)
-        return _submit(build_request(self.defn, payload, self.options))
+        payload, text = self.defn.encode(args, kwargs)
+        return _submit(build_request(self.defn, payload, self.options, payload_json=text))
+
+    def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
+        """Enqueue one job per item (a dict of keyword arguments): every item is checked
+        before anything is written, and all are written in one transaction (joining the
+        caller's). Returns the handles in order."""
+        kind = self.defn.kind
+        requests = []
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidArguments(
+                    f"{kind}: item {index} must be a dict of keyword arguments, "
+                    f"not {type(item).__name__}",
+                    kind=kind,
+                    index=index,
+                )
+            try:
+                payload, text = self.defn.encode((), dict(item))
+            except EnqueueError as exc:
+                raise _items_error(index, exc) from exc
+            requests.append(build_request(self.defn, payload, self.options, payload_json=text))
+        return _submit_many(requests)
 
 
 @overload
@@ -538,17 +620,17 @@ class Task:
         return Merge.keep()
 
     def to_payload(self) -> dict[str, Any]:
+        return self.encode()[0]
+
+    def encode(self) -> tuple[dict[str, Any], str]:
+        """The payload (the dataclass fields) and its JSON text."""
         if not dataclasses.is_dataclass(self):
             raise InvalidPayload(
                 f"{type(self).__qualname__} must be a @dataclass so its fields can be stored",
                 kind=self.kind,
             )
-        payload: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            check_json(f.name, value, kind=self.kind)
-            payload[f.name] = value
-        return payload
+        payload = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return payload, encode_payload(payload, kind=self.kind)
 
     def _definition(self) -> ClassTask:
         defn = registry.get(self.kind)
@@ -565,6 +647,11 @@ class Task:
     def enqueue(self) -> JobHandle:
         return BoundTask(self, Options()).enqueue()
 
+    @classmethod
+    def enqueue_many(cls, items: Iterable[Task | BoundTask]) -> list[JobHandle]:
+        """Enqueue instances of this task (or ``instance.using(...)``) in one transaction."""
+        return enqueue_many(items, of=cls)
+
 
 class BoundTask:
     """A task instance with enqueue options applied."""
@@ -577,8 +664,37 @@ class BoundTask:
         return BoundTask(self.task, Options.build(self.options, **options))
 
     def enqueue(self) -> JobHandle:
+        return _submit(self.request())
+
+    def request(self) -> EnqueueRequest:
         defn = self.task._definition()
-        return _submit(build_request(defn, self.task.to_payload(), self.options, task=self.task))
+        payload, text = self.task.encode()
+        return build_request(defn, payload, self.options, task=self.task, payload_json=text)
+
+
+def enqueue_many(
+    items: Iterable[Task | BoundTask], *, of: type[Task] | None = None
+) -> list[JobHandle]:
+    """Enqueue ``Task`` instances (or ``instance.using(...)``) in one transaction.
+
+    Every item is checked before anything is written; a bad one raises an error naming
+    its index. Returns the handles in order.
+    """
+    requests = []
+    for index, item in enumerate(items):
+        bound = BoundTask(item, Options()) if isinstance(item, Task) else item
+        if not isinstance(bound, BoundTask) or (of is not None and not isinstance(bound.task, of)):
+            wanted = of.__qualname__ if of is not None else "Task"
+            raise InvalidArguments(
+                f"item {index} must be a {wanted} instance, not {type(item).__name__}",
+                kind=of.kind if of is not None else "",
+                index=index,
+            )
+        try:
+            requests.append(bound.request())
+        except EnqueueError as exc:
+            raise _items_error(index, exc) from exc
+    return _submit_many(requests)
 
 
 def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) -> JobHandle:

@@ -89,7 +89,12 @@ def run_jobs(
     ran: list[JobHandle] = []
     while len(ran) < max_jobs:
         claimed = store.claim_jobs(
-            worker_id=worker_id, limit=1, kinds=wanted, queues=queues, now=now or timezone.now()
+            worker_id=worker_id,
+            limit=1,
+            kinds=wanted,
+            queues=queues,
+            leases=registry.leases(),
+            now=now or timezone.now(),
         )
         if not claimed:
             break

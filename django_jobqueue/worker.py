@@ -30,9 +30,9 @@ from django.utils import timezone
 from . import conf, store
 from .context import Context
 from .executor import RunResult, decide, execute
-from .models import Job
+from .lifecycle import Settlement, released
 from .notify import Listener
-from .outcomes import Settlement
+from .store import Claimed
 from .task import policy_for, registry
 
 logger = logging.getLogger("django_jobqueue")
@@ -59,7 +59,7 @@ def priority_floor(slot: int, ratio: int | None) -> int:
 
 @dataclass
 class Running:
-    job: Job
+    job: Claimed
     ctx: Context
     lease: timedelta
     expires_at: datetime
@@ -94,6 +94,7 @@ class Worker:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be positive, got {self.concurrency}")
         self.caps = {**settings.kind_concurrency, **(caps or {})}
+        self.leases = registry.leases()
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
@@ -233,12 +234,11 @@ class Worker:
         elif not self._limit_reached():
             # Idle: sleep until the next scheduled job, the next lease to recover, the
             # poll ceiling or a NOTIFY, whichever comes first.
-            nxt = self._db(
-                lambda: store.next_visible_at(kinds=self.kinds, queues=self.queues or None)
-            )
+            nxt, expiry = self._db(
+                lambda: store.next_wakeup(kinds=self.kinds, queues=self.queues or None)
+            ) or (None, None)
             if nxt is not None:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
-            expiry = self._db(store.next_lease_expiry)
             if expiry is not None:
                 # Not before the recovery sweep is due again, so an expiry that another
                 # worker is recovering right now does not make this one spin.
@@ -267,41 +267,30 @@ class Worker:
         at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
         limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
         floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
-        claimed: list[Job] = []
-        carry_over = 0
         # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
-        # through to the next higher tier, down to floor 0 (everything).
-        for floor in range(max(floors), -1, -1):
-            want = floors[floor] + carry_over
-            jobs = (
-                self._db(
-                    partial(
-                        store.claim_jobs,
-                        worker_id=self.worker_id,
-                        limit=want,
-                        kinds=self.kinds,
-                        queues=self.queues or None,
-                        exclude_kinds=at_cap,
-                        kind_limits=limits or None,
-                        floor=floor,
-                    )
+        # through to the next higher tier, down to floor 0 (everything). One statement.
+        claimed = (
+            self._db(
+                partial(
+                    store.claim_jobs,
+                    worker_id=self.worker_id,
+                    limit=free,
+                    kinds=self.kinds,
+                    queues=self.queues or None,
+                    exclude_kinds=at_cap,
+                    kind_limits=limits or None,
+                    preferring={f: n for f, n in floors.items() if f},
+                    leases=self.leases,
                 )
-                or []
             )
-            for job in jobs:
-                if job.kind in limits:
-                    limits[job.kind] -= 1
-                    if limits[job.kind] <= 0:
-                        at_cap.add(job.kind)
-                        del limits[job.kind]
-            claimed.extend(jobs)
-            carry_over = want - len(jobs)
+            or []
+        )
         self._slot += len(claimed)
         for job in claimed:
             self._dispatch(job)
         return len(claimed)
 
-    def _dispatch(self, job: Job) -> None:
+    def _dispatch(self, job: Claimed) -> None:
         lease = policy_for(job.kind).lease
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
         running = Running(
@@ -309,7 +298,8 @@ class Worker:
         )
         self._running[job.id] = running
         self.claimed += 1
-        logger.info("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
         self._inbox.put(running)
 
     def _execute_loop(self) -> None:
@@ -356,10 +346,11 @@ class Worker:
         if applied is None:
             return  # database trouble: keep them and try again
         self._unsettled = []
+        log = logger.isEnabledFor(logging.INFO)
         for s, ok in zip(batch, applied, strict=True):
             self._running.pop(s.job_id, None)
             self.processed += 1
-            if ok:
+            if ok and log:
                 logger.info(
                     "settled job=%s kind=%s outcome=%s duration=%.3fs",
                     s.job_id,
@@ -382,7 +373,7 @@ class Worker:
 
     def _maintain(self) -> None:
         if self._due("recover", RECOVER_EVERY):
-            self._db(store.recover_expired)
+            self._db(partial(store.recover_expired, policy_for=policy_for))
         if self._running:
             self._extend_leases()
             if self._due("cancel", CANCEL_CHECK_EVERY):
@@ -438,7 +429,17 @@ class Worker:
         finished = {s.job_id for s in self._unsettled}
         for running in list(self._running.values()):
             if running.job.id not in finished:
-                self._unsettled.append(store.release_settlement(running.job))
+                job = running.job
+                self._unsettled.append(
+                    released(
+                        job_id=job.id,
+                        kind=job.kind,
+                        run_no=job.run_count,
+                        now=timezone.now(),
+                        worker=self.worker_id,
+                        note="worker shut down",
+                    )
+                )
         for attempt in range(5):
             self._flush()
             if not self._unsettled:

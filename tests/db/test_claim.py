@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -63,14 +64,16 @@ def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
         == []
     )
     assert Job.objects.get(id=later.id).status == Status.PENDING
-    assert store.next_visible_at(kinds=KINDS()) == Job.objects.get(id=later.id).visible_at
+    assert store.next_wakeup(kinds=KINDS())[0] == Job.objects.get(id=later.id).visible_at
 
 
 @pytest.mark.sqlite
 @pytest.mark.django_db(transaction=True)
 def test_task_lease_overrides_the_default_lease() -> None:
     tasks.short_lease_sleep.enqueue(0)
-    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS())
+    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS(), leases=registry.leases())
+    row = Job.objects.get(id=job.id)
+    assert row.claim_expires_at == job.claim_expires_at
     assert job.claim_expires_at is not None
     assert job.claim_expires_at - timezone.now() < timedelta(seconds=3)
 
@@ -168,7 +171,7 @@ def _fill_realistic_table() -> None:
         cursor.execute("ANALYZE django_jobqueue_job")
 
 
-def _plan(sql: str, params: tuple[object, ...]) -> str:
+def _plan(sql: str, params: Sequence[object]) -> str:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -176,15 +179,32 @@ def _plan(sql: str, params: tuple[object, ...]) -> str:
 
 @postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_claim_uses_the_partial_claim_index() -> None:
+@pytest.mark.parametrize(
+    "preferring", [None, {1: 2}, {1: 2, 2: 1}], ids=["one-tier", "two-tiers", "three-tiers"]
+)
+def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -> None:
     _fill_realistic_table()
+    built = store.claim_statement(
+        worker_id="w",
+        limit=10,
+        kinds=KINDS(),
+        queues=None,
+        exclude_kinds=(),
+        kind_limits=None,
+        floor=0,
+        preferring=preferring,
+        leases=None,
+        lease=timedelta(minutes=5),
+        now=timezone.now(),
+    )
+    assert built is not None
     with transaction.atomic():
-        qs = store.claimable(kinds=KINDS()).select_for_update(skip_locked=True)[:10]
-        sql, params = qs.query.sql_with_params()
-        plan = _plan(sql, params)
-    assert "jobqueue_job_claim" in plan, plan
-    # The index already yields claim order: no sort step between the scan and LIMIT.
+        plan = _plan(*built)
+    # One index scan per tier, each already in claim order: no sort before the LIMIT.
+    tiers = 1 + len(preferring or {})
+    assert plan.count("jobqueue_job_claim") == tiers, plan
     assert "Sort" not in plan, plan
+    assert "Seq Scan" not in plan, plan
 
 
 @postgres_only

@@ -17,8 +17,8 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from django_jobqueue import EnqueueError, MergeError, Priority, Status, enqueue, store
+from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.outcomes import Settlement
 from tests.helpers import (
     backend_pid,
     in_thread,

@@ -88,11 +88,14 @@ class Command(BaseCommand):
         if unknown:
             known = ", ".join(registry.kinds())
             raise CommandError(f"{', '.join(unknown)}: no such task kind. Known: {known}")
-        if options["verbosity"] >= 1 and not logging.getLogger("django_jobqueue").handlers:
+        logger = logging.getLogger("django_jobqueue")
+        # Only when no handler would write the lines already (the project's own LOGGING,
+        # on this logger or an ancestor such as root): otherwise every line came twice.
+        if options["verbosity"] >= 1 and not logger.hasHandlers():
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            logger = logging.getLogger("django_jobqueue")
             logger.addHandler(handler)
+        if options["verbosity"] >= 1 and logger.level == logging.NOTSET:
             logger.setLevel(logging.DEBUG if options["verbosity"] > 1 else logging.INFO)
         worker = Worker(
             queues=options["queues"],

@@ -1,0 +1,261 @@
+"""Claiming: up to the free slots in one statement and one round trip.
+
+``UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`` the columns a
+run needs. The priority floors (a slot that prefers a lower tier, falling back to
+higher ones when that tier is empty) and the per-kind caps are folded into the same
+statement as materialised CTEs, one per floor, so a claim never costs a second query.
+The locking subqueries are MATERIALIZED so the planner cannot run them twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from django_jobqueue import conf
+from django_jobqueue.models import Status
+
+from . import sql
+
+
+@dataclass(slots=True)
+class Claimed:
+    """A job as a claim hands it to a run (plain values, not a model instance)."""
+
+    id: uuid.UUID
+    kind: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    visible_at: datetime
+    run_count: int
+    failure_count: int
+    carry: dict[str, Any]
+    claimed_by: str
+    claim_expires_at: datetime
+    status: str = Status.CLAIMED
+
+
+# Unqualified: SQLite's RETURNING does not know the table's alias.
+_RETURNING = "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry"
+
+
+def claim_jobs(
+    *,
+    worker_id: str,
+    limit: int,
+    kinds: Sequence[str],
+    queues: Sequence[str] | None = None,
+    exclude_kinds: Iterable[str] = (),
+    kind_limits: Mapping[str, int] | None = None,
+    floor: int = 0,
+    preferring: Mapping[int, int] | None = None,
+    leases: Mapping[str, timedelta] | None = None,
+    lease: timedelta | None = None,
+    now: datetime | None = None,
+) -> list[Claimed]:
+    """Claim up to ``limit`` runnable jobs, in claim order.
+
+    Order is priority, then the time each became runnable, then id: exactly the
+    ``jobqueue_job_claim`` partial index. Only priorities >= ``floor`` are taken.
+    ``preferring`` maps a higher floor to how many of the ``limit`` slots prefer it:
+    those slots take jobs of priority >= that floor first and fall back to the next
+    floor down when it has none. ``kind_limits`` caps how many of a kind this call
+    takes. The lease is ``leases[kind]``, else ``lease``, else the setting.
+    """
+    now = now or timezone.now()
+    default_lease = lease if lease is not None else conf.get().lease
+    d = sql.dialect()
+    built = claim_statement(
+        worker_id=worker_id,
+        limit=limit,
+        kinds=kinds,
+        queues=queues,
+        exclude_kinds=exclude_kinds,
+        kind_limits=kind_limits,
+        floor=floor,
+        preferring=preferring,
+        leases=leases,
+        lease=default_lease,
+        now=now,
+    )
+    if built is None:
+        return []
+    statement, params = built
+    leases = leases or {}
+    with d.conn.cursor() as cursor:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    claimed = [
+        Claimed(
+            id=d.read_uuid(r[0]),
+            kind=r[1],
+            queue=r[2],
+            payload=sql.loads(r[3]),
+            priority=r[4],
+            visible_at=d.read_dt(r[5]) or now,
+            run_count=r[6],
+            failure_count=r[7],
+            carry=sql.loads(r[8]) or {},
+            claimed_by=worker_id,
+            claim_expires_at=now + leases.get(r[1], default_lease),
+        )
+        for r in rows
+    ]
+    claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
+    return claimed
+
+
+def claim_statement(
+    *,
+    worker_id: str,
+    limit: int,
+    kinds: Sequence[str],
+    queues: Sequence[str] | None,
+    exclude_kinds: Iterable[str],
+    kind_limits: Mapping[str, int] | None,
+    floor: int,
+    preferring: Mapping[int, int] | None,
+    leases: Mapping[str, timedelta] | None,
+    lease: timedelta,
+    now: datetime,
+) -> tuple[str, list[Any]] | None:
+    """The statement ``claim_jobs`` runs (None when it would claim nothing), for EXPLAIN."""
+    excluded = set(exclude_kinds)
+    wanted = [k for k in kinds if k not in excluded]
+    if limit <= 0 or not wanted:
+        return None
+    leases = leases or {}
+    return _claim_statement(
+        sql.dialect(),
+        worker_id=worker_id,
+        kinds=wanted,
+        queues=list(queues or []),
+        caps={k: n for k, n in (kind_limits or {}).items() if k in wanted},
+        tiers=_tiers(limit, floor, preferring),
+        now=now,
+        leases={k: leases[k] for k in wanted if k in leases and leases[k] != lease},
+        default_expiry=now + lease,
+    )
+
+
+def _tiers(limit: int, floor: int, preferring: Mapping[int, int] | None) -> list[tuple[int, int]]:
+    """(floor, slots) from the highest floor down; the last is ``floor`` with the rest."""
+    tiers: list[tuple[int, int]] = []
+    taken = 0
+    for f in sorted((preferring or {}), reverse=True):
+        n = min(preferring[f], limit - taken) if preferring else 0
+        if f > floor and n > 0:
+            tiers.append((f, n))
+            taken += n
+    tiers.append((floor, limit - taken))
+    return tiers
+
+
+def _claim_statement(
+    d: sql.Dialect,
+    *,
+    worker_id: str,
+    kinds: list[str],
+    queues: list[str],
+    caps: dict[str, int],
+    tiers: list[tuple[int, int]],
+    now: datetime,
+    leases: dict[str, timedelta],
+    default_expiry: datetime,
+) -> tuple[str, list[Any]]:
+    """The one claim statement: a CTE per tier, then the UPDATE of what they picked."""
+    ctes: list[str] = []
+    params: list[Any] = []
+    cumulative = 0
+    for i, (floor, slots) in enumerate(tiers):
+        cumulative += slots
+        previous = [f"t{j}" for j in range(i)]
+        where, where_params = _candidates(d, kinds=kinds, queues=queues, floor=floor, now=now)
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            where += f" AND j.id NOT IN ({union})"
+        if caps:
+            capped, capped_params = _capped(
+                d, caps=caps, queues=queues, floor=floor, now=now, previous=previous
+            )
+            where += capped
+            where_params += capped_params
+        limit_sql = _remaining(cumulative, previous)
+        ctes.append(
+            f"t{i} AS {d.materialized}(SELECT j.id, j.kind FROM {sql.JOB} j"
+            f" WHERE {where} ORDER BY j.priority, j.visible_at, j.id"
+            f" LIMIT {limit_sql}{d.skip_locked})"
+        )
+        params += where_params
+    picked = " UNION ALL ".join(f"SELECT id FROM t{i}" for i in range(len(tiers)))
+    expiry = "%s"
+    expiry_params: list[Any] = []
+    if leases:
+        whens = " ".join("WHEN %s THEN %s" for _ in leases)
+        expiry = f"CASE j.kind {whens} ELSE %s END"
+        for kind, lease in leases.items():
+            expiry_params += [kind, d.dt(now + lease)]
+    expiry_params.append(d.dt(default_expiry))
+    if d.postgres:
+        expiry = f"({expiry})::timestamptz"
+    statement = (
+        f"WITH {', '.join(ctes)} UPDATE {sql.JOB} AS j SET status = 'claimed',"
+        f" claimed_by = %s, claim_expires_at = {expiry}, run_count = j.run_count + 1"
+        f" WHERE j.id IN ({picked}) AND j.status = 'pending' RETURNING {_RETURNING}"
+    )
+    return statement, [*params, worker_id, *expiry_params]
+
+
+def _candidates(
+    d: sql.Dialect, *, kinds: list[str], queues: list[str], floor: int, now: datetime
+) -> tuple[str, list[Any]]:
+    kind_sql, kind_params = d.in_list("j.kind", kinds)
+    where = f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql}"
+    params: list[Any] = [d.dt(now), *kind_params]
+    if queues:
+        queue_sql, queue_params = d.in_list("j.queue", queues)
+        where += f" AND {queue_sql}"
+        params += queue_params
+    if floor:
+        where += " AND j.priority >= %s"
+        params.append(floor)
+    return where, params
+
+
+def _capped(
+    d: sql.Dialect,
+    *,
+    caps: dict[str, int],
+    queues: list[str],
+    floor: int,
+    now: datetime,
+    previous: list[str],
+) -> tuple[str, list[Any]]:
+    """Rows of a capped kind only from that kind's first (cap − already picked) candidates."""
+    names_sql, names_params = d.in_list("j.kind", list(caps))
+    branches: list[str] = []
+    params: list[Any] = [*names_params]
+    for kind, cap in caps.items():
+        where, where_params = _candidates(d, kinds=[kind], queues=queues, floor=floor, now=now)
+        taken = " + ".join(f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
+        limit = f"%s - ({taken})" if previous else "%s"
+        branches.append(
+            f"SELECT id FROM (SELECT j.id FROM {sql.JOB} j WHERE {where}"
+            f" ORDER BY j.priority, j.visible_at, j.id LIMIT {limit}) AS c"
+        )
+        params += [*where_params, cap, *([kind] * len(previous))]
+    return f" AND (NOT {names_sql} OR j.id IN ({' UNION ALL '.join(branches)}))", params
+
+
+def _remaining(cumulative: int, previous: list[str]) -> str:
+    """This tier's LIMIT: the slots up to and including it, less what earlier tiers took."""
+    if not previous:
+        return str(cumulative)
+    taken = " + ".join(f"(SELECT count(*) FROM {p})" for p in previous)
+    return f"{cumulative} - ({taken})"

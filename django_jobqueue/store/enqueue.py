@@ -1,0 +1,347 @@
+"""Writing new jobs: one statement per enqueue, one per bulk batch, and merge-on-enqueue.
+
+An enqueue outside a transaction is a single INSERT in autocommit; inside the
+caller's ``transaction.atomic()`` it joins it. On PostgreSQL a statement-level
+trigger (migration 0002) sends one NOTIFY per queue per statement, delivered on
+commit, so a bulk insert wakes the workers once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from django_jobqueue import notify
+from django_jobqueue.ids import uuid7
+from django_jobqueue.models import ACTIVE, Job, Outcome, Status
+
+from . import sql
+
+Disposition = Literal["inserted", "merged", "reused"]
+
+# Above this many rows a bulk insert is split, to keep each statement's text and the
+# server's memory for it modest.
+BULK_BATCH = 5000
+
+_COLUMNS = (
+    "id",
+    "kind",
+    "queue",
+    "payload",
+    "priority",
+    "status",
+    "created_at",
+    "visible_at",
+    "claimed_by",
+    "run_count",
+    "failure_count",
+    "carry",
+    "dedup_key",
+    "idempotency_key",
+    "cancel_requested",
+    "cancel_actor",
+)
+_COLUMN_LIST = ", ".join(_COLUMNS)
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What a merge into a pending job changes, as decided by the task layer."""
+
+    action: Literal["keep", "replace", "with"]
+    payload: dict[str, Any] | None = None  # replace / with: the job's new payload
+    carry: dict[str, Any] | None = None  # None keeps the stored carry
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """A validated job, ready to write.
+
+    ``merge`` is set when the task has a dedup key: given a pending candidate, it
+    returns the plan, or None to insert independently (the task layer decides).
+    ``payload_json`` is the payload already encoded, when the caller has it.
+    """
+
+    kind: str
+    payload: dict[str, Any]
+    queue: str
+    priority: int
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+    dedup_key: str | None = None
+    merge: Callable[[Job], MergePlan | None] | None = field(default=None, compare=False)
+    payload_json: str | None = field(default=None, compare=False)
+
+    def visible_at(self, now: datetime) -> datetime:
+        if self.run_at is not None:
+            return self.run_at
+        return now + self.delay if self.delay else now
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A row a bulk insert wrote: what a handle shows without reading it back."""
+
+    id: uuid.UUID
+    kind: str
+    status: str = Status.PENDING
+    result: Any = None
+
+
+def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
+    """Write one job in the caller's transaction (or in autocommit, as one statement)."""
+    now = timezone.now()
+    if request.idempotency_key is not None:
+        existing = active_by_key(request.idempotency_key)
+        if existing is not None:
+            return existing, "reused"
+    if request.dedup_key is not None and request.merge is not None:
+        try:
+            merged = _merge(request, now=now)
+        except IntegrityError:
+            # A concurrent enqueue took the idempotency key first: reuse its job.
+            existing = active_by_key(request.idempotency_key or "")
+            if existing is None:
+                raise
+            return existing, "reused"
+        if merged is not None:
+            return merged
+    job = _new_row(request, now)
+    d = sql.dialect()
+    if request.idempotency_key is None:
+        with d.conn.cursor() as cursor:
+            cursor.execute(_insert_sql(d, 1), _row_params(d, job, request))
+        return job, "inserted"
+    return _insert_keyed(d, job, request)
+
+
+def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Job, Disposition]:
+    """Insert unless another active job holds the idempotency key; then reuse that one.
+
+    ``ON CONFLICT DO NOTHING`` on the key's partial unique index, so a lost race
+    neither raises nor spoils the caller's transaction.
+    """
+    key = request.idempotency_key
+    assert key is not None
+    conflict = (
+        " ON CONFLICT (idempotency_key) WHERE (idempotency_key IS NOT NULL"
+        " AND status IN ('pending', 'claimed')) DO NOTHING RETURNING id"
+    )
+    for _ in range(3):
+        with d.conn.cursor() as cursor:
+            cursor.execute(_insert_sql(d, 1) + conflict, _row_params(d, job, request))
+            inserted = cursor.fetchone() is not None
+        if inserted:
+            return job, "inserted"
+        existing = active_by_key(key)
+        if existing is not None:
+            return existing, "reused"
+        # The holder finished between the two statements: the key is free again.
+    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+
+
+def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:
+    """Write many jobs in one transaction: plain ones with one INSERT per batch.
+
+    Requests with an idempotency key or a merge go through ``enqueue`` one by one in
+    the same transaction (in order, so a key repeated in the batch is reused).
+    Returns a (row, disposition) per request, in order.
+    """
+    now = timezone.now()
+    out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
+    plain: list[tuple[int, NewJob, EnqueueRequest]] = []
+    alias = sql.alias()
+    with transaction.atomic(using=alias):
+        for i, request in enumerate(requests):
+            if request.idempotency_key is not None or (
+                request.dedup_key is not None and request.merge is not None
+            ):
+                out[i] = enqueue(request)
+            else:
+                plain.append((i, NewJob(id=uuid7(), kind=request.kind), request))
+        d = sql.dialect()
+        for start in range(0, len(plain), BULK_BATCH):
+            chunk = plain[start : start + BULK_BATCH]
+            _insert_bulk(d, [(row.id, request) for _, row, request in chunk], now)
+            for i, row, _ in chunk:
+                out[i] = (row, "inserted")
+    return [item for item in out if item is not None]
+
+
+def _insert_bulk(
+    d: sql.Dialect, rows: Sequence[tuple[uuid.UUID, EnqueueRequest]], now: datetime
+) -> None:
+    if d.postgres:
+        # One statement whatever the count: each column is one array parameter.
+        columns = list(zip(*(_bulk_values(job_id, r, now) for job_id, r in rows), strict=True))
+        statement = (
+            f"INSERT INTO {sql.JOB} ({_COLUMN_LIST})"
+            " SELECT u.id, u.kind, u.queue, u.payload::jsonb, u.priority, 'pending',"
+            " u.created_at, u.visible_at, '', 0, 0, '{}'::jsonb, NULL, NULL, false, ''"
+            " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::smallint[],"
+            " %s::timestamptz[], %s::timestamptz[])"
+            " AS u(id, kind, queue, payload, priority, created_at, visible_at)"
+        )
+        with d.conn.cursor() as cursor:
+            cursor.execute(statement, [list(c) for c in columns])
+        return
+    # SQLite: multi-row VALUES, within its limit on bound parameters.
+    per = len(_COLUMNS)
+    step = max(1, 32766 // per)
+    with d.conn.cursor() as cursor:
+        for start in range(0, len(rows), step):
+            part = rows[start : start + step]
+            params: list[Any] = []
+            for job_id, r in part:
+                job = _new_row(r, now, job_id=job_id)
+                params.extend(_row_params(d, job, r))
+            cursor.execute(_insert_sql(d, len(part)), params)
+
+
+def _bulk_values(job_id: uuid.UUID, r: EnqueueRequest, now: datetime) -> tuple[Any, ...]:
+    payload = r.payload_json if r.payload_json is not None else sql.dumps(r.payload)
+    return (job_id, r.kind, r.queue, payload, r.priority, now, r.visible_at(now))
+
+
+def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None = None) -> Job:
+    return Job(
+        id=job_id or uuid7(),
+        kind=request.kind,
+        queue=request.queue,
+        payload=request.payload,
+        priority=request.priority,
+        status=Status.PENDING,
+        created_at=now,
+        visible_at=request.visible_at(now),
+        dedup_key=request.dedup_key,
+        idempotency_key=request.idempotency_key,
+    )
+
+
+def _insert_sql(d: sql.Dialect, rows: int) -> str:
+    one = f"(%s, %s, %s, {d.json}, %s, %s, %s, %s, '', 0, 0, {d.json}, %s, %s, %s, '')"
+    return f"INSERT INTO {sql.JOB} ({_COLUMN_LIST}) VALUES " + ", ".join([one] * rows)
+
+
+def _row_params(d: sql.Dialect, job: Job, request: EnqueueRequest) -> list[Any]:
+    payload = request.payload_json if request.payload_json is not None else sql.dumps(job.payload)
+    return [
+        d.job_id(job.id),
+        job.kind,
+        job.queue,
+        payload,
+        job.priority,
+        job.status,
+        d.dt(job.created_at),
+        d.dt(job.visible_at),
+        "{}",
+        job.dedup_key,
+        job.idempotency_key,
+        False,
+    ]
+
+
+def active_by_key(key: str) -> Job | None:
+    return sql.jobs().filter(idempotency_key=key, status__in=ACTIVE).first()
+
+
+def merge_candidates(*, kind: str, dedup_key: str) -> Any:
+    """Pending jobs an incoming task of ``kind`` and ``dedup_key`` may merge into, oldest
+    first (served by the ``jobqueue_job_dedup`` partial index)."""
+    return (
+        sql.jobs()
+        .filter(status=Status.PENDING, kind=kind, dedup_key=dedup_key)
+        .order_by("created_at", "id")
+    )
+
+
+def _merge(request: EnqueueRequest, *, now: datetime) -> tuple[Job, Disposition] | None:
+    """Merge into the first pending job of the same kind and dedup key that accepts it.
+
+    Candidates are tried oldest first; one that answers to another idempotency key, or
+    for which the task decides ``independent``, is passed over. Returns None when no
+    candidate took the task: the caller then inserts.
+    """
+    assert request.merge is not None
+    assert request.dedup_key is not None
+    alias = sql.alias()
+    with transaction.atomic(using=alias):
+        ids = list(
+            merge_candidates(kind=request.kind, dedup_key=request.dedup_key).values_list(
+                "id", flat=True
+            )
+        )
+        for candidate_id in ids:
+            # Waits for (rather than skips) a row another enqueue is merging into, so two
+            # merges of one key are applied one after the other and neither is lost.
+            candidate = (
+                sql.lockable(sql.jobs().filter(id=candidate_id), skip_locked=False)
+                .filter(status=Status.PENDING)
+                .first()
+            )
+            if candidate is None:
+                continue  # claimed or finished meanwhile
+            key = request.idempotency_key
+            if key is not None and candidate.idempotency_key not in (None, key):
+                continue  # it answers to another key
+            plan = request.merge(candidate)
+            if plan is None:
+                continue
+            if _apply_merge(candidate, plan, request, now=now):
+                return candidate, "merged"
+    return None
+
+
+def _apply_merge(
+    candidate: Job, plan: MergePlan, request: EnqueueRequest, *, now: datetime
+) -> None:
+    changes: dict[str, Any] = {}
+    if plan.action in ("replace", "with"):
+        changes["payload"] = plan.payload
+        if plan.action == "replace":
+            changes["carry"] = {}
+        elif plan.carry is not None:
+            changes["carry"] = plan.carry
+        changes["priority"] = min(candidate.priority, request.priority)
+        changes["visible_at"] = min(candidate.visible_at, request.visible_at(now))
+    key = request.idempotency_key
+    if key is not None and candidate.idempotency_key is None:
+        # The surviving job now answers to the key, so a retried request is reused.
+        changes["idempotency_key"] = key
+    still_pending = sql.jobs().filter(id=candidate.id, status=Status.PENDING)
+    if not (still_pending.update(**changes) if changes else still_pending.exists()):
+        return False
+    for name, value in changes.items():
+        setattr(candidate, name, value)
+    sql.journal_entries().create(
+        job_id=candidate.id,
+        kind=candidate.kind,
+        run_no=candidate.run_count,
+        outcome=Outcome.MERGED,
+        recorded_at=now,
+        note=f"merge: {plan.action}",
+        attachment={"incoming": request.payload},
+    )
+    if changes:
+        notify.notify(sql.alias(), candidate.queue)
+    return True
+
+
+__all__ = [
+    "BULK_BATCH",
+    "Disposition",
+    "EnqueueRequest",
+    "MergePlan",
+    "NewJob",
+    "active_by_key",
+    "enqueue",
+    "enqueue_many",
+    "merge_candidates",
+]

@@ -1,0 +1,115 @@
+"""What operators do to jobs: cancel and requeue, each with its journal entry.
+
+Cold paths, on the ORM: each locks the one row, checks the state allows the action,
+and writes the row and its entry in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from django_jobqueue import notify
+from django_jobqueue.errors import InvalidTransition, JobNotFound
+from django_jobqueue.models import ACTIVE, Job, Outcome, Status
+
+from . import sql
+from .history import as_uuid
+
+
+def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
+    """Cancel a pending job now, or ask a claimed job's worker to stop it.
+
+    A claimed job settles as ``cancelled`` when its run ends (unless it completed or
+    died). Cancelling a cancelled job is a no-op; completed and dead jobs cannot be
+    cancelled.
+    """
+    now = timezone.now()
+    with transaction.atomic(using=sql.alias()):
+        job = _locked(job_id)
+        if job.status == Status.PENDING:
+            _save(job, status=Status.CANCELLED, finished_at=now)
+            _operator_entry(job, Outcome.CANCELLED, actor, "cancelled while pending", now)
+        elif job.status == Status.CLAIMED:
+            if not job.cancel_requested:
+                _save(job, cancel_requested=True, cancel_actor=actor)
+        elif job.status != Status.CANCELLED:
+            raise InvalidTransition(
+                f"Job {job.id} is {job.status}; only pending or claimed jobs can be cancelled",
+                job_id=job.id,
+                status=job.status,
+            )
+    return job
+
+
+def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") -> Job:
+    """Return a dead or cancelled job (a completed one with ``force``) to pending, now.
+
+    The failure count is reset and the carry kept.
+    """
+    alias = sql.alias()
+    now = timezone.now()
+    with transaction.atomic(using=alias):
+        job = _locked(job_id)
+        if job.status in ACTIVE:
+            raise InvalidTransition(
+                f"Job {job.id} is {job.status}; only finished jobs can be requeued",
+                job_id=job.id,
+                status=job.status,
+            )
+        if job.status == Status.COMPLETED and not force:
+            raise InvalidTransition(
+                f"Job {job.id} completed; requeue it with force to run it again",
+                job_id=job.id,
+                status=job.status,
+            )
+        previous = job.status
+        try:
+            with transaction.atomic(using=alias):
+                _save(
+                    job,
+                    status=Status.PENDING,
+                    visible_at=now,
+                    finished_at=None,
+                    failure_count=0,
+                    cancel_requested=False,
+                    cancel_actor="",
+                    result=None,
+                )
+        except IntegrityError as exc:
+            raise InvalidTransition(
+                f"Job {job.id} cannot be requeued: another active job holds its idempotency "
+                f"key {job.idempotency_key!r}",
+                job_id=job.id,
+            ) from exc
+        _operator_entry(job, Outcome.REQUEUED, actor, f"requeued from {previous}", now)
+        notify.notify(alias, job.queue)
+    return job
+
+
+def _locked(job_id: uuid.UUID | str) -> Job:
+    try:
+        return sql.lockable(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
+    except Job.DoesNotExist:
+        raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
+
+
+def _save(job: Job, **changes: object) -> None:
+    for name, value in changes.items():
+        setattr(job, name, value)
+    job.save(using=sql.alias(), update_fields=list(changes))
+
+
+def _operator_entry(job: Job, outcome: str, actor: str, note: str, now: datetime) -> None:
+    sql.journal_entries().create(
+        job_id=job.id,
+        kind=job.kind,
+        run_no=job.run_count,
+        outcome=outcome,
+        recorded_at=now,
+        note=f"{note} by {actor}" if actor else note,
+        actor=actor,
+    )

@@ -1,0 +1,113 @@
+"""What the hand-written statements of the hot paths share: the jobs database, table and
+column names, and the few value conversions that differ between PostgreSQL and SQLite.
+
+The hot paths (enqueue, claim, settle, recovery) bypass the ORM: building and
+compiling a query costs more Python than the database spends running it. Values are
+always bound as parameters; only names from the models are formatted into SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import QuerySet
+from django.utils.dateparse import parse_datetime
+
+from django_jobqueue import conf
+from django_jobqueue.models import Job, JournalEntry
+
+JOB = Job._meta.db_table
+JOURNAL = JournalEntry._meta.db_table
+
+
+def alias() -> str:
+    return conf.get().database
+
+
+def connection() -> BaseDatabaseWrapper:
+    return connections[alias()]
+
+
+def jobs() -> QuerySet[Job]:
+    return Job.objects.using(alias())
+
+
+def journal_entries() -> QuerySet[JournalEntry]:
+    return JournalEntry.objects.using(alias())
+
+
+def lockable(qs: QuerySet[Job], *, skip_locked: bool) -> QuerySet[Job]:
+    """Row locks where the database has them (SQLite serialises writers instead)."""
+    features = connections[alias()].features
+    if not features.has_select_for_update:
+        return qs
+    if skip_locked and features.has_select_for_update_skip_locked:
+        return qs.select_for_update(skip_locked=True)
+    return qs.select_for_update()
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+
+
+def loads(value: Any) -> Any:
+    """A JSON column as read by a raw cursor (text on both backends; None stays None)."""
+    if value is None or not isinstance(value, str | bytes):
+        return value
+    return json.loads(value)
+
+
+class Dialect:
+    """The differences the raw statements care about, for one connection."""
+
+    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+        self.conn = conn
+        self.postgres = conn.vendor == "postgresql"
+        # JSON text is cast on PostgreSQL; SQLite stores the text as it is.
+        self.json = "%s::jsonb" if self.postgres else "%s"
+        self.skip_locked = " FOR UPDATE SKIP LOCKED" if self.postgres else ""
+        self.materialized = "MATERIALIZED "
+
+    def job_id(self, value: uuid.UUID) -> Any:
+        return value if self.postgres else value.hex
+
+    def dt(self, value: datetime | None) -> Any:
+        if value is None or self.postgres:
+            return value
+        return self.conn.ops.adapt_datetimefield_value(value)
+
+    def read_uuid(self, value: Any) -> uuid.UUID:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+    def read_dt(self, value: Any) -> datetime | None:
+        if value is None or isinstance(value, datetime):
+            return value
+        parsed = parse_datetime(str(value))
+        if parsed is not None and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``: one array parameter on PostgreSQL."""
+        if self.postgres:
+            return f"{column} = ANY(%s)", [list(values)]
+        marks = ", ".join(["%s"] * len(values))
+        return f"{column} IN ({marks})", list(values)
+
+
+def dialect() -> Dialect:
+    return Dialect(connection())
+
+
+def placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def flatten(rows: Iterable[Sequence[Any]]) -> list[Any]:
+    return [value for row in rows for value in row]

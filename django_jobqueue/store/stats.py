@@ -1,0 +1,173 @@
+"""A snapshot of the queue for ``jobqueue stats``, the admin and monitoring."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections
+from django.db.models import Count, Min, QuerySet
+from django.utils import timezone
+
+from django_jobqueue.models import JournalEntry, Outcome, Status, WorkerHeartbeat
+
+from . import sql
+
+WORKER_GONE_AFTER = timedelta(seconds=60)
+
+
+def stats(
+    *, window: timedelta = timedelta(hours=24), now: datetime | None = None
+) -> dict[str, Any]:
+    """A snapshot of the queue: backlog, claims, failures, workers and recent run statistics."""
+    now = now or timezone.now()
+    jobs = sql.jobs()
+    runnable = jobs.filter(status=Status.PENDING, visible_at__lte=now)
+    pending_by = [
+        {"kind": row["kind"], "queue": row["queue"], "count": row["n"]}
+        for row in runnable.values("kind", "queue")
+        .annotate(n=Count("id"))
+        .order_by("kind", "queue")
+    ]
+    oldest = {
+        row["kind"]: (now - row["oldest"]).total_seconds()
+        for row in runnable.values("kind").annotate(oldest=Min("visible_at")).order_by("kind")
+    }
+    dead_by = {
+        row["kind"]: row["n"]
+        for row in jobs.filter(status=Status.DEAD)
+        .values("kind")
+        .annotate(n=Count("id"))
+        .order_by("kind")
+    }
+    workers = []
+    live: list[WorkerHeartbeat] = []
+    for w in WorkerHeartbeat.objects.using(sql.alias()).order_by("-last_seen_at"):
+        alive = w.stopped_at is None and now - w.last_seen_at <= WORKER_GONE_AFTER
+        if alive:
+            live.append(w)
+        workers.append(
+            {
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "queues": w.queues,
+                "kinds": w.kinds,
+                "concurrency": w.concurrency,
+                "started_at": w.started_at,
+                "last_seen_at": w.last_seen_at,
+                "jobs_done": w.jobs_done,
+                "state": "alive" if alive else "gone",
+            }
+        )
+    return {
+        "at": now,
+        "pending": pending_by,
+        "pending_total": sum(row["count"] for row in pending_by),
+        "oldest_pending_seconds": oldest,
+        "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
+        "claimed": jobs.filter(status=Status.CLAIMED).count(),
+        "dead": dead_by,
+        # A worker serves a pending row when it runs the kind and reads the row's queue
+        # (no queues listed means every queue).
+        "unserved_kinds": sorted(
+            {
+                row["kind"]
+                for row in pending_by
+                if not any(
+                    row["kind"] in w.kinds and (not w.queues or row["queue"] in w.queues)
+                    for w in live
+                )
+            }
+        ),
+        "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
+        "workers": workers,
+        "runs": run_stats(since=now - window),
+        "window_seconds": window.total_seconds(),
+    }
+
+
+UNCLAIMED_AFTER = timedelta(hours=1)
+
+
+def _unclaimed_kinds(pending_kinds: set[str], *, now: datetime) -> list[str]:
+    """Kinds with runnable jobs that no worker has claimed within ``UNCLAIMED_AFTER``:
+    none is running now and no worker settled or lost a run of them since."""
+    if not pending_kinds:
+        return []
+    kinds = sorted(pending_kinds)
+    running = set(
+        sql.jobs().filter(status=Status.CLAIMED, kind__in=kinds).values_list("kind", flat=True)
+    )
+    recent = set(
+        sql.journal_entries()
+        .filter(kind__in=kinds, recorded_at__gte=now - UNCLAIMED_AFTER)
+        .exclude(worker="")
+        .values_list("kind", flat=True)
+        .distinct()
+    )
+    return sorted(pending_kinds - running - recent)
+
+
+_FAILED_OUTCOMES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
+_RUN_OUTCOMES = (
+    *_FAILED_OUTCOMES,
+    Outcome.COMPLETED,
+    Outcome.PAUSED,
+    Outcome.RELEASED,
+    Outcome.CANCELLED,
+)
+
+
+def run_stats(*, since: datetime) -> dict[str, dict[str, Any]]:
+    """Per kind, over journal entries recorded since ``since``: runs by outcome, p50/p95
+    duration in seconds, and failure rate (failed runs / runs)."""
+    entries = sql.journal_entries().filter(recorded_at__gte=since, outcome__in=_RUN_OUTCOMES)
+    # An operator's cancel of a pending job is journalled as "cancelled" but no worker ran
+    # it (runs, including recovered ones, always name their worker): not a run.
+    entries = entries.exclude(outcome=Outcome.CANCELLED, worker="")
+    result: dict[str, dict[str, Any]] = {}
+    for row in entries.values("kind", "outcome").annotate(n=Count("id")).order_by("kind"):
+        kind_stats = result.setdefault(
+            row["kind"], {"runs": 0, "outcomes": {}, "p50": None, "p95": None, "failure_rate": 0.0}
+        )
+        kind_stats["outcomes"][row["outcome"]] = row["n"]
+        kind_stats["runs"] += row["n"]
+    for kind, kind_stats in result.items():
+        failed = sum(kind_stats["outcomes"].get(o, 0) for o in _FAILED_OUTCOMES)
+        kind_stats["failure_rate"] = failed / kind_stats["runs"] if kind_stats["runs"] else 0.0
+        p50, p95 = _percentiles(entries.filter(kind=kind, duration__isnull=False))
+        kind_stats["p50"], kind_stats["p95"] = p50, p95
+    return result
+
+
+def _percentiles(qs: QuerySet[JournalEntry]) -> tuple[float | None, float | None]:
+    alias = sql.alias()
+    if connections[alias].vendor == "postgresql":
+        inner, params = qs.values("duration").query.sql_with_params()
+        with connections[alias].cursor() as cursor:
+            seconds = "EXTRACT(EPOCH FROM d.duration)"
+            query = (
+                f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
+                f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
+            )
+            cursor.execute(query, params)
+            row = cursor.fetchone()
+        return (
+            float(row[0]) if row and row[0] is not None else None,
+            float(row[1]) if row and row[1] is not None else None,
+        )
+    values = sorted(
+        d.total_seconds() for d in qs.values_list("duration", flat=True) if d is not None
+    )
+    return _pct(values, 0.5), _pct(values, 0.95)
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile, as PostgreSQL's percentile_cont."""
+    if not values:
+        return None
+    pos = (len(values) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (pos - low)

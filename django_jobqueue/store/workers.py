@@ -1,0 +1,46 @@
+"""Worker heartbeats: who is running, serving what, and since when."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.utils import timezone
+
+from django_jobqueue.models import WorkerHeartbeat
+
+from . import sql
+
+
+def register_worker(
+    *,
+    worker_id: str,
+    host: str,
+    pid: int,
+    queues: Sequence[str],
+    kinds: Sequence[str],
+    concurrency: int,
+) -> None:
+    now = timezone.now()
+    WorkerHeartbeat.objects.using(sql.alias()).update_or_create(
+        id=worker_id,
+        defaults={
+            "host": host,
+            "pid": pid,
+            "queues": list(queues),
+            "kinds": list(kinds),
+            "concurrency": concurrency,
+            "started_at": now,
+            "last_seen_at": now,
+            "jobs_done": 0,
+            "stopped_at": None,
+        },
+    )
+
+
+def beat(*, worker_id: str, jobs_done: int, stopped: bool = False) -> None:
+    now = timezone.now()
+    fields: dict[str, Any] = {"last_seen_at": now, "jobs_done": jobs_done}
+    if stopped:
+        fields["stopped_at"] = now
+    WorkerHeartbeat.objects.using(sql.alias()).filter(id=worker_id).update(**fields)
