@@ -1,0 +1,101 @@
+"""The package's import graph: the storage layer sits below the task API, and nothing
+imports in a circle (function-level imports included, type-only ones not)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "django_jobqueue"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:`` (type-only imports run never)."""
+    nodes: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            todo.extend(node.orelse)
+            continue
+        nodes.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+def _imports(path: Path, *, type_only_too: bool = False) -> set[str]:
+    """Every django_jobqueue module ``path`` imports at run time, anywhere in the file."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if type_only_too else _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # "from . import store" imports the module store, not its package's names
+            submodules = {f"{module}.{a.name}" for a in node.names} & MODULES
+            found.update(submodules or {module})
+    return {m for m in found if m.startswith("django_jobqueue")}
+
+
+SOURCES = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts}
+MODULES = set(SOURCES)
+
+
+def _graph(*, type_only_too: bool = False) -> dict[str, set[str]]:
+    return {
+        name: {m for m in _imports(path, type_only_too=type_only_too) if m in MODULES and m != name}
+        for name, path in SOURCES.items()
+    }
+
+
+def test_the_storage_package_imports_nothing_from_the_layers_above_it() -> None:
+    above = {
+        "django_jobqueue.task",
+        "django_jobqueue.handle",
+        "django_jobqueue.executor",
+        "django_jobqueue.worker",
+        "django_jobqueue.outcomes",
+        "django_jobqueue.context",
+    }
+    graph = _graph(type_only_too=True)
+    store = {m: deps for m, deps in graph.items() if m.startswith("django_jobqueue.store")}
+    assert len(store) > 5
+    for module, deps in store.items():
+        assert not deps & above, f"{module} imports {sorted(deps & above)}"
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = _graph()
+    # The package's __init__ re-exports the public API: an edge into it is not a layer.
+    graph = {m: {d for d in deps if d != "django_jobqueue"} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycle = [*path[path.index(dep) :], dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
