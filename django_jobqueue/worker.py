@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.utils import timezone
@@ -208,12 +208,14 @@ class Worker:
             # for the next wait instead of being lost.
             self._wake.clear()
             self._collect()
-            self._flush()
             self._maintain()
             if self._limit_reached() and not self._running:
                 return
-            free = self.concurrency - len(self._running)
-            got = self._fill(free) if free and not self._limit_reached() else 0
+            settled, got, free = self._turn()
+            if got < free and settled:
+                # The claim ran beside the settlements, so it could not see the jobs they
+                # sent back to pending (a retry without backoff, a pause): look again.
+                continue
             if self.burst and not self._running and got == 0:
                 self._flush()
                 return
@@ -258,37 +260,56 @@ class Worker:
 
     # --- claiming ---------------------------------------------------------------------------
 
-    def _fill(self, free: int) -> int:
+    def _turn(self, *, claim: bool = True) -> tuple[int, int, int]:
+        """Settle the runs that ended and claim the slots that frees, in one round trip.
+
+        Returns how many runs were settled, how many jobs were claimed and how many
+        slots there were to fill.
+        """
+        retrying = self._db_failures and time.monotonic() < self._last.get("retry", 0)
+        batch = [] if retrying else list(self._unsettled)
+        free = self.concurrency - len(self._running) + len(batch)
+        wanted = self._claim_options(free) if claim else None
+        if not batch and wanted is None:
+            return 0, 0, free
+        result = self._db(
+            partial(
+                store.exchange,
+                worker_id=self.worker_id,
+                settlements=batch,
+                **(wanted or {"limit": 0}),
+            )
+        )
+        if result is None:
+            return 0, 0, free  # database trouble: keep the settlements and try again
+        applied, claimed = result
+        self._settled(batch, applied)
+        self._slot += len(claimed)
+        for job in claimed:
+            self._dispatch(job)
+        return len(batch), len(claimed), free
+
+    def _claim_options(self, free: int) -> dict[str, Any] | None:
+        """What to claim for ``free`` slots: kinds, caps and each slot's priority floor."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
         if free <= 0:
-            return 0
+            return None
         in_flight = Counter(r.job.kind for r in self._running.values())
         at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
         limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
         floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
         # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
-        # through to the next higher tier, down to floor 0 (everything). One statement.
-        claimed = (
-            self._db(
-                partial(
-                    store.claim_jobs,
-                    worker_id=self.worker_id,
-                    limit=free,
-                    kinds=self.kinds,
-                    queues=self.queues or None,
-                    exclude_kinds=at_cap,
-                    kind_limits=limits or None,
-                    preferring={f: n for f, n in floors.items() if f},
-                    leases=self.leases,
-                )
-            )
-            or []
-        )
-        self._slot += len(claimed)
-        for job in claimed:
-            self._dispatch(job)
-        return len(claimed)
+        # through to the next higher tier, down to floor 0 (everything).
+        return {
+            "limit": free,
+            "kinds": self.kinds,
+            "queues": self.queues or None,
+            "exclude_kinds": at_cap,
+            "kind_limits": limits or None,
+            "preferring": {f: n for f, n in floors.items() if f},
+            "leases": self.leases,
+        }
 
     def _dispatch(self, job: Claimed) -> None:
         lease = policy_for(job.kind).lease
@@ -337,15 +358,12 @@ class Worker:
             )
 
     def _flush(self) -> None:
-        if not self._unsettled:
-            return
-        if self._db_failures and time.monotonic() < self._last.get("retry", 0):
-            return
-        batch = list(self._unsettled)
-        applied = self._db(lambda: store.settle(worker_id=self.worker_id, settlements=batch))
-        if applied is None:
-            return  # database trouble: keep them and try again
-        self._unsettled = []
+        """Settle what ended, claiming nothing (at shutdown and at the end of a burst)."""
+        if self._unsettled:
+            self._turn(claim=False)
+
+    def _settled(self, batch: list[Settlement], applied: list[bool]) -> None:
+        self._unsettled = self._unsettled[len(batch) :]
         log = logger.isEnabledFor(logging.INFO)
         for s, ok in zip(batch, applied, strict=True):
             self._running.pop(s.job_id, None)

@@ -33,6 +33,7 @@ from .settle import (
     settle,
 )
 from .stats import WORKER_GONE_AFTER, run_stats, stats
+from .turn import exchange
 from .workers import beat, register_worker
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "cleanup",
     "enqueue",
     "enqueue_many",
+    "exchange",
     "extend_leases",
     "get_job",
     "history",

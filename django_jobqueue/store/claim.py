@@ -68,10 +68,7 @@ def claim_jobs(
     floor down when it has none. ``kind_limits`` caps how many of a kind this call
     takes. The lease is ``leases[kind]``, else ``lease``, else the setting.
     """
-    now = now or timezone.now()
-    default_lease = lease if lease is not None else conf.get().lease
-    d = sql.dialect()
-    built = claim_statement(
+    prepared = prepare(
         worker_id=worker_id,
         limit=limit,
         kinds=kinds,
@@ -81,67 +78,96 @@ def claim_jobs(
         floor=floor,
         preferring=preferring,
         leases=leases,
-        lease=default_lease,
+        lease=lease,
         now=now,
     )
-    if built is None:
+    if prepared is None:
         return []
-    statement, params = built
-    leases = leases or {}
-    with d.conn.cursor() as cursor:
-        cursor.execute(statement, params)
-        rows = cursor.fetchall()
-    claimed = [
-        Claimed(
-            id=d.read_uuid(r[0]),
-            kind=r[1],
-            queue=r[2],
-            payload=sql.loads(r[3]),
-            priority=r[4],
-            visible_at=d.read_dt(r[5]) or now,
-            run_count=r[6],
-            failure_count=r[7],
-            carry=sql.loads(r[8]) or {},
-            claimed_by=worker_id,
-            claim_expires_at=now + leases.get(r[1], default_lease),
-        )
-        for r in rows
-    ]
-    claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
-    return claimed
+    return prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
 
 
-def claim_statement(
+@dataclass
+class PreparedClaim:
+    """A claim ready to run: its CTEs and UPDATE (apart, so a worker's turn can send them
+    with its settlements as one statement), and how to read the rows it returns."""
+
+    dialect: sql.Dialect
+    ctes: list[str]
+    update: str
+    params: list[Any]
+    worker_id: str
+    now: datetime
+    leases: dict[str, timedelta]
+    lease: timedelta
+
+    @property
+    def statement(self) -> str:
+        return f"WITH {', '.join(self.ctes)} {self.update}"
+
+    def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
+        """The claimed jobs from the rows of ``RETURNING``, in claim order."""
+        d = self.dialect
+        claimed = [
+            Claimed(
+                id=d.read_uuid(r[0]),
+                kind=r[1],
+                queue=r[2],
+                payload=sql.loads(r[3]),
+                priority=r[4],
+                visible_at=d.read_dt(r[5]) or self.now,
+                run_count=r[6],
+                failure_count=r[7],
+                carry=sql.loads(r[8]) or {},
+                claimed_by=self.worker_id,
+                claim_expires_at=self.now + self.leases.get(r[1], self.lease),
+            )
+            for r in rows
+        ]
+        claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
+        return claimed
+
+
+def prepare(
     *,
     worker_id: str,
     limit: int,
     kinds: Sequence[str],
-    queues: Sequence[str] | None,
-    exclude_kinds: Iterable[str],
-    kind_limits: Mapping[str, int] | None,
-    floor: int,
-    preferring: Mapping[int, int] | None,
-    leases: Mapping[str, timedelta] | None,
-    lease: timedelta,
-    now: datetime,
-) -> tuple[str, list[Any]] | None:
-    """The statement ``claim_jobs`` runs (None when it would claim nothing), for EXPLAIN."""
+    queues: Sequence[str] | None = None,
+    exclude_kinds: Iterable[str] = (),
+    kind_limits: Mapping[str, int] | None = None,
+    floor: int = 0,
+    preferring: Mapping[int, int] | None = None,
+    leases: Mapping[str, timedelta] | None = None,
+    lease: timedelta | None = None,
+    now: datetime | None = None,
+) -> PreparedClaim | None:
+    """The claim ``claim_jobs`` would run (None when it would claim nothing)."""
     excluded = set(exclude_kinds)
     wanted = [k for k in kinds if k not in excluded]
     if limit <= 0 or not wanted:
         return None
-    leases = leases or {}
-    return _claim_statement(
-        sql.dialect(),
+    now = now or timezone.now()
+    lease = lease if lease is not None else conf.get().lease
+    leases = {k: v for k, v in (leases or {}).items() if k in wanted and v != lease}
+    d = sql.dialect()
+    ctes, update, params = _claim_sql(
+        d,
         worker_id=worker_id,
         kinds=wanted,
         queues=list(queues or []),
         caps={k: n for k, n in (kind_limits or {}).items() if k in wanted},
         tiers=_tiers(limit, floor, preferring),
         now=now,
-        leases={k: leases[k] for k in wanted if k in leases and leases[k] != lease},
+        leases=leases,
         default_expiry=now + lease,
     )
+    return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
+
+
+def claim_statement(**claim: Any) -> tuple[str, list[Any]] | None:
+    """The statement and parameters ``claim_jobs(**claim)`` runs, for EXPLAIN."""
+    prepared = prepare(**claim)
+    return None if prepared is None else (prepared.statement, prepared.params)
 
 
 def _tiers(limit: int, floor: int, preferring: Mapping[int, int] | None) -> list[tuple[int, int]]:
@@ -157,7 +183,7 @@ def _tiers(limit: int, floor: int, preferring: Mapping[int, int] | None) -> list
     return tiers
 
 
-def _claim_statement(
+def _claim_sql(
     d: sql.Dialect,
     *,
     worker_id: str,
@@ -168,8 +194,8 @@ def _claim_statement(
     now: datetime,
     leases: dict[str, timedelta],
     default_expiry: datetime,
-) -> tuple[str, list[Any]]:
-    """The one claim statement: a CTE per tier, then the UPDATE of what they picked."""
+) -> tuple[list[str], str, list[Any]]:
+    """The claim: a CTE per tier, then the UPDATE of what they picked."""
     ctes: list[str] = []
     params: list[Any] = []
     cumulative = 0
@@ -194,6 +220,9 @@ def _claim_statement(
         )
         params += where_params
     picked = " UNION ALL ".join(f"SELECT id FROM t{i}" for i in range(len(tiers)))
+    # An array, so PostgreSQL looks the few ids up by primary key whatever it guesses of
+    # the tiers' row counts (a guessed-large semi-join would scan the table instead).
+    chosen = f"j.id = ANY(ARRAY({picked}))" if d.postgres else f"j.id IN ({picked})"
     expiry = "%s"
     expiry_params: list[Any] = []
     if leases:
@@ -204,12 +233,12 @@ def _claim_statement(
     expiry_params.append(d.dt(default_expiry))
     if d.postgres:
         expiry = f"({expiry})::timestamptz"
-    statement = (
-        f"WITH {', '.join(ctes)} UPDATE {sql.JOB} AS j SET status = 'claimed',"
+    update = (
+        f"UPDATE {sql.JOB} AS j SET status = 'claimed',"
         f" claimed_by = %s, claim_expires_at = {expiry}, run_count = j.run_count + 1"
-        f" WHERE j.id IN ({picked}) AND j.status = 'pending' RETURNING {_RETURNING}"
+        f" WHERE {chosen} RETURNING {_RETURNING}"
     )
-    return statement, [*params, worker_id, *expiry_params]
+    return ctes, update, [*params, worker_id, *expiry_params]
 
 
 def _candidates(

@@ -116,8 +116,7 @@ def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
     job = _new_row(request, now)
     d = sql.dialect()
     if request.idempotency_key is None:
-        with d.conn.cursor() as cursor:
-            cursor.execute(_insert_sql(d, 1), _row_params(d, job, request))
+        d.run(_insert_sql(d, 1), _row_params(d, job, request))
         return job, "inserted"
     return _insert_keyed(d, job, request)
 
@@ -135,10 +134,7 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
         " AND status IN ('pending', 'claimed')) DO NOTHING RETURNING id"
     )
     for _ in range(3):
-        with d.conn.cursor() as cursor:
-            cursor.execute(_insert_sql(d, 1) + conflict, _row_params(d, job, request))
-            inserted = cursor.fetchone() is not None
-        if inserted:
+        if d.run(_insert_sql(d, 1) + conflict, _row_params(d, job, request)):
             return job, "inserted"
         existing = active_by_key(key)
         if existing is not None:
@@ -189,20 +185,17 @@ def _insert_bulk(
             " %s::timestamptz[], %s::timestamptz[])"
             " AS u(id, kind, queue, payload, priority, created_at, visible_at)"
         )
-        with d.conn.cursor() as cursor:
-            cursor.execute(statement, [list(c) for c in columns])
+        d.run(statement, [list(c) for c in columns])
         return
     # SQLite: multi-row VALUES, within its limit on bound parameters.
     per = len(_COLUMNS)
     step = max(1, 32766 // per)
-    with d.conn.cursor() as cursor:
-        for start in range(0, len(rows), step):
-            part = rows[start : start + step]
-            params: list[Any] = []
-            for job_id, r in part:
-                job = _new_row(r, now, job_id=job_id)
-                params.extend(_row_params(d, job, r))
-            cursor.execute(_insert_sql(d, len(part)), params)
+    for start in range(0, len(rows), step):
+        part = rows[start : start + step]
+        params: list[Any] = []
+        for job_id, r in part:
+            params.extend(_row_params(d, _new_row(r, now, job_id=job_id), r))
+        d.run(_insert_sql(d, len(part)), params)
 
 
 def _bulk_values(job_id: uuid.UUID, r: EnqueueRequest, now: datetime) -> tuple[Any, ...]:
@@ -301,7 +294,9 @@ def _merge(request: EnqueueRequest, *, now: datetime) -> tuple[Job, Disposition]
 
 def _apply_merge(
     candidate: Job, plan: MergePlan, request: EnqueueRequest, *, now: datetime
-) -> None:
+) -> bool:
+    """Write the plan to the candidate if it is still pending (merge() may have run long
+    enough for it to be claimed); whether it was."""
     changes: dict[str, Any] = {}
     if plan.action in ("replace", "with"):
         changes["payload"] = plan.payload

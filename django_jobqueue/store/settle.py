@@ -35,41 +35,27 @@ from . import sql
 
 logger = logging.getLogger("django_jobqueue")
 
-# The columns of the ``s`` relation: one row per settlement.
-_S_COLUMNS = (
-    "id",
-    "run_no",
-    "kind",
-    "status",
-    "outcome",
-    "visible_at",
-    "failed",
-    "carry",
-    "result",
-    "note",
-    "attachment",
-    "started_at",
-    "duration",
-    "worker",
-    "recorded_at",
-)
-_PG_TYPES = (
-    "uuid",
-    "int",
-    "text",
-    "text",
-    "text",
-    "timestamptz",
-    "int",
-    "text",
-    "text",
-    "text",
-    "text",
-    "timestamptz",
-    "interval",
-    "text",
-    "timestamptz",
-)
+# The columns of the ``s`` relation, one row per settlement, with their PostgreSQL types
+# (the batch travels as one JSON document there; SQLite gets VALUES).
+_S_COLUMNS = {
+    "id": "uuid",
+    "run_no": "int",
+    "kind": "text",
+    "status": "text",
+    "outcome": "text",
+    "visible_at": "timestamptz",
+    "failed": "int",
+    "carry": "jsonb",
+    "result": "jsonb",
+    "note": "text",
+    "attachment": "jsonb",
+    "started_at": "timestamptz",
+    "duration": "float8",
+    "worker": "text",
+    "recorded_at": "timestamptz",
+    "claimed": "text",
+}
+_RECORDSET = ", ".join(f"{name} {kind}" for name, kind in _S_COLUMNS.items())
 
 # ``t`` is the row before the update, ``s`` the settlement. A pending ending of a run
 # whose job an operator asked to cancel becomes ``cancelled``.
@@ -80,12 +66,15 @@ _SET = (
     f" visible_at = CASE WHEN {_GOES_PENDING} THEN s.visible_at ELSE t.visible_at END,"
     " claimed_by = '', claim_expires_at = NULL,"
     " failure_count = t.failure_count + s.failed,"
-    " carry = COALESCE(s.carry{json}, t.carry), result = s.result{json},"
+    " carry = COALESCE(s.carry, t.carry), result = s.result,"
     f" finished_at = CASE WHEN {_GOES_PENDING} THEN NULL ELSE s.recorded_at END,"
     " cancel_requested = FALSE"
 )
+# The guard compares the status with the settlement's ``claimed`` rather than a literal:
+# a literal would let the planner read every row ever claimed through the partial lease
+# index (dead entries included, until vacuum) instead of the few ids by primary key.
 _GUARD = (
-    "t.id = s.id AND t.status = 'claimed' AND t.claimed_by = s.worker AND t.run_count = s.run_no"
+    "t.id = s.id AND t.status = s.claimed AND t.claimed_by = s.worker AND t.run_count = s.run_no"
 )
 # ``j`` is the row after the update.
 _OVERRIDDEN = "(s.status = 'pending' AND j.status = 'cancelled')"
@@ -95,12 +84,13 @@ _JOURNAL_COLUMNS = (
 )
 _JOURNAL_SELECT = (
     f"SELECT s.id, s.kind, s.run_no, CASE WHEN {_OVERRIDDEN} THEN 'cancelled' ELSE s.outcome END,"
-    " s.started_at, s.recorded_at, s.duration,"
+    " s.started_at, s.recorded_at, {duration},"
     f" CASE WHEN {_OVERRIDDEN} THEN 'cancelled on request'"
     " || CASE WHEN j.cancel_actor <> '' THEN ' by ' || j.cancel_actor ELSE '' END"
     " || ' (run ended: ' || s.outcome || ')'"
     " || CASE WHEN s.note <> '' THEN {newline} || s.note ELSE '' END ELSE s.note END,"
-    f" s.attachment{{json}}, s.worker, CASE WHEN {_OVERRIDDEN} THEN j.cancel_actor ELSE '' END"
+    " s.attachment, s.worker, CASE"
+    f" WHEN {_OVERRIDDEN} THEN j.cancel_actor ELSE '' END"
 )
 
 
@@ -110,14 +100,92 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
         return []
     now = now or timezone.now()
     d = sql.dialect()
+    batch = unique(settlements)
+    if d.postgres:
+        applied = _apply_postgres(d, batch, now)
+    else:
+        applied = _apply_sqlite(d, [_row(d, s, now) for s in batch])
+    return outcome(settlements, applied)
+
+
+def _document(s: Settlement, now: datetime) -> dict[str, Any]:
+    """A settlement as a JSON object for ``jsonb_to_recordset`` (absent: NULL)."""
+    doc: dict[str, Any] = {
+        "id": str(s.job_id),
+        "run_no": s.run_no,
+        "kind": s.kind,
+        "status": s.status,
+        "outcome": s.outcome,
+        "failed": 1 if s.failed else 0,
+        "note": s.note.strip(),
+        "worker": s.worker,
+        "recorded_at": now.isoformat(),
+        "claimed": Status.CLAIMED,
+    }
+    for name in ("carry", "result", "attachment"):
+        value = getattr(s, name)
+        if value is not None:
+            doc[name] = value
+    for name in ("visible_at", "started_at"):
+        value = getattr(s, name)
+        if value is not None:
+            doc[name] = value.isoformat()
+    if s.duration is not None:
+        doc["duration"] = s.duration.total_seconds()
+    return doc
+
+
+def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
+    return (
+        d.job_id(s.job_id),
+        s.run_no,
+        s.kind,
+        s.status,
+        s.outcome,
+        d.dt(s.visible_at),
+        1 if s.failed else 0,
+        None if s.carry is None else sql.dumps(s.carry),
+        None if s.result is None else sql.dumps(s.result),
+        s.note.strip(),
+        None if s.attachment is None else sql.dumps(s.attachment),
+        d.dt(s.started_at),
+        None if s.duration is None else duration_microseconds(s.duration),
+        s.worker,
+        d.dt(now),
+        Status.CLAIMED,
+    )
+
+
+# The settlement CTEs on PostgreSQL: ``j`` holds the rows it changed.
+SETTLE_CTES = (
+    f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
+    f" j AS (UPDATE {sql.JOB} AS t SET {_SET} FROM s"
+    f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {_GUARD}"
+    " RETURNING t.id, t.status, t.cancel_actor),"
+    f" entries AS (INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
+    f" {_JOURNAL_SELECT.format(newline='chr(10)', duration='make_interval(secs => s.duration)')}"
+    " FROM j JOIN s ON s.id = j.id)"
+)
+
+
+def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
+    """One settlement per job (a job settles once per batch; a repeat is dropped)."""
     seen: set[uuid.UUID] = set()
-    unique: list[Settlement] = []
+    kept: list[Settlement] = []
     for s in settlements:
-        if s.job_id not in seen:  # a job settles once per batch; a repeat is dropped
+        if s.job_id not in seen:
             seen.add(s.job_id)
-            unique.append(s)
-    rows = [_row(d, s, now) for s in unique]
-    applied = _apply_postgres(d, rows) if d.postgres else _apply_sqlite(d, rows)
+            kept.append(s)
+    return kept
+
+
+def document(settlements: Sequence[Settlement], now: datetime) -> str:
+    """The batch as the one JSON parameter of ``SETTLE_CTES``."""
+    return sql.dumps([_document(s, now) for s in settlements])
+
+
+def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[bool]:
+    """Per settlement, whether it was applied; a dropped one is logged."""
     result = []
     for s in settlements:
         ok = s.job_id in applied
@@ -134,44 +202,9 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
     return result
 
 
-def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
-    duration: Any = s.duration
-    if duration is not None and not d.postgres:
-        duration = duration_microseconds(duration)
-    return (
-        d.job_id(s.job_id),
-        s.run_no,
-        s.kind,
-        s.status,
-        s.outcome,
-        d.dt(s.visible_at),
-        1 if s.failed else 0,
-        None if s.carry is None else sql.dumps(s.carry),
-        None if s.result is None else sql.dumps(s.result),
-        s.note.strip(),
-        None if s.attachment is None else sql.dumps(s.attachment),
-        d.dt(s.started_at),
-        duration,
-        s.worker,
-        d.dt(now),
-    )
-
-
-def _apply_postgres(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]:
-    arrays = ", ".join(f"%s::{t}[]" for t in _PG_TYPES)
-    statement = (
-        f"WITH s AS (SELECT * FROM unnest({arrays}) AS s({', '.join(_S_COLUMNS)})),"
-        f" j AS (UPDATE {sql.JOB} AS t SET {_SET.format(json='::jsonb')}"
-        f" FROM s WHERE {_GUARD} RETURNING t.id, t.status, t.cancel_actor),"
-        f" entries AS (INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
-        f" {_JOURNAL_SELECT.format(json='::jsonb', newline='chr(10)')}"
-        " FROM j JOIN s ON s.id = j.id)"
-        " SELECT id FROM j"
-    )
-    columns = [list(c) for c in zip(*rows, strict=True)]
-    with d.conn.cursor() as cursor:
-        cursor.execute(statement, columns)
-        return {d.read_uuid(r[0]) for r in cursor.fetchall()}
+def _apply_postgres(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
+    rows = d.run(f"WITH {SETTLE_CTES} SELECT id FROM j", [document(batch, now)])
+    return {d.read_uuid(r[0]) for r in rows}
 
 
 def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]:
@@ -180,15 +213,14 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
     params = sql.flatten(rows)
     with transaction.atomic(using=sql.alias()), d.conn.cursor() as cursor:
         cursor.execute(
-            f"{s_cte} UPDATE {sql.JOB} AS t SET {_SET.format(json='')}"
-            f" FROM s WHERE {_GUARD} RETURNING id",
+            f"{s_cte} UPDATE {sql.JOB} AS t SET {_SET} FROM s WHERE {_GUARD} RETURNING id",
             params,
         )
         done = [r[0] for r in cursor.fetchall()]
         if done:
             cursor.execute(
                 f"{s_cte} INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
-                f" {_JOURNAL_SELECT.format(json='', newline='char(10)')}"
+                f" {_JOURNAL_SELECT.format(newline='char(10)', duration='s.duration')}"
                 f" FROM s JOIN {sql.JOB} AS j ON j.id = s.id"
                 f" WHERE j.id IN ({sql.placeholders(len(done))})",
                 [*params, *done],
@@ -198,10 +230,11 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
 
 def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
     """Apply a worker's run endings in one batch, guarded by its own claims."""
-    return apply([_as_worker(s, worker_id) for s in settlements])
+    return apply([as_worker(s, worker_id) for s in settlements])
 
 
-def _as_worker(s: Settlement, worker_id: str) -> Settlement:
+def as_worker(s: Settlement, worker_id: str) -> Settlement:
+    """The settlement guarded by ``worker_id``'s claim."""
     return s if s.worker == worker_id else replace(s, worker=worker_id)
 
 
@@ -303,8 +336,5 @@ def next_wakeup(
         f"SELECT {visible_sql}, (SELECT min(claim_expires_at) FROM {sql.JOB}"
         " WHERE status = 'claimed')"
     )
-    with d.conn.cursor() as cursor:
-        cursor.execute(statement, params)
-        row = cursor.fetchone()
-    assert row is not None
-    return d.read_dt(row[0]), d.read_dt(row[1])
+    [(visible, expiry)] = d.run(statement, params)
+    return d.read_dt(visible), d.read_dt(expiry)

@@ -9,6 +9,7 @@ always bound as parameters; only names from the models are formatted into SQL.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -73,6 +74,40 @@ class Dialect:
         self.json = "%s::jsonb" if self.postgres else "%s"
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if self.postgres else ""
         self.materialized = "MATERIALIZED "
+        options = conn.settings_dict.get("OPTIONS") or {}
+        # Prepared statements, unless the project turned them off explicitly (as it must
+        # behind a PgBouncer in transaction mode older than 1.21), or binds server-side
+        # and so chose its own threshold.
+        self.prepare = self.postgres and not (
+            ("prepare_threshold" in options and options["prepare_threshold"] is None)
+            or options.get("server_side_binding") is True
+        )
+
+    def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (none for a statement that returns none).
+
+        On PostgreSQL through psycopg's own cursor: values bound server-side (nothing
+        rendered into the text) and the statement prepared, so the few hot statements
+        are parsed and planned once per connection. Errors are Django's, as through a
+        Django cursor.
+        """
+        if self.postgres:
+            import psycopg  # only ever reached on PostgreSQL, where Django needs it too
+
+            self.conn.ensure_connection()
+            raw = self.conn.connection
+            prepare = self.prepare
+            if prepare and raw.prepare_threshold is None:
+                # Django turns psycopg's preparing off (None); a threshold no statement
+                # reaches turns it back on for the statements that ask, and only those.
+                raw.prepare_threshold = sys.maxsize
+            # Django's connection hands out client-side binding cursors: ask for a plain one.
+            with self.conn.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+                cursor.execute(statement, params, prepare=True if prepare else None)
+                return cursor.fetchall() if cursor.description else []
+        with self.conn.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []
 
     def job_id(self, value: uuid.UUID) -> Any:
         return value if self.postgres else value.hex
