@@ -13,7 +13,9 @@ from django_jobqueue import Priority, Status, store
 from django_jobqueue.context import Context
 from django_jobqueue.executor import decide, execute
 from django_jobqueue.ids import uuid7
+from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.store.settle import SETTLE_CTES, document
 from django_jobqueue.task import policy_for, registry
 from tests.helpers import postgres_only
 from tests.taskapp import tasks
@@ -241,3 +243,58 @@ def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -
         worker_id="w", limit=4, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}
     )
     assert [j.id for j in got] == [capped[0].id] + [h.id for h in others]
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> None:
+    first, second, third = (tasks.add.enqueue(n, n) for n in range(3))
+    jobs = store.claim_jobs(worker_id="w", limit=2, kinds=KINDS())
+    assert [j.id for j in jobs] == [first.id, second.id]
+    Job.objects.filter(id=second.id).update(claimed_by="someone-else")  # taken over
+    settlements = []
+    for job in jobs:
+        ctx = Context(job_id=job.id, kind=job.kind, run_count=1, failure_count=0)
+        settlements.append(
+            decide(
+                execute(registry.find(job.kind), job, ctx),
+                policy=policy_for(job.kind),
+                worker_id="w",
+            )
+        )
+
+    applied, claimed = store.exchange(
+        worker_id="w", settlements=settlements, limit=2, kinds=KINDS()
+    )
+
+    assert applied == [True, False]
+    assert [j.id for j in claimed] == [third.id]
+    assert Job.objects.get(id=first.id).status == Status.COMPLETED
+    assert Job.objects.get(id=second.id).status == Status.CLAIMED
+    assert not JournalEntry.objects.filter(job_id=second.id).exists()
+    assert Job.objects.get(id=third.id).claimed_by == "w"
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_settling_finds_its_rows_by_primary_key_not_by_the_lease_index() -> None:
+    _fill_realistic_table()
+    jobs = store.claim_jobs(worker_id="w", limit=8, kinds=KINDS())
+    now = timezone.now()
+    batch = [
+        Settlement(
+            job_id=j.id,
+            kind=j.kind,
+            run_no=j.run_count,
+            outcome="completed",
+            status=Status.COMPLETED,
+            worker="w",
+        )
+        for j in jobs
+    ]
+    statement = f"WITH {SETTLE_CTES} SELECT id FROM j"
+    with transaction.atomic():
+        plan = _plan(statement, [document(batch, now)])
+        transaction.set_rollback(True)
+    assert "django_jobqueue_job_pkey" in plan, plan
+    assert "jobqueue_job_lease" not in plan, plan
