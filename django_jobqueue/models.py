@@ -88,9 +88,18 @@ class Job(models.Model):
                 condition=Q(status="claimed"),
                 name="jobqueue_job_lease",
             ),
-            # History and cleanup: by status/kind and finish time.
-            models.Index(fields=["status", "kind", "finished_at"], name="jobqueue_job_history"),
-            models.Index(fields=["finished_at"], name="jobqueue_job_finished"),
+            # History and cleanup of finished jobs: by status/kind and finish time. Partial,
+            # so claiming a job and settling it back to pending never touch them.
+            models.Index(
+                fields=["status", "kind", "finished_at"],
+                condition=Q(status__in=TERMINAL),
+                name="jobqueue_job_history",
+            ),
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(finished_at__isnull=False),
+                name="jobqueue_job_finished",
+            ),
             # Keyset pagination over all jobs.
             models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),
         ]
