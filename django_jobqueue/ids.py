@@ -17,16 +17,28 @@ _last = 0
 
 def uuid7() -> uuid.UUID:
     """A new UUIDv7: 48-bit Unix milliseconds, 12 bits of sub-millisecond time, 62 random bits."""
+    return uuid7_many(1)[0]
+
+
+def uuid7_many(count: int) -> list[uuid.UUID]:
+    """``count`` new UUIDv7s in increasing order (one clock read and one random draw)."""
     global _last
     nanos = time.time_ns()
     millis = nanos // 1_000_000
     # RFC 9562 method 3: the 12 rand_a bits hold the sub-millisecond fraction.
     sub = ((nanos % 1_000_000) * 4096) // 1_000_000
-    rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (millis << 80) | (0x7 << 76) | (sub << 64) | (0b10 << 62) | rand_b
+    head = (millis << 80) | (0x7 << 76) | (sub << 64) | (0b10 << 62)
+    mask = (1 << 62) - 1
+    randoms = os.urandom(8 * count)
+    ids = []
     with _lock:
-        if value <= _last:
-            # Same instant (or a clock step back): keep strict order by bumping past the last.
-            value = _last + 1
-        _last = value
-    return uuid.UUID(int=value)
+        last = _last
+        for i in range(0, 8 * count, 8):
+            value = head | (int.from_bytes(randoms[i : i + 8], "big") & mask)
+            if value <= last:
+                # Same instant (or a clock step back): keep strict order by bumping past it.
+                value = last + 1
+            last = value
+            ids.append(uuid.UUID(int=value))
+        _last = last
+    return ids

@@ -423,6 +423,15 @@ class FunctionTask(TaskDef):
                 raise InvalidOption(f"{self.kind}: takes_context=True needs a first ctx parameter")
             params = params[1:]
         self.signature = signature.replace(parameters=params)
+        plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        self._keywords: tuple[frozenset[str], frozenset[str]] | None = (
+            (
+                frozenset(p.name for p in params),
+                frozenset(p.name for p in params if p.default is inspect.Parameter.empty),
+            )
+            if all(p.kind in plain for p in params)
+            else None
+        )
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__module__ = func.__module__
@@ -441,6 +450,14 @@ class FunctionTask(TaskDef):
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """The payload of a call and its JSON text."""
+        if not args and self._keywords is not None:
+            # Keyword arguments that name every required parameter and nothing else
+            # bind to themselves (the bulk API's usual case): no signature.bind needed.
+            allowed, required = self._keywords
+            names = kwargs.keys()
+            if names <= allowed and required <= names:
+                given = dict(kwargs)
+                return given, encode_payload(given, kind=self.kind)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:

@@ -30,7 +30,7 @@ from django.utils import timezone
 from . import conf, store
 from .context import Context
 from .executor import RunResult, decide, execute
-from .lifecycle import Settlement, released
+from .lifecycle import Policy, Settlement, released
 from .notify import Listener
 from .store import Claimed
 from .task import policy_for, registry
@@ -95,6 +95,7 @@ class Worker:
             raise ValueError(f"concurrency must be positive, got {self.concurrency}")
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         self.leases = registry.leases()
+        self._policies: dict[str, Policy] = {}
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
@@ -311,8 +312,15 @@ class Worker:
             "leases": self.leases,
         }
 
+    def _policy(self, kind: str) -> Policy:
+        """A kind's policy, resolved once per worker (settings are read at start)."""
+        policy = self._policies.get(kind)
+        if policy is None:
+            policy = self._policies[kind] = policy_for(kind)
+        return policy
+
     def _dispatch(self, job: Claimed) -> None:
-        lease = policy_for(job.kind).lease
+        lease = self._policy(job.kind).lease
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
         running = Running(
             job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease
@@ -354,7 +362,7 @@ class Worker:
             if running is None or running.job.run_count != result.job.run_count:
                 continue  # released at shutdown; its result is dropped
             self._unsettled.append(
-                decide(result, policy=policy_for(result.job.kind), worker_id=self.worker_id)
+                decide(result, policy=self._policy(result.job.kind), worker_id=self.worker_id)
             )
 
     def _flush(self) -> None:
@@ -391,7 +399,7 @@ class Worker:
 
     def _maintain(self) -> None:
         if self._due("recover", RECOVER_EVERY):
-            self._db(partial(store.recover_expired, policy_for=policy_for))
+            self._db(partial(store.recover_expired, policy_for=self._policy))
         if self._running:
             self._extend_leases()
             if self._due("cancel", CANCEL_CHECK_EVERY):

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from django_jobqueue import notify
-from django_jobqueue.ids import uuid7
+from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 
 from . import sql
@@ -154,6 +154,7 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
     out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
     plain: list[tuple[int, NewJob, EnqueueRequest]] = []
     alias = sql.alias()
+    ids = iter(uuid7_many(len(requests)))
     with transaction.atomic(using=alias):
         for i, request in enumerate(requests):
             if request.idempotency_key is not None or (
@@ -161,7 +162,7 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
             ):
                 out[i] = enqueue(request)
             else:
-                plain.append((i, NewJob(id=uuid7(), kind=request.kind), request))
+                plain.append((i, NewJob(id=next(ids), kind=request.kind), request))
         d = sql.dialect()
         for start in range(0, len(plain), BULK_BATCH):
             chunk = plain[start : start + BULK_BATCH]
@@ -175,17 +176,9 @@ def _insert_bulk(
     d: sql.Dialect, rows: Sequence[tuple[uuid.UUID, EnqueueRequest]], now: datetime
 ) -> None:
     if d.postgres:
-        # One statement whatever the count: each column is one array parameter.
-        columns = list(zip(*(_bulk_values(job_id, r, now) for job_id, r in rows), strict=True))
-        statement = (
-            f"INSERT INTO {sql.JOB} ({_COLUMN_LIST})"
-            " SELECT u.id, u.kind, u.queue, u.payload::jsonb, u.priority, 'pending',"
-            " u.created_at, u.visible_at, '', 0, 0, '{}'::jsonb, NULL, NULL, false, ''"
-            " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::smallint[],"
-            " %s::timestamptz[], %s::timestamptz[])"
-            " AS u(id, kind, queue, payload, priority, created_at, visible_at)"
-        )
-        d.run(statement, [list(c) for c in columns])
+        # One statement whatever the count, and one parameter: the rows as a JSON array
+        # written straight from each payload's JSON text (nothing encoded twice).
+        d.run(_BULK_POSTGRES, [_bulk_document(rows, now)])
         return
     # SQLite: multi-row VALUES, within its limit on bound parameters.
     per = len(_COLUMNS)
@@ -198,9 +191,33 @@ def _insert_bulk(
         d.run(_insert_sql(d, len(part)), params)
 
 
-def _bulk_values(job_id: uuid.UUID, r: EnqueueRequest, now: datetime) -> tuple[Any, ...]:
-    payload = r.payload_json if r.payload_json is not None else sql.dumps(r.payload)
-    return (job_id, r.kind, r.queue, payload, r.priority, now, r.visible_at(now))
+_BULK_POSTGRES = (
+    f"INSERT INTO {sql.JOB} ({_COLUMN_LIST})"
+    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint, 'pending',"
+    " (r->>5)::timestamptz, (r->>6)::timestamptz, '', 0, 0, '{}'::jsonb, NULL, NULL, false, ''"
+    " FROM jsonb_array_elements(%s::jsonb) AS r"
+)
+
+
+def _bulk_document(rows: Sequence[tuple[uuid.UUID, EnqueueRequest]], now: datetime) -> str:
+    """``[[id, kind, queue, payload, priority, created_at, visible_at], …]`` as JSON text."""
+    quoted: dict[str, str] = {}
+    stamp = now.isoformat()
+
+    def q(text: str) -> str:
+        found = quoted.get(text)
+        if found is None:
+            found = quoted[text] = sql.dumps(text)
+        return found
+
+    parts = []
+    for job_id, r in rows:
+        payload = r.payload_json if r.payload_json is not None else sql.dumps(r.payload)
+        visible = stamp if r.run_at is None and not r.delay else r.visible_at(now).isoformat()
+        parts.append(
+            f'["{job_id}",{q(r.kind)},{q(r.queue)},{payload},{r.priority},"{stamp}","{visible}"]'
+        )
+    return "[" + ",".join(parts) + "]"
 
 
 def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None = None) -> Job:
