@@ -8,7 +8,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="${TEST_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+"$VENV/bin/python" -m pip install --quiet -e ".[dev,bench]"
 export PATH="$PWD/$VENV/bin:$PATH"
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/jobqueue}"
 
@@ -16,7 +16,7 @@ echo "== ruff"
 ruff check .
 ruff format --check .
 echo "== mypy"
-mypy django_jobqueue
+mypy django_jobqueue bench
 echo "== migrations up to date"
 DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings python -m django makemigrations --check --dry-run
 
@@ -24,6 +24,13 @@ echo "== pytest (PostgreSQL)"
 pytest "$@"
 echo "== pytest (SQLite)"
 DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
+
+# The benchmark's short form (about a minute), so it never rots: it fails only when a
+# measure cannot run, never on speed. BENCH=0 skips it.
+if [ "${BENCH:-1}" != "0" ]; then
+  echo "== benchmark (python -m bench --quick)"
+  python -m bench --quick --json "${TMPDIR:-/tmp}/jobqueue-bench-quick.json"
+fi
 
 # Django 6.x needs Python >= 3.12: when one is available, run the database tier
 # on PostgreSQL and the SQLite-marked tests again under the newest Django.

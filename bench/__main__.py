@@ -1,0 +1,133 @@
+"""``python -m bench``: run the benchmark, print the table, write the JSON.
+
+Exits 1 if any measure failed to run (never because of a speed), 2 on bad arguments
+or an unreachable server, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+
+from bench import report
+from bench.harness import FULL, QUICK, Bench, Config, run
+from bench.pg import Server
+from bench.systems import select
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+DEFAULT_JSON = Path(__file__).resolve().parent / "results.json"
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="django_jobqueue vs django-tasks-db vs pgqueuer, by one harness.",
+    )
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 repetition (for CI)")
+    p.add_argument("--reps", type=positive, help="repetitions per measure (default 3; quick 1)")
+    p.add_argument("--only", metavar="SYSTEM[,SYSTEM]", help="run only these systems")
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
+    p.add_argument("--database-url", default=DEFAULT_URL, help="admin connection (loopback only)")
+    p.add_argument(
+        "--concurrency", type=positive, default=8, help="jobs in flight per worker (default 8)"
+    )
+    return p
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def log(message: str) -> None:
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {message}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        server = Server(args.database_url)
+        systems = select(args.only)
+    except ValueError as exc:
+        p.error(str(exc))
+    try:
+        version = server.version()
+        others = server.databases("bench\\_%")
+    except Exception as exc:
+        log(f"cannot reach PostgreSQL at {args.database_url}: {exc}")
+        return 2
+    if others:
+        log(f"warning: another run's databases exist ({', '.join(others)}): if it is still")
+        log("running, both share the CPUs and the numbers of each are disturbed")
+    config = Config(
+        sizes=QUICK if args.quick else FULL,
+        reps=args.reps or (1 if args.quick else 3),
+        concurrency=args.concurrency,
+        systems=systems,
+        server=server,
+        quick=args.quick,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="jobqueue-bench-"))
+    signal.signal(signal.SIGTERM, _terminate)
+    started, clock = datetime.now().astimezone(), time.monotonic()
+    source_at_start = report.source_fingerprint()
+    bench = Bench(config, workdir)
+    try:
+        results = run(config, bench, log)
+    except KeyboardInterrupt:
+        log(f"interrupted; worker logs in {workdir}")
+        return 130
+    finally:
+        bench.close()
+    seconds = time.monotonic() - clock
+    source_at_end = report.source_fingerprint()
+    info = report.machine(version, server.settings(report.PG_SETTINGS))
+    info["other_bench_databases_at_start"] = others
+    info["django_jobqueue_source"] = {"at_start": source_at_start, "at_end": source_at_end}
+    print(report.describe_machine(info))
+    print(report.describe_source(source_at_start, source_at_end))
+    print(f"run: {seconds:.0f} s, concurrency {config.concurrency}, {config.reps} rep(s)")
+    print()
+    print(report.table(config, results))
+    print()
+    print("workers:")
+    for key, note in report.describe_workers(config).items():
+        print(f"  {key}: {note}")
+    report.write_json(
+        args.json,
+        config=config,
+        results=results,
+        info=info,
+        started=started,
+        seconds=seconds,
+        argv=sys.argv,
+    )
+    print(f"\nJSON: {args.json}")
+    failures = report.errors(results)
+    if failures:
+        print("\nerrors (details in the JSON):")
+        for line in failures:
+            print(f"  {line}")
+        print(f"worker logs kept in {workdir}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

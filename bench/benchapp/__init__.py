@@ -1,0 +1,1 @@
+"""The benchmark's django_jobqueue tasks (autodiscovered from tasks.py)."""

@@ -1,0 +1,31 @@
+"""Each system's enqueue side, run only inside ``bench.agent`` children.
+
+Every module offers the same functions: ``install()``, ``enqueue_each(n)`` and
+``enqueue_bulk(n)`` (seconds taken), ``preload(n)`` (untimed, the fastest path) and
+``stamp_series(count, gap, warmup)`` (label -> time.time() right after the commit).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+WARMUP = 10  # untimed calls before a timed loop: connection, imports, prepared statements
+
+
+def paced(count: int, gap: float, warmup: int, submit: Callable[[str], None]) -> dict[str, float]:
+    """Enqueue ``warmup`` then ``count`` stamp jobs ``gap`` seconds apart, each committed
+    by ``submit``; the measured labels' commit times (warm-ups are labelled ``w*``)."""
+    for i in range(warmup):
+        submit(f"w{i}")
+        time.sleep(gap)
+    committed: dict[str, float] = {}
+    start = time.monotonic()
+    for i in range(count):
+        delay = start + i * gap - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        label = f"j{i}"
+        submit(label)
+        committed[label] = time.time()
+    return committed

@@ -1,0 +1,58 @@
+"""django-tasks-db's enqueue side (Django set up with settings_tasksdb, autocommit).
+
+It has no bulk enqueue; the untimed preload writes its rows with ``bulk_create``,
+filled in as its backend's ``enqueue`` fills them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from django.core.management import call_command
+from django_tasks_db.models import DBTaskResult, get_date_max
+
+from bench.clients import WARMUP, paced
+from bench.tasksdbapp.tasks import noop, stamp
+
+
+def install() -> None:
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def enqueue_each(n: int) -> float:
+    """``noop.enqueue()`` ``n`` times, each call its own transaction."""
+    for _ in range(WARMUP):
+        noop.enqueue()
+    start = time.perf_counter()
+    for _ in range(n):
+        noop.enqueue()
+    return time.perf_counter() - start
+
+
+def enqueue_bulk(n: int) -> float:
+    raise NotImplementedError("django-tasks-db has no bulk enqueue")
+
+
+def preload(n: int) -> None:
+    rows: list[DBTaskResult[Any, Any]] = [
+        DBTaskResult(
+            id=uuid.uuid4(),
+            args_kwargs={"args": [], "kwargs": {}},
+            priority=noop.priority,
+            task_path=noop.module_path,
+            queue_name=noop.queue_name,
+            run_after=get_date_max(),  # what its pre_save handler stores for "now"
+            backend_name=noop.backend,
+        )
+        for _ in range(n)
+    ]
+    DBTaskResult.objects.bulk_create(rows, batch_size=5000)
+
+
+def stamp_series(count: int, gap: float, warmup: int) -> dict[str, float]:
+    def submit(label: str) -> None:
+        stamp.enqueue(label=label)
+
+    return paced(count, gap, warmup, submit)

@@ -1,0 +1,1 @@
+"""Django settings for the two Django systems; each worker process loads one of them."""

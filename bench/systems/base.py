@@ -1,0 +1,41 @@
+"""What the harness must know about a system: how to start its worker, how to count.
+
+The harness process never imports a system's code (each Django system needs its own
+settings, and Django sets up once per process): enqueueing happens in
+``bench.agent`` children, working in worker children. This side only builds their
+command lines and reads the database.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from bench.pg import Conn
+
+
+class System(ABC):
+    key: ClassVar[str]  # the table's column title and the JSON key
+    slug: ClassVar[str]  # database names and the bench.clients module
+    aliases: ClassVar[tuple[str, ...]] = ()
+    packages: ClassVar[tuple[str, ...]]  # distributions whose versions the report names
+    settings_module: ClassVar[str | None] = None  # DJANGO_SETTINGS_MODULE of its children
+    has_bulk: ClassVar[bool] = False  # a bulk enqueue API to measure
+    has_big_table: ClassVar[bool] = False  # the 1M-pending-rows measure applies
+    listen_prefix: ClassVar[str | None] = None  # its worker's LISTEN, as pg_stat_activity shows
+
+    @abstractmethod
+    def worker_argv(self, concurrency: int) -> list[str]:
+        """The command that runs one worker process until SIGTERM."""
+
+    @abstractmethod
+    def worker_note(self, concurrency: int) -> str:
+        """How the worker is run, in words for the report."""
+
+    @abstractmethod
+    def remaining(self, conn: Conn, n: int) -> int:
+        """Of the ``n`` jobs enqueued for a drain, how many are not done yet."""
+
+    def add_filler(self, conn: Conn, *, total_pending: int, runnable: int) -> None:
+        """Pad the table with pending rows no worker will take now (big-table measure)."""
+        raise NotImplementedError(f"{self.key} has no big-table measure")

@@ -1,0 +1,1 @@
+"""The benchmark's django-tasks-db tasks."""
