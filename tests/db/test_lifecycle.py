@@ -199,10 +199,12 @@ def test_each_settlement_is_logged_on_one_line_and_claims_at_debug(
     handle = tasks.fail_times.enqueue(times=1)
     with caplog.at_level(level, logger="django_jobqueue"):
         run_burst()
+    # A turn's settlements come as one record, one line each.
     lines = [
-        r.getMessage()
+        line
         for r in caplog.records
-        if str(handle.id) in r.getMessage() and r.getMessage().startswith(("claimed", "settled"))
+        for line in r.getMessage().split("\n")
+        if str(handle.id) in line and line.startswith(("claimed", "settled"))
     ]
     kind = tasks.fail_times.kind
     claims = [f"claimed job={handle.id} kind={kind} run={n}" for n in (1, 2)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from django.core.management.base import CommandError
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job
+from tests.concurrency.procs import database_url
+from tests.helpers import postgres_only
 from tests.taskapp import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +83,46 @@ def test_max_jobs_stops_after_that_many() -> None:
     call_command("runworker", "--burst", "--max-jobs", "2", "--concurrency", "1", verbosity=0)
     assert Job.objects.filter(status=Status.COMPLETED).count() == 2
     assert Job.objects.filter(status=Status.PENDING).count() == 3
+
+
+def _run_worker(settings: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "django", "runworker", "--burst", "--concurrency", "4"],
+        cwd=ROOT,
+        env={**_env(), "DJANGO_SETTINGS_MODULE": settings, "DATABASE_URL": database_url()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return proc.stderr
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_runworker_logs_one_prefixed_line_per_settlement() -> None:
+    handles = tasks.add.enqueue_many([{"a": n, "b": n} for n in range(40)])
+    lines = [line for line in _run_worker("tests.settings").splitlines() if "settled job=" in line]
+    assert sorted(line.split("settled job=")[1].split()[0] for line in lines) == sorted(
+        str(h.id) for h in handles
+    )
+    # Every line carries the time and level, however many a turn settled at once.
+    assert all(
+        re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO settled job=", x) for x in lines
+    )
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_runworker_adds_no_handler_when_the_project_logs_to_root() -> None:
+    handles = tasks.add.enqueue_many([{"a": n, "b": n} for n in range(10)])
+    lines = [
+        line
+        for line in _run_worker("tests.settings_rootlog").splitlines()
+        if "settled job=" in line
+    ]
+    # Each settlement once, through the project's handler only (its lines are one record
+    # per turn, so a record may hold several).
+    ids = [part.split()[0] for line in lines for part in line.split("settled job=")[1:]]
+    assert sorted(ids) == sorted(str(h.id) for h in handles)
+    assert lines[0].startswith("ROOT INFO ")

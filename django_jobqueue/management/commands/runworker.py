@@ -16,6 +16,24 @@ from django_jobqueue.task import registry
 from django_jobqueue.worker import Worker
 
 
+class LineFormatter(logging.Formatter):
+    """Every line of a record gets the prefix: the worker logs a turn's settlements as
+    one record of one line each, and each line stays a whole log line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if "\n" not in message or record.exc_info or record.stack_info:
+            return super().format(record)
+        lines = message.split("\n")
+        record.msg, record.args = lines[0], None
+        try:
+            first = super().format(record)
+            prefix = first[: len(first) - len(lines[0])]
+            return "\n".join([first, *(prefix + line for line in lines[1:])])
+        finally:
+            record.msg = message
+
+
 def _cap(text: str) -> tuple[str, int]:
     kind, sep, number = text.rpartition("=")
     if not sep or not kind:
@@ -93,7 +111,7 @@ class Command(BaseCommand):
         # on this logger or an ancestor such as root): otherwise every line came twice.
         if options["verbosity"] >= 1 and not logger.hasHandlers():
             handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            handler.setFormatter(LineFormatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
         if options["verbosity"] >= 1 and logger.level == logging.NOTSET:
             logger.setLevel(logging.DEBUG if options["verbosity"] > 1 else logging.INFO)
