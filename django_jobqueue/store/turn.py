@@ -1,5 +1,6 @@
 """A worker's turn in one round trip: settle the runs that ended and claim as many jobs
-as that leaves slots for.
+as that leaves slots for. Only the worker loop takes turns, on its own connection,
+which therefore plans its prepared statements once (``sql.use_generic_plans``).
 
 On PostgreSQL both go in one statement (the settlement CTEs, then the claim's), so a
 busy worker pays one round trip and one commit per turn instead of two. Each part
@@ -19,6 +20,7 @@ from django_jobqueue.lifecycle import Settlement
 
 from .claim import Claimed, claim_jobs, prepare
 from .settle import SETTLE_CTES, apply, as_worker, document, outcome, unique
+from .sql import use_generic_plans
 
 
 def exchange(
@@ -29,6 +31,8 @@ def exchange(
     it was applied, and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
     prepared = prepare(worker_id=worker_id, **claim) if claim.get("limit", 0) > 0 else None
+    if prepared is not None:
+        use_generic_plans(prepared.dialect)
     if not mine:
         if prepared is None:
             return [], []
