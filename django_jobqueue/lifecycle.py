@@ -71,32 +71,26 @@ def failure(
     journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease).
     """
     failures = failure_count + 1
+    visible_at: datetime | None = None
     if policy.max_failures is not None and failures >= policy.max_failures:
-        return Settlement(
+        outcome, status = Outcome.DEAD, Status.DEAD
+        note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
+    else:
+        status = Status.PENDING
+        visible_at = now + backoff.delay(
+            failures,
+            base=policy.backoff_base,
+            cap=policy.backoff_cap,
+            jitter=policy.backoff_jitter,
             job_id=job_id,
-            kind=kind,
-            run_no=run_no,
-            outcome=Outcome.DEAD,
-            status=Status.DEAD,
-            failed=True,
-            carry=carry,
-            note=f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip(),
-            **rest,
         )
-    wait = backoff.delay(
-        failures,
-        base=policy.backoff_base,
-        cap=policy.backoff_cap,
-        jitter=policy.backoff_jitter,
-        job_id=job_id,
-    )
     return Settlement(
         job_id=job_id,
         kind=kind,
         run_no=run_no,
         outcome=outcome,
-        status=Status.PENDING,
-        visible_at=now + wait,
+        status=status,
+        visible_at=visible_at,
         failed=True,
         carry=carry,
         note=note,

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from django.utils import timezone
 
@@ -45,42 +45,35 @@ class Claimed:
 _RETURNING = "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry"
 
 
-def claim_jobs(
-    *,
-    worker_id: str,
-    limit: int,
-    kinds: Sequence[str],
-    queues: Sequence[str] | None = None,
-    exclude_kinds: Iterable[str] = (),
-    kind_limits: Mapping[str, int] | None = None,
-    floor: int = 0,
-    preferring: Mapping[int, int] | None = None,
-    leases: Mapping[str, timedelta] | None = None,
-    lease: timedelta | None = None,
-    now: datetime | None = None,
-) -> list[Claimed]:
-    """Claim up to ``limit`` runnable jobs, in claim order.
+class ClaimOptions(TypedDict, total=False):
+    """What a claim takes (see ``claim_jobs``)."""
 
-    Order is priority, then the time each became runnable, then id: exactly the
+    worker_id: Required[str]
+    limit: Required[int]
+    kinds: Required[Sequence[str]]
+    queues: Sequence[str] | None
+    exclude_kinds: Iterable[str]
+    kind_limits: Mapping[str, int] | None
+    floor: int
+    preferring: Mapping[int, int] | None
+    leases: Mapping[str, timedelta] | None
+    lease: timedelta | None
+    now: datetime | None
+
+
+def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
+    """Claim up to ``limit`` runnable jobs for ``worker_id``, in claim order.
+
+    Only ``kinds`` (less ``exclude_kinds``) and, if given, ``queues``. Order is
+    priority, then the time each became runnable, then id: exactly the
     ``jobqueue_job_claim`` partial index. Only priorities >= ``floor`` are taken.
     ``preferring`` maps a higher floor to how many of the ``limit`` slots prefer it:
     those slots take jobs of priority >= that floor first and fall back to the next
     floor down when it has none. ``kind_limits`` caps how many of a kind this call
-    takes. The lease is ``leases[kind]``, else ``lease``, else the setting.
+    takes. The lease is ``leases[kind]``, else ``lease``, else the setting; ``now``
+    is the clock the claim reads (a test's frozen one).
     """
-    prepared = prepare(
-        worker_id=worker_id,
-        limit=limit,
-        kinds=kinds,
-        queues=queues,
-        exclude_kinds=exclude_kinds,
-        kind_limits=kind_limits,
-        floor=floor,
-        preferring=preferring,
-        leases=leases,
-        lease=lease,
-        now=now,
-    )
+    prepared = prepare(**claim)
     if prepared is None:
         return []
     return prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
@@ -127,36 +120,25 @@ class PreparedClaim:
         return claimed
 
 
-def prepare(
-    *,
-    worker_id: str,
-    limit: int,
-    kinds: Sequence[str],
-    queues: Sequence[str] | None = None,
-    exclude_kinds: Iterable[str] = (),
-    kind_limits: Mapping[str, int] | None = None,
-    floor: int = 0,
-    preferring: Mapping[int, int] | None = None,
-    leases: Mapping[str, timedelta] | None = None,
-    lease: timedelta | None = None,
-    now: datetime | None = None,
-) -> PreparedClaim | None:
+def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     """The claim ``claim_jobs`` would run (None when it would claim nothing)."""
-    excluded = set(exclude_kinds)
-    wanted = [k for k in kinds if k not in excluded]
+    excluded = set(claim.get("exclude_kinds", ()))
+    wanted = [k for k in claim["kinds"] if k not in excluded]
+    limit = claim["limit"]
     if limit <= 0 or not wanted:
         return None
-    now = now or timezone.now()
-    lease = lease if lease is not None else conf.get().lease
-    leases = {k: v for k, v in (leases or {}).items() if k in wanted and v != lease}
+    worker_id = claim["worker_id"]
+    now = claim.get("now") or timezone.now()
+    lease = claim.get("lease") or conf.get().lease
+    leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
     d = sql.dialect()
     ctes, update, params = _claim_sql(
         d,
         worker_id=worker_id,
         kinds=wanted,
-        queues=list(queues or []),
-        caps={k: n for k, n in (kind_limits or {}).items() if k in wanted},
-        tiers=_tiers(limit, floor, preferring),
+        queues=list(claim.get("queues") or []),
+        caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
         now=now,
         leases=leases,
         default_expiry=now + lease,
@@ -164,7 +146,7 @@ def prepare(
     return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
 
 
-def claim_statement(**claim: Any) -> tuple[str, list[Any]] | None:
+def claim_statement(**claim: Unpack[ClaimOptions]) -> tuple[str, list[Any]] | None:
     """The statement and parameters ``claim_jobs(**claim)`` runs, for EXPLAIN."""
     prepared = prepare(**claim)
     return None if prepared is None else (prepared.statement, prepared.params)
