@@ -43,7 +43,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     p.add_argument("--database-url", default=DEFAULT_URL, help="admin connection (loopback only)")
     p.add_argument(
-        "--concurrency", type=positive, default=8, help="jobs in flight per worker (default 8)"
+        "--concurrency",
+        type=positive,
+        default=16,
+        help="django_jobqueue's jobs in flight per worker (default 16)",
     )
     return p
 
