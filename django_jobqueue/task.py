@@ -448,7 +448,9 @@ class FunctionTask(TaskDef):
         """Bind a call to the signature; the payload maps parameter names to values."""
         return self.encode(args, kwargs)[0]
 
-    def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    def encode(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str]:
         """The payload of a call and its JSON text."""
         if not args and self._keywords is not None:
             # Keyword arguments that name every required parameter and nothing else
@@ -525,6 +527,9 @@ class BoundCall:
         before anything is written, and all are written in one transaction (joining the
         caller's). Returns the handles in order."""
         kind = self.defn.kind
+        # The options are the same for every item: resolved once, copied per item.
+        one = build_request(self.defn, {}, self.options)
+        request = type(one)
         requests = []
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -535,10 +540,21 @@ class BoundCall:
                     index=index,
                 )
             try:
-                payload, text = self.defn.encode((), dict(item))
+                payload, text = self.defn.encode((), item)
             except EnqueueError as exc:
                 raise _items_error(index, exc) from exc
-            requests.append(build_request(self.defn, payload, self.options, payload_json=text))
+            requests.append(
+                request(
+                    one.kind,
+                    payload,
+                    one.queue,
+                    one.priority,
+                    one.delay,
+                    one.run_at,
+                    one.idempotency_key,
+                    payload_json=text,
+                )
+            )
         return _submit_many(requests)
 
 
