@@ -13,6 +13,16 @@ from collections.abc import Callable
 WARMUP = 10  # untimed calls before a timed loop: connection, imports, prepared statements
 
 
+def timed_calls(call: Callable[[], object], n: int) -> float:
+    """``call()`` ``WARMUP`` times untimed, then ``n`` times; the seconds the ``n`` took."""
+    for _ in range(WARMUP):
+        call()
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return time.perf_counter() - start
+
+
 def paced(count: int, gap: float, warmup: int, submit: Callable[[str], None]) -> dict[str, float]:
     """Enqueue ``warmup`` then ``count`` stamp jobs ``gap`` seconds apart, each committed
     by ``submit``; the measured labels' commit times (warm-ups are labelled ``w*``)."""

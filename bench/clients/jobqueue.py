@@ -7,7 +7,7 @@ import time
 from django.core.management import call_command
 
 from bench.benchapp.tasks import noop, stamp
-from bench.clients import WARMUP, paced
+from bench.clients import WARMUP, paced, timed_calls
 
 
 def install() -> None:
@@ -16,12 +16,7 @@ def install() -> None:
 
 def enqueue_each(n: int) -> float:
     """``noop.enqueue()`` ``n`` times, each call its own transaction."""
-    for _ in range(WARMUP):
-        noop.enqueue()
-    start = time.perf_counter()
-    for _ in range(n):
-        noop.enqueue()
-    return time.perf_counter() - start
+    return timed_calls(noop.enqueue, n)
 
 
 def enqueue_bulk(n: int) -> float:

@@ -6,14 +6,13 @@ filled in as its backend's ``enqueue`` fills them.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult, get_date_max
 
-from bench.clients import WARMUP, paced
+from bench.clients import paced, timed_calls
 from bench.tasksdbapp.tasks import noop, stamp
 
 
@@ -23,12 +22,7 @@ def install() -> None:
 
 def enqueue_each(n: int) -> float:
     """``noop.enqueue()`` ``n`` times, each call its own transaction."""
-    for _ in range(WARMUP):
-        noop.enqueue()
-    start = time.perf_counter()
-    for _ in range(n):
-        noop.enqueue()
-    return time.perf_counter() - start
+    return timed_calls(noop.enqueue, n)
 
 
 def enqueue_bulk(n: int) -> float:
