@@ -251,34 +251,31 @@ def recover_expired(
     as if the lost worker had failed its run. Returns how many were recovered.
     """
     policy_of = policy_for or (lambda kind: conf.get().policy())
+    d = sql.dialect()
     total = 0
     while True:
         now_ = now or timezone.now()
-        expired = sql.jobs().filter(status=Status.CLAIMED, claim_expires_at__lt=now_)
-        if not expired.exists():  # the usual answer, without opening a transaction
+        # The usual answer is none, found without opening a transaction.
+        if not d.run(_ANY_EXPIRED, [d.dt(now_)]):
             return total
         with transaction.atomic(using=sql.alias()):
-            rows = list(
-                sql.lockable(expired, skip_locked=True)
-                .only("id", "kind", "claimed_by", "claim_expires_at", "run_count", "failure_count")
-                .order_by("claim_expires_at")[:batch_size]
-            )
+            rows = d.run(_EXPIRED + d.skip_locked, [d.dt(now_), batch_size])
             settlements = [
                 failure(
-                    job_id=job.id,
-                    kind=job.kind,
-                    run_no=job.run_count,
-                    failure_count=job.failure_count,
-                    policy=policy_of(job.kind),
+                    job_id=d.read_uuid(job_id),
+                    kind=kind,
+                    run_no=run_no,
+                    failure_count=failure_count,
+                    policy=policy_of(kind),
                     now=now_,
                     note=(
-                        f"lease expired at {job.claim_expires_at:%Y-%m-%d %H:%M:%S%z} "
-                        f"(worker {job.claimed_by} gone)"
+                        f"lease expired at {d.read_dt(expired):%Y-%m-%d %H:%M:%S%z} "
+                        f"(worker {claimed_by} gone)"
                     ),
                     outcome=Outcome.STALE_RECOVERED,
-                    worker=job.claimed_by,
+                    worker=claimed_by,
                 )
-                for job in rows
+                for job_id, kind, claimed_by, expired, run_no, failure_count in rows
             ]
             apply(settlements, now=now_)
         total += len(rows)
@@ -286,6 +283,14 @@ def recover_expired(
             logger.info("recovered job=%s kind=%s outcome=%s", s.job_id, s.kind, s.outcome)
         if len(rows) < batch_size:
             return total
+
+
+# Expired leases, oldest first, by the partial lease index.
+_ANY_EXPIRED = f"SELECT 1 FROM {sql.JOB} WHERE status = 'claimed' AND claim_expires_at < %s LIMIT 1"
+_EXPIRED = (
+    f"SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count FROM {sql.JOB}"
+    " WHERE status = 'claimed' AND claim_expires_at < %s ORDER BY claim_expires_at LIMIT %s"
+)
 
 
 def extend_leases(*, worker_id: str, runs: Mapping[uuid.UUID, int], until: datetime) -> int:
