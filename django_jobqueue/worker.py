@@ -90,7 +90,7 @@ class Worker:
                 f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
             )
         self.kinds = list(kinds) if kinds else registry.kinds()
-        self.concurrency = concurrency or settings.concurrency
+        self.concurrency = settings.concurrency if concurrency is None else concurrency
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be positive, got {self.concurrency}")
         self.caps = {**settings.kind_concurrency, **(caps or {})}
@@ -106,6 +106,8 @@ class Worker:
         self.poll_interval = (
             settings.poll_interval.total_seconds() if poll_interval is None else poll_interval
         )
+        if self.poll_interval <= 0:
+            raise ValueError(f"poll_interval must be above 0 seconds, got {self.poll_interval}")
         self.priority_ratio = settings.priority_ratio
         self.retention = settings.retention
         self.retention_interval = settings.retention_interval.total_seconds()

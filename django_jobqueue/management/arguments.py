@@ -25,3 +25,11 @@ def seconds(text: str) -> float:
     if value < 0:
         raise ArgumentTypeError(f"must not be negative, got {value}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds above zero (a poll interval of 0 would spin on the database)."""
+    value = seconds(text)
+    if value == 0:
+        raise ArgumentTypeError(f"must be above 0, got {text!r}")
+    return value

@@ -225,3 +225,42 @@ def test_a_task_calling_sys_exit_fails_its_run_and_the_worker_goes_on() -> None:
     assert bad.refresh().status == Status.DEAD
     assert "SystemExit: 3" in bad.journal()[0].note
     assert good.refresh().status == Status.COMPLETED
+
+
+# --- one cancel rule and one backstop for every way a run ends ------------------------------
+
+
+def _lose_lease(worker: str, kind: str) -> Job:
+    [claimed] = store.claim_jobs(worker_id=worker, limit=1, kinds=[kind])
+    Job.objects.filter(id=claimed.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    return Job.objects.get(id=claimed.id)
+
+
+def test_stale_recovery_of_a_job_asked_to_cancel_ends_it_cancelled() -> None:
+    handle = tasks.add.enqueue(1, 1)
+    job = _lose_lease("ghost:1", tasks.add.kind)
+    store.cancel(job_id=job.id, actor="alice")
+    assert store.recover_expired() == 1
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
+    [entry] = JournalEntry.objects.filter(job_id=handle.id)
+    assert entry.outcome == "cancelled"
+    assert entry.actor == "alice"
+    assert entry.note.startswith("cancelled on request by alice (run ended: stale-recovered)")
+
+
+def test_stale_recovery_at_the_backstop_is_dead_even_when_asked_to_cancel() -> None:
+    """The cancel request overrides only an ending that would send the job back to
+    pending, for a recovery as for a worker's settlement: reaching max_failures is dead."""
+    handle = tasks.always_fails.enqueue()  # max_failures=3
+    Job.objects.filter(id=handle.id).update(failure_count=2)
+    job = _lose_lease("ghost:1", tasks.always_fails.kind)
+    store.cancel(job_id=job.id, actor="alice")
+    assert store.recover_expired(policy_for=lambda kind: tasks.always_fails.policy()) == 1
+    job.refresh_from_db()
+    assert job.status == Status.DEAD
+    assert job.failure_count == 3
+    [entry] = JournalEntry.objects.filter(job_id=handle.id)
+    assert entry.outcome == "dead"
+    assert "failure 3 of max_failures=3" in entry.note
+    assert "ghost:1" in entry.note

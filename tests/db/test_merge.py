@@ -494,3 +494,25 @@ def test_concurrent_enqueues_with_one_dedup_key_never_lose_a_payload(
     assert entries.count() == len(merged)
     assert sum(job.carry.get("merged", 0) for job in pending) == len(merged)
     assert {h.id for h in handles} <= {job.id for job in pending}
+
+
+@sqlite_too
+def test_merge_tries_every_candidate_oldest_first(merge_mode: Callable[[str], None]) -> None:
+    """The oldest pending job answers to another idempotency key, so it cannot take this
+    request; the younger one can, and does (the lookup does not stop at the first)."""
+    merge_mode("independent")
+    oldest = Sync(7, items=["a"]).using(idempotency_key="order-1").enqueue()
+    younger = Sync(7, items=["b"]).enqueue()
+    assert younger.disposition == "inserted"
+    merge_mode("union")
+
+    handle = Sync(7, items=["c"]).using(idempotency_key="order-2").enqueue()
+
+    assert handle.disposition == "merged"
+    assert handle.id == younger.id
+    assert Job.objects.get(id=younger.id).payload["items"] == ["b", "c"]
+    assert Job.objects.get(id=younger.id).idempotency_key == "order-2"
+    assert Job.objects.get(id=oldest.id).payload["items"] == ["a"]
+    assert outcomes(oldest.id) == []
+    assert outcomes(younger.id) == ["merged"]
+    assert Job.objects.count() == 2

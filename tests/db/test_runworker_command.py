@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job
+from django_jobqueue.worker import Worker
 from tests.concurrency.procs import database_url
 from tests.helpers import postgres_only
 from tests.taskapp import tasks
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--max-jobs", "x"], "expected a whole number"),
         (["--shutdown-timeout", "-1"], "must not be negative"),
         (["--poll-interval", "soon"], "expected seconds"),
+        (["--poll-interval", "0"], "--poll-interval: must be above 0"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
@@ -126,3 +128,17 @@ def test_runworker_adds_no_handler_when_the_project_logs_to_root() -> None:
     ids = [part.split()[0] for line in lines for part in line.split("settled job=")[1:]]
     assert sorted(ids) == sorted(str(h.id) for h in handles)
     assert lines[0].startswith("ROOT INFO ")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be positive, got 0"),
+        ({"poll_interval": 0}, "poll_interval must be above 0 seconds, got 0"),
+    ],
+)
+def test_a_worker_refuses_zero_concurrency_and_a_zero_poll_interval(
+    options: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Worker(**options)

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError
-from django_jobqueue.management.arguments import positive_int, seconds
+from django_jobqueue.management.arguments import positive_int, positive_seconds, seconds
 from django_jobqueue.task import registry
 from django_jobqueue.worker import Worker
 
@@ -91,7 +91,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--poll-interval",
-            type=seconds,
+            type=positive_seconds,
             default=None,
             help="Longest wait between looks at the queue, in seconds.",
         )
