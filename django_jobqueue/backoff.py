@@ -45,8 +45,13 @@ def delay(
     """Delay before the retry that follows failure number ``failures`` (1-based)."""
     if failures < 1:
         return timedelta(0)
-    # fib grows past any cap quickly; stop computing once it is clearly capped.
-    n = min(failures + 2, 90)
-    full = base * (fib(n) - 1) if base else timedelta(0)
-    full = min(full, cap)
+    # fib grows past any cap quickly; stop computing once it is clearly capped, and
+    # compare in seconds first: base x fib(n) overflows timedelta long before n = 90.
+    steps = fib(min(failures + 2, 90)) - 1
+    if not base:
+        full = timedelta(0)
+    elif base.total_seconds() * steps >= cap.total_seconds():
+        full = cap
+    else:
+        full = base * steps
     return full * (1 - jitter * _unit(job_id, failures))

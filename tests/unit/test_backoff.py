@@ -47,3 +47,11 @@ def test_no_failures_means_no_delay() -> None:
 def test_backoff_rejects_negative_durations() -> None:
     with pytest.raises(ValueError, match="base"):
         Backoff(base=timedelta(seconds=-1))
+
+
+@pytest.mark.parametrize("failures", [60, 80, 89, 500])
+def test_the_delay_of_a_job_that_retries_forever_stays_at_the_cap(failures: int) -> None:
+    """base x fib(n) outgrows timedelta after about 70 failures; a job with
+    max_failures=None must still get the cap, not an OverflowError in the worker."""
+    cap = timedelta(hours=1)
+    assert delay(failures, base=timedelta(seconds=10), cap=cap, jitter=0.0, job_id="j") == cap
