@@ -5,14 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .models import Job, JournalEntry
-    from .store import NewJob
+    from .store import Disposition, NewJob
     from .task import Task
-
-Disposition = Literal["inserted", "merged", "reused"]
 
 
 class JobHandle:

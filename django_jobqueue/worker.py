@@ -325,9 +325,7 @@ class Worker:
     def _dispatch(self, job: Claimed) -> None:
         lease = self._policy(job.kind).lease
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        running = Running(
-            job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at or timezone.now() + lease
-        )
+        running = Running(job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at)
         self._running[job.id] = running
         self.claimed += 1
         if logger.isEnabledFor(logging.DEBUG):
