@@ -20,8 +20,9 @@ from .context import Context
 from .executor import decide, execute
 from .handle import JobHandle
 from .models import Job
+from .registry import policy_for, registry
 from .states import Status
-from .task import FunctionTask, Task, policy_for, registry
+from .task import FunctionTask, Task
 
 TaskRef = str | FunctionTask | type[Task]
 

@@ -173,6 +173,8 @@ class Sync(Task):
             raise RuntimeError("merge exploded")
         if mode == "bad":
             return "nonsense"  # type: ignore[return-value]
+        if mode == "bad carry":
+            return Merge.with_(self, carry={"seen": {1, 2}})
         union = sorted(set(existing.task.items) | set(self.items))
         return Merge.with_(
             Sync(self.account_id, full=existing.task.full or self.full, items=union),
@@ -184,6 +186,13 @@ class Sync(Task):
 
 
 MERGE_MODE: dict[str, str] = {}
+
+
+@dataclass
+class NoRun(Task):
+    """A Task subclass that forgot run(): not registered, so not enqueueable."""
+
+    n: int = 0
 
 
 # --- used by tests/concurrency ------------------------------------------------------------
