@@ -18,8 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from types import FrameType
 from typing import Any, TypeVar
@@ -27,21 +26,29 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from . import conf, store
+from . import conf, store, validation
 from .context import Context
 from .executor import RunResult, decide, execute
-from .lifecycle import Policy, Settlement, released
+from .lifecycle import Policy, Run, Settlement, released
+from .maintenance import (
+    MIN_WAIT,
+    CancelChecks,
+    Heartbeat,
+    LeaseExtension,
+    Maintenance,
+    Recovery,
+    Retention,
+    Running,
+    Service,
+    Timings,
+)
 from .notify import Listener
+from .registry import policy_for, registry
 from .store import Claimed
-from .task import policy_for, registry
 
 logger = logging.getLogger("django_jobqueue")
 
 T = TypeVar("T")
-
-RECOVER_EVERY = 1.0  # seconds between expired-lease sweeps
-CANCEL_CHECK_EVERY = 1.0  # seconds between checks for operator cancels of running jobs
-HEARTBEAT_EVERY = 10.0
 
 
 def priority_floor(slot: int, ratio: int | None) -> int:
@@ -55,14 +62,6 @@ def priority_floor(slot: int, ratio: int | None) -> int:
     if slot % period == period - 1:
         return 1
     return 0
-
-
-@dataclass
-class Running:
-    job: Claimed
-    ctx: Context
-    lease: timedelta
-    expires_at: datetime
 
 
 class Worker:
@@ -80,37 +79,29 @@ class Worker:
         shutdown_timeout: float | None = None,
         poll_interval: float | None = None,
         worker_id: str | None = None,
+        timings: Timings | None = None,
     ) -> None:
         settings = conf.get()
         self.alias = settings.database
         self.queues = list(queues or [])
-        unknown = sorted(set(kinds or []) - set(registry.kinds()))
-        if unknown:
-            raise ValueError(
-                f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
-            )
-        self.kinds = list(kinds) if kinds else registry.kinds()
-        self.concurrency = settings.concurrency if concurrency is None else concurrency
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be positive, got {self.concurrency}")
+        self.kinds = _known_kinds(kinds)
+        self.concurrency = (
+            settings.concurrency
+            if concurrency is None
+            else validation.positive_int(concurrency, name="concurrency", error=ValueError)
+        )
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         self.leases = registry.leases()
         self._policies: dict[str, Policy] = {}
         self.burst = burst
         self.max_jobs = max_jobs
-        self.shutdown_timeout = (
-            settings.shutdown_timeout.total_seconds()
-            if shutdown_timeout is None
-            else shutdown_timeout
+        self.shutdown_timeout = _seconds(
+            "shutdown_timeout", settings.shutdown_timeout, shutdown_timeout, allow_zero=True
         )
-        self.poll_interval = (
-            settings.poll_interval.total_seconds() if poll_interval is None else poll_interval
+        self.poll_interval = _seconds(
+            "poll_interval", settings.poll_interval, poll_interval, allow_zero=False
         )
-        if self.poll_interval <= 0:
-            raise ValueError(f"poll_interval must be above 0 seconds, got {self.poll_interval}")
         self.priority_ratio = settings.priority_ratio
-        self.retention = settings.retention
-        self.retention_interval = settings.retention_interval.total_seconds()
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.worker_id = worker_id or f"{self.host}:{self.pid}"
@@ -127,10 +118,37 @@ class Worker:
         self._listener = Listener(self.alias, self._on_notify)
         self._slot = 0
         self._db_failures = 0
+        self._retry_at = 0.0  # after a database error: monotonic time of the next try
         self.processed = 0
         self.claimed = 0
-        self._last: dict[str, float] = {}
         self._signals = 0
+        self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
+
+    def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
+        self._recovery = Recovery(
+            self._db, interval=timings.recover, policy_for=self._policy, running=self._running
+        )
+        services: list[Service] = [
+            self._recovery,
+            LeaseExtension(
+                self._db,
+                interval=timings.lease_check,
+                worker_id=self.worker_id,
+                running=self._running,
+            ),
+            CancelChecks(self._db, interval=timings.cancel_check, running=self._running),
+            Heartbeat(
+                self._db,
+                interval=timings.heartbeat,
+                worker_id=self.heartbeat_id,
+                jobs_done=lambda: self.processed,
+            ),
+        ]
+        if settings.retention:
+            services.append(
+                Retention(self._db, interval=timings.retention, keep=settings.retention)
+            )
+        return Maintenance(services)
 
     # --- public control -------------------------------------------------------------------
 
@@ -212,7 +230,7 @@ class Worker:
             # for the next wait instead of being lost.
             self._wake.clear()
             self._collect()
-            self._maintain()
+            self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
             settled, got, free = self._turn()
@@ -229,33 +247,18 @@ class Worker:
 
     def _wait(self) -> None:
         timeout = self.poll_interval
-        now = time.monotonic()
-        if self._running:
-            timeout = min(timeout, RECOVER_EVERY, CANCEL_CHECK_EVERY)
-            soonest = min(r.expires_at for r in self._running.values())
-            # Wake in time to extend the closest lease.
-            half = min(r.lease for r in self._running.values()) / 2
-            until = (soonest - half - timezone.now()).total_seconds()
-            timeout = min(timeout, max(until, 0.05))
-        elif not self._limit_reached():
+        if not self._running and not self._limit_reached():
             # Idle: sleep until the next scheduled job, the next lease to recover, the
             # poll ceiling or a NOTIFY, whichever comes first.
             nxt, expiry = self._db(
                 lambda: store.next_wakeup(kinds=self.kinds, queues=self.queues or None)
             ) or (None, None)
+            self._recovery.next_expiry = expiry
             if nxt is not None:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
-            if expiry is not None:
-                # Not before the recovery sweep is due again, so an expiry that another
-                # worker is recovering right now does not make this one spin.
-                since = now - self._last.get("recover", now - RECOVER_EVERY)
-                until_expiry = (expiry - timezone.now()).total_seconds()
-                timeout = min(timeout, max(until_expiry, RECOVER_EVERY - since, 0.05))
-        # Heartbeats keep this worker listed as alive however long the poll ceiling.
-        beat_due = HEARTBEAT_EVERY - (now - self._last.get("heartbeat", now))
-        timeout = min(timeout, max(beat_due, 0.05))
+        timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
-            timeout = min(timeout, max(self._db_backoff(), 0.05))
+            timeout = min(timeout, max(self._db_backoff(), MIN_WAIT))
         if timeout > 0:
             self._wake.wait(timeout)
 
@@ -270,7 +273,7 @@ class Worker:
         Returns how many runs were settled, how many jobs were claimed and how many
         slots there were to fill.
         """
-        retrying = self._db_failures and time.monotonic() < self._last.get("retry", 0)
+        retrying = self._db_failures and time.monotonic() < self._retry_at
         batch = [] if retrying else list(self._unsettled)
         free = self.concurrency - len(self._running) + len(batch)
         wanted = self._claim_options(free) if claim else None
@@ -388,58 +391,6 @@ class Worker:
             if lines:
                 logger.info("\n".join(lines))
 
-    # --- maintenance ------------------------------------------------------------------------
-
-    def _due(self, name: str, every: float) -> bool:
-        now = time.monotonic()
-        # Never done is always due: monotonic time has no fixed origin (it may be smaller
-        # than ``every`` on a freshly booted host), so 0 is not "long ago".
-        last = self._last.get(name)
-        if last is None or now - last >= every:
-            self._last[name] = now
-            return True
-        return False
-
-    def _maintain(self) -> None:
-        if self._due("recover", RECOVER_EVERY):
-            self._db(partial(store.recover_expired, policy_for=self._policy))
-        if self._running:
-            self._extend_leases()
-            if self._due("cancel", CANCEL_CHECK_EVERY):
-                wanted = self._db(lambda: store.cancel_requested(job_ids=list(self._running)))
-                for job_id in wanted or ():
-                    running = self._running.get(job_id)
-                    if running is not None and not running.ctx.cancelled.is_set():
-                        logger.info("cancel requested for job=%s", job_id)
-                        running.ctx.cancelled.set()
-        if self._due("heartbeat", HEARTBEAT_EVERY):
-            self._db(lambda: store.beat(worker_id=self.heartbeat_id, jobs_done=self.processed))
-        if self.retention and self._due("retention", self.retention_interval):
-            for status, keep in self.retention.items():
-                self._db(
-                    partial(store.cleanup, finished_before=timezone.now() - keep, status=status)
-                )
-
-    def _extend_leases(self) -> None:
-        now = timezone.now()
-        due = [r for r in self._running.values() if r.expires_at - now < r.lease / 2]
-        by_lease: dict[timedelta, list[Running]] = {}
-        for r in due:
-            by_lease.setdefault(r.lease, []).append(r)
-        for lease, group in by_lease.items():
-            until = now + lease
-            done = self._db(
-                partial(
-                    store.extend_leases,
-                    worker_id=self.worker_id,
-                    runs={r.job.id: r.job.run_count for r in group},
-                    until=until,
-                )
-            )
-            if done is not None:
-                for r in group:
-                    r.expires_at = until
-
     # --- shutdown ---------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
@@ -461,11 +412,13 @@ class Worker:
                 job = running.job
                 self._unsettled.append(
                     released(
-                        job_id=job.id,
-                        kind=job.kind,
-                        run_no=job.run_count,
+                        Run(
+                            job_id=job.id,
+                            kind=job.kind,
+                            run_no=job.run_count,
+                            worker=self.worker_id,
+                        ),
                         now=timezone.now(),
-                        worker=self.worker_id,
                         note="worker shut down",
                     )
                 )
@@ -495,13 +448,31 @@ class Worker:
             )
             with contextlib.suppress(Exception):  # the connection is already broken
                 connections[self.alias].close()
-            self._last["retry"] = time.monotonic() + wait
+            self._retry_at = time.monotonic() + wait
             self._stopping.wait(wait)
             return None
         if self._db_failures:
             logger.info("database connection restored")
             self._db_failures = 0
         return result
+
+
+def _known_kinds(kinds: Sequence[str] | None) -> list[str]:
+    """The kinds a worker runs: those given, each of which must be registered, or all."""
+    unknown = sorted(set(kinds or []) - set(registry.kinds()))
+    if unknown:
+        raise ValueError(
+            f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
+        )
+    return list(kinds) if kinds else registry.kinds()
+
+
+def _seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
+    """A worker option in seconds (the setting's value unless given), checked."""
+    value = default if given is None else given
+    return validation.duration(
+        value, name=name, error=ValueError, allow_zero=allow_zero
+    ).total_seconds()
 
 
 def _close_broken_connections() -> None:
