@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import traceback
 from dataclasses import dataclass
@@ -16,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils import timezone
 
-from .lifecycle import Policy, Settlement, failure
+from . import validation
+from .lifecycle import Policy, Run, Settlement, completed, dead, failure, paused
 from .outcomes import Pause, Permanent
-from .states import Outcome, Status
-from .task import PayloadMismatch, TaskDef
+from .registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
     from .context import Context
@@ -53,11 +52,10 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _json_check(value: Any, what: str) -> str | None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        return f"{what} is not JSON-serialisable ({type(value).__name__}): {exc}"
-    return None
+    problem = validation.json_problem(value)
+    if problem is None:
+        return None
+    return f"{what} is not JSON-serialisable ({type(value).__name__}): {problem}"
 
 
 def execute(defn: TaskDef | None, job: Claimed, ctx: Context) -> RunResult:
@@ -114,42 +112,26 @@ def decide(
     """The settlement for a run, following the lifecycle table."""
     now = now or timezone.now()
     job = run.job
-    common: dict[str, Any] = {
-        "job_id": job.id,
-        "kind": job.kind,
-        "run_no": job.run_count,
-        "attachment": run.attachment,
-        "started_at": run.started_at,
-        "duration": run.duration,
-        "worker": worker_id,
-    }
+    which = Run(
+        job_id=job.id,
+        kind=job.kind,
+        run_no=job.run_count,
+        worker=worker_id,
+        started_at=run.started_at,
+        duration=run.duration,
+        attachment=run.attachment,
+    )
     if run.end == "completed":
-        return Settlement(
-            outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=run.value, **common
-        )
+        return completed(which, result=run.value)
     if run.end == "paused":
-        return Settlement(
-            outcome=Outcome.PAUSED,
-            status=Status.PENDING,
-            visible_at=now + run.resume_in,
-            carry=run.carry,
-            note=run.note,
-            **common,
-        )
+        return paused(which, resume_at=now + run.resume_in, carry=run.carry, note=run.note)
     if run.end in ("permanent", "mismatch"):
-        return Settlement(
-            outcome=Outcome.DEAD,
-            status=Status.DEAD,
-            failed=True,
-            carry=run.carry,
-            note=run.note,
-            **common,
-        )
+        return dead(which, carry=run.carry, note=run.note)
     return failure(
+        which,
         failure_count=job.failure_count,
         policy=policy,
         now=now,
         note=run.note,
         carry=run.carry,
-        **common,
     )

@@ -8,7 +8,7 @@ recovery follow the same rules whichever path produced them.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,18 +52,81 @@ class Settlement:
     worker: str = ""
 
 
-def failure(
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Which run of which job a settlement ends, and what the run itself recorded."""
+
+    job_id: uuid.UUID
+    kind: str
+    run_no: int
+    worker: str  # the claim's holder (for a stale recovery, the worker that was lost)
+    started_at: datetime | None = None
+    duration: timedelta | None = None
+    attachment: Any = None
+
+
+def _ending(
+    run: Run,
     *,
-    job_id: uuid.UUID,
-    kind: str,
-    run_no: int,
+    outcome: str,
+    status: str,
+    visible_at: datetime | None = None,
+    failed: bool = False,
+    carry: dict[str, Any] | None = None,
+    result: Any = None,
+    note: str = "",
+) -> Settlement:
+    return Settlement(
+        job_id=run.job_id,
+        kind=run.kind,
+        run_no=run.run_no,
+        outcome=outcome,
+        status=status,
+        visible_at=visible_at,
+        failed=failed,
+        carry=carry,
+        result=result,
+        note=note,
+        attachment=run.attachment,
+        started_at=run.started_at,
+        duration=run.duration,
+        worker=run.worker,
+    )
+
+
+def completed(run: Run, *, result: Any) -> Settlement:
+    """The run returned: completed, its value stored as the result."""
+    return _ending(run, outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=result)
+
+
+def paused(run: Run, *, resume_at: datetime, carry: dict[str, Any], note: str) -> Settlement:
+    """The run raised ``Pause``: pending again at ``resume_at``, carry kept, no failure."""
+    return _ending(
+        run,
+        outcome=Outcome.PAUSED,
+        status=Status.PENDING,
+        visible_at=resume_at,
+        carry=carry,
+        note=note,
+    )
+
+
+def dead(run: Run, *, carry: dict[str, Any] | None, note: str) -> Settlement:
+    """The job can never succeed (``Permanent``, a payload that no longer fits): dead now."""
+    return _ending(
+        run, outcome=Outcome.DEAD, status=Status.DEAD, failed=True, carry=carry, note=note
+    )
+
+
+def failure(
+    run: Run,
+    *,
     failure_count: int,
     policy: Policy,
     now: datetime,
     note: str,
     carry: dict[str, Any] | None = None,
     outcome: str = Outcome.RETRIED,
-    **rest: Any,
 ) -> Settlement:
     """A counted failure: back to pending after backoff, or dead once max_failures is reached.
 
@@ -71,50 +134,46 @@ def failure(
     journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease).
     """
     failures = failure_count + 1
-    visible_at: datetime | None = None
     if policy.max_failures is not None and failures >= policy.max_failures:
-        outcome, status = Outcome.DEAD, Status.DEAD
         note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
-    else:
-        status = Status.PENDING
-        visible_at = now + backoff.delay(
-            failures,
-            base=policy.backoff_base,
-            cap=policy.backoff_cap,
-            jitter=policy.backoff_jitter,
-            job_id=job_id,
-        )
-    return Settlement(
-        job_id=job_id,
-        kind=kind,
-        run_no=run_no,
+        return dead(run, carry=carry, note=note)
+    delay = backoff.delay(
+        failures,
+        base=policy.backoff_base,
+        cap=policy.backoff_cap,
+        jitter=policy.backoff_jitter,
+        job_id=run.job_id,
+    )
+    return _ending(
+        run,
         outcome=outcome,
-        status=status,
-        visible_at=visible_at,
+        status=Status.PENDING,
+        visible_at=now + delay,
         failed=True,
         carry=carry,
         note=note,
-        **rest,
     )
 
 
-def released(
-    *, job_id: uuid.UUID, kind: str, run_no: int, now: datetime, worker: str, note: str
-) -> Settlement:
+def released(run: Run, *, now: datetime, note: str) -> Settlement:
     """A graceful hand-back at shutdown: pending now, no failure counted, carry as last settled."""
-    return Settlement(
-        job_id=job_id,
-        kind=kind,
-        run_no=run_no,
-        outcome=Outcome.RELEASED,
-        status=Status.PENDING,
-        visible_at=now,
-        note=note,
-        worker=worker,
+    return _ending(run, outcome=Outcome.RELEASED, status=Status.PENDING, visible_at=now, note=note)
+
+
+def on_cancel_request(s: Settlement) -> Settlement | None:
+    """How a run ends instead when an operator asked to cancel its job while it ran.
+
+    A run that would send its job back to pending (a retry, a pause, a release, a stale
+    recovery) ends it ``cancelled``, journalled ``cancelled`` with the run's own ending
+    in the note; a run that completed or died keeps its ending (None). The storage
+    layer applies this alternative only if the request is there when it settles.
+    """
+    if s.status != Status.PENDING:
+        return None
+    return replace(
+        s,
+        outcome=Outcome.CANCELLED,
+        status=Status.CANCELLED,
+        visible_at=None,
+        note=f"cancelled on request (run ended: {s.outcome})\n{s.note}".strip(),
     )
-
-
-def cancel_note(actor: str, run_outcome: str, note: str) -> str:
-    """The journal note of a run whose job an operator asked to cancel while it ran."""
-    by = f" by {actor}" if actor else ""
-    return f"cancelled on request{by} (run ended: {run_outcome})\n{note}".strip()
