@@ -15,9 +15,9 @@ from django_jobqueue.executor import decide, execute
 from django_jobqueue.ids import uuid7
 from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.registry import policy_for, registry
 from django_jobqueue.store.settle import SETTLE_CTES, document
-from django_jobqueue.task import policy_for, registry
-from tests.helpers import postgres_only
+from tests.helpers import journal_of, postgres_only
 from tests.taskapp import tasks
 
 KINDS = registry.kinds
@@ -112,7 +112,7 @@ def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
     job.refresh_from_db()
     assert job.status == Status.COMPLETED
     assert job.result == 4
-    assert [e.outcome for e in store.journal(job_id=job.id)] == ["stale-recovered", "completed"]
+    assert [e.outcome for e in journal_of(job.id)] == ["stale-recovered", "completed"]
 
 
 @pytest.mark.sqlite

@@ -23,9 +23,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_jobqueue import Status, store
-from django_jobqueue.management.commands.jobqueue import parse_duration
+from django_jobqueue.management.arguments import parse_duration
 from django_jobqueue.models import Job, JournalEntry, Outcome, WorkerHeartbeat
-from tests.helpers import run_burst, wait_for
+from tests.helpers import journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite]
@@ -351,7 +351,7 @@ def test_cancel_acts_on_every_known_id_then_fails_for_the_unknown_one() -> None:
     for job in (first, second):
         job.refresh_from_db()
         assert job.status == Status.CANCELLED
-        [entry] = store.journal(job_id=job.id)
+        [entry] = journal_of(job.id)
         assert entry.outcome == Outcome.CANCELLED
         assert entry.actor == ACTOR
     running.refresh_from_db()
@@ -377,7 +377,7 @@ def test_requeue_dead_job_runs_again_and_completed_needs_force() -> None:
     dead.refresh_from_db()
     assert dead.status == Status.PENDING
     assert dead.failure_count == 0
-    [entry] = store.journal(job_id=dead.id)
+    [entry] = journal_of(dead.id)
     assert (entry.outcome, entry.actor) == (Outcome.REQUEUED, ACTOR)
 
     message, _, err = jobqueue_fails("requeue", str(done.id))
