@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
+from django_jobqueue.redaction import redact
 
 
 def fmt_age(seconds: float | None) -> str:
@@ -104,13 +105,13 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
         ("queue", job.queue),
         ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
         ("priority", f"{job.priority} ({job.get_priority_display()})"),
-        ("payload", js(job.payload)),
+        ("payload", js(redact(job.payload))),
         ("created at", fmt_time(job.created_at)),
         ("visible at", fmt_time(job.visible_at)),
         ("runs", str(job.run_count)),
         ("failures", str(job.failure_count)),
-        ("carry", js(job.carry)),
-        ("result", js(job.result)),
+        ("carry", js(redact(job.carry))),
+        ("result", js(redact(job.result))),
         ("finished at", fmt_time(job.finished_at)),
     ]
     if job.status == Status.CLAIMED:

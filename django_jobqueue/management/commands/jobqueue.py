@@ -35,6 +35,7 @@ from django_jobqueue.management.report import (
     table,
 )
 from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.redaction import redact
 
 
 def operator() -> str:
@@ -168,7 +169,9 @@ class Command(BaseCommand):
                 fmt_time(e.started_at),
                 fmt_seconds(e.duration.total_seconds()) if e.duration is not None else "-",
                 (e.note.splitlines()[0] if e.note else "") or "-",
-                json.dumps(e.attachment, default=json_default) if e.attachment is not None else "-",
+                json.dumps(redact(e.attachment), default=json_default)
+                if e.attachment is not None
+                else "-",
                 e.actor or "-",
             ]
             for e in entries
@@ -225,12 +228,15 @@ class Command(BaseCommand):
     def do_cleanup(self, options: dict[str, Any]) -> None:
         older_than: timedelta = options["older_than"]
         cutoff = timezone.now() - older_than
-        count = store.cleanup(
-            finished_before=cutoff,
-            kind=options["kind"],
-            status=options["status"],
-            dry_run=options["dry_run"],
-        )
+        try:
+            count = store.cleanup(
+                finished_before=cutoff,
+                kind=options["kind"],
+                status=options["status"],
+                dry_run=options["dry_run"],
+            )
+        except ValueError as exc:
+            raise CommandError(f"cleanup: {exc}") from exc
         what = "".join(f"{word} " for word in (options["status"], options["kind"]) if word)
         done = "would be deleted (dry run)" if options["dry_run"] else "deleted"
         self.stdout.write(f"{count} {what}job(s) finished before {fmt_time(cutoff)} {done}")
