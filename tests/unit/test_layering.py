@@ -110,16 +110,16 @@ LAYERS: list[set[str]] = [
     {"states", "errors", "validation", "backoff", "ids", "context"},
     # the rules of how a run ends: still pure
     {"lifecycle"},
-    # settings and the checks on them
-    {"conf", "checks"},
+    # settings, the checks on them, and what they say to hide
+    {"conf", "checks", "redaction"},
     # the tables, and PostgreSQL's wake-up channel
     {"models", "notify"},
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
     {"registry", "outcomes", "options", "task", "handle", "executor"},
-    # the loop that claims, runs and settles, and its maintenance
-    {"maintenance", "worker"},
+    # the loop that claims, runs and settles: its database guard, maintenance and threads
+    {"dbguard", "maintenance", "slots", "worker"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin and the Django Tasks backend
     {"", "apps", "testing", "management", "admin", "backend"},
