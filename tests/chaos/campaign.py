@@ -41,9 +41,10 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.concurrency.procs import WorkerProcess, WorkerProcesses, terminate_other_backends
+if TYPE_CHECKING:  # imported when used: the script sets Django up first
+    from tests.concurrency.procs import WorkerProcess, WorkerProcesses
 
 KIND = "tests.chaos"
 # A run-ending journal entry: one per claim of the job.
@@ -190,6 +191,8 @@ class Campaign:
     def fault(self, what: str) -> bool:
         """Inject one fault; False if no worker is ready for it yet."""
         if what == "cut":
+            from tests.concurrency.procs import terminate_other_backends
+
             self.tally.backends_terminated += terminate_other_backends()
             self.tally.cuts += 1
             return True
@@ -356,6 +359,8 @@ def with_own_database(plan: Plan) -> Report:
     django.setup()
     from django.conf import settings
     from django.db import connections
+
+    from tests.concurrency.procs import WorkerProcesses
 
     default = settings.DATABASES["default"]
     if "postgresql" not in default["ENGINE"]:
