@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.utils import timezone
 
 from .lifecycle import Policy, Settlement, failure
-from .outcomes import Pause, Permanent
+from .outcomes import Pause, Permanent, RetryAfter
 from .states import Outcome, Status
 from .task import PayloadMismatch, TaskDef
 
@@ -44,6 +44,7 @@ class RunResult:
     note: str = ""
     resume_in: timedelta = timedelta(0)
     cancelled: bool = False  # the run saw ctx.cancelled set before it ended
+    retry_in: timedelta | None = None  # a failure's own retry delay (RetryAfter)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -87,6 +88,11 @@ def execute(defn: TaskDef | None, job: Claimed, ctx: Context) -> RunResult:
         return result("paused", note=exc.note, resume_in=exc.resume_in)
     except Permanent as exc:
         return result("permanent", note=exc.reason or "permanent failure")
+    except RetryAfter as exc:
+        cause = exc.__cause__ or exc
+        if exc.delay is None:
+            return result("permanent", note=_error_text(cause))
+        return result("failed", note=_error_text(cause), retry_in=exc.delay)
     except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
         # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
         # reason to lose the worker's slot thread. Other BaseExceptions propagate.
@@ -151,5 +157,6 @@ def decide(
         now=now,
         note=run.note,
         carry=run.carry,
+        delay=run.retry_in,
         **common,
     )

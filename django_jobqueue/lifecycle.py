@@ -52,6 +52,11 @@ class Settlement:
     worker: str = ""
 
 
+def exhausted(failures: int, policy: Policy) -> bool:
+    """Whether ``failures`` counted failures reach the policy's backstop (the job dies)."""
+    return policy.max_failures is not None and failures >= policy.max_failures
+
+
 def failure(
     *,
     job_id: uuid.UUID,
@@ -63,27 +68,31 @@ def failure(
     note: str,
     carry: dict[str, Any] | None = None,
     outcome: str = Outcome.RETRIED,
+    delay: timedelta | None = None,
     **rest: Any,
 ) -> Settlement:
     """A counted failure: back to pending after backoff, or dead once max_failures is reached.
 
     ``failure_count`` is the count before this failure; ``outcome`` is what a retry is
-    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease).
+    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease);
+    ``delay``, when given, replaces the backoff curve for this one retry.
     """
     failures = failure_count + 1
     visible_at: datetime | None = None
-    if policy.max_failures is not None and failures >= policy.max_failures:
+    if exhausted(failures, policy):
         outcome, status = Outcome.DEAD, Status.DEAD
         note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
     else:
         status = Status.PENDING
-        visible_at = now + backoff.delay(
-            failures,
-            base=policy.backoff_base,
-            cap=policy.backoff_cap,
-            jitter=policy.backoff_jitter,
-            job_id=job_id,
-        )
+        if delay is None:
+            delay = backoff.delay(
+                failures,
+                base=policy.backoff_base,
+                cap=policy.backoff_cap,
+                jitter=policy.backoff_jitter,
+                job_id=job_id,
+            )
+        visible_at = now + delay
     return Settlement(
         job_id=job_id,
         kind=kind,
