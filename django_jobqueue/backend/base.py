@@ -74,16 +74,16 @@ class JobQueueBackend(BaseTaskBackend):
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         self.validate_task(task)
         defn = self.definition(task)
-        payload, text = self._payload(defn, task, list(args), dict(kwargs))
+        payload, text = self.payload_for(defn, task, list(args), dict(kwargs))
         options = Options.build(
             priority=tier(task.priority), queue=task.queue_name, run_at=task.run_after
         )
         job, _ = store.enqueue(build_request(defn, payload, options, payload_json=text))
-        result = results.build(job=job, entries=[], task=task)
+        result = results.build(job=results.JobView.of_job(job), entries=[], task=task)
         task_enqueued.send(type(self), task_result=result)
         return result
 
-    def _payload(
+    def payload_for(
         self, defn: DjangoTaskDef, task: Task[..., Any], args: list[Any], kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], str]:
         """The job's payload (the call, and what ``TaskResult.task`` is rebuilt from) and
@@ -120,4 +120,4 @@ class JobQueueBackend(BaseTaskBackend):
                 f"{result_id} is a job of kind {job.kind!r}, not a Django task this process "
                 "knows (is the module defining it imported?)"
             )
-        return defn.result(job, store.journal(job_id=job.id))
+        return defn.result(results.JobView.of_job(job), store.journal(job_id=job.id))

@@ -8,7 +8,9 @@ attempt whose worker died.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -18,6 +20,7 @@ from .compat import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
+    from django_jobqueue.store import Claimed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -77,9 +80,50 @@ def error_of(entry: JournalEntry) -> TaskError | None:
     return TaskError(exception_class_path=class_path(RuntimeError), traceback=entry.note)
 
 
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a TaskResult is read from: a job row, or the job a worker just claimed."""
+
+    id: uuid.UUID
+    status: str
+    queue: str
+    payload: dict[str, Any]
+    created_at: datetime | None
+    claimed_by: str = ""
+    claim_expires_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: Any = None
+
+    @classmethod
+    def of_job(cls, job: Job) -> JobView:
+        return cls(
+            id=job.id,
+            status=job.status,
+            queue=job.queue,
+            payload=job.payload if isinstance(job.payload, dict) else {},
+            created_at=job.created_at,
+            claimed_by=job.claimed_by,
+            claim_expires_at=job.claim_expires_at,
+            finished_at=job.finished_at,
+            result=job.result,
+        )
+
+    @classmethod
+    def of_claim(cls, job: Claimed) -> JobView:
+        return cls(
+            id=job.id,
+            status=Status.CLAIMED,
+            queue=job.queue,
+            payload=job.payload,
+            created_at=job.created_at,
+            claimed_by=job.claimed_by,
+            claim_expires_at=job.claim_expires_at,
+        )
+
+
 def build(
     *,
-    job: Job,
+    job: JobView,
     entries: Sequence[JournalEntry],
     task: Task[P, R],
     running_since: datetime | None = None,
@@ -101,7 +145,6 @@ def build(
             running_since = job.claim_expires_at - lease
         if running_since is not None:
             starts.append(running_since)
-    payload = job.payload if isinstance(job.payload, dict) else {}
     result = TaskResult(
         task=task,
         id=str(job.id),
@@ -110,9 +153,9 @@ def build(
         started_at=starts[0] if starts else None,
         last_attempted_at=starts[-1] if starts else None,
         finished_at=job.finished_at,
-        args=list(payload.get("args") or []),
-        kwargs=dict(payload.get("kwargs") or {}),
-        backend=str(payload.get("backend") or task.backend),
+        args=list(job.payload.get("args") or []),
+        kwargs=dict(job.payload.get("kwargs") or {}),
+        backend=str(job.payload.get("backend") or task.backend),
         errors=[error for error in map(error_of, entries) if error is not None],
         worker_ids=worker_ids,
     )

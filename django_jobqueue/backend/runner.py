@@ -25,6 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django_jobqueue import store
 from django_jobqueue.lifecycle import Policy, exhausted
 from django_jobqueue.outcomes import Pause, Permanent, RetryAfter
+from django_jobqueue.store import Claimed
 from django_jobqueue.task import UNSET, PayloadMismatch, TaskDef
 
 from . import results
@@ -44,7 +45,7 @@ from .options import BackendOptions, Backoff, JobQueueTask, tier
 
 if TYPE_CHECKING:
     from django_jobqueue.context import Context
-    from django_jobqueue.models import Job, JournalEntry
+    from django_jobqueue.models import JournalEntry
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -118,7 +119,7 @@ class DjangoTaskDef(TaskDef):
 
     def result(
         self,
-        job: Job,
+        job: results.JobView,
         entries: list[JournalEntry],
         *,
         running_since: datetime | None = None,
@@ -142,9 +143,14 @@ class DjangoTaskDef(TaskDef):
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         args, kwargs = self.unpack(payload)
         started = timezone.now()
-        job = store.get_job(job_id=ctx.job_id)
-        # A first run has no earlier attempts to read.
-        entries = list(ctx.history) if job.run_count > 1 else []
+        # The claim handed over what the result needs; a first run has no earlier
+        # attempts to read, so it costs no query at all.
+        claimed = ctx.claimed
+        if isinstance(claimed, Claimed) and claimed.created_at is not None:
+            job = results.JobView.of_claim(claimed)
+        else:
+            job = results.JobView.of_job(store.get_job(job_id=ctx.job_id))
+        entries = list(ctx.history) if ctx.run_count > 1 else []
         result = self.result(job, entries, running_since=started)
         task = result.task
         task_started.send(sender=self.sender, task_result=result)
