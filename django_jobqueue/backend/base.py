@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ParamSpec, TypeVar
 
+from django.apps import apps
+from django.core import checks
+
 from django_jobqueue import store
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
 from django_jobqueue.task import Options, build_request, check_json, encode_payload, registry
@@ -104,6 +107,19 @@ class JobQueueBackend(BaseTaskBackend):
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
         return payload, encode_payload(payload, kind=defn.kind)
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        if apps.is_installed("django_jobqueue"):
+            return []
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}] uses JobQueueBackend but django_jobqueue is not in "
+                "INSTALLED_APPS: its tables would not exist and no tasks.py would be "
+                "autodiscovered for the workers.",
+                hint='Add "django_jobqueue" to INSTALLED_APPS and run migrate.',
+                id="django_jobqueue.E101",
+            )
+        ]
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The result of a job this backend enqueued; TaskResultDoesNotExist for an id

@@ -68,6 +68,17 @@ def test_bad_options_are_refused_naming_the_key(options: Any, message: str) -> N
         JobQueueBackend("bad", {"OPTIONS": options})
 
 
+def test_system_check_wants_django_jobqueue_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.apps import apps
+
+    backend = JobQueueBackend("checked", {})
+    assert backend.check() == []
+    monkeypatch.setattr(apps, "is_installed", lambda name: name != "django_jobqueue")
+    [error] = backend.check()
+    assert error.id == "django_jobqueue.E101"
+    assert "TASKS['checked']" in error.msg
+
+
 def test_options_take_a_backoff_by_dotted_path() -> None:
     backend = JobQueueBackend(
         "ok", {"OPTIONS": {"MAX_ATTEMPTS": 4, "BACKOFF": "tests.djtasks.tasks.an_hour"}}
