@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from . import validation
 from .lifecycle import Policy, Run, Settlement, completed, dead, failure, later, paused
-from .outcomes import Pause, Permanent
+from .outcomes import Pause, Permanent, RetryAfter
 from .registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class RunResult:
     note: str = ""
     resume_in: timedelta = timedelta(0)
     cancelled: bool = False  # the run saw ctx.cancelled set before it ended
+    retry_in: timedelta | None = None  # a failure's own retry delay (RetryAfter)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -108,6 +109,13 @@ def execute(
     except Permanent as exc:
         return _checked(
             result("permanent", note=exc.reason or "permanent failure"), max_output_bytes
+        )
+    except RetryAfter as exc:
+        cause = exc.__cause__ or exc
+        if exc.delay is None:
+            return _checked(result("permanent", note=_error_text(cause)), max_output_bytes)
+        return _checked(
+            result("failed", note=_error_text(cause), retry_in=exc.delay), max_output_bytes
         )
     except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
         # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
@@ -205,4 +213,5 @@ def _decide(run: RunResult, which: Run, policy: Policy, now: datetime) -> Settle
         now=now,
         note=run.note,
         carry=run.carry,
+        delay=run.retry_in,
     )

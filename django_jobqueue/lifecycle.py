@@ -135,6 +135,11 @@ def dead(run: Run, *, carry: dict[str, Any] | None, note: str) -> Settlement:
     )
 
 
+def exhausted(failures: int, policy: Policy) -> bool:
+    """Whether ``failures`` counted failures reach the policy's backstop (the job dies)."""
+    return policy.max_failures is not None and failures >= policy.max_failures
+
+
 def failure(
     run: Run,
     *,
@@ -144,23 +149,26 @@ def failure(
     note: str,
     carry: dict[str, Any] | None = None,
     outcome: str = Outcome.RETRIED,
+    delay: timedelta | None = None,
 ) -> Settlement:
     """A counted failure: back to pending after backoff, or dead once max_failures is reached.
 
     ``failure_count`` is the count before this failure; ``outcome`` is what a retry is
-    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease).
+    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease);
+    ``delay``, when given, replaces the backoff curve for this one retry.
     """
     failures = failure_count + 1
-    if policy.max_failures is not None and failures >= policy.max_failures:
+    if exhausted(failures, policy):
         note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
         return dead(run, carry=carry, note=note)
-    delay = backoff.delay(
-        failures,
-        base=policy.backoff_base,
-        cap=policy.backoff_cap,
-        jitter=policy.backoff_jitter,
-        job_id=run.job_id,
-    )
+    if delay is None:
+        delay = backoff.delay(
+            failures,
+            base=policy.backoff_base,
+            cap=policy.backoff_cap,
+            jitter=policy.backoff_jitter,
+            job_id=run.job_id,
+        )
     return _ending(
         run,
         outcome=outcome,

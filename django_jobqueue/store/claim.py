@@ -39,10 +39,13 @@ class Claimed:
     claimed_by: str
     claim_expires_at: datetime
     status: str = Status.CLAIMED
+    created_at: datetime | None = None  # when it was enqueued
 
 
 # Unqualified: SQLite's RETURNING does not know the table's alias.
-_RETURNING = "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry"
+_RETURNING = (
+    "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at"
+)
 
 
 class ClaimOptions(TypedDict, total=False):
@@ -113,6 +116,7 @@ class PreparedClaim:
                 carry=sql.loads(r[8]) or {},
                 claimed_by=self.worker_id,
                 claim_expires_at=self.now + self.leases.get(r[1], self.lease),
+                created_at=d.read_dt(r[9]),
             )
             for r in rows
         ]
