@@ -54,3 +54,29 @@ def set_state(job_id: Any, **fields: Any) -> Job:
     """Put a job straight into a state (a test's shortcut for a worker's settlement)."""
     Job.objects.filter(id=job_id).update(**fields)
     return Job.objects.get(id=job_id)
+
+
+def jobs_in_every_state() -> dict[str, Job]:
+    """One job per state an action cares about, keyed by a name for the state."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.taskapp import tasks
+
+    now = timezone.now()
+    made = {
+        "pending": tasks.add.enqueue(1, 1).id,
+        "scheduled": tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 2).id,
+        "claimed": tasks.add.enqueue(1, 3).id,
+        "stopping": tasks.add.enqueue(1, 4).id,
+        "completed": tasks.add.enqueue(1, 5).id,
+        "dead": tasks.add.enqueue(1, 6).id,
+        "cancelled": tasks.add.enqueue(1, 7).id,
+    }
+    lease = {"claimed_by": "w:1", "claim_expires_at": now + timedelta(minutes=5), "run_count": 1}
+    set_state(made["claimed"], status="claimed", **lease)
+    set_state(made["stopping"], status="claimed", cancel_requested=True, **lease)
+    for name in ("completed", "dead", "cancelled"):
+        set_state(made[name], status=name, finished_at=now, run_count=1)
+    return {name: Job.objects.get(id=job_id) for name, job_id in made.items()}

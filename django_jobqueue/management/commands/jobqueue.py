@@ -1,8 +1,8 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
-Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…`` and
-``cleanup``. Every read and write goes through :mod:`django_jobqueue.store`, exactly
-as the admin's do.
+Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
+``cleanup``, ``pause QUEUE…`` and ``resume QUEUE…``. Every read and write goes
+through :mod:`django_jobqueue.store`, exactly as the admin's do.
 """
 
 from __future__ import annotations
@@ -127,7 +127,10 @@ def _json_default(value: Any) -> Any:
 
 
 class Command(BaseCommand):
-    help = "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup."
+    help = (
+        "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
+        "pause, resume."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -193,6 +196,13 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
 
+        for verb, what in (
+            ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
+            ("resume", "Let workers claim from these paused queues again."),
+        ):
+            p = sub.add_parser(verb, help=what)
+            p.add_argument("queues", nargs="+", metavar="QUEUE")
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             conf.get()
@@ -210,6 +220,25 @@ class Command(BaseCommand):
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)
+
+    # --- pause / resume -------------------------------------------------------------------
+
+    def do_pause(self, options: dict[str, Any]) -> None:
+        self._queues(options["queues"], "pause")
+
+    def do_resume(self, options: dict[str, Any]) -> None:
+        self._queues(options["queues"], "resume")
+
+    def _queues(self, names: list[str], verb: str) -> None:
+        for name in names:
+            try:
+                if verb == "pause":
+                    changed = store.pause_queue(queue=name, actor=operator())
+                else:
+                    changed = store.resume_queue(queue=name)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"{name}: {verb}d" if changed else f"{name}: already {verb}d")
 
     # --- list -----------------------------------------------------------------------------
 
@@ -404,6 +433,11 @@ def render_stats(s: dict[str, Any]) -> list[str]:
             oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
             rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
         out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
+    paused = s.get("paused_queues", [])
+    out.append(
+        "Paused queues: "
+        + (", ".join(f"{p['queue']} (since {fmt_time(p['paused_at'])})" for p in paused) or "none")
+    )
     out.append("")
     dead_total = sum(s["dead"].values())
     out.append(f"Dead: {dead_total}")
