@@ -69,9 +69,12 @@ def badge(value: str) -> SafeString:
 
 
 def short_id(job_id: object) -> str:
-    """The id as the changelist shows it: its first 13 characters, the creation
-    millisecond of a UUIDv7 (searching for them finds the job by its primary key)."""
-    return str(job_id)[:13]
+    """The id as the changelists show it: its creation millisecond (the first 13
+    characters of a UUIDv7) and its last 4 random digits, e.g. ``01a22a71-bb37…1924``.
+    Jobs enqueued together share the millisecond, so the tail tells them apart; the
+    search box finds the job from this form by a primary-key range."""
+    text = str(job_id)
+    return f"{text[:13]}…{text[-4:]}"
 
 
 def pretty_json(value: Any) -> str:

@@ -137,10 +137,11 @@ class QueueFilter(ValuesFilter):
 
 
 _HEX = re.compile(r"[0-9a-f]{8,32}")
+_SHORT = re.compile(r"(?P<head>[0-9a-f-]{8,36})(?:…|\.\.\.)(?P<tail>[0-9a-f]{1,12})")
 
 
 def id_range(term: str) -> tuple[uuid.UUID, uuid.UUID] | None:
-    """The ids a (short) id prefix covers: 8 to 32 hex digits, dashes anywhere."""
+    """The ids a prefix covers: 8 to 32 hex digits, dashes anywhere."""
     digits = term.strip().lower().replace("-", "")
     if not _HEX.fullmatch(digits):
         return None
@@ -150,15 +151,27 @@ def id_range(term: str) -> tuple[uuid.UUID, uuid.UUID] | None:
     )
 
 
+def by_id(queryset: QuerySet[Any], term: str) -> QuerySet[Any] | None:
+    """Jobs whose id starts with ``term`` or, for a short id (``head…tail``), starts with
+    its head and ends with its tail: a primary-key range either way. None if ``term``
+    is neither."""
+    short = _SHORT.fullmatch(term.strip().lower())
+    ids = id_range(short["head"] if short else term)
+    if ids is None:
+        return None
+    found = queryset.filter(id__gte=ids[0], id__lte=ids[1])
+    return found.filter(id__endswith=short["tail"]) if short else found
+
+
 def search_jobs(queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
     """An id or its shown prefix (a primary-key range), a kind (its index) or a dedup or
     idempotency key (their partial indexes): equality only, never ``LIKE '%term%'``."""
     term = term.strip()
     if not term:
         return queryset
-    ids = id_range(term)
-    if ids is not None:
-        return queryset.filter(id__gte=ids[0], id__lte=ids[1])
+    found = by_id(queryset, term)
+    if found is not None:
+        return found
     if term in store.distinct_values(queryset.model, "kind"):
         return queryset.filter(kind=term)
     return queryset.filter(Q(dedup_key=term) | Q(idempotency_key=term))
