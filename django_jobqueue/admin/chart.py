@@ -10,6 +10,7 @@ from django.utils import timezone
 WIDTH = 720
 HEIGHT = 160
 LEFT = 40  # room for the scale
+RIGHT = 24  # room for the last time label
 BOTTOM = 18  # room for the time labels
 
 
@@ -20,7 +21,7 @@ def chart(buckets: list[dict[str, Any]], *, label_every: int, fmt: str) -> dict[
     top = max((b["completed"] + b["failed"] for b in buckets), default=0)
     scale = _nice(top)
     plot_h = HEIGHT - BOTTOM
-    step = (WIDTH - LEFT) / n
+    step = (WIDTH - LEFT - RIGHT) / n
     bar_w = max(step - 1, 1)
     bars = []
     for i, b in enumerate(buckets):
