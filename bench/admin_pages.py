@@ -69,15 +69,17 @@ FROM {jobs} j WHERE j.status = 'dead'
 """
 
 
-def fill(cursor: Any, *, jobs: int) -> None:
-    """Insert ``jobs`` jobs and their journal into empty tables, then ANALYZE them."""
+def fill(cursor: Any, *, jobs: int, vacuum: bool = False) -> None:
+    """Insert ``jobs`` jobs and their journal into empty tables, then ANALYZE them (with
+    ``vacuum``, VACUUM ANALYZE, as autovacuum would have by then: it needs autocommit)."""
     from django_jobqueue.models import Job, JournalEntry
 
     names = {"jobs": Job._meta.db_table, "journal": JournalEntry._meta.db_table}
     cursor.execute(JOBS_SQL.format(**names), {"n": jobs})
     cursor.execute(JOURNAL_SQL.format(**names))
-    cursor.execute(f"ANALYZE {names['jobs']}")
-    cursor.execute(f"ANALYZE {names['journal']}")
+    command = "VACUUM ANALYZE" if vacuum else "ANALYZE"
+    cursor.execute(f"{command} {names['jobs']}")
+    cursor.execute(f"{command} {names['journal']}")
 
 
 def pages() -> list[tuple[str, str]]:
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         Job.objects.all().delete()
         started = time.monotonic()
         with connections["default"].cursor() as cursor:
-            fill(cursor, jobs=args.jobs)
+            fill(cursor, jobs=args.jobs, vacuum=True)
         print(f"filled {args.jobs:,} jobs in {time.monotonic() - started:.1f}s")
     user, _ = User.objects.get_or_create(username="pages", defaults={"is_superuser": True})
     user.is_staff = user.is_superuser = True

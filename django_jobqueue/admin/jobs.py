@@ -63,7 +63,7 @@ class JobAdmin(ModelAdmin):
     paginator = EstimatingPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
-    list_per_page = 100
+    list_per_page = 50
     actions = [job_actions.bulk(a) for a in job_actions.ACTIONS.values()]
 
     # --- permissions: jobs are never added or edited here --------------------------------

@@ -66,7 +66,7 @@ class JournalEntryAdmin(ModelAdmin):
     paginator = EstimatingPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
-    list_per_page = 100
+    list_per_page = 50
     actions = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
