@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.errors import InvalidTransition, JobNotFound
-from django_jobqueue.models import TERMINAL, Job
+from django_jobqueue.models import Job
 from django_jobqueue.store import sql
 
 from .common import actor
@@ -44,21 +44,22 @@ class JobAction:
     done: str
     permission: str  # the codename; ModelAdmin.has_<perm>_permission checks it
     refusal: Callable[[Job, bool], str | None]
-    perform: Callable[[Sequence[uuid.UUID], str, bool], list[Job]]
+    perform: Callable[[Sequence[uuid.UUID], str, bool], list[uuid.UUID]]  # the ids changed
     explain: str
 
 
-def _each(operation: Callable[..., Job]) -> Callable[[Sequence[uuid.UUID], str, bool], list[Job]]:
+def _each(
+    operation: Callable[..., Job],
+) -> Callable[[Sequence[uuid.UUID], str, bool], list[uuid.UUID]]:
     """Apply a one-job store operation to each id; jobs whose state changed since the
     confirmation (the operation refuses them) are left out of the result."""
 
-    def perform(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[Job]:
+    def perform(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
         done = []
         for job_id in ids:
             try:
-                done.append(
-                    operation(job_id=job_id, actor=who, **({"force": True} if force else {}))
-                )
+                operation(job_id=job_id, actor=who, **({"force": True} if force else {}))
+                done.append(job_id)
             except (InvalidTransition, JobNotFound):
                 continue
         return done
@@ -66,10 +67,8 @@ def _each(operation: Callable[..., Job]) -> Callable[[Sequence[uuid.UUID], str, 
     return perform
 
 
-def _delete(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[Job]:
-    finished = list(sql.jobs().filter(id__in=ids, status__in=TERMINAL))
-    store.delete_finished(job_ids=[j.id for j in finished])
-    return finished
+def _delete(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
+    return store.delete_finished(job_ids=ids)
 
 
 ACTIONS: dict[str, JobAction] = {
@@ -201,11 +200,12 @@ def apply(
     if action.name == "delete_selected":
         # Logged before they go, as Django's own delete does.
         modeladmin.log_deletions(request, sql.jobs().filter(id__in=wanted))
-    done = action.perform(wanted, who, force)
+    done = set(action.perform(wanted, who, force))
     if action.name != "delete_selected":
-        for job in done:
-            note = f"{action.done} by {who}" + (" (force)" if force else "")
-            modeladmin.log_change(request, job, note)
+        note = f"{action.done} by {who}" + (" (force)" if force else "")
+        for job in jobs:
+            if job.id in done:
+                modeladmin.log_change(request, job, note)
     skipped = len(jobs) - len(done)
     text = f"{action.done} {len(done)} job{'s' if len(done) != 1 else ''}."
     if skipped:

@@ -75,9 +75,16 @@ class JobAdmin(ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
-        if obj is not None and obj.status not in (Status.COMPLETED, Status.DEAD, Status.CANCELLED):
+        if obj is not None and store.delete_refusal(obj) is not None:
             return False
         return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
+        # Django's delete page, through the store (which never deletes an active job).
+        store.delete_finished(job_ids=[obj.id])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        store.delete_finished(job_ids=list(queryset.values_list("id", flat=True)))
 
     def _perm(self, request: HttpRequest, codename: str) -> bool:
         return request.user.has_perm(f"{self.opts.app_label}.{codename}")

@@ -55,21 +55,24 @@ def cleanup(
     return total
 
 
-def delete_finished(*, job_ids: Iterable[uuid.UUID | str], batch_size: int = 1000) -> int:
+def delete_finished(
+    *, job_ids: Iterable[uuid.UUID | str], batch_size: int = 1000
+) -> list[uuid.UUID]:
     """Delete these jobs (and their journal) where they are finished; active ones stay.
 
-    Returns how many were deleted. Rows are locked first, so a job that a concurrent
+    Returns the ids deleted. Rows are locked first, so a job that a concurrent
     requeue is returning to pending is either deleted before it or left alone.
     """
     ids = [as_uuid(i) for i in job_ids]
     alias = sql.alias()
-    total = 0
+    deleted: list[uuid.UUID] = []
     for start in range(0, len(ids), batch_size):
         with transaction.atomic(using=alias):
             chunk = sql.jobs().filter(id__in=ids[start : start + batch_size], status__in=TERMINAL)
             locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
-            total += _delete(locked, list(TERMINAL))
-    return total
+            _delete(locked, list(TERMINAL))
+        deleted += locked
+    return deleted
 
 
 def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:

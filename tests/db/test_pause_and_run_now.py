@@ -141,7 +141,8 @@ def test_delete_finished_deletes_only_finished_jobs_and_their_journal() -> None:
     for status, job_id in ids.items():
         set_state(job_id, status=status)
         JournalEntry.objects.create(job_id=job_id, kind="k", outcome="merged")
-    assert store.delete_finished(job_ids=list(ids.values())) == 3
+    deleted = store.delete_finished(job_ids=list(ids.values()))
+    assert set(deleted) == {ids[s] for s in ("completed", "dead", "cancelled")}
     assert set(Job.objects.values_list("status", flat=True)) == {"pending", "claimed"}
     assert JournalEntry.objects.count() == 2
 

@@ -21,11 +21,11 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
-from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.formatting import fmt_seconds
 from django_jobqueue.management.arguments import positive_int
+from django_jobqueue.management.report import UNITS, fmt_time, render_stats, table
 from django_jobqueue.models import TERMINAL, Job, Status
 
-_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(\d+)([wdhms])")
 _DURATION_FULL = re.compile(r"(?:\d+[wdhms])+")
 
@@ -37,7 +37,7 @@ def parse_duration(text: str) -> timedelta:
         raise ArgumentTypeError(
             f"expected a duration such as 7d, 12h, 30m, 45s or 2w, got {text!r}"
         )
-    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(spec))
+    seconds = sum(int(n) * UNITS[unit] for n, unit in _DURATION.findall(spec))
     if seconds <= 0:
         raise ArgumentTypeError(f"the duration must be more than zero, got {text!r}")
     return timedelta(seconds=seconds)
@@ -78,44 +78,6 @@ def operator() -> str:
 # --- formatting -------------------------------------------------------------------------
 
 
-def fmt_window(seconds: float) -> str:
-    """A window as it would be typed: 24h, 7d, 2w, 90m."""
-    total = int(seconds)
-    for unit in ("w", "d", "h", "m"):
-        size = _UNITS[unit]
-        if total >= size and total % size == 0 and not (unit in "wd" and total < 2 * size):
-            return f"{total // size}{unit}"
-    return fmt_age(total)
-
-
-def fmt_time(value: datetime | None) -> str:
-    if value is None:
-        return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns sized to their widest cell; numbers aligned right."""
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    numeric = [
-        all(isinstance(row[i], int | float) for row in rows) if rows else False
-        for i in range(len(headers))
-    ]
-
-    def line(values: Sequence[str], header: bool = False) -> str:
-        parts = [
-            v.rjust(w) if numeric[i] and not header else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
-        return (indent + "  ".join(parts)).rstrip()
-
-    return [line(headers, header=True), *(line(row) for row in cells)]
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return value.isoformat()
@@ -124,6 +86,33 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _add_cleanup_and_queue_commands(sub: Any) -> None:
+    p = sub.add_parser("cleanup", help="Delete finished jobs (and their journals).")
+    p.add_argument(
+        "--older-than",
+        type=parse_duration,
+        required=True,
+        metavar="AGE",
+        help="Delete jobs that finished more than AGE ago (7d, 12h, 2w...).",
+    )
+    p.add_argument(
+        "--status",
+        choices=[str(s) for s in TERMINAL],
+        help="Only this status (default: completed, dead and cancelled).",
+    )
+    p.add_argument("--kind", help="Only this kind.")
+    p.add_argument(
+        "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+    )
+
+    for verb, what in (
+        ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
+        ("resume", "Let workers claim from these paused queues again."),
+    ):
+        p = sub.add_parser(verb, help=what)
+        p.add_argument("queues", nargs="+", metavar="QUEUE")
 
 
 class Command(BaseCommand):
@@ -178,30 +167,7 @@ class Command(BaseCommand):
             "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
         )
 
-        p = sub.add_parser("cleanup", help="Delete finished jobs (and their journals).")
-        p.add_argument(
-            "--older-than",
-            type=parse_duration,
-            required=True,
-            metavar="AGE",
-            help="Delete jobs that finished more than AGE ago (7d, 12h, 2w...).",
-        )
-        p.add_argument(
-            "--status",
-            choices=[str(s) for s in TERMINAL],
-            help="Only this status (default: completed, dead and cancelled).",
-        )
-        p.add_argument("--kind", help="Only this kind.")
-        p.add_argument(
-            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
-        )
-
-        for verb, what in (
-            ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
-            ("resume", "Let workers claim from these paused queues again."),
-        ):
-            p = sub.add_parser(verb, help=what)
-            p.add_argument("queues", nargs="+", metavar="QUEUE")
+        _add_cleanup_and_queue_commands(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -414,80 +380,3 @@ def _job_fields(job: Job) -> list[tuple[str, str]]:
     if job.idempotency_key is not None:
         fields.append(("idempotency key", job.idempotency_key))
     return fields
-
-
-def render_stats(s: dict[str, Any]) -> list[str]:
-    """The stats snapshot as a readable report."""
-    at: datetime = s["at"]
-    out = [f"Queue at {fmt_time(at)}", ""]
-    out.append(
-        f"Pending (runnable now): {s['pending_total']}   scheduled for later: {s['scheduled']}"
-        f"   claimed (running): {s['claimed']}"
-    )
-    if s["pending"]:
-        rows = []
-        seen: set[str] = set()
-        for row in s["pending"]:
-            first = row["kind"] not in seen
-            seen.add(row["kind"])
-            oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
-            rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
-        out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
-    paused = s.get("paused_queues", [])
-    out.append(
-        "Paused queues: "
-        + (", ".join(f"{p['queue']} (since {fmt_time(p['paused_at'])})" for p in paused) or "none")
-    )
-    out.append("")
-    dead_total = sum(s["dead"].values())
-    out.append(f"Dead: {dead_total}")
-    if s["dead"]:
-        out += table(["KIND", "DEAD"], [[k, n] for k, n in s["dead"].items()])
-    out.append("")
-    unserved = s["unserved_kinds"]
-    out.append(
-        "Pending kinds no live worker serves: " + (", ".join(unserved) if unserved else "none")
-    )
-    unclaimed = s["unclaimed_kinds"]
-    out.append(
-        "Pending kinds no worker claimed in the last hour: "
-        + (", ".join(unclaimed) if unclaimed else "none")
-    )
-    out.append("")
-    alive = sum(1 for w in s["workers"] if w["state"] == "alive")
-    gone = len(s["workers"]) - alive
-    out.append(f"Workers: {alive} alive, {gone} gone")
-    if s["workers"]:
-        rows = [
-            [
-                w["id"],
-                w["state"],
-                ",".join(w["queues"]) or "all",
-                w["concurrency"],
-                fmt_age((at - w["started_at"]).total_seconds()) + " ago",
-                fmt_age((at - w["last_seen_at"]).total_seconds()) + " ago",
-                w["jobs_done"],
-            ]
-            for w in s["workers"]
-        ]
-        headers = ["WORKER", "STATE", "QUEUES", "SLOTS", "STARTED", "LAST SEEN", "JOBS DONE"]
-        out += table(headers, rows)
-    out.append("")
-    window = fmt_window(s["window_seconds"])
-    out.append(f"Runs in the last {window}:")
-    if s["runs"]:
-        rows = [
-            [
-                kind,
-                r["runs"],
-                " ".join(f"{o}={n}" for o, n in sorted(r["outcomes"].items())),
-                fmt_seconds(r["p50"]),
-                fmt_seconds(r["p95"]),
-                f"{r['failure_rate'] * 100:.1f}%",
-            ]
-            for kind, r in sorted(s["runs"].items())
-        ]
-        out += table(["KIND", "RUNS", "OUTCOMES", "P50", "P95", "FAILED"], rows)
-    else:
-        out.append("  none")
-    return out
