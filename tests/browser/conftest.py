@@ -28,8 +28,11 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per module, stopped after it: Playwright's sync API holds an event
+    loop in this thread while it runs, which later tests calling asyncio.run must not
+    find."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -39,11 +42,13 @@ def browser() -> Iterator[Any]:
     # Playwright's sync API runs an event loop in this thread; the ORM calls the test
     # makes between page actions are still plain synchronous calls.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-    del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    try:
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            yield chromium
+            chromium.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture
