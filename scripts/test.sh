@@ -48,9 +48,10 @@ if [ "${BENCH:-1}" != "0" ]; then
   python -m bench --quick --json "${TMPDIR:-/tmp}/jobqueue-bench-quick.json"
 fi
 
-# Django 6.x (core django.tasks) needs Python >= 3.12: run the database tier on
-# PostgreSQL, the Django Tasks backend's worker tests, and the SQLite-marked tests again
-# under the newest Django. A machine without such a Python fails here, loudly: this leg
+# Django 6.x (core django.tasks) needs Python >= 3.12: run the unit, database and admin
+# tiers on PostgreSQL, the Django Tasks backend's worker tests, and the SQLite-marked
+# tests of the unit and database tiers again under the newest Django (the fuzz, chaos,
+# browser and scale campaigns ran above; they do not depend on Django's version). A machine without such a Python fails here, loudly: this leg
 # is part of the suite, not an extra.
 find_py312() {
   for py in python3.13 python3.12; do
@@ -73,7 +74,7 @@ VENV6="${TEST_VENV_DJANGO6:-.venv-django6}"
 [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
 "$VENV6/bin/python" -m pip install --quiet --upgrade pip
 "$VENV6/bin/python" -m pip install --quiet -e ".[dev]" "django>=6.1,<7"
-echo "== pytest (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'), PostgreSQL: unit and database tiers, Django Tasks workers)"
-"$VENV6/bin/python" -m pytest tests/unit tests/db tests/concurrency/test_django_tasks_workers.py "$@"
-echo "== pytest (Django 6, SQLite)"
-DATABASE_URL="sqlite:///unused.sqlite3" "$VENV6/bin/python" -m pytest -m sqlite "$@"
+echo "== pytest (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'), PostgreSQL: unit, database and admin tiers, Django Tasks workers)"
+"$VENV6/bin/python" -m pytest tests/unit tests/db tests/admin tests/concurrency/test_django_tasks_workers.py "$@"
+echo "== pytest (Django 6, SQLite: unit and database tiers)"
+DATABASE_URL="sqlite:///unused.sqlite3" "$VENV6/bin/python" -m pytest -m sqlite tests/unit tests/db "$@"

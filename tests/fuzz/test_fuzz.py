@@ -120,7 +120,7 @@ def test_enqueue_round_trips_or_refuses_with_our_error_writing_nothing(
 WHERE = ["return", "carry", "attach", "raise", "pause"]
 
 
-@fuzz(60)
+@fuzz(40)
 @given(value=values, where=st.sampled_from(WHERE))
 def test_a_run_hands_back_anything_and_its_job_ends_cleanly(value: Any, where: str) -> None:
     key = uuid.uuid4().hex
