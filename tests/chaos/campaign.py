@@ -36,12 +36,12 @@ import contextlib
 import random
 import signal
 import subprocess
-import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tests.chaos.scripting import own_database
 
 if TYPE_CHECKING:  # imported when used: the script sets Django up first
     from tests.concurrency.procs import WorkerProcess, WorkerProcesses
@@ -344,37 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         seed=options.seed,
         timeout=options.timeout,
     )
-    report = with_own_database(plan)
+    with own_database("chaos") as procs:
+        report = Campaign(plan, procs).run()
     print(report.text())
     return 1 if report.violations else 0
-
-
-def with_own_database(plan: Plan) -> Report:
-    """Run the plan in a database created (and dropped) for it."""
-    import os
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    django.setup()
-    from django.conf import settings
-    from django.db import connections
-
-    from tests.concurrency.procs import WorkerProcesses
-
-    default = settings.DATABASES["default"]
-    if "postgresql" not in default["ENGINE"]:
-        raise SystemExit("the chaos campaign needs PostgreSQL (DATABASE_URL=postgres://...)")
-    default.setdefault("TEST", {})["NAME"] = f"{default['NAME']}_chaos"
-    creation = connections["default"].creation
-    creation.create_test_db(verbosity=0, autoclobber=True)
-    procs = WorkerProcesses(Path(tempfile.mkdtemp(prefix="jobqueue-chaos-")))
-    try:
-        return Campaign(plan, procs).run()
-    finally:
-        procs.close()
-        print(f"worker logs: {procs.log_dir}")
-        creation.destroy_test_db(default["NAME"], verbosity=0)
 
 
 if __name__ == "__main__":
