@@ -38,6 +38,7 @@ import signal
 import subprocess
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -267,7 +268,7 @@ def build_report(plan: Plan, tally: Tally) -> Report:
 def check(
     plan: Plan,
     tally: Tally,
-    jobs: dict[Any, dict[str, Any]],
+    jobs: Mapping[Any, Mapping[str, Any]],
     journal: dict[Any, list[tuple[int, str, str]]],
     executions: dict[Any, list[int]],
 ) -> tuple[list[str], Counter[str]]:
@@ -288,7 +289,7 @@ def check(
 
 def check_job(
     job_id: Any,
-    job: dict[str, Any],
+    job: Mapping[str, Any],
     entries: list[tuple[int, str, str]],
     runs: list[int],
     explained_by: Counter[str],
