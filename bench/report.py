@@ -3,7 +3,9 @@
 A cell is ``median [min–max]`` over the repetitions. The ratio columns divide our
 median by the peer's, whatever the row: on a higher-is-better row (↑) a ratio above
 1 favours django_jobqueue, on a lower-is-better row (↓: latency, statements) a ratio
-below 1 does.
+below 1 does. ``backend/tasks-db`` sets the two Django Tasks backends side by side
+(django_jobqueue's JobQueueBackend ÷ django-tasks-db, the same django.tasks code);
+``backend/ours`` is what the django.tasks layer costs on top of our own API.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from bench.procs import REPO_ROOT
 from bench.systems import SYSTEMS
 
 OURS = "django_jobqueue"
+OURS_BACKEND = "django_jobqueue.backend"  # ours through Django's Tasks API
+TASKS_DB = "django-tasks-db"
 DASH = "–"
 PACKAGES = (
     "django-jobqueue",
@@ -77,8 +81,8 @@ def _cell(results: Results, key: str, measure: str, row: Row) -> str:
     return f"{number(s.median)} [{number(s.low)}{DASH}{number(s.high)}]"
 
 
-def _ratio(results: Results, peer: str, measure: str, row: Row) -> str:
-    ours = summary(results.get(OURS, {}).get(measure), row.value)
+def _ratio(results: Results, mine: str, peer: str, measure: str, row: Row) -> str:
+    ours = summary(results.get(mine, {}).get(measure), row.value)
     theirs = summary(results.get(peer, {}).get(measure), row.value)
     if ours is None or theirs is None:
         return DASH
@@ -87,13 +91,18 @@ def _ratio(results: Results, peer: str, measure: str, row: Row) -> str:
     return f"{ours.median / theirs.median:.2f}"
 
 
+def ratio_columns() -> dict[str, tuple[str, str]]:
+    """Column title -> (numerator, denominator) system keys."""
+    natives = [s.key for s in SYSTEMS if s.key not in (OURS, OURS_BACKEND)]
+    columns = {f"ours/{peer.removeprefix('django-')}": (OURS, peer) for peer in natives}
+    columns["backend/tasks-db"] = (OURS_BACKEND, TASKS_DB)
+    columns["backend/ours"] = (OURS_BACKEND, OURS)
+    return columns
+
+
 def table(config: Config, results: Results) -> str:
-    peers = [s.key for s in SYSTEMS if s.key != OURS]
-    header = [
-        "measure",
-        *[s.key for s in SYSTEMS],
-        *[f"ours/{peer.removeprefix('django-')}" for peer in peers],
-    ]
+    ratios = ratio_columns()
+    header = ["measure", *[s.key for s in SYSTEMS], *ratios]
     lines: list[list[str]] = [header]
     for m in measures(config.sizes):
         for row in m.rows:
@@ -102,7 +111,7 @@ def table(config: Config, results: Results) -> str:
                 [
                     f"{arrow} {row.label}",
                     *[_cell(results, s.key, m.key, row) for s in SYSTEMS],
-                    *[_ratio(results, peer, m.key, row) for peer in peers],
+                    *[_ratio(results, mine, peer, m.key, row) for mine, peer in ratios.values()],
                 ]
             )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -117,6 +126,8 @@ def table(config: Config, results: Results) -> str:
         f"cells: median [min{DASH}max] of {reps}; ↑ higher is better, ↓ lower is better",
         "ours/peer: django_jobqueue's median ÷ the peer's; on ↑ rows above 1 favours ours, "
         "on ↓ rows (latency, statements: lower is better) below 1 favours ours",
+        f"backend/tasks-db: {OURS_BACKEND} (ours as Django's Tasks backend) ÷ {TASKS_DB}, "
+        "both enqueued and run through django.tasks; backend/ours: that API's cost on ours",
         "statements per job: all 'Q' + 'E' messages one worker sent, start to last job done, "
         "idle polling not subtracted (the idle row shows that rate)",
     ]

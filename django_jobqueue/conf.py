@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
-    "LEASE": timedelta(minutes=15),
+    "LEASE": timedelta(minutes=1),
     "POLL_INTERVAL": timedelta(seconds=5),
     "SHUTDOWN_TIMEOUT": timedelta(seconds=30),
     "PRIORITY_RATIO": 4,
@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_JITTER": 0.2,
     "RETENTION": {},
     "RETENTION_INTERVAL": timedelta(minutes=5),
+    "MAX_PAYLOAD_BYTES": 1024 * 1024,
+    "MAX_OUTPUT_BYTES": 1024 * 1024,
+    "REDACT": ("password", "token", "secret", "authorization"),
 }
 
 
@@ -70,6 +73,9 @@ class Settings:
     backoff_jitter: float
     retention: dict[str, timedelta] = field(default_factory=dict)
     retention_interval: timedelta = timedelta(minutes=5)
+    max_payload_bytes: int = 1024 * 1024
+    max_output_bytes: int = 1024 * 1024
+    redact: tuple[str, ...] = ()
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -110,6 +116,9 @@ def validate(raw: Any) -> Settings:
         retention_interval=duration(
             "RETENTION_INTERVAL", values["RETENTION_INTERVAL"], allow_zero=False
         ),
+        max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
+        max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
+        redact=_words("REDACT", values["REDACT"]),
     )
 
 
@@ -169,6 +178,17 @@ def _fraction(key: str, value: Any) -> float:
             f"{key} must be a fraction between 0 and 1, got {value!r}", key=key
         )
     return float(value)
+
+
+def _words(key: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str) or not isinstance(raw, list | tuple | set | frozenset):
+        raise ConfigurationError(f"{key} must be a list of words, got {raw!r}", key=key)
+    for word in raw:
+        if not isinstance(word, str) or not word:
+            raise ConfigurationError(
+                f"{key} words must be non-empty strings, got {word!r}", key=key
+            )
+    return tuple(raw)
 
 
 def _retention(raw: Any) -> dict[str, timedelta]:

@@ -21,6 +21,7 @@ class Context:
         carry: dict[str, Any] | None = None,
         history_loader: Callable[[], Sequence[Any]] | None = None,
         cancelled: threading.Event | None = None,
+        claimed: Any = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -31,6 +32,9 @@ class Context:
         self._history_loader = history_loader
         self._history: Sequence[Any] | None = None
         self.attachment: Any = None
+        # The job as the claim handed it over (``store.Claimed``), for task wrappers
+        # that need more of it than the fields above (the Django Tasks backend).
+        self.claimed = claimed
 
     @classmethod
     def for_job(
@@ -44,6 +48,7 @@ class Context:
             failure_count=job.failure_count,
             carry=job.carry,
             history_loader=history_loader,
+            claimed=job,
         )
 
     @property

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import backoff
+from . import backoff, validation
 from .states import Outcome, Status
 
 
@@ -25,6 +25,7 @@ class Policy:
     backoff_base: timedelta
     backoff_cap: timedelta
     backoff_jitter: float
+    timeout: timedelta | None = None  # a run longer than this fails (None: no limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,22 @@ class Run:
     attachment: Any = None
 
 
+# Every note is stored as text the databases accept, and bounded: a run's own words
+# (an exception message, a traceback, a Pause note) are whatever the task made them.
+NOTE_LIMIT = 10_000
+
+# The latest time anything is scheduled for: a pause or backoff beyond it waits until then.
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def later(now: datetime, delay: timedelta) -> datetime:
+    """``now + delay``, or ``LATEST`` where that would overflow."""
+    try:
+        return min(now + delay, LATEST)
+    except OverflowError:
+        return LATEST
+
+
 def _ending(
     run: Run,
     *,
@@ -86,7 +103,7 @@ def _ending(
         failed=failed,
         carry=carry,
         result=result,
-        note=note,
+        note=validation.clean_text(note, NOTE_LIMIT),
         attachment=run.attachment,
         started_at=run.started_at,
         duration=run.duration,
@@ -118,6 +135,11 @@ def dead(run: Run, *, carry: dict[str, Any] | None, note: str) -> Settlement:
     )
 
 
+def exhausted(failures: int, policy: Policy) -> bool:
+    """Whether ``failures`` counted failures reach the policy's backstop (the job dies)."""
+    return policy.max_failures is not None and failures >= policy.max_failures
+
+
 def failure(
     run: Run,
     *,
@@ -127,31 +149,69 @@ def failure(
     note: str,
     carry: dict[str, Any] | None = None,
     outcome: str = Outcome.RETRIED,
+    delay: timedelta | None = None,
 ) -> Settlement:
     """A counted failure: back to pending after backoff, or dead once max_failures is reached.
 
     ``failure_count`` is the count before this failure; ``outcome`` is what a retry is
-    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease).
+    journalled as (``retried`` after a run, ``stale-recovered`` after a lost lease);
+    ``delay``, when given, replaces the backoff curve for this one retry.
     """
     failures = failure_count + 1
-    if policy.max_failures is not None and failures >= policy.max_failures:
+    if exhausted(failures, policy):
         note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
         return dead(run, carry=carry, note=note)
-    delay = backoff.delay(
-        failures,
-        base=policy.backoff_base,
-        cap=policy.backoff_cap,
-        jitter=policy.backoff_jitter,
-        job_id=run.job_id,
-    )
+    if delay is None:
+        delay = backoff.delay(
+            failures,
+            base=policy.backoff_base,
+            cap=policy.backoff_cap,
+            jitter=policy.backoff_jitter,
+            job_id=run.job_id,
+        )
     return _ending(
         run,
         outcome=outcome,
         status=Status.PENDING,
-        visible_at=now + delay,
+        visible_at=later(now, delay),
         failed=True,
         carry=carry,
         note=note,
+    )
+
+
+def timed_out(run: Run, *, failure_count: int, policy: Policy, now: datetime) -> Settlement:
+    """A run that outlasted its task's timeout: a counted failure, like any other."""
+    return failure(
+        replace(run, duration=policy.timeout),
+        failure_count=failure_count,
+        policy=policy,
+        now=now,
+        note=(
+            f"timed out after {policy.timeout} (the task's timeout): the run was given up, "
+            "its thread abandoned and whatever it returns dropped"
+        ),
+    )
+
+
+def settlement_refused(
+    s: Settlement, *, failure_count: int, policy: Policy, now: datetime, error: str
+) -> Settlement:
+    """What a run ends as when the database refused its own settlement: a counted
+    failure saying why, with nothing of what the run handed back."""
+    return failure(
+        Run(
+            job_id=s.job_id,
+            kind=s.kind,
+            run_no=s.run_no,
+            worker=s.worker,
+            started_at=s.started_at,
+            duration=s.duration,
+        ),
+        failure_count=failure_count,
+        policy=policy,
+        now=now,
+        note=f"the database refused this run's settlement ({s.outcome}): {error}",
     )
 
 

@@ -45,7 +45,8 @@ class Timings:
     recover: float = 1.0  # sweep for expired leases (a dead worker's jobs)
     cancel_check: float = 1.0  # look for operator cancels of the jobs this worker runs
     heartbeat: float = 10.0  # keep this worker listed as alive
-    lease_check: float = 0.0  # every turn: a lease is extended once half of it is used
+    lease_check: float = 0.0  # every turn: a lease is extended once a third of it is used
+    timeout_check: float = 0.0  # every turn: a run past its task's timeout is given up
     retention: float = 300.0  # delete finished jobs past RETENTION (RETENTION_INTERVAL)
 
     @classmethod
@@ -61,6 +62,8 @@ class Running:
     ctx: Context
     lease: timedelta
     expires_at: datetime
+    deadline: float | None = None  # monotonic time its timeout runs out (None: no timeout)
+    ended: bool = False  # its result is in: no longer subject to the timeout
 
 
 class Service:
@@ -140,7 +143,8 @@ class Recovery(Service):
 
 
 class LeaseExtension(Service):
-    """Push out the lease of each running job once half of it is used."""
+    """Push out the lease of each running job once a third of it is used, so a run
+    survives two missed renewals before its lease runs out."""
 
     name = "leases"
 
@@ -156,7 +160,7 @@ class LeaseExtension(Service):
         now = timezone.now()
         by_lease: dict[timedelta, list[Running]] = {}
         for r in self.running.values():
-            if r.expires_at - now < r.lease / 2:
+            if r.expires_at - now < r.lease * 2 / 3:
                 by_lease.setdefault(r.lease, []).append(r)
         for lease, group in by_lease.items():
             until = now + lease
@@ -172,9 +176,38 @@ class LeaseExtension(Service):
         if not self.running:
             return None
         now = timezone.now()
-        return min(
-            (r.expires_at - r.lease / 2 - now).total_seconds() for r in self.running.values()
-        )
+        due = min(r.expires_at - r.lease * 2 / 3 for r in self.running.values())
+        return (due - now).total_seconds()
+
+
+class Timeouts(Service):
+    """Give up on runs that outlast their task's ``timeout``: ``on_timeout`` settles each
+    as a failure and takes it off the worker's books (its thread is abandoned)."""
+
+    name = "timeouts"
+
+    def __init__(
+        self,
+        *,
+        interval: float,
+        running: Mapping[uuid.UUID, Running],
+        on_timeout: Callable[[Running], None],
+    ) -> None:
+        self.interval = interval
+        self.running = running
+        self.on_timeout = on_timeout
+
+    def run(self) -> None:
+        now = time.monotonic()
+        for r in [r for r in self.running.values() if r.deadline is not None and not r.ended]:
+            if r.deadline is not None and r.deadline <= now:
+                self.on_timeout(r)
+
+    def wake_in(self, since_run: float) -> float | None:
+        deadlines = [
+            r.deadline for r in self.running.values() if r.deadline is not None and not r.ended
+        ]
+        return min(deadlines) - time.monotonic() if deadlines else None
 
 
 class CancelChecks(Service):

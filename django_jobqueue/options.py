@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import validation
+from . import conf, validation
 from .errors import InvalidOption, InvalidPayload, MergeError
 from .outcomes import Merge
 from .registry import TaskDef, registry, validate_priority, validate_queue
@@ -23,24 +23,41 @@ if TYPE_CHECKING:
 
 
 def check_json(name: str, value: Any, *, kind: str) -> None:
-    """Raise InvalidPayload naming ``name`` unless ``value`` can be stored as JSON."""
-    problem = validation.json_problem(value)
-    if problem is not None:
+    """Raise InvalidPayload naming ``name`` (and the path inside it) unless ``value`` can
+    be stored as JSON."""
+    try:
+        validation.dumps(value)
+    except validation.Unstorable as exc:
         raise InvalidPayload(
-            f"{kind}: argument {name!r} is not JSON-serialisable ({problem})",
+            f"{kind}: argument {name!r} cannot be stored: {name}{exc.path} {exc.problem}",
             kind=kind,
             argument=name,
-        )
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(
+            f"{kind}: argument {name!r} is not JSON-serialisable ({exc})",
+            kind=kind,
+            argument=name,
+        ) from None
 
 
 def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
-    """The payload as JSON text, encoded once; a value that cannot be is named."""
+    """The payload as JSON text, encoded once; a value that cannot be is named, and so
+    is a payload over ``MAX_PAYLOAD_BYTES``."""
     try:
-        return validation.dumps(payload)
-    except (TypeError, ValueError):
+        text = validation.dumps(payload)
+    except (TypeError, ValueError) as exc:
         for name, value in payload.items():
             check_json(name, value, kind=kind)
-        raise
+        raise InvalidPayload(f"{kind}: the payload cannot be stored ({exc})", kind=kind) from None
+    limit = conf.get().max_payload_bytes
+    if len(text) > limit:  # ASCII: JSON escapes everything else
+        raise InvalidPayload(
+            f"{kind}: the payload is {len(text):,} bytes of JSON, over MAX_PAYLOAD_BYTES "
+            f"({limit:,})",
+            kind=kind,
+        )
+    return text
 
 
 def validate_key(name: str, value: Any) -> str | None:

@@ -36,6 +36,22 @@ class Permanent(TaskSignal):
         super().__init__(reason or "permanent failure")
 
 
+class RetryAfter(TaskSignal):
+    """This run failed (the exception is ``__cause__``); ``delay`` chooses the retry.
+
+    Raised ``from`` the task's own exception by code that decides its retries itself
+    (the Django Tasks backend's ``backoff``): ``delay`` replaces the kind's backoff
+    curve for this one retry, ``None`` stops retrying (the job goes dead). The failure
+    is counted and ``max_failures`` still applies.
+    """
+
+    def __init__(self, delay: timedelta | None) -> None:
+        if delay is not None and delay < timedelta(0):
+            raise ValueError(f"RetryAfter delay must not be negative, got {delay}")
+        self.delay = delay
+        super().__init__("no retry" if delay is None else f"retry in {delay}")
+
+
 MergeAction = Literal["keep", "replace", "with", "independent"]
 
 

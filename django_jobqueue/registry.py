@@ -42,6 +42,7 @@ class TaskDef:
     max_failures: int | None  # UNSET: the setting's default
     lease: timedelta | None
     backoff: Backoff | None
+    timeout: timedelta | None
     origin: str
 
     def _set_options(
@@ -54,6 +55,7 @@ class TaskDef:
         max_failures: Any,
         lease: timedelta | None,
         backoff: Backoff | None,
+        timeout: timedelta | None,
     ) -> None:
         def error(option: str) -> Callable[[str], InvalidOption]:
             return partial(InvalidOption, kind=kind, option=option)
@@ -72,6 +74,10 @@ class TaskDef:
             lease = validation.duration(
                 lease, name=f"{kind}: lease", error=error("lease"), allow_zero=False
             )
+        if timeout is not None:
+            timeout = validation.duration(
+                timeout, name=f"{kind}: timeout", error=error("timeout"), allow_zero=False
+            )
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
         self.kind = kind
@@ -80,6 +86,7 @@ class TaskDef:
         self.priority = int(priority)
         self.max_failures = max_failures
         self.lease = lease
+        self.timeout = timeout
         self.backoff = backoff
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
@@ -96,6 +103,7 @@ class TaskDef:
             default,
             max_failures=default.max_failures if self.max_failures is UNSET else self.max_failures,
             lease=self.lease or default.lease,
+            timeout=self.timeout,
             backoff_base=default.backoff_base if backoff.base is None else backoff.base,
             backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
         )

@@ -68,6 +68,7 @@ class FunctionTask(TaskDef):
         max_failures: Any = UNSET,
         lease: timedelta | None = None,
         backoff: Backoff | None = None,
+        timeout: timedelta | None = None,
         takes_context: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
@@ -79,6 +80,7 @@ class FunctionTask(TaskDef):
             max_failures=max_failures,
             lease=lease,
             backoff=backoff,
+            timeout=timeout,
         )
         self.func = func
         self.takes_context = takes_context
@@ -237,6 +239,7 @@ def task(
     max_failures: int | None = ...,
     lease: timedelta | None = ...,
     backoff: Backoff | None = ...,
+    timeout: timedelta | None = ...,
     takes_context: bool = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
@@ -278,6 +281,7 @@ class ClassTask(TaskDef):
             max_failures=cls.max_failures,
             lease=cls.lease,
             backoff=cls.backoff,
+            timeout=cls.timeout,
         )
         self.cls = cls
 
@@ -297,7 +301,7 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease`` and ``backoff``. Override ``dedup_key()``
+    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``. Override ``dedup_key()``
     and ``merge()`` to merge with a pending job of the same key.
     """
 
@@ -306,6 +310,7 @@ class Task:
     priority: ClassVar[int] = Priority.NORMAL
     max_failures: ClassVar[Any] = UNSET
     lease: ClassVar[timedelta | None] = None
+    timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

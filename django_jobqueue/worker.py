@@ -7,29 +7,28 @@ connection, backs off, and carries on, keeping unsettled results to write later.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import queue as queue_module
 import signal
 import socket
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from types import FrameType
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from . import conf, store, validation
 from .context import Context
-from .executor import RunResult, decide, execute
-from .lifecycle import Policy, Run, Settlement, released
+from .dbguard import DbGuard, is_connection_error
+from .executor import decide
+from .lifecycle import Policy, Run, Settlement, released, settlement_refused, timed_out
 from .maintenance import (
     MIN_WAIT,
     CancelChecks,
@@ -40,10 +39,12 @@ from .maintenance import (
     Retention,
     Running,
     Service,
+    Timeouts,
     Timings,
 )
 from .notify import Listener
 from .registry import policy_for, registry
+from .slots import Slots
 from .store import Claimed
 
 logger = logging.getLogger("django_jobqueue")
@@ -109,16 +110,12 @@ class Worker:
 
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        # SimpleQueue: a put or get is one C call, no Condition to notify per job.
-        self._inbox: queue_module.SimpleQueue[Running | None] = queue_module.SimpleQueue()
-        self._outbox: queue_module.SimpleQueue[RunResult] = queue_module.SimpleQueue()
+        self._slots = Slots(max_output_bytes=settings.max_output_bytes, on_result=self._wake.set)
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._threads: list[threading.Thread] = []
         self._listener = Listener(self.alias, self._on_notify)
         self._slot = 0
-        self._db_failures = 0
-        self._retry_at = 0.0  # after a database error: monotonic time of the next try
+        self._db = DbGuard(self.alias, self._stopping)
         self.processed = 0
         self.claimed = 0
         self._signals = 0
@@ -137,6 +134,9 @@ class Worker:
                 running=self._running,
             ),
             CancelChecks(self._db, interval=timings.cancel_check, running=self._running),
+            Timeouts(
+                interval=timings.timeout_check, running=self._running, on_timeout=self._timed_out
+            ),
             Heartbeat(
                 self._db,
                 interval=timings.heartbeat,
@@ -202,19 +202,13 @@ class Worker:
             )
         )
         self._listener.start()
-        for n in range(self.concurrency):
-            thread = threading.Thread(
-                target=self._execute_loop, name=f"jobqueue-slot-{n}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self._slots.start(self.concurrency)
         try:
             self._loop()
             self._shutdown()
         finally:
             self._listener.stop()
-            for _ in self._threads:
-                self._inbox.put(None)
+            self._slots.stop()
             self._db(
                 lambda: store.beat(
                     worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True
@@ -258,7 +252,7 @@ class Worker:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
         timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
-            timeout = min(timeout, max(self._db_backoff(), MIN_WAIT))
+            timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
         if timeout > 0:
             self._wake.wait(timeout)
 
@@ -273,20 +267,26 @@ class Worker:
         Returns how many runs were settled, how many jobs were claimed and how many
         slots there were to fill.
         """
-        retrying = self._db_failures and time.monotonic() < self._retry_at
-        batch = [] if retrying else list(self._unsettled)
-        free = self.concurrency - len(self._running) + len(batch)
+        batch = [] if self._db.waiting else list(self._unsettled)
+        settling = {s.job_id for s in batch}
+        free = self.concurrency - sum(1 for job_id in self._running if job_id not in settling)
         wanted = self._claim_options(free) if claim else None
         if not batch and wanted is None:
             return 0, 0, free
-        result = self._db(
-            partial(
-                store.exchange,
-                worker_id=self.worker_id,
-                settlements=batch,
-                **(wanted or {"limit": 0}),
+        try:
+            result = self._db(
+                partial(
+                    store.exchange,
+                    worker_id=self.worker_id,
+                    settlements=batch,
+                    **(wanted or {"limit": 0}),
+                )
             )
-        )
+        except DatabaseError as exc:
+            if not batch:
+                raise
+            self._settle_apart(batch, exc)
+            return len(batch), 0, free
         if result is None:
             return 0, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
@@ -326,45 +326,56 @@ class Worker:
         return policy
 
     def _dispatch(self, job: Claimed) -> None:
-        lease = self._policy(job.kind).lease
+        policy = self._policy(job.kind)
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        running = Running(job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at)
+        running = Running(
+            job=job,
+            ctx=ctx,
+            lease=policy.lease,
+            expires_at=job.claim_expires_at,
+            deadline=(
+                time.monotonic() + policy.timeout.total_seconds() if policy.timeout else None
+            ),
+        )
         self._running[job.id] = running
         self.claimed += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
-        self._inbox.put(running)
+        self._slots.submit(running)
 
-    def _execute_loop(self) -> None:
-        try:
-            while True:
-                running = self._inbox.get()
-                if running is None:
-                    return
-                defn = registry.find(running.job.kind)
-                try:
-                    result = execute(defn, running.job, running.ctx)
-                except BaseException:  # the executor catches task errors; this is ours
-                    logger.exception("executor failed on job %s", running.job.id)
-                    raise
-                self._outbox.put(result)
-                self._wake.set()
-                _close_broken_connections()
-        finally:
-            connections.close_all()
+    def _timed_out(self, running: Running) -> None:
+        """Give up on a run past its timeout: settle it as a failed run now; its thread is
+        abandoned (and replaced), whatever it returns dropped."""
+        job = running.job
+        policy = self._policy(job.kind)
+        del self._running[job.id]
+        running.ctx.cancelled.set()
+        self._slots.abandon(running)
+        logger.warning(
+            "job=%s kind=%s run=%d timed out after %s: thread abandoned",
+            job.id,
+            job.kind,
+            job.run_count,
+            policy.timeout,
+        )
+        self._unsettled.append(
+            timed_out(
+                Run(job_id=job.id, kind=job.kind, run_no=job.run_count, worker=self.worker_id),
+                failure_count=job.failure_count,
+                policy=policy,
+                now=timezone.now(),
+            )
+        )
 
     # --- settling ---------------------------------------------------------------------------
 
     def _collect(self) -> None:
         """Turn finished runs into settlements (pure), ready to write in one batch."""
-        while True:
-            try:
-                result = self._outbox.get(block=False)
-            except queue_module.Empty:
-                return
+        for result in self._slots.results():
             running = self._running.get(result.job.id)
             if running is None or running.job.run_count != result.job.run_count:
-                continue  # released at shutdown; its result is dropped
+                continue  # released at shutdown or timed out; its result is dropped
+            running.ended = True
             self._unsettled.append(
                 decide(result, policy=self._policy(result.job.kind), worker_id=self.worker_id)
             )
@@ -373,6 +384,38 @@ class Worker:
         """Settle what ended, claiming nothing (at shutdown and at the end of a burst)."""
         if self._unsettled:
             self._turn(claim=False)
+
+    def _settle_apart(self, batch: list[Settlement], exc: DatabaseError) -> None:
+        """The database refused a batch: settle each run alone, and one it refuses again
+        as a failed run saying why. No settlement can take the worker down."""
+        logger.error("the database refused a batch of settlements (%s); settling each alone", exc)
+        for s in batch:
+            applied = self._db(partial(self._settle_alone, s))
+            if applied is None:
+                return  # connection lost: the rest stays unsettled, for the next turn
+            self._settled([s], [applied])
+
+    def _settle_alone(self, s: Settlement) -> bool:
+        try:
+            return store.settle(worker_id=self.worker_id, settlements=[s])[0]
+        except DatabaseError as exc:
+            if is_connection_error(exc):
+                raise
+            running = self._running.get(s.job_id)
+            refused = settlement_refused(
+                s,
+                failure_count=running.job.failure_count if running else 0,
+                policy=self._policy(s.kind),
+                now=timezone.now(),
+                error=str(exc),
+            )
+        try:
+            return store.settle(worker_id=self.worker_id, settlements=[refused])[0]
+        except DatabaseError as exc:
+            if is_connection_error(exc):
+                raise
+            logger.exception("job=%s: even its failure could not be settled", s.job_id)
+            return False  # still claimed: recovered when its lease runs out
 
     def _settled(self, batch: list[Settlement], applied: list[bool]) -> None:
         self._unsettled = self._unsettled[len(batch) :]
@@ -429,33 +472,6 @@ class Worker:
             time.sleep(min(0.2 * 2**attempt, 2))
         self._running.clear()
 
-    # --- database errors --------------------------------------------------------------------
-
-    def _db_backoff(self) -> float:
-        return float(min(0.1 * 2 ** max(self._db_failures - 1, 0), 5.0))
-
-    def _db(self, call: Callable[[], T]) -> T | None:
-        """Run a store call; on a connection error close, back off and return None."""
-        try:
-            result = call()
-        except (OperationalError, InterfaceError, DatabaseError) as exc:
-            if not _is_connection_error(exc):
-                raise
-            self._db_failures += 1
-            wait = self._db_backoff()
-            logger.warning(
-                "database error (%s); reconnecting in %.1fs", str(exc).strip()[:200], wait
-            )
-            with contextlib.suppress(Exception):  # the connection is already broken
-                connections[self.alias].close()
-            self._retry_at = time.monotonic() + wait
-            self._stopping.wait(wait)
-            return None
-        if self._db_failures:
-            logger.info("database connection restored")
-            self._db_failures = 0
-        return result
-
 
 def _known_kinds(kinds: Sequence[str] | None) -> list[str]:
     """The kinds a worker runs: those given, each of which must be registered, or all."""
@@ -473,23 +489,3 @@ def _seconds(name: str, default: timedelta, given: float | None, *, allow_zero: 
     return validation.duration(
         value, name=name, error=ValueError, allow_zero=allow_zero
     ).total_seconds()
-
-
-def _close_broken_connections() -> None:
-    """Close this thread's connections that a run left unusable (dropped by the server, say),
-    so the next job on the thread reconnects instead of failing on a dead connection.
-    Healthy ones stay open whatever CONN_MAX_AGE says."""
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    # "database is locked" on SQLite and serialisation failures are transient too.
-    text = str(exc).lower()
-    return "locked" in text or "could not serialize" in text or "deadlock" in text

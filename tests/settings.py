@@ -9,12 +9,42 @@ from __future__ import annotations
 import os
 import tempfile
 
+import django
+
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue")
 
 from testproject.settings import *  # noqa: F403
 from testproject.settings import INSTALLED_APPS
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.taskapp"]
+# Django's Tasks framework: core from Django 6.0, the django-tasks backport before.
+TASKS_MODULE = "django.tasks" if django.VERSION >= (6, 0) else "django_tasks"
+
+INSTALLED_APPS = [
+    *INSTALLED_APPS,
+    *(["django_tasks"] if TASKS_MODULE == "django_tasks" else []),
+    "tests.taskapp",
+    "tests.djtasks",
+]
+
+# The Django Tasks backend under test, and Django's ImmediateBackend that the shared
+# suite compares it with. One attempt by default, as on ImmediateBackend; the tasks
+# that retry say so themselves.
+TASK_QUEUES = ["default", "mail", "reports"]
+TASKS = {
+    "default": {
+        "BACKEND": "django_jobqueue.backend.JobQueueBackend",
+        "QUEUES": TASK_QUEUES,
+        "OPTIONS": {"MAX_ATTEMPTS": 1},
+    },
+    "immediate": {
+        "BACKEND": f"{TASKS_MODULE}.backends.immediate.ImmediateBackend",
+        "QUEUES": [*TASK_QUEUES, "elsewhere"],
+    },
+    "dummy": {
+        "BACKEND": f"{TASKS_MODULE}.backends.dummy.DummyBackend",
+        "QUEUES": TASK_QUEUES,
+    },
+}
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not memory, so that worker threads share the test database.

@@ -1,13 +1,14 @@
-"""The three systems under test, as the harness sees them (no imports of their code)."""
+"""The systems under test, as the harness sees them (no imports of their code)."""
 
 from __future__ import annotations
 
 from bench.systems.base import System
 from bench.systems.jobqueue import JobQueue
+from bench.systems.jobqueue_tasks import JobQueueTasks
 from bench.systems.pgq import PgQueuer
 from bench.systems.tasks_db import TasksDb
 
-SYSTEMS: tuple[System, ...] = (JobQueue(), TasksDb(), PgQueuer())
+SYSTEMS: tuple[System, ...] = (JobQueue(), JobQueueTasks(), TasksDb(), PgQueuer())
 
 
 def select(names: str | None) -> tuple[System, ...]:

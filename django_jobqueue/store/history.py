@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from django_jobqueue import validation
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 
@@ -25,9 +26,17 @@ def get_job(*, job_id: uuid.UUID | str) -> Job:
         raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
 
 
-def journal(*, job_id: uuid.UUID | str) -> list[JournalEntry]:
-    """A job's journal, oldest first."""
-    return list(sql.journal_entries().filter(job_id=as_uuid(job_id)).order_by("id"))
+def journal(*, job_id: uuid.UUID | str, last: int | None = None) -> list[JournalEntry]:
+    """A job's journal, oldest first; with ``last``, only its latest ``last`` entries."""
+    entries = sql.journal_entries().filter(job_id=as_uuid(job_id))
+    if last is None:
+        return list(entries.order_by("id"))
+    return list(reversed(entries.order_by("-id")[:last]))
+
+
+def names(what: str, value: object) -> str:
+    """A kind or queue a filter names: text the database can compare (ValueError if not)."""
+    return validation.bounded_text(value, name=what, error=ValueError, max_length=200)
 
 
 def as_uuid(value: uuid.UUID | str) -> uuid.UUID:
@@ -121,10 +130,12 @@ def _filtered(filters: HistoryFilters) -> QuerySet[Job]:
     qs = sql.jobs()
     kind = filters.get("kind")
     if kind:
-        qs = qs.filter(kind__in=[kind] if isinstance(kind, str) else list(kind))
+        qs = qs.filter(
+            kind__in=[names("kind", k) for k in ([kind] if isinstance(kind, str) else kind)]
+        )
     queue = filters.get("queue")
     if queue:
-        qs = qs.filter(queue=queue)
+        qs = qs.filter(queue=names("queue", queue))
     status = filters.get("status")
     if status:
         statuses = [status] if isinstance(status, str) else list(status)

@@ -320,6 +320,32 @@ def test_show_prints_fields_and_journal_of_a_run_job() -> None:
     assert '{"run": 2}' in rows[1]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_show_redacts_secret_fields_that_the_task_still_receives() -> None:
+    handle = tasks.record.enqueue(n={"user": "ann", "password": "hunter2"})
+    run_burst()
+    out, _ = jobqueue("show", str(handle.id))
+    assert "hunter2" not in out
+    assert show_fields(out)["payload"] == '{"n": {"password": "********", "user": "ann"}}'
+    # stored and run as given: the task got the real value
+    assert Job.objects.get(id=handle.id).payload == {"n": {"user": "ann", "password": "hunter2"}}
+    assert handle.refresh().status == "completed"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["list", "--kind", "a\x00b"],
+        ["list", "--queue", "\x00"],
+        ["cleanup", "--older-than", "1d", "--kind", "\x00"],
+    ],
+)
+def test_a_name_the_database_cannot_compare_is_a_command_error(args: list[str]) -> None:
+    message, _, _ = jobqueue_fails(*args)
+    assert "contains a NUL character" in message
+
+
 @pytest.mark.django_db
 def test_show_unknown_and_malformed_ids_fail() -> None:
     missing = uuid.uuid4()

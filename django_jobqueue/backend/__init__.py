@@ -1,0 +1,14 @@
+"""django_jobqueue as a backend for Django's Tasks framework (``django.tasks``).
+
+``TASKS = {"default": {"BACKEND": "django_jobqueue.backend.JobQueueBackend"}}``: see
+docs/django-tasks.md. Needs Django 6.0+, or Django 5.2 with the ``django-tasks``
+backport (``pip install "django-jobqueue[tasks-backport]"``).
+"""
+
+from __future__ import annotations
+
+from .base import JobQueueBackend
+from .options import JobQueueTask, tier
+from .results import LeaseExpired
+
+__all__ = ["JobQueueBackend", "JobQueueTask", "LeaseExpired", "tier"]

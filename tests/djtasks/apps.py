@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DjangoTasksAppConfig(AppConfig):
+    name = "tests.djtasks"
+    label = "djtasks"

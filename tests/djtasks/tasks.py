@@ -1,0 +1,103 @@
+"""Django ``@task`` functions (Django's Tasks framework) that the backend tests enqueue.
+
+The same functions run on Django's ImmediateBackend (``.using(backend="immediate")``)
+and on JobQueueBackend (the default backend of the test settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+from django_jobqueue.backend.compat import TaskContext, TaskResult, task
+
+# What backoff() was shown, per call: (exception type, status, errors, attempts).
+BACKOFF_CALLS: list[tuple[str, str, int, int]] = []
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+async def async_add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task(takes_context=True)
+def attempt_info(context: TaskContext, label: str) -> dict[str, Any]:
+    result = context.task_result
+    return {
+        "label": label,
+        "attempt": context.attempt,
+        "status": str(result.status),
+        "started": result.started_at is not None,
+        "args": result.args,
+    }
+
+
+@task
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+def unserialisable() -> Any:
+    return object()
+
+
+@task(queue_name="mail")
+def send_mail(to: str) -> str:
+    return f"sent to {to}"
+
+
+@task(takes_context=True, max_attempts=3)
+def flaky(context: TaskContext, failures: int) -> dict[str, int]:
+    """Fails its first ``failures`` attempts, then returns the attempt that succeeded."""
+    if context.attempt <= failures:
+        raise RuntimeError(f"planned failure on attempt {context.attempt}")
+    return {"attempt": context.attempt}
+
+
+def _record_backoff(exc: BaseException, result: TaskResult) -> None:
+    BACKOFF_CALLS.append(
+        (type(exc).__name__, str(result.status), len(result.errors), result.attempts)
+    )
+
+
+def an_hour(exc: BaseException, result: TaskResult) -> float:
+    _record_backoff(exc, result)
+    return 3600.0
+
+
+def give_up(exc: BaseException, result: TaskResult) -> None:
+    _record_backoff(exc, result)
+    return None
+
+
+@task(max_attempts=5, backoff=an_hour)
+def retry_in_an_hour() -> None:
+    raise ConnectionError("upstream is down")
+
+
+@task(max_attempts=5, backoff=give_up)
+def no_retry_wanted() -> None:
+    raise PermissionError("retrying will not help")
+
+
+@task(takes_context=True, lease=timedelta(seconds=2), max_attempts=3)
+def slow_first_attempt(context: TaskContext, seconds: float) -> dict[str, Any]:
+    """Sleeps on its first attempt (long enough for a test to kill its worker)."""
+    if context.attempt == 1:
+        time.sleep(seconds)
+    return {"attempt": context.attempt, "pid": os.getpid()}
