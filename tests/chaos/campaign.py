@@ -13,8 +13,9 @@ if any guarantee was broken.
 
 The jobs are ``tests.chaos`` (``chaos_step``): each run writes an ``Execution`` row in
 its own transaction before it works, so a run that a kill cut short still left its
-mark. Faults, spread evenly over the campaign's progress (one when each further
-fraction of the jobs has completed), in a shuffled order:
+mark. The jobs go in in waves, one more after each fault; each fault is injected once
+half of the newest wave has completed, so it always hits workers with work in flight.
+The faults, in a shuffled order:
 
 - SIGKILL of a random worker, and a new worker started at once;
 - SIGTERM of a random worker (a graceful stop: it finishes or releases its runs), and a
@@ -33,15 +34,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import random
 import signal
 import subprocess
-import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tests.chaos.scripting import own_database
 
 if TYPE_CHECKING:  # imported when used: the script sets Django up first
     from tests.concurrency.procs import WorkerProcess, WorkerProcesses
@@ -146,17 +149,8 @@ class Campaign:
         self.tally.workers_started += 1
 
     def run(self) -> Report:
-        from django.db import transaction
-
-        from tests.taskapp.tasks import chaos_step
-
         p = self.plan
         began = time.monotonic()
-        with transaction.atomic():
-            chaos_step.enqueue_many(
-                {"seconds": p.long_work if i % p.long_every == 0 else p.work}
-                for i in range(1, p.jobs + 1)
-            )
         self.working = self.procs.start_ready(*self.args(), count=p.workers)
         self.tally.workers_started += p.workers
         faults = ["kill"] * p.kills + ["stop"] * p.stops + ["cut"] * p.cuts
@@ -171,21 +165,45 @@ class Campaign:
         self.tally.seconds = time.monotonic() - began
         return build_report(p, self.tally)
 
-    def drive(self, faults: list[str], *, deadline: float) -> None:
-        """Inject the faults as the jobs complete, until all have (or the deadline)."""
+    def waves(self, count: int) -> list[range]:
+        """The job numbers (1-based) split into ``count`` waves of nearly equal size."""
+        n = self.plan.jobs
+        bounds = [1 + n * i // count for i in range(count + 1)]
+        return [range(a, b) for a, b in itertools.pairwise(bounds)]
+
+    def enqueue(self, wave: range) -> int:
+        from django.db import transaction
+
+        from tests.taskapp.tasks import chaos_step
+
         p = self.plan
+        with transaction.atomic():
+            chaos_step.enqueue_many(
+                {"seconds": p.long_work if i % p.long_every == 0 else p.work} for i in wave
+            )
+        return len(wave)
+
+    def drive(self, faults: list[str], *, deadline: float) -> None:
+        """Enqueue the jobs in waves, one more after each fault, and inject each fault once
+        half of the newest wave has completed: the other half is still in flight, so
+        every fault hits workers with work, however fast they are. Returns when every
+        job has completed (or at the deadline)."""
+        p = self.plan
+        waves = self.waves(len(faults) + 1)
+        newest = self.enqueue(waves.pop(0))
+        enqueued = newest
         last = 0.0
-        total = len(faults)
         while True:
             done = completed_count()
             if done >= p.jobs or time.monotonic() > deadline:
                 return
             self.reap(wait=False)
-            # Fault i of n is due once i/(n+1) of the jobs have completed.
-            due = bool(faults) and done >= p.jobs * (total - len(faults) + 1) / (total + 1)
+            due = bool(faults) and done >= enqueued - newest // 2
             if due and time.monotonic() - last >= p.min_gap and self.fault(faults[0]):
                 faults.pop(0)
                 last = time.monotonic()
+                newest = self.enqueue(waves.pop(0))
+                enqueued += newest
             time.sleep(0.05)
 
     def fault(self, what: str) -> bool:
@@ -267,7 +285,7 @@ def build_report(plan: Plan, tally: Tally) -> Report:
 def check(
     plan: Plan,
     tally: Tally,
-    jobs: dict[Any, dict[str, Any]],
+    jobs: Mapping[Any, Mapping[str, Any]],
     journal: dict[Any, list[tuple[int, str, str]]],
     executions: dict[Any, list[int]],
 ) -> tuple[list[str], Counter[str]]:
@@ -288,7 +306,7 @@ def check(
 
 def check_job(
     job_id: Any,
-    job: dict[str, Any],
+    job: Mapping[str, Any],
     entries: list[tuple[int, str, str]],
     runs: list[int],
     explained_by: Counter[str],
@@ -344,37 +362,10 @@ def main(argv: list[str] | None = None) -> int:
         seed=options.seed,
         timeout=options.timeout,
     )
-    report = with_own_database(plan)
+    with own_database("chaos") as procs:
+        report = Campaign(plan, procs).run()
     print(report.text())
     return 1 if report.violations else 0
-
-
-def with_own_database(plan: Plan) -> Report:
-    """Run the plan in a database created (and dropped) for it."""
-    import os
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    django.setup()
-    from django.conf import settings
-    from django.db import connections
-
-    from tests.concurrency.procs import WorkerProcesses
-
-    default = settings.DATABASES["default"]
-    if "postgresql" not in default["ENGINE"]:
-        raise SystemExit("the chaos campaign needs PostgreSQL (DATABASE_URL=postgres://...)")
-    default.setdefault("TEST", {})["NAME"] = f"{default['NAME']}_chaos"
-    creation = connections["default"].creation
-    creation.create_test_db(verbosity=0, autoclobber=True)
-    procs = WorkerProcesses(Path(tempfile.mkdtemp(prefix="jobqueue-chaos-")))
-    try:
-        return Campaign(plan, procs).run()
-    finally:
-        procs.close()
-        print(f"worker logs: {procs.log_dir}")
-        creation.destroy_test_db(default["NAME"], verbosity=0)
 
 
 if __name__ == "__main__":

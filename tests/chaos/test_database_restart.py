@@ -171,7 +171,7 @@ def run_and_check(
 
     def settled() -> bool:
         rows = query(url, "SELECT count(*) FROM django_jobqueue_job WHERE status <> 'completed'")
-        return rows[0][0] == 0
+        return bool(rows[0][0] == 0)
 
     wait_until("every job completed", settled, 120, procs.describe)
     for w in workers:
