@@ -6,7 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .backoff import Backoff
 from .context import Context
@@ -23,17 +23,17 @@ from .errors import (
     MergeError,
     UnknownKind,
 )
-from .handle import JobHandle, Pending
+from .handle import HistoryPage, JobHandle, Pending
 from .outcomes import Merge, Pause, Permanent
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Sequence
     from datetime import datetime
 
-    from .models import Job
-    from .store import Page
+    from .store.history import HistoryFilters
 
 __all__ = [
     "Backoff",
@@ -41,6 +41,7 @@ __all__ = [
     "Context",
     "DuplicateKind",
     "EnqueueError",
+    "HistoryPage",
     "InvalidArguments",
     "InvalidOption",
     "InvalidPayload",
@@ -70,38 +71,45 @@ __all__ = [
 ]
 
 
-def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> Job:
+def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
     """Cancel a pending job, or ask the worker running a claimed one to stop it."""
     from . import store
 
-    return store.cancel(job_id=job_id, actor=actor)
+    return JobHandle(store.cancel(job_id=job_id, actor=actor))
 
 
-def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> Job:
+def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> JobHandle:
     """Send a dead or cancelled job (a completed one with ``force=True``) back to pending."""
     from . import store
 
-    return store.requeue(job_id=job_id, force=force, actor=actor)
+    return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor))
 
 
 def job(job_id: uuid.UUID | str) -> JobHandle:
     """A handle on an existing job (``.status``, ``.result``, ``.journal()``)."""
     from . import store
 
-    return JobHandle(store.get_job(job_id=job_id), "inserted")
+    return JobHandle(store.get_job(job_id=job_id))
 
 
-def history(**filters: Any) -> Page:
-    """A keyset page of jobs; see ``store.history`` for the filters."""
+def history(**filters: Unpack[HistoryFilters]) -> HistoryPage:
+    """A page of jobs matching the filters, oldest first (or ``newest_first``).
+
+    Filters: ``kind`` and ``status`` (one or several), ``queue``, ``created_after``,
+    ``created_before``, ``finished_after``, ``finished_before``; paging: ``limit``
+    (default 100) and ``after`` (the previous page's ``next_cursor``). Keyset
+    pagination on (created at, id), stable while rows come and go.
+    """
     from . import store
 
-    return store.history(**filters)
+    page = store.history(**filters)
+    return HistoryPage(jobs=[JobHandle(row) for row in page.jobs], next_cursor=page.next_cursor)
 
 
 def cleanup(
     finished_before: datetime,
     kind: str | None = None,
-    status: str | None = None,
+    status: str | Sequence[str] | None = None,
     *,
     dry_run: bool = False,
 ) -> int:

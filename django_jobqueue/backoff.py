@@ -11,6 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from datetime import timedelta
 
+from . import validation
+
 
 def fib(n: int) -> int:
     """fib(1) = fib(2) = 1."""
@@ -30,8 +32,12 @@ class Backoff:
     def __post_init__(self) -> None:
         for name in ("base", "cap"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
-                raise ValueError(f"Backoff {name} must be a non-negative timedelta, got {value!r}")
+            if value is not None:
+                # Seconds or a timedelta, as everywhere else; stored as a timedelta.
+                value = validation.duration(value, name=f"Backoff {name}", error=ValueError)
+                object.__setattr__(self, name, value)
+        if self.base is not None and self.cap is not None and self.cap < self.base:
+            raise ValueError(f"Backoff cap ({self.cap}) must not be below its base ({self.base})")
 
 
 def _unit(job_id: object, attempt: int) -> float:

@@ -7,16 +7,20 @@ Settings are read on first use, never at import time, and re-read when Django's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from functools import partial
+from typing import Any, overload
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import validation
 from .errors import ConfigurationError
 from .lifecycle import Policy
+from .states import TERMINAL
 
 
 def _default_concurrency() -> int:
@@ -27,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
-    "LEASE": timedelta(minutes=15),
+    "LEASE": timedelta(minutes=1),
     "POLL_INTERVAL": timedelta(seconds=5),
     "SHUTDOWN_TIMEOUT": timedelta(seconds=30),
     "PRIORITY_RATIO": 4,
@@ -37,32 +41,19 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_JITTER": 0.2,
     "RETENTION": {},
     "RETENTION_INTERVAL": timedelta(minutes=5),
+    "MAX_PAYLOAD_BYTES": 1024 * 1024,
+    "MAX_OUTPUT_BYTES": 1024 * 1024,
+    "REDACT": ("password", "token", "secret", "authorization"),
 }
 
-TERMINAL_STATUSES = ("completed", "dead", "cancelled")
+
+def _error(key: str) -> Callable[[str], ConfigurationError]:
+    return partial(ConfigurationError, key=key)
 
 
 def duration(key: str, value: Any, *, allow_zero: bool = True) -> timedelta:
-    """Turn seconds or a timedelta into a timedelta, naming ``key`` when it is neither."""
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise ConfigurationError(
-            f"{key} must be a number of seconds or a timedelta, not {type(value).__name__}",
-            key=key,
-        )
-    result = value if isinstance(value, timedelta) else timedelta(seconds=value)
-    if result < timedelta(0) or (not allow_zero and result == timedelta(0)):
-        bound = "positive" if not allow_zero else "zero or more"
-        raise ConfigurationError(f"{key} must be {bound}, got {value!r}", key=key)
-    return result
-
-
-def _positive_int(key: str, value: Any, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        extra = " or None" if allow_none else ""
-        raise ConfigurationError(f"{key} must be a positive integer{extra}, got {value!r}", key=key)
-    return value
+    """Seconds or a timedelta, as a timedelta; the error names ``key``."""
+    return validation.duration(value, name=key, error=_error(key), allow_zero=allow_zero)
 
 
 @dataclass(frozen=True)
@@ -82,6 +73,9 @@ class Settings:
     backoff_jitter: float
     retention: dict[str, timedelta] = field(default_factory=dict)
     retention_interval: timedelta = timedelta(minutes=5)
+    max_payload_bytes: int = 1024 * 1024
+    max_output_bytes: int = 1024 * 1024
+    redact: tuple[str, ...] = ()
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -96,6 +90,39 @@ class Settings:
 
 def validate(raw: Any) -> Settings:
     """Validate a JOBQUEUE dict; the error names the offending key."""
+    values = _with_defaults(raw)
+    base = duration("BACKOFF_BASE", values["BACKOFF_BASE"])
+    cap = duration("BACKOFF_CAP", values["BACKOFF_CAP"])
+    if cap < base:
+        raise ConfigurationError(
+            f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
+        )
+    concurrency = values["CONCURRENCY"]
+    return Settings(
+        database=_database(values["DATABASE"]),
+        concurrency=(
+            _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
+        ),
+        kind_concurrency=_kind_concurrency(values["KIND_CONCURRENCY"]),
+        lease=duration("LEASE", values["LEASE"], allow_zero=False),
+        poll_interval=duration("POLL_INTERVAL", values["POLL_INTERVAL"], allow_zero=False),
+        shutdown_timeout=duration("SHUTDOWN_TIMEOUT", values["SHUTDOWN_TIMEOUT"]),
+        priority_ratio=_positive("PRIORITY_RATIO", values["PRIORITY_RATIO"], allow_none=True),
+        max_failures=_positive("MAX_FAILURES", values["MAX_FAILURES"], allow_none=True),
+        backoff_base=base,
+        backoff_cap=cap,
+        backoff_jitter=_fraction("BACKOFF_JITTER", values["BACKOFF_JITTER"]),
+        retention=_retention(values["RETENTION"]),
+        retention_interval=duration(
+            "RETENTION_INTERVAL", values["RETENTION_INTERVAL"], allow_zero=False
+        ),
+        max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
+        max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
+        redact=_words("REDACT", values["REDACT"]),
+    )
+
+
+def _with_defaults(raw: Any) -> dict[str, Any]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -107,19 +134,31 @@ def validate(raw: Any) -> Settings:
             f"Known keys: {', '.join(sorted(DEFAULTS))}",
             key=unknown[0],
         )
-    values = {**DEFAULTS, **raw}
+    return {**DEFAULTS, **raw}
 
-    database = values["DATABASE"]
+
+@overload
+def _positive(key: str, value: Any) -> int: ...
+
+
+@overload
+def _positive(key: str, value: Any, *, allow_none: bool) -> int | None: ...
+
+
+def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
+    return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
+
+
+def _database(database: Any) -> str:
     if not isinstance(database, str) or database not in django_settings.DATABASES:
         raise ConfigurationError(
             f"DATABASE must name an alias in settings.DATABASES, got {database!r}",
             key="DATABASE",
         )
-    concurrency = values["CONCURRENCY"]
-    concurrency = (
-        _default_concurrency() if concurrency is None else _positive_int("CONCURRENCY", concurrency)
-    )
-    caps = values["KIND_CONCURRENCY"]
+    return database
+
+
+def _kind_concurrency(caps: Any) -> dict[str, int]:
     if not isinstance(caps, dict):
         raise ConfigurationError(
             "KIND_CONCURRENCY must be a dict of kind -> int", key="KIND_CONCURRENCY"
@@ -129,50 +168,41 @@ def validate(raw: Any) -> Settings:
             raise ConfigurationError(
                 f"KIND_CONCURRENCY keys must be kind names, got {kind!r}", key="KIND_CONCURRENCY"
             )
-        _positive_int(f"KIND_CONCURRENCY[{kind!r}]", cap)
-    ratio = values["PRIORITY_RATIO"]
-    ratio = _positive_int("PRIORITY_RATIO", ratio, allow_none=True)
-    max_failures = _positive_int("MAX_FAILURES", values["MAX_FAILURES"], allow_none=True)
-    jitter = values["BACKOFF_JITTER"]
-    if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter <= 1:
+        _positive(f"KIND_CONCURRENCY[{kind!r}]", cap)
+    return dict(caps)
+
+
+def _fraction(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ConfigurationError(
-            f"BACKOFF_JITTER must be a fraction between 0 and 1, got {jitter!r}",
-            key="BACKOFF_JITTER",
+            f"{key} must be a fraction between 0 and 1, got {value!r}", key=key
         )
-    retention_raw = values["RETENTION"]
-    if not isinstance(retention_raw, dict):
+    return float(value)
+
+
+def _words(key: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str) or not isinstance(raw, list | tuple | set | frozenset):
+        raise ConfigurationError(f"{key} must be a list of words, got {raw!r}", key=key)
+    for word in raw:
+        if not isinstance(word, str) or not word:
+            raise ConfigurationError(
+                f"{key} words must be non-empty strings, got {word!r}", key=key
+            )
+    return tuple(raw)
+
+
+def _retention(raw: Any) -> dict[str, timedelta]:
+    if not isinstance(raw, dict):
         raise ConfigurationError("RETENTION must be a dict of status -> duration", key="RETENTION")
     retention: dict[str, timedelta] = {}
-    for status, keep in retention_raw.items():
-        if status not in TERMINAL_STATUSES:
+    for status, keep in raw.items():
+        if status not in TERMINAL:
             raise ConfigurationError(
-                f"RETENTION keys must be one of {', '.join(TERMINAL_STATUSES)}, got {status!r}",
+                f"RETENTION keys must be one of {', '.join(TERMINAL)}, got {status!r}",
                 key="RETENTION",
             )
         retention[status] = duration(f"RETENTION[{status!r}]", keep, allow_zero=False)
-    base = duration("BACKOFF_BASE", values["BACKOFF_BASE"])
-    cap = duration("BACKOFF_CAP", values["BACKOFF_CAP"])
-    if cap < base:
-        raise ConfigurationError(
-            f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
-        )
-    return Settings(
-        database=database,
-        concurrency=concurrency,  # type: ignore[arg-type]
-        kind_concurrency=dict(caps),
-        lease=duration("LEASE", values["LEASE"], allow_zero=False),
-        poll_interval=duration("POLL_INTERVAL", values["POLL_INTERVAL"], allow_zero=False),
-        shutdown_timeout=duration("SHUTDOWN_TIMEOUT", values["SHUTDOWN_TIMEOUT"]),
-        priority_ratio=ratio,
-        max_failures=max_failures,
-        backoff_base=base,
-        backoff_cap=cap,
-        backoff_jitter=float(jitter),
-        retention=retention,
-        retention_interval=duration(
-            "RETENTION_INTERVAL", values["RETENTION_INTERVAL"], allow_zero=False
-        ),
-    )
+    return retention
 
 
 _cached: Settings | None = None

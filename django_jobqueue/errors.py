@@ -15,6 +15,16 @@ from django.core.exceptions import ImproperlyConfigured
 class JobQueueError(Exception):
     """A django_jobqueue operation failed."""
 
+    # The facts an error may carry; each is None unless the raiser knew it, so a
+    # handler can read any of them on any error.
+    kind: str | None = None
+    job_id: Any = None
+    argument: str | None = None
+    option: str | None = None
+    key: str | None = None
+    index: int | None = None
+    status: str | None = None
+
     def __init__(self, message: str | None = None, **facts: Any) -> None:
         self.facts = facts
         for name, value in facts.items():

@@ -7,19 +7,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils import timezone
 
-from .lifecycle import Policy, Settlement, failure
+from . import validation
+from .lifecycle import Policy, Run, Settlement, completed, dead, failure, later, paused
 from .outcomes import Pause, Permanent, RetryAfter
-from .states import Outcome, Status
-from .task import PayloadMismatch, TaskDef
+from .registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
     from .context import Context
@@ -48,21 +47,42 @@ class RunResult:
 
 
 def _error_text(exc: BaseException) -> str:
-    lines = traceback.format_exception(exc)
-    tail = "".join(lines[-12:])
-    return f"{type(exc).__name__}: {exc}\n{tail}"[:4000]
-
-
-def _json_check(value: Any, what: str) -> str | None:
+    """The exception's class, message and the tail of its traceback; never raises, even
+    for an exception whose ``__str__`` does (the note is cleaned and bounded later)."""
     try:
-        json.dumps(value, allow_nan=False)
+        message = str(exc)
+    except Exception as problem:
+        message = f"<str() of the exception raised {type(problem).__name__}>"
+    try:
+        tail = "".join(traceback.format_exception(exc)[-12:])
+    except Exception:
+        tail = "<the traceback could not be formatted>"
+    return f"{type(exc).__qualname__}: {message}\n{tail}"
+
+
+def _output_problem(value: Any, what: str, limit: int) -> str | None:
+    """Why a run's output cannot be stored (not JSON, text the databases refuse, too
+    large), naming it; None when it can."""
+    try:
+        text = validation.dumps(value)
+    except validation.Unstorable as exc:
+        return f"{what} cannot be stored: {what}{exc.path} {exc.problem}"
     except (TypeError, ValueError) as exc:
         return f"{what} is not JSON-serialisable ({type(value).__name__}): {exc}"
+    if len(text) > limit:  # ASCII: JSON escapes everything else
+        return f"{what} is {len(text):,} bytes of JSON, over MAX_OUTPUT_BYTES ({limit:,})"
     return None
 
 
-def execute(defn: TaskDef | None, job: Claimed, ctx: Context) -> RunResult:
-    """Run ``job`` and classify how it ended; never raises for the task's own errors."""
+def execute(
+    defn: TaskDef | None, job: Claimed, ctx: Context, *, max_output_bytes: int
+) -> RunResult:
+    """Run ``job`` and classify how it ended; never raises for the task's own errors.
+
+    What the run hands back (return value, carry, attachment) is checked here, so
+    that nothing it returns can make its settlement fail: an output that cannot be
+    stored fails the run with a note naming it, and is not stored.
+    """
     started = timezone.now()
     clock = timezone.now
 
@@ -85,78 +105,113 @@ def execute(defn: TaskDef | None, job: Claimed, ctx: Context) -> RunResult:
     except PayloadMismatch as exc:
         return result("mismatch", note=f"payload no longer fits the task: {exc}")
     except Pause as exc:
-        return result("paused", note=exc.note, resume_in=exc.resume_in)
+        return _checked(result("paused", note=exc.note, resume_in=exc.resume_in), max_output_bytes)
     except Permanent as exc:
-        return result("permanent", note=exc.reason or "permanent failure")
+        return _checked(
+            result("permanent", note=exc.reason or "permanent failure"), max_output_bytes
+        )
     except RetryAfter as exc:
         cause = exc.__cause__ or exc
         if exc.delay is None:
-            return result("permanent", note=_error_text(cause))
-        return result("failed", note=_error_text(cause), retry_in=exc.delay)
+            return _checked(result("permanent", note=_error_text(cause)), max_output_bytes)
+        return _checked(
+            result("failed", note=_error_text(cause), retry_in=exc.delay), max_output_bytes
+        )
     except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
         # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
         # reason to lose the worker's slot thread. Other BaseExceptions propagate.
         logger.debug("job %s raised", job.id, exc_info=True)
-        return result("failed", note=_error_text(exc))
-    problem = _json_check(value, "return value")
-    if problem is None:
-        problem = _json_check(ctx.carry, "ctx.carry")
-    if problem is None:
-        problem = _json_check(ctx.attachment, "ctx.attach() value")
+        return _checked(result("failed", note=_error_text(exc)), max_output_bytes)
+    return _checked(result("completed", value=value), max_output_bytes)
+
+
+def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult:
+    """A run the executor itself could not classify (a bug of ours, not the task's):
+    a failed run, its carry as stored, so the slot thread lives on."""
+    now = timezone.now()
+    return RunResult(
+        job=job,
+        end="failed",
+        started_at=now,
+        duration=timedelta(0),
+        carry=dict(job.carry or {}),
+        cancelled=ctx.cancelled.is_set(),
+        note=f"the worker could not finish this run ({type(exc).__qualname__})",
+    )
+
+
+def _checked(run: RunResult, limit: int) -> RunResult:
+    """The run with what it hands back made storable: an output that cannot be stored
+    is dropped (the carry falls back to the one stored) and the run fails, saying why."""
+    problems = []
+    if run.end == "completed":
+        problem = _output_problem(run.value, "the return value", limit)
+        if problem is not None:
+            problems.append(problem)
+            run.value = None
+    if not isinstance(run.carry, dict):
+        problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
+        run.carry = dict(run.job.carry or {})
+    else:
+        problem = _output_problem(run.carry, "ctx.carry", limit)
+        if problem is not None:
+            problems.append(problem)
+            run.carry = dict(run.job.carry or {})
+    problem = _output_problem(run.attachment, "the ctx.attach() value", limit)
     if problem is not None:
-        bad = result("failed", note=problem)
-        # Keep what can be stored: drop what cannot.
-        if _json_check(ctx.carry, "") is not None:
-            bad.carry = dict(job.carry or {})
-        if _json_check(ctx.attachment, "") is not None:
-            bad.attachment = None
-        return bad
-    return result("completed", value=value)
+        problems.append(problem)
+        run.attachment = None
+    if not problems:
+        return run
+    if run.end in ("completed", "paused"):
+        run.end = "failed"
+        run.note = ""
+    run.note = "\n".join([*problems, run.note]).strip()
+    return run
 
 
 def decide(
     run: RunResult, *, policy: Policy, worker_id: str, now: datetime | None = None
 ) -> Settlement:
-    """The settlement for a run, following the lifecycle table."""
+    """The settlement for a run, following the lifecycle table. Never raises: a run it
+    cannot settle as it ended (a bug of ours) is settled as a failed run saying so."""
     now = now or timezone.now()
     job = run.job
-    common: dict[str, Any] = {
-        "job_id": job.id,
-        "kind": job.kind,
-        "run_no": job.run_count,
-        "attachment": run.attachment,
-        "started_at": run.started_at,
-        "duration": run.duration,
-        "worker": worker_id,
-    }
+    which = Run(
+        job_id=job.id,
+        kind=job.kind,
+        run_no=job.run_count,
+        worker=worker_id,
+        started_at=run.started_at,
+        duration=run.duration,
+        attachment=run.attachment,
+    )
+    try:
+        return _decide(run, which, policy, now)
+    except Exception as exc:
+        logger.exception("job %s: its %s run could not be settled as such", job.id, run.end)
+        return failure(
+            replace(which, attachment=None),
+            failure_count=job.failure_count,
+            policy=policy,
+            now=now,
+            note=f"the worker could not settle this {run.end} run ({type(exc).__qualname__})",
+        )
+
+
+def _decide(run: RunResult, which: Run, policy: Policy, now: datetime) -> Settlement:
     if run.end == "completed":
-        return Settlement(
-            outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=run.value, **common
-        )
+        return completed(which, result=run.value)
     if run.end == "paused":
-        return Settlement(
-            outcome=Outcome.PAUSED,
-            status=Status.PENDING,
-            visible_at=now + run.resume_in,
-            carry=run.carry,
-            note=run.note,
-            **common,
-        )
+        return paused(which, resume_at=later(now, run.resume_in), carry=run.carry, note=run.note)
     if run.end in ("permanent", "mismatch"):
-        return Settlement(
-            outcome=Outcome.DEAD,
-            status=Status.DEAD,
-            failed=True,
-            carry=run.carry,
-            note=run.note,
-            **common,
-        )
+        return dead(which, carry=run.carry, note=run.note)
     return failure(
-        failure_count=job.failure_count,
+        which,
+        failure_count=run.job.failure_count,
         policy=policy,
         now=now,
         note=run.note,
         carry=run.carry,
         delay=run.retry_in,
-        **common,
     )

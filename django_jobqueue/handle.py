@@ -1,10 +1,12 @@
-"""What callers hold: a ``JobHandle`` from enqueue, and the ``Pending`` view a merge sees."""
+"""What callers hold: a ``JobHandle`` (from enqueue, ``job()``, ``cancel()``,
+``requeue()`` and ``history()`` pages), and the ``Pending`` view a merge sees."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,16 +16,18 @@ if TYPE_CHECKING:
 
 
 class JobHandle:
-    """A job as enqueue left it; ``refresh()`` re-reads it, ``journal()`` lists its runs.
+    """A job as it was read or written; ``refresh()`` re-reads it, ``journal()`` lists
+    its runs.
 
-    A bulk enqueue hands over only what it wrote (id, kind, pending): ``job`` then reads
-    the row on first use.
+    ``disposition`` says what an enqueue did (``inserted``, ``merged`` or ``reused``);
+    it is None on a handle that no enqueue made. A bulk enqueue hands over only what
+    it wrote (id, kind, pending): ``job`` then reads the row on first use.
     """
 
-    def __init__(self, job: Job | NewJob, disposition: Disposition) -> None:
+    def __init__(self, job: Job | NewJob, disposition: Disposition | None = None) -> None:
         self._job = job
         self.id: uuid.UUID = job.id
-        self.disposition: Disposition = disposition
+        self.disposition: Disposition | None = disposition
 
     @property
     def job(self) -> Job:
@@ -46,6 +50,30 @@ class JobHandle:
     def result(self) -> Any:
         return self._job.result
 
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def created_at(self) -> datetime:
+        return self.job.created_at
+
+    @property
+    def finished_at(self) -> datetime | None:
+        return self.job.finished_at
+
+    @property
+    def run_count(self) -> int:
+        return self.job.run_count
+
+    @property
+    def failure_count(self) -> int:
+        return self.job.failure_count
+
+    @property
+    def carry(self) -> dict[str, Any]:
+        return dict(self.job.carry or {})
+
     def refresh(self) -> JobHandle:
         from . import store
 
@@ -58,7 +86,16 @@ class JobHandle:
         return store.journal(job_id=self.id)
 
     def __repr__(self) -> str:
-        return f"<JobHandle {self.kind} {self.id} {self.status} ({self.disposition})>"
+        how = f" ({self.disposition})" if self.disposition else ""
+        return f"<JobHandle {self.kind} {self.id} {self.status}{how}>"
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """One page of ``history()``; pass ``next_cursor`` back as ``after`` for the next."""
+
+    jobs: list[JobHandle]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)

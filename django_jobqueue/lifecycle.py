@@ -8,11 +8,11 @@ recovery follow the same rules whichever path produced them.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import backoff
+from . import backoff, validation
 from .states import Outcome, Status
 
 
@@ -25,6 +25,7 @@ class Policy:
     backoff_base: timedelta
     backoff_cap: timedelta
     backoff_jitter: float
+    timeout: timedelta | None = None  # a run longer than this fails (None: no limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +53,96 @@ class Settlement:
     worker: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Which run of which job a settlement ends, and what the run itself recorded."""
+
+    job_id: uuid.UUID
+    kind: str
+    run_no: int
+    worker: str  # the claim's holder (for a stale recovery, the worker that was lost)
+    started_at: datetime | None = None
+    duration: timedelta | None = None
+    attachment: Any = None
+
+
+# Every note is stored as text the databases accept, and bounded: a run's own words
+# (an exception message, a traceback, a Pause note) are whatever the task made them.
+NOTE_LIMIT = 10_000
+
+# The latest time anything is scheduled for: a pause or backoff beyond it waits until then.
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def later(now: datetime, delay: timedelta) -> datetime:
+    """``now + delay``, or ``LATEST`` where that would overflow."""
+    try:
+        return min(now + delay, LATEST)
+    except OverflowError:
+        return LATEST
+
+
+def _ending(
+    run: Run,
+    *,
+    outcome: str,
+    status: str,
+    visible_at: datetime | None = None,
+    failed: bool = False,
+    carry: dict[str, Any] | None = None,
+    result: Any = None,
+    note: str = "",
+) -> Settlement:
+    return Settlement(
+        job_id=run.job_id,
+        kind=run.kind,
+        run_no=run.run_no,
+        outcome=outcome,
+        status=status,
+        visible_at=visible_at,
+        failed=failed,
+        carry=carry,
+        result=result,
+        note=validation.clean_text(note, NOTE_LIMIT),
+        attachment=run.attachment,
+        started_at=run.started_at,
+        duration=run.duration,
+        worker=run.worker,
+    )
+
+
+def completed(run: Run, *, result: Any) -> Settlement:
+    """The run returned: completed, its value stored as the result."""
+    return _ending(run, outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=result)
+
+
+def paused(run: Run, *, resume_at: datetime, carry: dict[str, Any], note: str) -> Settlement:
+    """The run raised ``Pause``: pending again at ``resume_at``, carry kept, no failure."""
+    return _ending(
+        run,
+        outcome=Outcome.PAUSED,
+        status=Status.PENDING,
+        visible_at=resume_at,
+        carry=carry,
+        note=note,
+    )
+
+
+def dead(run: Run, *, carry: dict[str, Any] | None, note: str) -> Settlement:
+    """The job can never succeed (``Permanent``, a payload that no longer fits): dead now."""
+    return _ending(
+        run, outcome=Outcome.DEAD, status=Status.DEAD, failed=True, carry=carry, note=note
+    )
+
+
 def exhausted(failures: int, policy: Policy) -> bool:
     """Whether ``failures`` counted failures reach the policy's backstop (the job dies)."""
     return policy.max_failures is not None and failures >= policy.max_failures
 
 
 def failure(
+    run: Run,
     *,
-    job_id: uuid.UUID,
-    kind: str,
-    run_no: int,
     failure_count: int,
     policy: Policy,
     now: datetime,
@@ -69,7 +150,6 @@ def failure(
     carry: dict[str, Any] | None = None,
     outcome: str = Outcome.RETRIED,
     delay: timedelta | None = None,
-    **rest: Any,
 ) -> Settlement:
     """A counted failure: back to pending after backoff, or dead once max_failures is reached.
 
@@ -78,52 +158,82 @@ def failure(
     ``delay``, when given, replaces the backoff curve for this one retry.
     """
     failures = failure_count + 1
-    visible_at: datetime | None = None
     if exhausted(failures, policy):
-        outcome, status = Outcome.DEAD, Status.DEAD
         note = f"{note}\n(failure {failures} of max_failures={policy.max_failures})".strip()
-    else:
-        status = Status.PENDING
-        if delay is None:
-            delay = backoff.delay(
-                failures,
-                base=policy.backoff_base,
-                cap=policy.backoff_cap,
-                jitter=policy.backoff_jitter,
-                job_id=job_id,
-            )
-        visible_at = now + delay
-    return Settlement(
-        job_id=job_id,
-        kind=kind,
-        run_no=run_no,
+        return dead(run, carry=carry, note=note)
+    if delay is None:
+        delay = backoff.delay(
+            failures,
+            base=policy.backoff_base,
+            cap=policy.backoff_cap,
+            jitter=policy.backoff_jitter,
+            job_id=run.job_id,
+        )
+    return _ending(
+        run,
         outcome=outcome,
-        status=status,
-        visible_at=visible_at,
+        status=Status.PENDING,
+        visible_at=later(now, delay),
         failed=True,
         carry=carry,
         note=note,
-        **rest,
     )
 
 
-def released(
-    *, job_id: uuid.UUID, kind: str, run_no: int, now: datetime, worker: str, note: str
+def timed_out(run: Run, *, failure_count: int, policy: Policy, now: datetime) -> Settlement:
+    """A run that outlasted its task's timeout: a counted failure, like any other."""
+    return failure(
+        replace(run, duration=policy.timeout),
+        failure_count=failure_count,
+        policy=policy,
+        now=now,
+        note=(
+            f"timed out after {policy.timeout} (the task's timeout): the run was given up, "
+            "its thread abandoned and whatever it returns dropped"
+        ),
+    )
+
+
+def settlement_refused(
+    s: Settlement, *, failure_count: int, policy: Policy, now: datetime, error: str
 ) -> Settlement:
-    """A graceful hand-back at shutdown: pending now, no failure counted, carry as last settled."""
-    return Settlement(
-        job_id=job_id,
-        kind=kind,
-        run_no=run_no,
-        outcome=Outcome.RELEASED,
-        status=Status.PENDING,
-        visible_at=now,
-        note=note,
-        worker=worker,
+    """What a run ends as when the database refused its own settlement: a counted
+    failure saying why, with nothing of what the run handed back."""
+    return failure(
+        Run(
+            job_id=s.job_id,
+            kind=s.kind,
+            run_no=s.run_no,
+            worker=s.worker,
+            started_at=s.started_at,
+            duration=s.duration,
+        ),
+        failure_count=failure_count,
+        policy=policy,
+        now=now,
+        note=f"the database refused this run's settlement ({s.outcome}): {error}",
     )
 
 
-def cancel_note(actor: str, run_outcome: str, note: str) -> str:
-    """The journal note of a run whose job an operator asked to cancel while it ran."""
-    by = f" by {actor}" if actor else ""
-    return f"cancelled on request{by} (run ended: {run_outcome})\n{note}".strip()
+def released(run: Run, *, now: datetime, note: str) -> Settlement:
+    """A graceful hand-back at shutdown: pending now, no failure counted, carry as last settled."""
+    return _ending(run, outcome=Outcome.RELEASED, status=Status.PENDING, visible_at=now, note=note)
+
+
+def on_cancel_request(s: Settlement) -> Settlement | None:
+    """How a run ends instead when an operator asked to cancel its job while it ran.
+
+    A run that would send its job back to pending (a retry, a pause, a release, a stale
+    recovery) ends it ``cancelled``, journalled ``cancelled`` with the run's own ending
+    in the note; a run that completed or died keeps its ending (None). The storage
+    layer applies this alternative only if the request is there when it settles.
+    """
+    if s.status != Status.PENDING:
+        return None
+    return replace(
+        s,
+        outcome=Outcome.CANCELLED,
+        status=Status.CANCELLED,
+        visible_at=None,
+        note=f"cancelled on request (run ended: {s.outcome})\n{s.note}".strip(),
+    )

@@ -107,10 +107,6 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.id} ({self.status})"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
 
 class JournalEntry(models.Model):
     """Append-only record of one execution, merge or operator action on a job."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from . import validation
 
 if TYPE_CHECKING:
     from .task import Task
@@ -21,11 +23,7 @@ class Pause(TaskSignal):
     """Stop this run and come back later: the job goes back to pending, carry kept, no failure."""
 
     def __init__(self, resume_in: timedelta | float = timedelta(0), note: str = "") -> None:
-        if not isinstance(resume_in, timedelta):
-            resume_in = timedelta(seconds=resume_in)
-        if resume_in < timedelta(0):
-            raise ValueError(f"Pause resume_in must not be negative, got {resume_in}")
-        self.resume_in = resume_in
+        self.resume_in = validation.duration(resume_in, name="Pause resume_in", error=ValueError)
         self.note = note
         super().__init__(note or f"paused for {resume_in}")
 
@@ -64,6 +62,13 @@ class Merge:
     action: MergeAction
     task: Task | None = None
     carry: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.action not in get_args(MergeAction):
+            raise ValueError(
+                f"Merge action must be one of {', '.join(get_args(MergeAction))}, got "
+                f"{self.action!r}: build one with Merge.keep(), replace(), with_() or independent()"
+            )
 
     @classmethod
     def keep(cls) -> Merge:

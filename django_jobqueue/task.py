@@ -1,364 +1,30 @@
-"""Tasks: the ``Task`` base class, the ``@task`` decorator and the registry of kinds.
+"""Tasks: the ``Task`` base class and the ``@task`` decorator, and enqueueing them.
 
 This layer knows nothing of the database. It turns a call into a validated
 ``EnqueueRequest`` (kind, JSON payload, options) and hands it to ``store``; at run
-time it turns a stored payload back into a call.
+time it turns a stored payload back into a call. Definitions are kept in
+:mod:`~django_jobqueue.registry`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
-from . import conf
 from .backoff import Backoff
-from .errors import (
-    DuplicateKind,
-    EnqueueError,
-    InvalidArguments,
-    InvalidOption,
-    InvalidPayload,
-    MergeError,
-    UnknownKind,
-)
-from .lifecycle import Policy
+from .errors import EnqueueError, InvalidArguments, InvalidOption, InvalidPayload, UnknownKind
+from .options import Options, build_request, encode_payload
 from .outcomes import Merge
+from .registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
 from .states import Priority
 
 if TYPE_CHECKING:
     from .context import Context
     from .handle import JobHandle, Pending
-    from .models import Job
-    from .store import EnqueueRequest, MergePlan
-
-UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
-
-
-class PayloadMismatch(Exception):
-    """A stored payload no longer fits the task's code (it changed since enqueue)."""
-
-
-def check_json(name: str, value: Any, *, kind: str) -> None:
-    """Raise InvalidPayload naming ``name`` unless ``value`` survives a JSON round trip."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(
-            f"{kind}: argument {name!r} is not JSON-serialisable ({exc})",
-            kind=kind,
-            argument=name,
-        ) from exc
-
-
-def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
-    """The payload as JSON text, encoded once; a value that cannot be is named."""
-    try:
-        return json.dumps(payload, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        for name, value in payload.items():
-            check_json(name, value, kind=kind)
-        raise
-
-
-class TaskDef:
-    """Registry entry: a kind, its default options, and how to run a stored payload."""
-
-    kind: str
-    queue: str
-    priority: int
-    max_failures: int | None  # UNSET: the setting's default
-    lease: timedelta | None
-    backoff: Backoff | None
-    origin: str
-
-    def _set_options(
-        self,
-        *,
-        kind: str,
-        origin: str,
-        queue: str,
-        priority: int,
-        max_failures: Any,
-        lease: timedelta | None,
-        backoff: Backoff | None,
-    ) -> None:
-        validate_priority(priority)
-        validate_queue(queue)
-        if (
-            max_failures is not UNSET
-            and max_failures is not None
-            and (
-                isinstance(max_failures, bool)
-                or not isinstance(max_failures, int)
-                or max_failures < 1
-            )
-        ):
-            raise InvalidOption(f"{kind}: max_failures must be a positive int or None")
-        if lease is not None and (not isinstance(lease, timedelta) or lease <= timedelta(0)):
-            raise InvalidOption(f"{kind}: lease must be a positive timedelta")
-        if backoff is not None and not isinstance(backoff, Backoff):
-            raise InvalidOption(f"{kind}: backoff must be a Backoff(...)")
-        self.kind = kind
-        self.origin = origin
-        self.queue = queue
-        self.priority = int(priority)
-        self.max_failures = max_failures
-        self.lease = lease
-        self.backoff = backoff
-
-    def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
-        raise NotImplementedError
-
-    def instance(self, payload: dict[str, Any]) -> Task | None:
-        """The typed task for a payload (class-based tasks only)."""
-        return None
-
-    def policy(self) -> Policy:
-        default = conf.get().policy()
-        backoff = self.backoff or Backoff()
-        return dataclasses.replace(
-            default,
-            max_failures=default.max_failures if self.max_failures is UNSET else self.max_failures,
-            lease=self.lease or default.lease,
-            backoff_base=default.backoff_base if backoff.base is None else backoff.base,
-            backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
-        )
-
-
-def _run_maybe_async(value: Any) -> Any:
-    if inspect.isawaitable(value):
-
-        async def _await() -> Any:
-            return await value
-
-        return asyncio.run(_await())
-    return value
-
-
-class Registry:
-    """Kinds to task definitions; a kind claimed by two different tasks is an error."""
-
-    def __init__(self) -> None:
-        self._by_kind: dict[str, TaskDef] = {}
-
-    def register(self, defn: TaskDef) -> None:
-        existing = self._by_kind.get(defn.kind)
-        if existing is not None and existing.origin != defn.origin:
-            raise DuplicateKind(
-                f"Task kind {defn.kind!r} is defined twice: by {existing.origin} and by "
-                f"{defn.origin}. Give one of them another kind=...",
-                kind=defn.kind,
-            )
-        self._by_kind[defn.kind] = defn
-
-    def get(self, kind: str) -> TaskDef:
-        try:
-            return self._by_kind[kind]
-        except KeyError:
-            raise UnknownKind(
-                f"No task is registered under kind {kind!r}; is its tasks.py in an installed app?",
-                kind=kind,
-            ) from None
-
-    def find(self, kind: str) -> TaskDef | None:
-        return self._by_kind.get(kind)
-
-    def kinds(self) -> list[str]:
-        return sorted(self._by_kind)
-
-    def leases(self) -> dict[str, timedelta]:
-        """The kinds whose task sets its own lease (the rest take the setting)."""
-        return {d.kind: d.lease for d in self._by_kind.values() if d.lease is not None}
-
-    def unregister(self, kind: str) -> None:
-        self._by_kind.pop(kind, None)
-
-    def __contains__(self, kind: object) -> bool:
-        return kind in self._by_kind
-
-    def __iter__(self) -> Iterator[TaskDef]:
-        return iter(list(self._by_kind.values()))
-
-
-registry = Registry()
-
-
-def policy_for(kind: str) -> Policy:
-    """The failure/lease policy for ``kind``; settings defaults for kinds this process lacks."""
-    defn = registry.find(kind)
-    return defn.policy() if defn is not None else conf.get().policy()
-
-
-# --- enqueue options ----------------------------------------------------------------------
-
-
-def validate_priority(priority: Any) -> int:
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or priority not in Priority.values
-    ):
-        raise InvalidOption(
-            f"priority must be one of {sorted(Priority.values)} (Priority.HIGH/NORMAL/LOW), "
-            f"got {priority!r}",
-            option="priority",
-        )
-    return int(priority)
-
-
-def validate_queue(queue: Any) -> str:
-    if not isinstance(queue, str) or not queue or len(queue) > 100:
-        raise InvalidOption(
-            f"queue must be a non-empty string of at most 100 characters, got {queue!r}",
-            option="queue",
-        )
-    return queue
-
-
-def _validate_key(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > 255:
-        raise InvalidOption(
-            f"{name} must be a non-empty string of at most 255 characters, got {value!r}",
-            option=name,
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class Options:
-    """Per-enqueue overrides set with ``.using(...)``."""
-
-    priority: int | None = None
-    queue: str | None = None
-    delay: timedelta | None = None
-    run_at: datetime | None = None
-    idempotency_key: str | None = None
-
-    @classmethod
-    def build(cls, base: Options | None = None, **given: Any) -> Options:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(given) - known)
-        if unknown:
-            raise InvalidOption(
-                f"Unknown enqueue option(s): {', '.join(unknown)}. "
-                f"Known: {', '.join(sorted(known))}",
-                option=unknown[0],
-            )
-        values = {**dataclasses.asdict(base or cls()), **given}
-        if values["priority"] is not None:
-            values["priority"] = validate_priority(values["priority"])
-        if values["queue"] is not None:
-            validate_queue(values["queue"])
-        delay = values["delay"]
-        if delay is not None:
-            if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
-                raise InvalidOption(
-                    f"delay must be a timedelta or seconds, got {delay!r}", option="delay"
-                )
-            if not isinstance(delay, timedelta):
-                delay = timedelta(seconds=delay)
-            if delay < timedelta(0):
-                raise InvalidOption(f"delay must not be negative, got {delay}", option="delay")
-            values["delay"] = delay
-        run_at = values["run_at"]
-        if run_at is not None:
-            if not isinstance(run_at, datetime) or run_at.tzinfo is None:
-                raise InvalidOption(
-                    f"run_at must be a timezone-aware datetime, got {run_at!r}", option="run_at"
-                )
-            if delay is not None and "delay" in given and "run_at" in given:
-                raise InvalidOption("give delay or run_at, not both", option="run_at")
-        values["idempotency_key"] = _validate_key("idempotency_key", values["idempotency_key"])
-        return cls(**values)
-
-
-def build_request(
-    defn: TaskDef,
-    payload: dict[str, Any],
-    options: Options,
-    task: Task | None = None,
-    payload_json: str | None = None,
-) -> EnqueueRequest:
-    """The storage layer's request for one job; a class task with a dedup key brings
-    its merge decision along as a callable."""
     from .store import EnqueueRequest
-
-    dedup_key = None
-    if task is not None:
-        dedup_key = _validate_key("dedup_key()", task.dedup_key())
-    return EnqueueRequest(
-        kind=defn.kind,
-        payload=payload,
-        queue=options.queue or defn.queue,
-        priority=defn.priority if options.priority is None else options.priority,
-        delay=options.delay,
-        run_at=options.run_at,
-        idempotency_key=options.idempotency_key,
-        dedup_key=dedup_key,
-        merge=_merger(task, payload) if task is not None and dedup_key is not None else None,
-        payload_json=payload_json,
-    )
-
-
-def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:
-    """How ``task`` merges into a pending candidate row: the task's own ``merge()``,
-    checked, as a plan for the storage layer (None: insert independently)."""
-
-    def decide(candidate: Job) -> MergePlan | None:
-        from . import store
-        from .handle import Pending
-
-        kind = task.kind
-        try:
-            existing = registry.get(kind).instance(candidate.payload)
-        except Exception as exc:
-            raise MergeError(
-                f"{kind}: pending job {candidate.id} has a payload the task no longer "
-                f"accepts ({exc})",
-                kind=kind,
-                job_id=candidate.id,
-            ) from exc
-        assert existing is not None
-        pending = Pending(
-            job_id=candidate.id,
-            task=existing,
-            carry=dict(candidate.carry or {}),
-            run_count=candidate.run_count,
-            priority=candidate.priority,
-            journal=store.journal(job_id=candidate.id),
-        )
-        try:
-            decision = task.merge(pending)
-        except Exception as exc:
-            raise MergeError(
-                f"{kind}.merge() raised {type(exc).__name__}: {exc}", kind=kind
-            ) from exc
-        if not isinstance(decision, Merge):
-            raise MergeError(
-                f"{kind}.merge() must return a Merge decision, got {decision!r}", kind=kind
-            )
-        if decision.action == "independent":
-            return None
-        if decision.action == "keep":
-            return store.MergePlan("keep")
-        if decision.action == "replace":
-            return store.MergePlan("replace", payload=payload)
-        new = decision.task
-        if not isinstance(new, Task) or new.kind != kind:
-            raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
-        if decision.carry is not None:
-            check_json("carry", decision.carry, kind=kind)
-        return store.MergePlan("with", payload=new.to_payload(), carry=decision.carry)
-
-    return decide
 
 
 def _submit(request: EnqueueRequest) -> JobHandle:
@@ -402,17 +68,19 @@ class FunctionTask(TaskDef):
         max_failures: Any = UNSET,
         lease: timedelta | None = None,
         backoff: Backoff | None = None,
+        timeout: timedelta | None = None,
         takes_context: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
-            kind=kind or origin,
+            kind=origin if kind is None else kind,
             origin=origin,
             queue=queue,
             priority=priority,
             max_failures=max_failures,
             lease=lease,
             backoff=backoff,
+            timeout=timeout,
         )
         self.func = func
         self.takes_context = takes_context
@@ -493,7 +161,7 @@ class FunctionTask(TaskDef):
         args, kwargs = self._unbind(payload)
         if self.takes_context:
             args = (ctx, *args)
-        return _run_maybe_async(self.func(*args, **kwargs))
+        return run_maybe_async(self.func(*args, **kwargs))
 
     def using(self, **options: Any) -> BoundCall:
         """Enqueue with overrides: ``add.using(delay=timedelta(minutes=5)).enqueue(1, 2)``."""
@@ -534,7 +202,7 @@ class BoundCall:
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise InvalidArguments(
-                    f"{kind}: item {index} must be a dict of keyword arguments, "
+                    f"item {index}: {kind} takes a dict of keyword arguments, "
                     f"not {type(item).__name__}",
                     kind=kind,
                     index=index,
@@ -571,12 +239,21 @@ def task(
     max_failures: int | None = ...,
     lease: timedelta | None = ...,
     backoff: Backoff | None = ...,
+    timeout: timedelta | None = ...,
     takes_context: bool = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
 def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a function as a task: ``@task`` or ``@task(priority=..., queue=...)``."""
+
+    known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidOption(
+            f"Unknown task option(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}",
+            option=unknown[0],
+        )
 
     def register(fn: Callable[..., Any]) -> FunctionTask:
         defn = FunctionTask(fn, **options)
@@ -597,13 +274,14 @@ class ClassTask(TaskDef):
     def __init__(self, cls: type[Task]) -> None:
         origin = f"{cls.__module__}.{cls.__qualname__}"
         self._set_options(
-            kind=cls.__dict__.get("kind") or origin,
+            kind=cls.__dict__.get("kind", origin),
             origin=origin,
             queue=cls.queue,
             priority=cls.priority,
             max_failures=cls.max_failures,
             lease=cls.lease,
             backoff=cls.backoff,
+            timeout=cls.timeout,
         )
         self.cls = cls
 
@@ -616,14 +294,14 @@ class ClassTask(TaskDef):
             ) from exc
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
-        return _run_maybe_async(self.instance(payload).run(ctx))
+        return run_maybe_async(self.instance(payload).run(ctx))
 
 
 class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease`` and ``backoff``. Override ``dedup_key()``
+    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``. Override ``dedup_key()``
     and ``merge()`` to merge with a pending job of the same key.
     """
 
@@ -632,6 +310,7 @@ class Task:
     priority: ClassVar[int] = Priority.NORMAL
     max_failures: ClassVar[Any] = UNSET
     lease: ClassVar[timedelta | None] = None
+    timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -666,6 +345,11 @@ class Task:
         return payload, encode_payload(payload, kind=self.kind)
 
     def _definition(self) -> ClassTask:
+        if "run" not in type(self).__dict__ and getattr(type(self), "kind", None) is None:
+            raise UnknownKind(
+                f"{type(self).__qualname__} defines no run(self, ctx), so it is not a task",
+                kind=type(self).__qualname__,
+            )
         defn = registry.get(self.kind)
         if not isinstance(defn, ClassTask) or defn.cls is not type(self):
             raise UnknownKind(
@@ -751,8 +435,7 @@ def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) 
         except TypeError as exc:
             raise InvalidArguments(f"{defn.kind}: {exc}", kind=defn.kind) from exc
         return instance.enqueue()
-    raise UnknownKind(
+    raise InvalidArguments(
         f"enqueue() takes a Task instance, a @task function or a kind name, not "
-        f"{type(task_or_kind).__name__}",
-        kind=repr(task_or_kind),
+        f"{type(task_or_kind).__name__}"
     )

@@ -15,13 +15,14 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import store
+from . import conf, store
 from .context import Context
 from .executor import decide, execute
 from .handle import JobHandle
 from .models import Job
+from .registry import policy_for, registry
 from .states import Status
-from .task import FunctionTask, Task, policy_for, registry
+from .task import FunctionTask, Task
 
 TaskRef = str | FunctionTask | type[Task]
 
@@ -100,8 +101,10 @@ def run_jobs(
             break
         job = claimed[0]
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        result = execute(registry.find(job.kind), job, ctx)
+        result = execute(
+            registry.find(job.kind), job, ctx, max_output_bytes=conf.get().max_output_bytes
+        )
         settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
         store.settle(worker_id=worker_id, settlements=[settlement])
-        ran.append(JobHandle(store.get_job(job_id=job.id), "inserted"))
+        ran.append(JobHandle(store.get_job(job_id=job.id)))
     return ran

@@ -7,41 +7,49 @@ connection, backs off, and carries on, keeping unsettled results to write later.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import queue as queue_module
 import signal
 import socket
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 from functools import partial
 from types import FrameType
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from . import conf, store
+from . import conf, store, validation
 from .context import Context
-from .executor import RunResult, decide, execute
-from .lifecycle import Policy, Settlement, released
+from .dbguard import DbGuard, is_connection_error
+from .executor import decide
+from .lifecycle import Policy, Run, Settlement, released, settlement_refused, timed_out
+from .maintenance import (
+    MIN_WAIT,
+    CancelChecks,
+    Heartbeat,
+    LeaseExtension,
+    Maintenance,
+    Recovery,
+    Retention,
+    Running,
+    Service,
+    Timeouts,
+    Timings,
+)
 from .notify import Listener
+from .registry import policy_for, registry
+from .slots import Slots
 from .store import Claimed
-from .task import policy_for, registry
 
 logger = logging.getLogger("django_jobqueue")
 
 T = TypeVar("T")
-
-RECOVER_EVERY = 1.0  # seconds between expired-lease sweeps
-CANCEL_CHECK_EVERY = 1.0  # seconds between checks for operator cancels of running jobs
-HEARTBEAT_EVERY = 10.0
 
 
 def priority_floor(slot: int, ratio: int | None) -> int:
@@ -55,14 +63,6 @@ def priority_floor(slot: int, ratio: int | None) -> int:
     if slot % period == period - 1:
         return 1
     return 0
-
-
-@dataclass
-class Running:
-    job: Claimed
-    ctx: Context
-    lease: timedelta
-    expires_at: datetime
 
 
 class Worker:
@@ -80,37 +80,29 @@ class Worker:
         shutdown_timeout: float | None = None,
         poll_interval: float | None = None,
         worker_id: str | None = None,
+        timings: Timings | None = None,
     ) -> None:
         settings = conf.get()
         self.alias = settings.database
         self.queues = list(queues or [])
-        unknown = sorted(set(kinds or []) - set(registry.kinds()))
-        if unknown:
-            raise ValueError(
-                f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
-            )
-        self.kinds = list(kinds) if kinds else registry.kinds()
-        self.concurrency = settings.concurrency if concurrency is None else concurrency
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be positive, got {self.concurrency}")
+        self.kinds = _known_kinds(kinds)
+        self.concurrency = (
+            settings.concurrency
+            if concurrency is None
+            else validation.positive_int(concurrency, name="concurrency", error=ValueError)
+        )
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         self.leases = registry.leases()
         self._policies: dict[str, Policy] = {}
         self.burst = burst
         self.max_jobs = max_jobs
-        self.shutdown_timeout = (
-            settings.shutdown_timeout.total_seconds()
-            if shutdown_timeout is None
-            else shutdown_timeout
+        self.shutdown_timeout = _seconds(
+            "shutdown_timeout", settings.shutdown_timeout, shutdown_timeout, allow_zero=True
         )
-        self.poll_interval = (
-            settings.poll_interval.total_seconds() if poll_interval is None else poll_interval
+        self.poll_interval = _seconds(
+            "poll_interval", settings.poll_interval, poll_interval, allow_zero=False
         )
-        if self.poll_interval <= 0:
-            raise ValueError(f"poll_interval must be above 0 seconds, got {self.poll_interval}")
         self.priority_ratio = settings.priority_ratio
-        self.retention = settings.retention
-        self.retention_interval = settings.retention_interval.total_seconds()
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.worker_id = worker_id or f"{self.host}:{self.pid}"
@@ -118,19 +110,45 @@ class Worker:
 
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        # SimpleQueue: a put or get is one C call, no Condition to notify per job.
-        self._inbox: queue_module.SimpleQueue[Running | None] = queue_module.SimpleQueue()
-        self._outbox: queue_module.SimpleQueue[RunResult] = queue_module.SimpleQueue()
+        self._slots = Slots(max_output_bytes=settings.max_output_bytes, on_result=self._wake.set)
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._threads: list[threading.Thread] = []
         self._listener = Listener(self.alias, self._on_notify)
         self._slot = 0
-        self._db_failures = 0
+        self._db = DbGuard(self.alias, self._stopping)
         self.processed = 0
         self.claimed = 0
-        self._last: dict[str, float] = {}
         self._signals = 0
+        self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
+
+    def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
+        self._recovery = Recovery(
+            self._db, interval=timings.recover, policy_for=self._policy, running=self._running
+        )
+        services: list[Service] = [
+            self._recovery,
+            LeaseExtension(
+                self._db,
+                interval=timings.lease_check,
+                worker_id=self.worker_id,
+                running=self._running,
+            ),
+            CancelChecks(self._db, interval=timings.cancel_check, running=self._running),
+            Timeouts(
+                interval=timings.timeout_check, running=self._running, on_timeout=self._timed_out
+            ),
+            Heartbeat(
+                self._db,
+                interval=timings.heartbeat,
+                worker_id=self.heartbeat_id,
+                jobs_done=lambda: self.processed,
+            ),
+        ]
+        if settings.retention:
+            services.append(
+                Retention(self._db, interval=timings.retention, keep=settings.retention)
+            )
+        return Maintenance(services)
 
     # --- public control -------------------------------------------------------------------
 
@@ -184,19 +202,13 @@ class Worker:
             )
         )
         self._listener.start()
-        for n in range(self.concurrency):
-            thread = threading.Thread(
-                target=self._execute_loop, name=f"jobqueue-slot-{n}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self._slots.start(self.concurrency)
         try:
             self._loop()
             self._shutdown()
         finally:
             self._listener.stop()
-            for _ in self._threads:
-                self._inbox.put(None)
+            self._slots.stop()
             self._db(
                 lambda: store.beat(
                     worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True
@@ -212,7 +224,7 @@ class Worker:
             # for the next wait instead of being lost.
             self._wake.clear()
             self._collect()
-            self._maintain()
+            self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
             settled, got, free = self._turn()
@@ -229,33 +241,18 @@ class Worker:
 
     def _wait(self) -> None:
         timeout = self.poll_interval
-        now = time.monotonic()
-        if self._running:
-            timeout = min(timeout, RECOVER_EVERY, CANCEL_CHECK_EVERY)
-            soonest = min(r.expires_at for r in self._running.values())
-            # Wake in time to extend the closest lease.
-            half = min(r.lease for r in self._running.values()) / 2
-            until = (soonest - half - timezone.now()).total_seconds()
-            timeout = min(timeout, max(until, 0.05))
-        elif not self._limit_reached():
+        if not self._running and not self._limit_reached():
             # Idle: sleep until the next scheduled job, the next lease to recover, the
             # poll ceiling or a NOTIFY, whichever comes first.
             nxt, expiry = self._db(
                 lambda: store.next_wakeup(kinds=self.kinds, queues=self.queues or None)
             ) or (None, None)
+            self._recovery.next_expiry = expiry
             if nxt is not None:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
-            if expiry is not None:
-                # Not before the recovery sweep is due again, so an expiry that another
-                # worker is recovering right now does not make this one spin.
-                since = now - self._last.get("recover", now - RECOVER_EVERY)
-                until_expiry = (expiry - timezone.now()).total_seconds()
-                timeout = min(timeout, max(until_expiry, RECOVER_EVERY - since, 0.05))
-        # Heartbeats keep this worker listed as alive however long the poll ceiling.
-        beat_due = HEARTBEAT_EVERY - (now - self._last.get("heartbeat", now))
-        timeout = min(timeout, max(beat_due, 0.05))
+        timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
-            timeout = min(timeout, max(self._db_backoff(), 0.05))
+            timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
         if timeout > 0:
             self._wake.wait(timeout)
 
@@ -270,20 +267,26 @@ class Worker:
         Returns how many runs were settled, how many jobs were claimed and how many
         slots there were to fill.
         """
-        retrying = self._db_failures and time.monotonic() < self._last.get("retry", 0)
-        batch = [] if retrying else list(self._unsettled)
-        free = self.concurrency - len(self._running) + len(batch)
+        batch = [] if self._db.waiting else list(self._unsettled)
+        settling = {s.job_id for s in batch}
+        free = self.concurrency - sum(1 for job_id in self._running if job_id not in settling)
         wanted = self._claim_options(free) if claim else None
         if not batch and wanted is None:
             return 0, 0, free
-        result = self._db(
-            partial(
-                store.exchange,
-                worker_id=self.worker_id,
-                settlements=batch,
-                **(wanted or {"limit": 0}),
+        try:
+            result = self._db(
+                partial(
+                    store.exchange,
+                    worker_id=self.worker_id,
+                    settlements=batch,
+                    **(wanted or {"limit": 0}),
+                )
             )
-        )
+        except DatabaseError as exc:
+            if not batch:
+                raise
+            self._settle_apart(batch, exc)
+            return len(batch), 0, free
         if result is None:
             return 0, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
@@ -323,45 +326,56 @@ class Worker:
         return policy
 
     def _dispatch(self, job: Claimed) -> None:
-        lease = self._policy(job.kind).lease
+        policy = self._policy(job.kind)
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        running = Running(job=job, ctx=ctx, lease=lease, expires_at=job.claim_expires_at)
+        running = Running(
+            job=job,
+            ctx=ctx,
+            lease=policy.lease,
+            expires_at=job.claim_expires_at,
+            deadline=(
+                time.monotonic() + policy.timeout.total_seconds() if policy.timeout else None
+            ),
+        )
         self._running[job.id] = running
         self.claimed += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
-        self._inbox.put(running)
+        self._slots.submit(running)
 
-    def _execute_loop(self) -> None:
-        try:
-            while True:
-                running = self._inbox.get()
-                if running is None:
-                    return
-                defn = registry.find(running.job.kind)
-                try:
-                    result = execute(defn, running.job, running.ctx)
-                except BaseException:  # the executor catches task errors; this is ours
-                    logger.exception("executor failed on job %s", running.job.id)
-                    raise
-                self._outbox.put(result)
-                self._wake.set()
-                _close_broken_connections()
-        finally:
-            connections.close_all()
+    def _timed_out(self, running: Running) -> None:
+        """Give up on a run past its timeout: settle it as a failed run now; its thread is
+        abandoned (and replaced), whatever it returns dropped."""
+        job = running.job
+        policy = self._policy(job.kind)
+        del self._running[job.id]
+        running.ctx.cancelled.set()
+        self._slots.abandon(running)
+        logger.warning(
+            "job=%s kind=%s run=%d timed out after %s: thread abandoned",
+            job.id,
+            job.kind,
+            job.run_count,
+            policy.timeout,
+        )
+        self._unsettled.append(
+            timed_out(
+                Run(job_id=job.id, kind=job.kind, run_no=job.run_count, worker=self.worker_id),
+                failure_count=job.failure_count,
+                policy=policy,
+                now=timezone.now(),
+            )
+        )
 
     # --- settling ---------------------------------------------------------------------------
 
     def _collect(self) -> None:
         """Turn finished runs into settlements (pure), ready to write in one batch."""
-        while True:
-            try:
-                result = self._outbox.get(block=False)
-            except queue_module.Empty:
-                return
+        for result in self._slots.results():
             running = self._running.get(result.job.id)
             if running is None or running.job.run_count != result.job.run_count:
-                continue  # released at shutdown; its result is dropped
+                continue  # released at shutdown or timed out; its result is dropped
+            running.ended = True
             self._unsettled.append(
                 decide(result, policy=self._policy(result.job.kind), worker_id=self.worker_id)
             )
@@ -370,6 +384,38 @@ class Worker:
         """Settle what ended, claiming nothing (at shutdown and at the end of a burst)."""
         if self._unsettled:
             self._turn(claim=False)
+
+    def _settle_apart(self, batch: list[Settlement], exc: DatabaseError) -> None:
+        """The database refused a batch: settle each run alone, and one it refuses again
+        as a failed run saying why. No settlement can take the worker down."""
+        logger.error("the database refused a batch of settlements (%s); settling each alone", exc)
+        for s in batch:
+            applied = self._db(partial(self._settle_alone, s))
+            if applied is None:
+                return  # connection lost: the rest stays unsettled, for the next turn
+            self._settled([s], [applied])
+
+    def _settle_alone(self, s: Settlement) -> bool:
+        try:
+            return store.settle(worker_id=self.worker_id, settlements=[s])[0]
+        except DatabaseError as exc:
+            if is_connection_error(exc):
+                raise
+            running = self._running.get(s.job_id)
+            refused = settlement_refused(
+                s,
+                failure_count=running.job.failure_count if running else 0,
+                policy=self._policy(s.kind),
+                now=timezone.now(),
+                error=str(exc),
+            )
+        try:
+            return store.settle(worker_id=self.worker_id, settlements=[refused])[0]
+        except DatabaseError as exc:
+            if is_connection_error(exc):
+                raise
+            logger.exception("job=%s: even its failure could not be settled", s.job_id)
+            return False  # still claimed: recovered when its lease runs out
 
     def _settled(self, batch: list[Settlement], applied: list[bool]) -> None:
         self._unsettled = self._unsettled[len(batch) :]
@@ -387,58 +433,6 @@ class Worker:
             ]
             if lines:
                 logger.info("\n".join(lines))
-
-    # --- maintenance ------------------------------------------------------------------------
-
-    def _due(self, name: str, every: float) -> bool:
-        now = time.monotonic()
-        # Never done is always due: monotonic time has no fixed origin (it may be smaller
-        # than ``every`` on a freshly booted host), so 0 is not "long ago".
-        last = self._last.get(name)
-        if last is None or now - last >= every:
-            self._last[name] = now
-            return True
-        return False
-
-    def _maintain(self) -> None:
-        if self._due("recover", RECOVER_EVERY):
-            self._db(partial(store.recover_expired, policy_for=self._policy))
-        if self._running:
-            self._extend_leases()
-            if self._due("cancel", CANCEL_CHECK_EVERY):
-                wanted = self._db(lambda: store.cancel_requested(job_ids=list(self._running)))
-                for job_id in wanted or ():
-                    running = self._running.get(job_id)
-                    if running is not None and not running.ctx.cancelled.is_set():
-                        logger.info("cancel requested for job=%s", job_id)
-                        running.ctx.cancelled.set()
-        if self._due("heartbeat", HEARTBEAT_EVERY):
-            self._db(lambda: store.beat(worker_id=self.heartbeat_id, jobs_done=self.processed))
-        if self.retention and self._due("retention", self.retention_interval):
-            for status, keep in self.retention.items():
-                self._db(
-                    partial(store.cleanup, finished_before=timezone.now() - keep, status=status)
-                )
-
-    def _extend_leases(self) -> None:
-        now = timezone.now()
-        due = [r for r in self._running.values() if r.expires_at - now < r.lease / 2]
-        by_lease: dict[timedelta, list[Running]] = {}
-        for r in due:
-            by_lease.setdefault(r.lease, []).append(r)
-        for lease, group in by_lease.items():
-            until = now + lease
-            done = self._db(
-                partial(
-                    store.extend_leases,
-                    worker_id=self.worker_id,
-                    runs={r.job.id: r.job.run_count for r in group},
-                    until=until,
-                )
-            )
-            if done is not None:
-                for r in group:
-                    r.expires_at = until
 
     # --- shutdown ---------------------------------------------------------------------------
 
@@ -461,11 +455,13 @@ class Worker:
                 job = running.job
                 self._unsettled.append(
                     released(
-                        job_id=job.id,
-                        kind=job.kind,
-                        run_no=job.run_count,
+                        Run(
+                            job_id=job.id,
+                            kind=job.kind,
+                            run_no=job.run_count,
+                            worker=self.worker_id,
+                        ),
                         now=timezone.now(),
-                        worker=self.worker_id,
                         note="worker shut down",
                     )
                 )
@@ -476,49 +472,20 @@ class Worker:
             time.sleep(min(0.2 * 2**attempt, 2))
         self._running.clear()
 
-    # --- database errors --------------------------------------------------------------------
 
-    def _db_backoff(self) -> float:
-        return float(min(0.1 * 2 ** max(self._db_failures - 1, 0), 5.0))
-
-    def _db(self, call: Callable[[], T]) -> T | None:
-        """Run a store call; on a connection error close, back off and return None."""
-        try:
-            result = call()
-        except (OperationalError, InterfaceError, DatabaseError) as exc:
-            if not _is_connection_error(exc):
-                raise
-            self._db_failures += 1
-            wait = self._db_backoff()
-            logger.warning(
-                "database error (%s); reconnecting in %.1fs", str(exc).strip()[:200], wait
-            )
-            with contextlib.suppress(Exception):  # the connection is already broken
-                connections[self.alias].close()
-            self._last["retry"] = time.monotonic() + wait
-            self._stopping.wait(wait)
-            return None
-        if self._db_failures:
-            logger.info("database connection restored")
-            self._db_failures = 0
-        return result
+def _known_kinds(kinds: Sequence[str] | None) -> list[str]:
+    """The kinds a worker runs: those given, each of which must be registered, or all."""
+    unknown = sorted(set(kinds or []) - set(registry.kinds()))
+    if unknown:
+        raise ValueError(
+            f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
+        )
+    return list(kinds) if kinds else registry.kinds()
 
 
-def _close_broken_connections() -> None:
-    """Close this thread's connections that a run left unusable (dropped by the server, say),
-    so the next job on the thread reconnects instead of failing on a dead connection.
-    Healthy ones stay open whatever CONN_MAX_AGE says."""
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    # "database is locked" on SQLite and serialisation failures are transient too.
-    text = str(exc).lower()
-    return "locked" in text or "could not serialize" in text or "deadlock" in text
+def _seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
+    """A worker option in seconds (the setting's value unless given), checked."""
+    value = default if given is None else given
+    return validation.duration(
+        value, name=name, error=ValueError, allow_zero=allow_zero
+    ).total_seconds()

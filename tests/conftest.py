@@ -7,7 +7,16 @@ from typing import Any
 
 import pytest
 
+from django_jobqueue.registry import Registry, registry
 from tests.helpers import WorkerThread
+
+
+@pytest.fixture
+def task_registry() -> Iterator[Registry]:
+    """The registry of kinds, restored when the test ends: tasks a test defines (or
+    removes) do not leak into the next test."""
+    with registry.isolated() as isolated:
+        yield isolated
 
 
 @pytest.fixture

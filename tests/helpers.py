@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -12,7 +13,14 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+import django_jobqueue
+from django_jobqueue.models import JournalEntry
 from django_jobqueue.worker import Worker
+
+
+def journal_of(job_id: uuid.UUID | str) -> list[JournalEntry]:
+    """A job's journal as users read it: through the public ``job(id).journal()``."""
+    return django_jobqueue.job(job_id).journal()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:

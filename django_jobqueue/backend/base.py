@@ -14,8 +14,9 @@ from django.core import checks
 
 from django_jobqueue import store
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
-from django_jobqueue.task import Options, build_request, check_json, encode_payload, registry
-from django_jobqueue.task import validate_queue as check_queue
+from django_jobqueue.options import Options, build_request, check_json, encode_payload
+from django_jobqueue.registry import registry
+from django_jobqueue.registry import validate_queue as check_queue
 
 from . import results
 from .compat import (

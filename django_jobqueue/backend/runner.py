@@ -25,8 +25,8 @@ from django.utils.dateparse import parse_datetime
 from django_jobqueue import store
 from django_jobqueue.lifecycle import Policy, exhausted
 from django_jobqueue.outcomes import Pause, Permanent, RetryAfter
+from django_jobqueue.registry import UNSET, PayloadMismatch, TaskDef
 from django_jobqueue.store import Claimed
-from django_jobqueue.task import UNSET, PayloadMismatch, TaskDef
 
 from . import results
 from .compat import (
@@ -73,6 +73,7 @@ class DjangoTaskDef(TaskDef):
             max_failures=UNSET if self.max_attempts is None else self.max_attempts,
             lease=own.lease if own else None,
             backoff=None,
+            timeout=own.timeout if own else None,
         )
         params = list(inspect.signature(task.func).parameters.values())
         self.signature = inspect.Signature(params[1:] if task.takes_context else params)

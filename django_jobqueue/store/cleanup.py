@@ -10,6 +10,7 @@ from django.db import transaction
 from django_jobqueue.models import TERMINAL, Job, JournalEntry
 
 from . import sql
+from .history import names
 
 
 def cleanup(
@@ -33,7 +34,7 @@ def cleanup(
         )
     qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
     if kind:
-        qs = qs.filter(kind=kind)
+        qs = qs.filter(kind=names("kind", kind))
     if dry_run:
         return qs.count()
     alias = sql.alias()

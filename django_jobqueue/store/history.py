@@ -6,11 +6,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from django.conf import settings as django_settings
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from django_jobqueue import validation
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 
@@ -27,6 +29,11 @@ def get_job(*, job_id: uuid.UUID | str) -> Job:
 def journal(*, job_id: uuid.UUID | str) -> list[JournalEntry]:
     """A job's journal, oldest first."""
     return list(sql.journal_entries().filter(job_id=as_uuid(job_id)).order_by("id"))
+
+
+def names(what: str, value: object) -> str:
+    """A kind or queue a filter names: text the database can compare (ValueError if not)."""
+    return validation.bounded_text(value, name=what, error=ValueError, max_length=200)
 
 
 def as_uuid(value: uuid.UUID | str) -> uuid.UUID:
@@ -61,47 +68,39 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     return at, last_id
 
 
-def history(
-    *,
-    kind: str | Sequence[str] | None = None,
-    queue: str | None = None,
-    status: str | Sequence[str] | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    finished_after: datetime | None = None,
-    finished_before: datetime | None = None,
-    after: str | None = None,
-    limit: int = 100,
-    newest_first: bool = False,
-) -> Page:
+class HistoryFilters(TypedDict, total=False):
+    """What ``history`` selects on, and how it pages (every key optional)."""
+
+    kind: str | Sequence[str] | None  # a kind or several
+    queue: str | None
+    status: str | Sequence[str] | None  # a status or several
+    created_after: datetime | None  # created at or after
+    created_before: datetime | None
+    finished_after: datetime | None  # finished at or after
+    finished_before: datetime | None
+    after: str | None  # the previous page's ``next_cursor``
+    limit: int  # jobs per page (default 100)
+    newest_first: bool
+
+
+def history(**filters: Unpack[HistoryFilters]) -> Page:
     """Jobs matching the filters, a keyset page on (created_at, id).
 
     Pages stay stable while rows are inserted and deleted between requests: each page
     starts strictly after the last row of the previous one.
     """
+    unknown = sorted(set(filters) - set(HistoryFilters.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"history() got unknown filter(s) {', '.join(unknown)}; "
+            f"known: {', '.join(HistoryFilters.__annotations__)}"
+        )
+    limit = filters.get("limit", 100)
+    newest_first = filters.get("newest_first", False)
     if limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
-    qs = sql.jobs()
-    if kind:
-        qs = qs.filter(kind__in=[kind] if isinstance(kind, str) else list(kind))
-    if queue:
-        qs = qs.filter(queue=queue)
-    if status:
-        statuses = [status] if isinstance(status, str) else list(status)
-        unknown = sorted(set(statuses) - set(Status.values))
-        if unknown:
-            raise ValueError(
-                f"Unknown status {', '.join(unknown)}; known: {', '.join(Status.values)}"
-            )
-        qs = qs.filter(status__in=statuses)
-    if created_after:
-        qs = qs.filter(created_at__gte=created_after)
-    if created_before:
-        qs = qs.filter(created_at__lt=created_before)
-    if finished_after:
-        qs = qs.filter(finished_at__gte=finished_after)
-    if finished_before:
-        qs = qs.filter(finished_at__lt=finished_before)
+    qs = _filtered(filters)
+    after = filters.get("after")
     if after:
         stamp, last_id = _decode_cursor(after)
         if newest_first:
@@ -113,3 +112,38 @@ def history(
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(jobs=rows, next_cursor=_encode_cursor(rows[-1]) if more and rows else None)
+
+
+# filter key -> lookup; absent or empty values select everything
+_RANGES = {
+    "created_after": "created_at__gte",
+    "created_before": "created_at__lt",
+    "finished_after": "finished_at__gte",
+    "finished_before": "finished_at__lt",
+}
+
+
+def _filtered(filters: HistoryFilters) -> QuerySet[Job]:
+    qs = sql.jobs()
+    kind = filters.get("kind")
+    if kind:
+        qs = qs.filter(
+            kind__in=[names("kind", k) for k in ([kind] if isinstance(kind, str) else kind)]
+        )
+    queue = filters.get("queue")
+    if queue:
+        qs = qs.filter(queue=names("queue", queue))
+    status = filters.get("status")
+    if status:
+        statuses = [status] if isinstance(status, str) else list(status)
+        unknown = sorted(set(statuses) - set(Status.values))
+        if unknown:
+            raise ValueError(
+                f"Unknown status {', '.join(unknown)}; known: {', '.join(Status.values)}"
+            )
+        qs = qs.filter(status__in=statuses)
+    for key, lookup in _RANGES.items():
+        value = filters.get(key)
+        if value:
+            qs = qs.filter(**{lookup: value})
+    return qs

@@ -8,9 +8,9 @@ guarded UPDATE and the journal INSERT are one data-modifying CTE, so each job's
 settlement and its entry commit together; on SQLite they are two statements in one
 transaction.
 
-The rule of an operator's cancel request lives here too, once, in SQL: a run that
-would send its job back to pending (a retry, a pause, a release, a stale recovery)
-ends it ``cancelled`` instead; a run that completed or died keeps its ending.
+An operator's cancel request is read inside the same statement: each settlement
+travels with the ending ``lifecycle.on_cancel_request`` gives it instead (if any), and
+the statement picks that one when the row carries the request.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.duration import duration_microseconds
 
 from django_jobqueue import conf
-from django_jobqueue.lifecycle import Policy, Settlement, failure
+from django_jobqueue.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
 from django_jobqueue.models import Outcome, Status
 
 from . import sql
@@ -54,15 +54,19 @@ _S_COLUMNS = {
     "worker": "text",
     "recorded_at": "timestamptz",
     "claimed": "text",
+    # the ending instead, if an operator asked to cancel (NULL: the run keeps its own)
+    "c_status": "text",
+    "c_outcome": "text",
+    "c_note": "text",
 }
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in _S_COLUMNS.items())
 
-# ``t`` is the row before the update, ``s`` the settlement. A pending ending of a run
-# whose job an operator asked to cancel becomes ``cancelled``.
-_GOES_PENDING = "(s.status = 'pending' AND NOT t.cancel_requested)"
+# ``t`` is the row before the update, ``s`` the settlement.
+_OVERRIDE = "(t.cancel_requested AND s.c_status IS NOT NULL)"
+_STATUS = f"CASE WHEN {_OVERRIDE} THEN s.c_status ELSE s.status END"
+_GOES_PENDING = f"({_STATUS}) = 'pending'"
 _SET = (
-    "status = CASE WHEN s.status = 'pending' AND t.cancel_requested THEN 'cancelled'"
-    " ELSE s.status END,"
+    f"status = {_STATUS},"
     f" visible_at = CASE WHEN {_GOES_PENDING} THEN s.visible_at ELSE t.visible_at END,"
     " claimed_by = '', claim_expires_at = NULL,"
     " failure_count = t.failure_count + s.failed,"
@@ -76,21 +80,17 @@ _SET = (
 _GUARD = (
     "t.id = s.id AND t.status = s.claimed AND t.claimed_by = s.worker AND t.run_count = s.run_no"
 )
-# ``j`` is the row after the update.
-_OVERRIDDEN = "(s.status = 'pending' AND j.status = 'cancelled')"
+# ``j`` is the row after the update: it took the alternative ending if its status is that one's.
+_OVERRIDDEN = "(s.c_status IS NOT NULL AND j.status = s.c_status)"
 _JOURNAL_COLUMNS = (
     "job_id, kind, run_no, outcome, started_at, recorded_at, duration, note, attachment,"
     " worker, actor"
 )
 _JOURNAL_SELECT = (
-    f"SELECT s.id, s.kind, s.run_no, CASE WHEN {_OVERRIDDEN} THEN 'cancelled' ELSE s.outcome END,"
+    f"SELECT s.id, s.kind, s.run_no, CASE WHEN {_OVERRIDDEN} THEN s.c_outcome ELSE s.outcome END,"
     " s.started_at, s.recorded_at, {duration},"
-    f" CASE WHEN {_OVERRIDDEN} THEN 'cancelled on request'"
-    " || CASE WHEN j.cancel_actor <> '' THEN ' by ' || j.cancel_actor ELSE '' END"
-    " || ' (run ended: ' || s.outcome || ')'"
-    " || CASE WHEN s.note <> '' THEN {newline} || s.note ELSE '' END ELSE s.note END,"
-    " s.attachment, s.worker, CASE"
-    f" WHEN {_OVERRIDDEN} THEN j.cancel_actor ELSE '' END"
+    f" CASE WHEN {_OVERRIDDEN} THEN s.c_note ELSE s.note END,"
+    f" s.attachment, s.worker, CASE WHEN {_OVERRIDDEN} THEN j.cancel_actor ELSE '' END"
 )
 
 
@@ -132,10 +132,14 @@ def _document(s: Settlement, now: datetime) -> dict[str, Any]:
             doc[name] = value.isoformat()
     if s.duration is not None:
         doc["duration"] = s.duration.total_seconds()
+    instead = on_cancel_request(s)
+    if instead is not None:
+        doc.update(c_status=instead.status, c_outcome=instead.outcome, c_note=instead.note)
     return doc
 
 
 def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
+    instead = on_cancel_request(s)
     return (
         d.job_id(s.job_id),
         s.run_no,
@@ -153,6 +157,9 @@ def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
         s.worker,
         d.dt(now),
         Status.CLAIMED,
+        None if instead is None else instead.status,
+        None if instead is None else instead.outcome,
+        None if instead is None else instead.note,
     )
 
 
@@ -262,9 +269,7 @@ def recover_expired(
             rows = d.run(_EXPIRED + d.skip_locked, [d.dt(now_), batch_size])
             settlements = [
                 failure(
-                    job_id=d.read_uuid(job_id),
-                    kind=kind,
-                    run_no=run_no,
+                    Run(job_id=d.read_uuid(job_id), kind=kind, run_no=run_no, worker=claimed_by),
                     failure_count=failure_count,
                     policy=policy_of(kind),
                     now=now_,
@@ -273,7 +278,6 @@ def recover_expired(
                         f"(worker {claimed_by} gone)"
                     ),
                     outcome=Outcome.STALE_RECOVERED,
-                    worker=claimed_by,
                 )
                 for job_id, kind, claimed_by, expired, run_no, failure_count in rows
             ]

@@ -21,7 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 
-from django_jobqueue import conf
+from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry
 
 JOB = Job._meta.db_table
@@ -54,8 +54,7 @@ def lockable(qs: QuerySet[Job], *, skip_locked: bool) -> QuerySet[Job]:
     return qs.select_for_update()
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+dumps = validation.dumps
 
 
 def loads(value: Any) -> Any:

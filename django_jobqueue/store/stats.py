@@ -40,6 +40,25 @@ def stats(
         .annotate(n=Count("id"))
         .order_by("kind")
     }
+    workers, live = _workers(now)
+    return {
+        "at": now,
+        "pending": pending_by,
+        "pending_total": sum(row["count"] for row in pending_by),
+        "oldest_pending_seconds": oldest,
+        "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
+        "claimed": jobs.filter(status=Status.CLAIMED).count(),
+        "dead": dead_by,
+        "unserved_kinds": _unserved_kinds(pending_by, live),
+        "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
+        "workers": workers,
+        "runs": run_stats(since=now - window),
+        "window_seconds": window.total_seconds(),
+    }
+
+
+def _workers(now: datetime) -> tuple[list[dict[str, Any]], list[WorkerHeartbeat]]:
+    """Every known worker as a dict (newest first), and the live ones."""
     workers = []
     live: list[WorkerHeartbeat] = []
     for w in WorkerHeartbeat.objects.using(sql.alias()).order_by("-last_seen_at"):
@@ -60,31 +79,21 @@ def stats(
                 "state": "alive" if alive else "gone",
             }
         )
-    return {
-        "at": now,
-        "pending": pending_by,
-        "pending_total": sum(row["count"] for row in pending_by),
-        "oldest_pending_seconds": oldest,
-        "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
-        "claimed": jobs.filter(status=Status.CLAIMED).count(),
-        "dead": dead_by,
-        # A worker serves a pending row when it runs the kind and reads the row's queue
-        # (no queues listed means every queue).
-        "unserved_kinds": sorted(
-            {
-                row["kind"]
-                for row in pending_by
-                if not any(
-                    row["kind"] in w.kinds and (not w.queues or row["queue"] in w.queues)
-                    for w in live
-                )
-            }
-        ),
-        "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
-        "workers": workers,
-        "runs": run_stats(since=now - window),
-        "window_seconds": window.total_seconds(),
-    }
+    return workers, live
+
+
+def _unserved_kinds(pending_by: list[dict[str, Any]], live: list[WorkerHeartbeat]) -> list[str]:
+    """Pending kinds no live worker serves: a worker serves a row when it runs the kind
+    and reads the row's queue (no queues listed means every queue)."""
+    return sorted(
+        {
+            row["kind"]
+            for row in pending_by
+            if not any(
+                row["kind"] in w.kinds and (not w.queues or row["queue"] in w.queues) for w in live
+            )
+        }
+    )
 
 
 UNCLAIMED_AFTER = timedelta(hours=1)

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from django_jobqueue import Status, store
+from django_jobqueue import Status
 from django_jobqueue.models import Job
 from tests.concurrency.procs import WorkerProcesses
-from tests.helpers import WorkerThread, postgres_only, wait_for
+from tests.helpers import WorkerThread, journal_of, postgres_only, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
@@ -42,7 +42,7 @@ def test_sigkilled_worker_job_is_recovered_after_lease_expiry_and_completed_else
     job = Job.objects.get(id=handle.id)
     assert job.status == Status.CLAIMED, "nothing settles the run of a killed worker"
     assert job.run_count == 1
-    assert store.journal(job_id=handle.id) == []
+    assert journal_of(handle.id) == []
     lease_end = job.claim_expires_at
     assert lease_end is not None
 
@@ -54,7 +54,7 @@ def test_sigkilled_worker_job_is_recovered_after_lease_expiry_and_completed_else
     assert job.failure_count == 1
     assert job.run_count == 2
     assert job.result == "finished"
-    stale, completed = store.journal(job_id=handle.id)
+    stale, completed = journal_of(handle.id)
     assert (stale.outcome, completed.outcome) == ("stale-recovered", "completed")
     assert stale.run_no == 1
     assert stale.worker == doomed.worker_id

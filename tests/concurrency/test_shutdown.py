@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from django_jobqueue import Status, store
+from django_jobqueue import Status
 from django_jobqueue.models import Job, WorkerHeartbeat
 from tests.concurrency.procs import WorkerProcesses
-from tests.helpers import postgres_only, wait_for
+from tests.helpers import journal_of, postgres_only, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
@@ -46,7 +46,7 @@ def test_sigterm_pauses_cooperative_job_with_carry_and_releases_stubborn_one_aft
     assert job.run_count == 1
     assert job.claimed_by == ""
     assert job.carry["steps"] > 0
-    [paused] = store.journal(job_id=coop.id)
+    [paused] = journal_of(coop.id)
     assert paused.outcome == "paused"
     assert paused.note == "stopping early"
     assert paused.worker == proc.worker_id
@@ -58,7 +58,7 @@ def test_sigterm_pauses_cooperative_job_with_carry_and_releases_stubborn_one_aft
     assert job.claimed_by == ""
     assert job.claim_expires_at is None
     assert job.carry == {}, "a released run keeps the carry as last settled, not its own"
-    [released] = store.journal(job_id=stub.id)
+    [released] = journal_of(stub.id)
     assert released.outcome == "released"
     assert released.worker == proc.worker_id
     assert released.note == "worker shut down"
@@ -90,4 +90,4 @@ def test_second_signal_exits_runworker_at_once_leaving_the_claim_to_expire(
     assert job.status == Status.CLAIMED
     assert job.claimed_by == proc.worker_id
     assert job.run_count == 1
-    assert store.journal(job_id=stub.id) == []
+    assert journal_of(stub.id) == []

@@ -1,7 +1,7 @@
 """What wakes an idle worker: NOTIFY on commit (never before), and the next scheduled job.
 
 The ``runworker`` test is the end-to-end promise. The thread tests pin down which
-wake-up did it: their worker's lease sweep (``worker.RECOVER_EVERY``) is pushed out to
+wake-up did it: their worker's lease sweep (``Timings.recover``) is pushed out to
 an hour, so only a NOTIFY, the next ``visible_at`` or the 30 s poll ceiling can wake it,
 and a row written without a NOTIFY shows that nothing else does.
 """
@@ -16,7 +16,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_jobqueue import Status, worker
+from django_jobqueue import Status
+from django_jobqueue.maintenance import Timings
 from django_jobqueue.models import Job
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import WorkerThread, postgres_only, wait_for
@@ -62,7 +63,7 @@ class QuietWorker:
     recording when each NOTIFY reaches it."""
 
     def __init__(self) -> None:
-        self.thread = WorkerThread(concurrency=1, poll_interval=30)
+        self.thread = WorkerThread(concurrency=1, poll_interval=30, timings=Timings(recover=3600))
         self.notes: list[tuple[float, str]] = []
         listener = self.thread.worker._listener
         deliver = listener.on_notify
@@ -85,8 +86,7 @@ class QuietWorker:
 
 
 @pytest.fixture
-def quiet_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], QuietWorker]]:
-    monkeypatch.setattr(worker, "RECOVER_EVERY", 3600.0)
+def quiet_worker() -> Iterator[Callable[[], QuietWorker]]:
     started: list[QuietWorker] = []
 
     def start() -> QuietWorker:

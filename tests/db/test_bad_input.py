@@ -103,7 +103,12 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
         InvalidArguments,
         "takes no further arguments",
     ),
-    "not a task at all": (lambda: enqueue(42), UnknownKind, "not int"),  # type: ignore[arg-type]
+    "not a task at all": (lambda: enqueue(42), InvalidArguments, "not int"),  # type: ignore[arg-type]
+    "a Task subclass without run()": (
+        lambda: enqueue(tasks.NoRun()),
+        UnknownKind,
+        "NoRun defines no run(self, ctx), so it is not a task",
+    ),
 }
 
 

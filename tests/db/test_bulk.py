@@ -64,7 +64,11 @@ def test_enqueue_many_joins_the_callers_transaction() -> None:
     [
         ([{"a": 1, "b": 1}, {"a": 1}], InvalidArguments, "item 1: "),
         ([{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"a": object(), "b": 1}], InvalidPayload, "item 2: "),
-        ([{"a": 1, "b": 1}, (1, 2)], InvalidArguments, "item 1 must be a dict"),
+        (
+            [{"a": 1, "b": 1}, (1, 2)],
+            InvalidArguments,
+            "item 1: tests.taskapp.tasks.add takes a dict",
+        ),
         ([{"a": 1, "b": 1}, {"a": 1, "b": 1, "c": 3}], InvalidArguments, "item 1: "),
     ],
 )

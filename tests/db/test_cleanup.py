@@ -15,6 +15,7 @@ from django.db import OperationalError, connections, transaction
 from django.db.backends.signals import connection_created
 from django.utils import timezone
 
+import django_jobqueue
 from django_jobqueue import Status, cleanup, store
 from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job, JournalEntry
@@ -130,7 +131,7 @@ def test_cleanup_deletes_only_terminal_jobs_finished_before_the_cut_with_their_j
 def test_cleanup_filters_by_kind_and_status(
     yard: dict[str, Job], filters: dict[str, Any], gone: set[str]
 ) -> None:
-    deleted = store.cleanup(finished_before=CUT, **filters)
+    deleted = django_jobqueue.cleanup(finished_before=CUT, **filters)
 
     assert deleted == len(gone)
     assert remaining(yard) == set(yard) - gone
@@ -141,19 +142,19 @@ def test_cleanup_filters_by_kind_and_status(
 def test_cleanup_dry_run_counts_without_deleting(yard: dict[str, Job]) -> None:
     jobs, entries = Job.objects.count(), JournalEntry.objects.count()
 
-    assert store.cleanup(finished_before=CUT, dry_run=True) == 4
-    assert store.cleanup(finished_before=CUT, status="dead", dry_run=True) == 1
-    assert store.cleanup(finished_before=CUT, kind="shop.b", dry_run=True) == 2
+    assert django_jobqueue.cleanup(finished_before=CUT, dry_run=True) == 4
+    assert django_jobqueue.cleanup(finished_before=CUT, status="dead", dry_run=True) == 1
+    assert django_jobqueue.cleanup(finished_before=CUT, kind="shop.b", dry_run=True) == 2
 
     assert (Job.objects.count(), JournalEntry.objects.count()) == (jobs, entries)
-    assert store.cleanup(finished_before=CUT) == 4
+    assert django_jobqueue.cleanup(finished_before=CUT) == 4
 
 
 @sqlite_too
 @pytest.mark.parametrize("status", ["pending", "claimed", "bogus", ["dead", "pending"]])
 def test_cleanup_refuses_a_non_terminal_status(yard: dict[str, Job], status: Any) -> None:
     with pytest.raises(ValueError, match="cleanup deletes only finished jobs"):
-        store.cleanup(finished_before=NOW, status=status)
+        django_jobqueue.cleanup(finished_before=NOW, status=status)
     assert remaining(yard) == set(yard)
 
 
@@ -345,7 +346,7 @@ def test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock(
 
         started_at = timezone.now()
         t0 = time.monotonic()
-        deleted = store.cleanup(finished_before=timezone.now() - timedelta(days=1))
+        deleted = django_jobqueue.cleanup(finished_before=timezone.now() - timedelta(days=1))
         took = time.monotonic() - t0
         ended_at = timezone.now()
 

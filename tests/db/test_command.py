@@ -23,9 +23,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_jobqueue import Status, store
-from django_jobqueue.management.commands.jobqueue import parse_duration
+from django_jobqueue.management.arguments import parse_duration
 from django_jobqueue.models import Job, JournalEntry, Outcome, WorkerHeartbeat
-from tests.helpers import run_burst, wait_for
+from tests.helpers import journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite]
@@ -320,6 +320,32 @@ def test_show_prints_fields_and_journal_of_a_run_job() -> None:
     assert '{"run": 2}' in rows[1]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_show_redacts_secret_fields_that_the_task_still_receives() -> None:
+    handle = tasks.record.enqueue(n={"user": "ann", "password": "hunter2"})
+    run_burst()
+    out, _ = jobqueue("show", str(handle.id))
+    assert "hunter2" not in out
+    assert show_fields(out)["payload"] == '{"n": {"password": "********", "user": "ann"}}'
+    # stored and run as given: the task got the real value
+    assert Job.objects.get(id=handle.id).payload == {"n": {"user": "ann", "password": "hunter2"}}
+    assert handle.refresh().status == "completed"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["list", "--kind", "a\x00b"],
+        ["list", "--queue", "\x00"],
+        ["cleanup", "--older-than", "1d", "--kind", "\x00"],
+    ],
+)
+def test_a_name_the_database_cannot_compare_is_a_command_error(args: list[str]) -> None:
+    message, _, _ = jobqueue_fails(*args)
+    assert "contains a NUL character" in message
+
+
 @pytest.mark.django_db
 def test_show_unknown_and_malformed_ids_fail() -> None:
     missing = uuid.uuid4()
@@ -351,7 +377,7 @@ def test_cancel_acts_on_every_known_id_then_fails_for_the_unknown_one() -> None:
     for job in (first, second):
         job.refresh_from_db()
         assert job.status == Status.CANCELLED
-        [entry] = store.journal(job_id=job.id)
+        [entry] = journal_of(job.id)
         assert entry.outcome == Outcome.CANCELLED
         assert entry.actor == ACTOR
     running.refresh_from_db()
@@ -377,7 +403,7 @@ def test_requeue_dead_job_runs_again_and_completed_needs_force() -> None:
     dead.refresh_from_db()
     assert dead.status == Status.PENDING
     assert dead.failure_count == 0
-    [entry] = store.journal(job_id=dead.id)
+    [entry] = journal_of(dead.id)
     assert (entry.outcome, entry.actor) == (Outcome.REQUEUED, ACTOR)
 
     message, _, err = jobqueue_fails("requeue", str(done.id))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from django_jobqueue import Status, history, job, store
+from django_jobqueue import JobHandle, Status, cancel, history, job, requeue, store
 from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job
-from tests.helpers import run_burst
+from tests.helpers import journal_of, run_burst
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
@@ -264,6 +264,30 @@ def test_history_rejects_an_unknown_status_naming_the_known_ones() -> None:
         history(status=["pending", "bogus"])
 
 
+def test_history_rejects_an_unknown_filter_naming_the_known_ones() -> None:
+    with pytest.raises(TypeError, match=r"unknown filter\(s\) kinds; known: kind, queue, status"):
+        history(kinds=["a"])  # type: ignore[call-arg]
+
+
+def test_every_operation_hands_back_job_handles_and_only_enqueue_a_disposition() -> None:
+    handle = tasks.noop.enqueue()
+    assert handle.disposition == "inserted"
+    page = history(limit=10)
+    cancelled = cancel(handle.id, actor="alice")
+    requeued = requeue(handle.id, actor="alice")
+    looked_up = job(handle.id)
+    for h in (*page.jobs, cancelled, requeued, looked_up):
+        assert isinstance(h, JobHandle)
+        assert h.disposition is None
+        assert "inserted" not in repr(h)
+    assert (cancelled.status, requeued.status, looked_up.status) == (
+        Status.CANCELLED,
+        Status.PENDING,
+        Status.PENDING,
+    )
+    assert [h.id for h in page.jobs] == [handle.id]
+
+
 @pytest.mark.parametrize("limit", [0, -5])
 def test_history_rejects_a_non_positive_limit(limit: int) -> None:
     with pytest.raises(ValueError, match="limit must be positive"):
@@ -288,7 +312,7 @@ def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
     assert [e.outcome for e in journal] == ["retried", "retried", "completed"]
     assert [e.run_no for e in journal] == [1, 2, 3]
     assert [e.id for e in journal] == sorted(e.id for e in journal)
-    assert journal == store.journal(job_id=handle.id)
+    assert journal == journal_of(handle.id)
 
 
 @pytest.mark.sqlite

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
+import django_jobqueue
 from django_jobqueue import InvalidOption, InvalidTransition, Status, store
 from django_jobqueue.models import Job, JournalEntry
 from tests.helpers import (
@@ -73,7 +74,7 @@ def test_idempotency_key_is_free_again_once_the_job_is_terminal(finish: str) -> 
     else:
         first = tasks.add.using(idempotency_key="k").enqueue(1, 2)
     if finish == "cancelled":
-        store.cancel(job_id=first.id)
+        django_jobqueue.cancel(first.id)
     else:
         assert run_burst() == 1
     assert first.refresh().status == finish
@@ -141,7 +142,7 @@ def test_requeue_is_refused_while_another_active_job_holds_the_key() -> None:
     assert active.disposition == "inserted"
 
     with pytest.raises(InvalidTransition, match="idempotency key 'k'"):
-        store.requeue(job_id=dead.id, actor="alice")
+        django_jobqueue.requeue(dead.id, actor="alice")
 
     assert dead.refresh().status == Status.DEAD
     assert [e.outcome for e in dead.journal()] == ["dead"]  # no requeued entry written

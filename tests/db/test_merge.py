@@ -16,12 +16,14 @@ import pytest
 from django.db import connections, transaction
 from django.utils import timezone
 
+import django_jobqueue
 from django_jobqueue import EnqueueError, MergeError, Priority, Status, enqueue, store
 from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
 from tests.helpers import (
     backend_pid,
     in_thread,
+    journal_of,
     postgres_only,
     run_burst,
     wait_for,
@@ -45,7 +47,7 @@ def merge_mode(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
 
 
 def outcomes(job_id: uuid.UUID) -> list[str]:
-    return [e.outcome for e in store.journal(job_id=job_id)]
+    return [e.outcome for e in journal_of(job_id)]
 
 
 def snapshot(job_id: uuid.UUID) -> dict[str, Any]:
@@ -57,7 +59,7 @@ def snapshot(job_id: uuid.UUID) -> dict[str, Any]:
         "priority": row.priority,
         "visible_at": row.visible_at,
         "run_count": row.run_count,
-        "journal": [(e.id, e.outcome, e.note) for e in store.journal(job_id=job_id)],
+        "journal": [(e.id, e.outcome, e.note) for e in journal_of(job_id)],
     }
 
 
@@ -113,7 +115,7 @@ def test_merge_keep_leaves_the_pending_job_as_it_is_and_journals_the_merge(
     assert after["status"] == Status.PENDING
     # The old journal is kept, the merge appended after it.
     assert after["journal"][:1] == before["journal"]
-    merged = store.journal(job_id=job.id)[-1]
+    merged = journal_of(job.id)[-1]
     assert merged.outcome == "merged"
     assert merged.note == "merge: keep"
     assert merged.attachment == {"incoming": {"account_id": 7, "full": False, "items": ["b"]}}
@@ -139,7 +141,7 @@ def test_merge_replace_takes_the_incoming_payload_and_resets_carry(
     assert row.run_count == 1
     assert Job.objects.filter(kind=Sync.kind).count() == 1
     assert outcomes(job.id) == ["paused", "merged"]
-    assert store.journal(job_id=job.id)[-1].note == "merge: replace"
+    assert journal_of(job.id)[-1].note == "merge: replace"
 
 
 @sqlite_too
@@ -158,7 +160,7 @@ def test_merge_with_sets_the_computed_payload_and_carry(
     # Sync.merge keeps the existing carry and counts merges in it.
     assert row.carry == {"cursor": 3, "merged": 1}
     assert outcomes(job.id) == ["paused", "merged"]
-    assert store.journal(job_id=job.id)[-1].note == "merge: with"
+    assert journal_of(job.id)[-1].note == "merge: with"
 
     # A second merge sees the first one's result (payload and carry) as "existing".
     again = Sync(7, full=True, items=["d"]).enqueue()
@@ -286,7 +288,7 @@ def test_merge_ignores_finished_jobs_with_the_same_key(merge_mode: Callable[[str
     assert run_burst() == 1
     cancelled = Sync(7, items=["b"]).enqueue()
     assert cancelled.disposition == "inserted"
-    store.cancel(job_id=cancelled.id)
+    django_jobqueue.cancel(cancelled.id)
 
     handle = Sync(7, items=["c"]).enqueue()
 
@@ -376,7 +378,11 @@ def test_merge_falls_back_to_insert_when_another_session_claims_the_candidate_fi
 @sqlite_too
 @pytest.mark.parametrize(
     ("mode", "message"),
-    [("raise", "merge() raised RuntimeError: merge exploded"), ("bad", "must return a Merge")],
+    [
+        ("raise", "merge() raised RuntimeError: merge exploded"),
+        ("bad", "must return a Merge"),
+        ("bad carry", "merge() returned a carry that is not JSON-serialisable"),
+    ],
 )
 def test_merge_that_raises_or_returns_a_non_merge_is_an_enqueue_error_writing_nothing(
     merge_mode: Callable[[str], None], mode: str, message: str

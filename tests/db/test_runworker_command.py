@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
     ("args", "message"),
     [
         (["--cap", "tests.capped"], "--cap takes KIND=N"),
-        (["--cap", "tests.capped=0"], "--cap tests.capped: N must be at least 1"),
+        (["--cap", "tests.capped=0"], "--cap tests.capped: N must be a positive integer, got 0"),
         (["--cap", "tests.capped=two"], "--cap tests.capped: N expected a whole number"),
-        (["--concurrency", "0"], "must be at least 1"),
+        (["--concurrency", "0"], "--concurrency: must be a positive integer, got 0"),
         (["--max-jobs", "x"], "expected a whole number"),
         (["--shutdown-timeout", "-1"], "must not be negative"),
         (["--poll-interval", "soon"], "expected seconds"),
-        (["--poll-interval", "0"], "--poll-interval: must be above 0"),
+        (["--poll-interval", "0"], "--poll-interval: must be positive, got 0.0"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
@@ -133,8 +133,8 @@ def test_runworker_adds_no_handler_when_the_project_logs_to_root() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"concurrency": 0}, "concurrency must be positive, got 0"),
-        ({"poll_interval": 0}, "poll_interval must be above 0 seconds, got 0"),
+        ({"concurrency": 0}, "concurrency must be a positive integer, got 0"),
+        ({"poll_interval": 0}, "poll_interval must be positive, got 0"),
     ],
 )
 def test_a_worker_refuses_zero_concurrency_and_a_zero_poll_interval(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -173,6 +174,8 @@ class Sync(Task):
             raise RuntimeError("merge exploded")
         if mode == "bad":
             return "nonsense"  # type: ignore[return-value]
+        if mode == "bad carry":
+            return Merge.with_(self, carry={"seen": {1, 2}})
         union = sorted(set(existing.task.items) | set(self.items))
         return Merge.with_(
             Sync(self.account_id, full=existing.task.full or self.full, items=union),
@@ -184,6 +187,13 @@ class Sync(Task):
 
 
 MERGE_MODE: dict[str, str] = {}
+
+
+@dataclass
+class NoRun(Task):
+    """A Task subclass that forgot run(): not registered, so not enqueueable."""
+
+    n: int = 0
 
 
 # --- used by tests/concurrency ------------------------------------------------------------
@@ -252,3 +262,89 @@ class ClaimingSync(Task):
 def exits() -> None:
     """Calls sys.exit() from inside a job."""
     raise SystemExit(3)
+
+
+# --- bad output: nothing a task hands back may break its settlement ----------------------
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+MISBEHAVIOURS: dict[str, Callable[[Context], Any]] = {
+    "returns a NUL": lambda ctx: "a\x00b",
+    "returns a lone surrogate": lambda ctx: {"k": "\ud800"},
+    "returns a key with a NUL": lambda ctx: {"k\x00": 1},
+    "returns what is not JSON": lambda ctx: {1, 2},
+    "returns NaN": lambda ctx: float("nan"),
+    "returns JSON nested too deeply": lambda ctx: _nested(5000),
+    "carries a NUL": lambda ctx: ctx.carry.update(x="\x00"),
+    "carries what is not a dict": lambda ctx: setattr(ctx, "carry", 5),
+    "attaches a lone surrogate": lambda ctx: ctx.attach(["\udfff"]),
+    "raises a NUL": lambda ctx: _raise(ValueError("bad\x00message\ud800")),
+    "raises what cannot be printed": lambda ctx: _raise(Unprintable()),
+    "raises a huge message": lambda ctx: _raise(ValueError("x" * 1_000_000)),
+    "raises a class named with a NUL": lambda ctx: _raise(type("Bad\x00Name", (Exception,), {})()),
+    "pauses with a NUL note": lambda ctx: _raise(Pause(note="p\x00\ud800")),
+    "pauses with a note that is not text": lambda ctx: _raise(Pause(note=[1, 2])),  # type: ignore[arg-type]
+    "permanent with a NUL reason": lambda ctx: _raise(Permanent("r\x00")),
+    "returns too much": lambda ctx: "x" * 5000,
+}
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@task(takes_context=True, max_failures=1, kind="tests.misbehave")
+def misbehave(ctx: Context, how: str) -> Any:
+    """Hands back what the databases refuse, or raises what cannot be printed; at most
+    one run (max_failures=1), so each job ends dead, or paused for a Pause."""
+    return MISBEHAVIOURS[how](ctx)
+
+
+@task(takes_context=True, max_failures=1, kind="tests.refused")
+def refused(ctx: Context) -> str:
+    """Completes; a test's trigger makes the database refuse that completion."""
+    return "done"
+
+
+@task(takes_context=True, timeout=timedelta(seconds=0.5), max_failures=2, kind="tests.overrun")
+def overrun(ctx: Context, seconds: float, cooperative: bool) -> str:
+    """Runs past its 0.5 s timeout; a cooperative run stops once its worker gives up on it."""
+    if cooperative:
+        ctx.cancelled.wait(seconds)
+    else:
+        time.sleep(seconds)
+    return "late"
+
+
+# --- fuzzing: a task that hands back whatever a test put here ------------------------------
+
+OUTPUTS: dict[str, tuple[str, Any]] = {}
+"""key -> (where, value): where the echo task puts the value (returns it, carries it
+into a pause, attaches it, raises it as an exception's message, or pauses with it as
+the note)."""
+
+
+@task(takes_context=True, max_failures=1, kind="tests.echo")
+def echo(ctx: Context, key: str) -> Any:
+    where, value = OUTPUTS.pop(key)
+    if where == "carry":
+        ctx.carry["value"] = value
+        raise Pause(resume_in=3600, note="carry kept")  # a pause stores the carry
+    elif where == "attach":
+        ctx.attach(value)
+    elif where == "raise":
+        raise ValueError(value)
+    elif where == "pause":
+        raise Pause(resume_in=3600, note=value)
+    return value if where == "return" else None

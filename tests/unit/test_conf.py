@@ -13,7 +13,7 @@ from django_jobqueue import ConfigurationError, conf
 
 def test_defaults() -> None:
     settings = conf.validate({})
-    assert settings.lease == timedelta(minutes=15)
+    assert settings.lease == timedelta(minutes=1)
     assert settings.poll_interval == timedelta(seconds=5)
     assert settings.shutdown_timeout == timedelta(seconds=30)
     assert settings.priority_ratio == 4
@@ -69,7 +69,7 @@ def test_none_disables_priority_ratio_and_max_failures() -> None:
 def test_override_settings_is_picked_up() -> None:
     with override_settings(JOBQUEUE={"LEASE": 42}):
         assert conf.get().lease == timedelta(seconds=42)
-    assert conf.get().lease == timedelta(minutes=15)
+    assert conf.get().lease == timedelta(minutes=1)
 
 
 def test_invalid_settings_fail_the_system_check_naming_the_key() -> None:

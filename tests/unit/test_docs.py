@@ -1,13 +1,17 @@
 """The reference docs cover what the code has: every setting, every runworker flag, every
-status and journal outcome; and the docs' relative links lead somewhere. No database."""
+status and journal outcome, every public name and its parameters; and the docs' relative
+links lead somewhere. No database."""
 
 from __future__ import annotations
 
+import enum
+import inspect
 import re
 from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
+import django_jobqueue
 from django_jobqueue import Outcome, Status, conf
 from django_jobqueue.management.commands import runworker
 
@@ -16,6 +20,8 @@ DOCS = ROOT / "docs"
 
 # A reference-table row: "| `NAME ...` | ..." -> NAME
 ROW = re.compile(r"^\|\s*`([^`\s]+)[^`]*`\s*\|", re.MULTILINE)
+# An API reference entry: "### `name`", nothing else on the line.
+ENTRY = re.compile(r"^### `([^`\s]+)`$", re.MULTILINE)
 
 
 def read(name: str) -> str:
@@ -99,3 +105,67 @@ def test_relative_links_in_docs_and_readme_lead_to_files_and_headings() -> None:
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(f"{page.name}: {target} (no such heading)")
     assert broken == []
+
+
+def entry(text: str, name: str) -> str:
+    """The body of the ``### `name``` entry (up to the next level-2 or level-3 heading)."""
+    match = re.search(rf"^### `{re.escape(name)}`\n(.*?)(?=^###? |\Z)", text, re.M | re.S)
+    assert match, f"no '### `{name}`' entry"
+    return match.group(1)
+
+
+def documented_parameters(obj: object) -> list[str]:
+    """The parameter names the reference must mention for a public callable: a function's,
+    or the ``__init__`` a class defines itself (enums, and exceptions' ``**facts``, aside)."""
+    if isinstance(obj, type):
+        if issubclass(obj, enum.Enum) or "__init__" not in vars(obj):
+            return []
+        signature = inspect.signature(obj)
+    elif callable(obj):
+        signature = inspect.signature(obj)
+    else:
+        return []
+    names = []
+    for param in signature.parameters.values():
+        if param.name in ("self", "cls"):
+            continue
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, BaseException)
+            and param.kind is inspect.Parameter.VAR_KEYWORD
+        ):
+            continue  # JobQueueError's generic **facts: each subclass lists its own
+        names.append(param.name)
+    return names
+
+
+def test_api_reference_has_an_entry_for_every_public_name_and_no_other() -> None:
+    text = read("reference.md")
+    level3 = re.findall(r"^### .*$", text, re.M)
+    assert [h for h in level3 if not ENTRY.fullmatch(h)] == [], (
+        "docs/reference.md: level-3 headings must be exactly ### `name`"
+    )
+    documented = ENTRY.findall(text)
+    assert len(documented) == len(set(documented)), "docs/reference.md repeats an entry"
+    public = set(django_jobqueue.__all__)
+    missing = sorted(public - set(documented))
+    unknown = sorted(set(documented) - public)
+    assert missing == [], f"public names missing from docs/reference.md: {missing}"
+    assert unknown == [], f"docs/reference.md documents names not in __all__: {unknown}"
+
+
+def test_api_reference_names_every_parameter_of_every_public_callable() -> None:
+    text = read("reference.md")
+    undocumented = []
+    checked = 0
+    for name in django_jobqueue.__all__:
+        params = documented_parameters(getattr(django_jobqueue, name))
+        body = entry(text, name)
+        checked += len(params)
+        undocumented += [
+            f"{name}({param})"
+            for param in params
+            if not re.search(rf"(?<!\w){re.escape(param)}(?!\w)", body)
+        ]
+    assert checked > 30  # the signatures were read
+    assert undocumented == [], f"parameters missing from docs/reference.md: {undocumented}"

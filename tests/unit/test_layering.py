@@ -1,4 +1,5 @@
-"""The package's import graph: the storage layer sits below the task API, and nothing
+"""The package's import graph: every module imports only its own layer and those below
+(type-only imports included), the storage layer sits below the task API, and nothing
 imports in a circle (function-level imports included, type-only ones not)."""
 
 from __future__ import annotations
@@ -99,3 +100,47 @@ def test_the_package_has_no_import_cycle() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+# ARCHITECTURE.md's dependency direction, lowest layer first. A module may import its
+# own layer and the layers below it, never one above. A package name covers its
+# submodules; a module in no layer fails the test until it is given one.
+LAYERS: list[set[str]] = [
+    # the vocabulary and pure helpers: no Django settings, no database
+    {"states", "errors", "validation", "backoff", "ids", "context"},
+    # the rules of how a run ends: still pure
+    {"lifecycle"},
+    # settings, the checks on them, and what they say to hide
+    {"conf", "checks", "redaction"},
+    # the tables, and PostgreSQL's wake-up channel
+    {"models", "notify"},
+    # every read and write the queue makes
+    {"store"},
+    # tasks, their registry and signals, enqueue options, handles and running one job
+    {"registry", "outcomes", "options", "task", "handle", "executor"},
+    # the loop that claims, runs and settles: its database guard, maintenance and threads
+    {"dbguard", "maintenance", "slots", "worker"},
+    # what users and operators touch: the public API, the app, the test kit, the
+    # commands, the admin and the Django Tasks backend
+    {"", "apps", "testing", "management", "admin", "backend"},
+]
+
+
+def _layer(module: str) -> int:
+    name = module.removeprefix("django_jobqueue").removeprefix(".")
+    for index, members in enumerate(LAYERS):
+        for member in members:
+            if name == member or (member and name.startswith(member + ".")):
+                return index
+    raise AssertionError(f"{module} is in no layer of LAYERS: place it")
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    graph = _graph(type_only_too=True)
+    upward = [
+        f"{module} (layer {_layer(module)}) imports {dep} (layer {_layer(dep)})"
+        for module, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if _layer(dep) > _layer(module)
+    ]
+    assert not upward, "\n".join(upward)

@@ -1,7 +1,8 @@
 """How a run ends, without a database: a table of (run ending, failures so far, policy)
 -> (status, journal outcome, failure counted, visible at), the rows of the lifecycle
-table in ARCHITECTURE.md that a run or a lost lease decides. The cancel-request
-override is applied where settlements are written; the database tests cover it."""
+table in ARCHITECTURE.md that a run or a lost lease decides, and what each ending
+becomes when an operator asked to cancel the job meanwhile. The database tests show
+the storage layer applying these settlements on every path."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import pytest
 
 from django_jobqueue.executor import RunResult, decide
 from django_jobqueue.ids import uuid7
-from django_jobqueue.lifecycle import Policy, failure, released
+from django_jobqueue.lifecycle import (
+    Policy,
+    Run,
+    Settlement,
+    failure,
+    on_cancel_request,
+    released,
+)
 from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import Claimed
 
@@ -123,6 +131,17 @@ def test_a_run_ending_decides_the_settlement(
         assert "failure 3 of max_failures=3" in s.note
 
 
+def _recovered(failures: int) -> Settlement:
+    return failure(
+        Run(job_id=uuid7(), kind="k", run_no=failures + 1, worker="ghost"),
+        failure_count=failures,
+        policy=POLICY,
+        now=NOW,
+        note="lease expired (worker ghost gone)",
+        outcome=Outcome.STALE_RECOVERED,
+    )
+
+
 @pytest.mark.parametrize(
     ("failures", "status", "outcome", "visible_at"),
     [
@@ -133,26 +152,14 @@ def test_a_run_ending_decides_the_settlement(
 def test_a_lost_lease_is_a_counted_failure_keeping_the_stored_carry(
     failures: int, status: str, outcome: str, visible_at: datetime | None
 ) -> None:
-    s = failure(
-        job_id=uuid7(),
-        kind="k",
-        run_no=failures + 1,
-        failure_count=failures,
-        policy=POLICY,
-        now=NOW,
-        note="lease expired (worker w gone)",
-        outcome=Outcome.STALE_RECOVERED,
-        worker="w",
-    )
+    s = _recovered(failures)
     assert (s.status, s.outcome, s.failed, s.visible_at) == (status, outcome, True, visible_at)
     assert s.carry is None  # None keeps what the job last stored
 
 
 def test_without_a_backstop_failures_retry_forever() -> None:
     s = failure(
-        job_id=uuid7(),
-        kind="k",
-        run_no=1000,
+        Run(job_id=uuid7(), kind="k", run_no=1000, worker="w"),
         failure_count=999,
         policy=Policy(**{**POLICY.__dict__, "max_failures": None}),
         now=NOW,
@@ -163,12 +170,61 @@ def test_without_a_backstop_failures_retry_forever() -> None:
 
 
 def test_a_graceful_release_is_pending_now_without_a_failure() -> None:
-    job_id = uuid7()
-    s = released(job_id=job_id, kind="k", run_no=4, now=NOW, worker="w", note="worker shut down")
+    s = released(Run(job_id=uuid7(), kind="k", run_no=4, worker="w"), now=NOW, note="shut down")
     assert (s.status, s.outcome, s.failed, s.visible_at, s.carry) == (
         Status.PENDING,
         Outcome.RELEASED,
         False,
         NOW,
         None,
+    )
+
+
+def _ending(end: str, failures: int = 0, **extra: Any) -> Settlement:
+    return decide(_run(_job(failures), end, **extra), policy=POLICY, worker_id="w", now=NOW)
+
+
+# A cancel request turns every ending that would go back to pending into cancelled,
+# whichever path produced it; completed and dead endings (the backstop too) stand.
+CANCEL_ROWS = [
+    ("retry", lambda: _ending("failed"), "retried"),
+    ("pause", lambda: _ending("paused", resume_in=timedelta(minutes=1)), "paused"),
+    (
+        "release",
+        lambda: released(Run(job_id=uuid7(), kind="k", run_no=1, worker="w"), now=NOW, note="bye"),
+        "released",
+    ),
+    ("stale recovery", lambda: _recovered(0), "stale-recovered"),
+    ("completion", lambda: _ending("completed", value=1), None),
+    ("permanent", lambda: _ending("permanent"), None),
+    ("backstop after a run", lambda: _ending("failed", 2), None),
+    ("backstop after a lost lease", lambda: _recovered(2), None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "run_outcome"), CANCEL_ROWS, ids=[r[0] for r in CANCEL_ROWS]
+)
+def test_a_cancel_request_overrides_only_endings_that_go_back_to_pending(
+    name: str, make: Any, run_outcome: str | None
+) -> None:
+    s = make()
+    instead = on_cancel_request(s)
+    if run_outcome is None:
+        assert instead is None
+        return
+    assert instead is not None
+    assert (instead.status, instead.outcome, instead.visible_at) == (
+        Status.CANCELLED,
+        Outcome.CANCELLED,
+        None,
+    )
+    assert instead.note.startswith(f"cancelled on request (run ended: {run_outcome})")
+    # Everything else of the run is kept: its failure count, carry, attachment, guard.
+    assert (instead.failed, instead.carry, instead.job_id, instead.run_no, instead.worker) == (
+        s.failed,
+        s.carry,
+        s.job_id,
+        s.run_no,
+        s.worker,
     )

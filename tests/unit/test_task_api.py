@@ -14,12 +14,14 @@ from django_jobqueue import (
     Context,
     DuplicateKind,
     InvalidOption,
+    Merge,
     Priority,
     Task,
     task,
 )
 from django_jobqueue.ids import uuid7
-from django_jobqueue.task import Options, PayloadMismatch, registry
+from django_jobqueue.options import Options
+from django_jobqueue.registry import PayloadMismatch, registry
 from django_jobqueue.worker import priority_floor
 from tests.taskapp import tasks
 
@@ -54,44 +56,39 @@ def test_class_task_kind_and_defaults() -> None:
     assert registry.get("tests.sync").instance({"account_id": 3}) == tasks.Sync(3)
 
 
+@pytest.mark.usefixtures("task_registry")
 def test_duplicate_kind_is_an_error_at_import() -> None:
     def first() -> None: ...
 
     def second() -> None: ...
 
     task(kind="tests.dup")(first)
-    try:
-        with pytest.raises(DuplicateKind, match=r"'tests\.dup' is defined twice"):
-            task(kind="tests.dup")(second)
-    finally:
-        registry.unregister("tests.dup")
+    with pytest.raises(DuplicateKind, match=r"'tests\.dup' is defined twice"):
+        task(kind="tests.dup")(second)
 
 
+@pytest.mark.usefixtures("task_registry")
 def test_duplicate_kind_between_a_class_and_a_function() -> None:
-    try:
-        with pytest.raises(DuplicateKind):
+    with pytest.raises(DuplicateKind):
 
-            @dataclass
-            class Clash(Task):
-                kind = "tests.taskapp.tasks.add"
+        @dataclass
+        class Clash(Task):
+            kind = "tests.taskapp.tasks.add"
 
-                def run(self, ctx: Context) -> None: ...
+            def run(self, ctx: Context) -> None: ...
 
-    finally:
-        registry.register(tasks.add)
+    assert registry.get("tests.taskapp.tasks.add") is tasks.add
 
 
+@pytest.mark.usefixtures("task_registry")
 def test_payload_maps_parameter_names_and_round_trips() -> None:
     @task(kind="tests.varargs")
     def varargs(a: int, *rest: int, flag: bool = False, **extra: Any) -> Any:
         return a, rest, flag, extra
 
-    try:
-        payload = varargs.payload((1, 2, 3), {"flag": True, "x": "y"})
-        assert payload == {"a": 1, "rest": [2, 3], "flag": True, "extra": {"x": "y"}}
-        assert varargs.execute(payload, _ctx()) == (1, (2, 3), True, {"x": "y"})
-    finally:
-        registry.unregister("tests.varargs")
+    payload = varargs.payload((1, 2, 3), {"flag": True, "x": "y"})
+    assert payload == {"a": 1, "rest": [2, 3], "flag": True, "extra": {"x": "y"}}
+    assert varargs.execute(payload, _ctx()) == (1, (2, 3), True, {"x": "y"})
 
 
 def test_context_is_passed_first_and_not_part_of_the_payload() -> None:
@@ -137,16 +134,14 @@ def test_invalid_task_options_fail_at_decoration() -> None:
         task(takes_context=True)(lambda: None)
 
 
+@pytest.mark.usefixtures("task_registry")
 def test_backoff_override_falls_back_to_settings_for_unset_fields() -> None:
     @task(kind="tests.half_backoff", backoff=Backoff(cap=timedelta(seconds=9)))
     def half() -> None: ...
 
-    try:
-        policy = half.policy()
-        assert policy.backoff_cap == timedelta(seconds=9)
-        assert policy.backoff_base == timedelta(0)  # tests.settings BACKOFF_BASE
-    finally:
-        registry.unregister("tests.half_backoff")
+    policy = half.policy()
+    assert policy.backoff_cap == timedelta(seconds=9)
+    assert policy.backoff_base == timedelta(0)  # tests.settings BACKOFF_BASE
 
 
 def test_uuid7_ids_are_version_7_and_time_ordered() -> None:
@@ -166,3 +161,8 @@ def test_uuid7_ids_are_version_7_and_time_ordered() -> None:
 )
 def test_priority_floor_cadence(ratio: int | None, expected: list[int]) -> None:
     assert [priority_floor(slot, ratio) for slot in range(len(expected))] == expected
+
+
+def test_a_merge_decision_is_built_by_its_constructors_only() -> None:
+    with pytest.raises(ValueError, match="Merge action must be one of keep, replace, with"):
+        Merge("nonsense")  # type: ignore[arg-type]

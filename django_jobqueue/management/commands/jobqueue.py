@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import getpass
 import json
-import re
 import uuid
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from collections.abc import Callable, Sequence
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -21,48 +20,22 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
-from django_jobqueue.management.arguments import positive_int
-from django_jobqueue.models import TERMINAL, Job, Status
-
-_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION = re.compile(r"(\d+)([wdhms])")
-_DURATION_FULL = re.compile(r"(?:\d+[wdhms])+")
-
-
-def parse_duration(text: str) -> timedelta:
-    """``7d``, ``12h``, ``30m``, ``45s``, ``2w`` or a sum of them such as ``1h30m``."""
-    spec = text.strip().lower()
-    if not _DURATION_FULL.fullmatch(spec):
-        raise ArgumentTypeError(
-            f"expected a duration such as 7d, 12h, 30m, 45s or 2w, got {text!r}"
-        )
-    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(spec))
-    if seconds <= 0:
-        raise ArgumentTypeError(f"the duration must be more than zero, got {text!r}")
-    return timedelta(seconds=seconds)
-
-
-def parse_moment(text: str) -> datetime:
-    """An ISO date or datetime (naive means the current time zone), or a duration ago."""
-    if _DURATION_FULL.fullmatch(text.strip().lower()):
-        return timezone.now() - parse_duration(text)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ArgumentTypeError(
-            f"expected an ISO date/datetime (2025-01-31T12:00) or a time ago (7d, 12h, 30m), "
-            f"got {text!r}"
-        ) from None
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
-
-
-def parse_job_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text.strip())
-    except ValueError:
-        raise ArgumentTypeError(f"{text!r} is not a job id (expected a UUID)") from None
+from django_jobqueue.management.arguments import (
+    parse_duration,
+    parse_job_id,
+    parse_moment,
+    positive_int,
+)
+from django_jobqueue.management.report import (
+    fmt_seconds,
+    fmt_time,
+    job_fields,
+    json_default,
+    render_stats,
+    table,
+)
+from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.redaction import redact
 
 
 def operator() -> str:
@@ -72,88 +45,6 @@ def operator() -> str:
     except Exception:  # no login name (e.g. a container's uid without a passwd entry)
         user = "unknown user"
     return f"manage.py jobqueue ({user})"
-
-
-# --- formatting -------------------------------------------------------------------------
-
-
-def fmt_age(seconds: float | None) -> str:
-    """A coarse, readable age: 45s, 12m 3s, 5h, 3d 4h (two units at most)."""
-    if seconds is None:
-        return "-"
-    total = max(int(seconds), 0)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    for big, big_unit, small, small_unit in (
-        (days, "d", hours, "h"),
-        (hours, "h", minutes, "m"),
-        (minutes, "m", secs, "s"),
-    ):
-        if big:
-            return f"{big}{big_unit} {small}{small_unit}" if small else f"{big}{big_unit}"
-    return f"{secs}s"
-
-
-def fmt_window(seconds: float) -> str:
-    """A window as it would be typed: 24h, 7d, 2w, 90m."""
-    total = int(seconds)
-    for unit in ("w", "d", "h", "m"):
-        size = _UNITS[unit]
-        if total >= size and total % size == 0 and not (unit in "wd" and total < 2 * size):
-            return f"{total // size}{unit}"
-    return fmt_age(total)
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    """A run duration: 850µs, 12.3ms, 1.52s, 2m 5s."""
-    if seconds is None:
-        return "-"
-    if seconds < 0.001:
-        return f"{seconds * 1_000_000:.0f}µs"
-    if seconds < 1:
-        return f"{seconds * 1000:.1f}ms"
-    if seconds < 60:
-        return f"{seconds:.2f}s"
-    return fmt_age(seconds)
-
-
-def fmt_time(value: datetime | None) -> str:
-    if value is None:
-        return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns sized to their widest cell; numbers aligned right."""
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    numeric = [
-        all(isinstance(row[i], int | float) for row in rows) if rows else False
-        for i in range(len(headers))
-    ]
-
-    def line(values: Sequence[str], header: bool = False) -> str:
-        parts = [
-            v.rjust(w) if numeric[i] and not header else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
-        return (indent + "  ".join(parts)).rstrip()
-
-    return [line(headers, header=True), *(line(row) for row in cells)]
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 class Command(BaseCommand):
@@ -170,28 +61,7 @@ class Command(BaseCommand):
             default=timedelta(hours=24),
             help="Run statistics over this much recent history (default 24h).",
         )
-
-        p = sub.add_parser("list", help="List jobs, oldest first, a page at a time.")
-        p.add_argument("--kind", action="append", default=[], help="Only this kind (repeatable).")
-        p.add_argument("--queue", help="Only this queue.")
-        p.add_argument(
-            "--status", action="append", default=[], choices=Status.values, help="(repeatable)"
-        )
-        for name, what in (
-            ("--created-after", "created at or after"),
-            ("--created-before", "created before"),
-            ("--finished-after", "finished at or after"),
-            ("--finished-before", "finished before"),
-        ):
-            p.add_argument(
-                name,
-                type=parse_moment,
-                metavar="WHEN",
-                help=f"Only jobs {what} WHEN: an ISO datetime or a time ago (7d, 12h, 30m).",
-            )
-        p.add_argument("--limit", type=positive_int, default=50, help="Jobs per page (default 50).")
-        p.add_argument("--after", metavar="CURSOR", help="Continue after this page cursor.")
-        p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
+        _list_arguments(sub.add_parser("list", help="List jobs, oldest first, a page at a time."))
 
         p = sub.add_parser("show", help="One job's fields and its journal.")
         p.add_argument("job_id", type=parse_job_id, metavar="ID")
@@ -204,24 +74,7 @@ class Command(BaseCommand):
         p.add_argument(
             "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
         )
-
-        p = sub.add_parser("cleanup", help="Delete finished jobs (and their journals).")
-        p.add_argument(
-            "--older-than",
-            type=parse_duration,
-            required=True,
-            metavar="AGE",
-            help="Delete jobs that finished more than AGE ago (7d, 12h, 2w...).",
-        )
-        p.add_argument(
-            "--status",
-            choices=[str(s) for s in TERMINAL],
-            help="Only this status (default: completed, dead and cancelled).",
-        )
-        p.add_argument("--kind", help="Only this kind.")
-        p.add_argument(
-            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
-        )
+        _cleanup_arguments(sub.add_parser("cleanup", help="Delete finished jobs (and journals)."))
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -236,7 +89,7 @@ class Command(BaseCommand):
     def do_stats(self, options: dict[str, Any]) -> None:
         snapshot = store.stats(window=options["window"])
         if options["json"]:
-            self.stdout.write(json.dumps(snapshot, default=_json_default, indent=2))
+            self.stdout.write(json.dumps(snapshot, default=json_default, indent=2))
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)
@@ -303,7 +156,7 @@ class Command(BaseCommand):
             entries = store.journal(job_id=job.id)
         except JobNotFound as exc:
             raise CommandError(str(exc)) from exc
-        for label, value in _job_fields(job):
+        for label, value in job_fields(job):
             self.stdout.write(f"{label + ':':<17} {value}")
         self.stdout.write("")
         self.stdout.write(f"Journal ({len(entries)} entries):")
@@ -316,7 +169,7 @@ class Command(BaseCommand):
                 fmt_time(e.started_at),
                 fmt_seconds(e.duration.total_seconds()) if e.duration is not None else "-",
                 (e.note.splitlines()[0] if e.note else "") or "-",
-                json.dumps(e.attachment, default=_json_default)
+                json.dumps(redact(e.attachment), default=json_default)
                 if e.attachment is not None
                 else "-",
                 e.actor or "-",
@@ -375,115 +228,57 @@ class Command(BaseCommand):
     def do_cleanup(self, options: dict[str, Any]) -> None:
         older_than: timedelta = options["older_than"]
         cutoff = timezone.now() - older_than
-        count = store.cleanup(
-            finished_before=cutoff,
-            kind=options["kind"],
-            status=options["status"],
-            dry_run=options["dry_run"],
-        )
+        try:
+            count = store.cleanup(
+                finished_before=cutoff,
+                kind=options["kind"],
+                status=options["status"],
+                dry_run=options["dry_run"],
+            )
+        except ValueError as exc:
+            raise CommandError(f"cleanup: {exc}") from exc
         what = "".join(f"{word} " for word in (options["status"], options["kind"]) if word)
         done = "would be deleted (dry run)" if options["dry_run"] else "deleted"
         self.stdout.write(f"{count} {what}job(s) finished before {fmt_time(cutoff)} {done}")
 
 
-def _job_fields(job: Job) -> list[tuple[str, str]]:
-    def js(value: Any) -> str:
-        return json.dumps(value, default=_json_default, sort_keys=True)
-
-    fields = [
-        ("id", str(job.id)),
-        ("kind", job.kind),
-        ("queue", job.queue),
-        ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
-        ("priority", f"{job.priority} ({job.get_priority_display()})"),
-        ("payload", js(job.payload)),
-        ("created at", fmt_time(job.created_at)),
-        ("visible at", fmt_time(job.visible_at)),
-        ("runs", str(job.run_count)),
-        ("failures", str(job.failure_count)),
-        ("carry", js(job.carry)),
-        ("result", js(job.result)),
-        ("finished at", fmt_time(job.finished_at)),
-    ]
-    if job.status == Status.CLAIMED:
-        fields += [
-            ("claimed by", job.claimed_by),
-            ("lease expires", fmt_time(job.claim_expires_at)),
-        ]
-    if job.dedup_key is not None:
-        fields.append(("dedup key", job.dedup_key))
-    if job.idempotency_key is not None:
-        fields.append(("idempotency key", job.idempotency_key))
-    return fields
+def _list_arguments(p: ArgumentParser) -> None:
+    p.add_argument("--kind", action="append", default=[], help="Only this kind (repeatable).")
+    p.add_argument("--queue", help="Only this queue.")
+    p.add_argument(
+        "--status", action="append", default=[], choices=Status.values, help="(repeatable)"
+    )
+    for name, what in (
+        ("--created-after", "created at or after"),
+        ("--created-before", "created before"),
+        ("--finished-after", "finished at or after"),
+        ("--finished-before", "finished before"),
+    ):
+        p.add_argument(
+            name,
+            type=parse_moment,
+            metavar="WHEN",
+            help=f"Only jobs {what} WHEN: an ISO datetime or a time ago (7d, 12h, 30m).",
+        )
+    p.add_argument("--limit", type=positive_int, default=50, help="Jobs per page (default 50).")
+    p.add_argument("--after", metavar="CURSOR", help="Continue after this page cursor.")
+    p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
 
 
-def render_stats(s: dict[str, Any]) -> list[str]:
-    """The stats snapshot as a readable report."""
-    at: datetime = s["at"]
-    out = [f"Queue at {fmt_time(at)}", ""]
-    out.append(
-        f"Pending (runnable now): {s['pending_total']}   scheduled for later: {s['scheduled']}"
-        f"   claimed (running): {s['claimed']}"
+def _cleanup_arguments(p: ArgumentParser) -> None:
+    p.add_argument(
+        "--older-than",
+        type=parse_duration,
+        required=True,
+        metavar="AGE",
+        help="Delete jobs that finished more than AGE ago (7d, 12h, 2w...).",
     )
-    if s["pending"]:
-        rows = []
-        seen: set[str] = set()
-        for row in s["pending"]:
-            first = row["kind"] not in seen
-            seen.add(row["kind"])
-            oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
-            rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
-        out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
-    out.append("")
-    dead_total = sum(s["dead"].values())
-    out.append(f"Dead: {dead_total}")
-    if s["dead"]:
-        out += table(["KIND", "DEAD"], [[k, n] for k, n in s["dead"].items()])
-    out.append("")
-    unserved = s["unserved_kinds"]
-    out.append(
-        "Pending kinds no live worker serves: " + (", ".join(unserved) if unserved else "none")
+    p.add_argument(
+        "--status",
+        choices=[str(s) for s in TERMINAL],
+        help="Only this status (default: completed, dead and cancelled).",
     )
-    unclaimed = s["unclaimed_kinds"]
-    out.append(
-        "Pending kinds no worker claimed in the last hour: "
-        + (", ".join(unclaimed) if unclaimed else "none")
+    p.add_argument("--kind", help="Only this kind.")
+    p.add_argument(
+        "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
     )
-    out.append("")
-    alive = sum(1 for w in s["workers"] if w["state"] == "alive")
-    gone = len(s["workers"]) - alive
-    out.append(f"Workers: {alive} alive, {gone} gone")
-    if s["workers"]:
-        rows = [
-            [
-                w["id"],
-                w["state"],
-                ",".join(w["queues"]) or "all",
-                w["concurrency"],
-                fmt_age((at - w["started_at"]).total_seconds()) + " ago",
-                fmt_age((at - w["last_seen_at"]).total_seconds()) + " ago",
-                w["jobs_done"],
-            ]
-            for w in s["workers"]
-        ]
-        headers = ["WORKER", "STATE", "QUEUES", "SLOTS", "STARTED", "LAST SEEN", "JOBS DONE"]
-        out += table(headers, rows)
-    out.append("")
-    window = fmt_window(s["window_seconds"])
-    out.append(f"Runs in the last {window}:")
-    if s["runs"]:
-        rows = [
-            [
-                kind,
-                r["runs"],
-                " ".join(f"{o}={n}" for o, n in sorted(r["outcomes"].items())),
-                fmt_seconds(r["p50"]),
-                fmt_seconds(r["p95"]),
-                f"{r['failure_rate'] * 100:.1f}%",
-            ]
-            for kind, r in sorted(s["runs"].items())
-        ]
-        out += table(["KIND", "RUNS", "OUTCOMES", "P50", "P95", "FAILED"], rows)
-    else:
-        out.append("  none")
-    return out

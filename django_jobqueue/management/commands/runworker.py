@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.management.arguments import positive_int, positive_seconds, seconds
-from django_jobqueue.task import registry
+from django_jobqueue.registry import registry
 from django_jobqueue.worker import Worker
 
 

@@ -1,0 +1,215 @@
+"""How the ``jobqueue`` command shows things: durations and times, aligned tables, a
+job's fields and the stats report."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from django_jobqueue.management.arguments import UNITS
+from django_jobqueue.models import Job, Status
+from django_jobqueue.redaction import redact
+
+
+def fmt_age(seconds: float | None) -> str:
+    """A coarse, readable age: 45s, 12m 3s, 5h, 3d 4h (two units at most)."""
+    if seconds is None:
+        return "-"
+    total = max(int(seconds), 0)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    for big, big_unit, small, small_unit in (
+        (days, "d", hours, "h"),
+        (hours, "h", minutes, "m"),
+        (minutes, "m", secs, "s"),
+    ):
+        if big:
+            return f"{big}{big_unit} {small}{small_unit}" if small else f"{big}{big_unit}"
+    return f"{secs}s"
+
+
+def fmt_window(seconds: float) -> str:
+    """A window as it would be typed: 24h, 7d, 2w, 90m."""
+    total = int(seconds)
+    for unit in ("w", "d", "h", "m"):
+        size = UNITS[unit]
+        if total >= size and total % size == 0 and not (unit in "wd" and total < 2 * size):
+            return f"{total // size}{unit}"
+    return fmt_age(total)
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """A run duration: 850µs, 12.3ms, 1.52s, 2m 5s."""
+    if seconds is None:
+        return "-"
+    if seconds < 0.001:
+        return f"{seconds * 1_000_000:.0f}µs"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f}ms"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    return fmt_age(seconds)
+
+
+def fmt_time(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns sized to their widest cell; numbers aligned right."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    numeric = [
+        all(isinstance(row[i], int | float) for row in rows) if rows else False
+        for i in range(len(headers))
+    ]
+
+    def line(values: Sequence[str], header: bool = False) -> str:
+        parts = [
+            v.rjust(w) if numeric[i] and not header else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return [line(headers, header=True), *(line(row) for row in cells)]
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def job_fields(job: Job) -> list[tuple[str, str]]:
+    def js(value: Any) -> str:
+        return json.dumps(value, default=json_default, sort_keys=True)
+
+    fields = [
+        ("id", str(job.id)),
+        ("kind", job.kind),
+        ("queue", job.queue),
+        ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
+        ("priority", f"{job.priority} ({job.get_priority_display()})"),
+        ("payload", js(redact(job.payload))),
+        ("created at", fmt_time(job.created_at)),
+        ("visible at", fmt_time(job.visible_at)),
+        ("runs", str(job.run_count)),
+        ("failures", str(job.failure_count)),
+        ("carry", js(redact(job.carry))),
+        ("result", js(redact(job.result))),
+        ("finished at", fmt_time(job.finished_at)),
+    ]
+    if job.status == Status.CLAIMED:
+        fields += [
+            ("claimed by", job.claimed_by),
+            ("lease expires", fmt_time(job.claim_expires_at)),
+        ]
+    if job.dedup_key is not None:
+        fields.append(("dedup key", job.dedup_key))
+    if job.idempotency_key is not None:
+        fields.append(("idempotency key", job.idempotency_key))
+    return fields
+
+
+def render_stats(s: dict[str, Any]) -> list[str]:
+    """The stats snapshot as a readable report."""
+    at: datetime = s["at"]
+    return [
+        f"Queue at {fmt_time(at)}",
+        "",
+        *_backlog(s),
+        "",
+        *_dead(s),
+        "",
+        *_unserved(s),
+        "",
+        *_workers(s["workers"], at),
+        "",
+        *_runs(s),
+    ]
+
+
+def _backlog(s: dict[str, Any]) -> list[str]:
+    out = [
+        f"Pending (runnable now): {s['pending_total']}   scheduled for later: {s['scheduled']}"
+        f"   claimed (running): {s['claimed']}"
+    ]
+    if s["pending"]:
+        rows = []
+        seen: set[str] = set()
+        for row in s["pending"]:
+            first = row["kind"] not in seen
+            seen.add(row["kind"])
+            oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
+            rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
+        out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
+    return out
+
+
+def _dead(s: dict[str, Any]) -> list[str]:
+    out = [f"Dead: {sum(s['dead'].values())}"]
+    if s["dead"]:
+        out += table(["KIND", "DEAD"], [[k, n] for k, n in s["dead"].items()])
+    return out
+
+
+def _unserved(s: dict[str, Any]) -> list[str]:
+    unserved, unclaimed = s["unserved_kinds"], s["unclaimed_kinds"]
+    return [
+        "Pending kinds no live worker serves: " + (", ".join(unserved) or "none"),
+        "Pending kinds no worker claimed in the last hour: " + (", ".join(unclaimed) or "none"),
+    ]
+
+
+def _workers(workers: list[dict[str, Any]], at: datetime) -> list[str]:
+    alive = sum(1 for w in workers if w["state"] == "alive")
+    out = [f"Workers: {alive} alive, {len(workers) - alive} gone"]
+    if workers:
+        rows = [
+            [
+                w["id"],
+                w["state"],
+                ",".join(w["queues"]) or "all",
+                w["concurrency"],
+                fmt_age((at - w["started_at"]).total_seconds()) + " ago",
+                fmt_age((at - w["last_seen_at"]).total_seconds()) + " ago",
+                w["jobs_done"],
+            ]
+            for w in workers
+        ]
+        headers = ["WORKER", "STATE", "QUEUES", "SLOTS", "STARTED", "LAST SEEN", "JOBS DONE"]
+        out += table(headers, rows)
+    return out
+
+
+def _runs(s: dict[str, Any]) -> list[str]:
+    out = [f"Runs in the last {fmt_window(s['window_seconds'])}:"]
+    if not s["runs"]:
+        return [*out, "  none"]
+    rows = [
+        [
+            kind,
+            r["runs"],
+            " ".join(f"{o}={n}" for o, n in sorted(r["outcomes"].items())),
+            fmt_seconds(r["p50"]),
+            fmt_seconds(r["p95"]),
+            f"{r['failure_rate'] * 100:.1f}%",
+        ]
+        for kind, r in sorted(s["runs"].items())
+    ]
+    return out + table(["KIND", "RUNS", "OUTCOMES", "P50", "P95", "FAILED"], rows)

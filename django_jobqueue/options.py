@@ -1,0 +1,193 @@
+"""Enqueue options (``.using(...)``), payload encoding and the storage request they
+build, with a class task's merge decision handed over as a callable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from . import conf, validation
+from .errors import InvalidOption, InvalidPayload, MergeError
+from .outcomes import Merge
+from .registry import TaskDef, registry, validate_priority, validate_queue
+
+if TYPE_CHECKING:
+    from .models import Job
+    from .store import EnqueueRequest, MergePlan
+    from .task import Task
+
+
+def check_json(name: str, value: Any, *, kind: str) -> None:
+    """Raise InvalidPayload naming ``name`` (and the path inside it) unless ``value`` can
+    be stored as JSON."""
+    try:
+        validation.dumps(value)
+    except validation.Unstorable as exc:
+        raise InvalidPayload(
+            f"{kind}: argument {name!r} cannot be stored: {name}{exc.path} {exc.problem}",
+            kind=kind,
+            argument=name,
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(
+            f"{kind}: argument {name!r} is not JSON-serialisable ({exc})",
+            kind=kind,
+            argument=name,
+        ) from None
+
+
+def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
+    """The payload as JSON text, encoded once; a value that cannot be is named, and so
+    is a payload over ``MAX_PAYLOAD_BYTES``."""
+    try:
+        text = validation.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        for name, value in payload.items():
+            check_json(name, value, kind=kind)
+        raise InvalidPayload(f"{kind}: the payload cannot be stored ({exc})", kind=kind) from None
+    limit = conf.get().max_payload_bytes
+    if len(text) > limit:  # ASCII: JSON escapes everything else
+        raise InvalidPayload(
+            f"{kind}: the payload is {len(text):,} bytes of JSON, over MAX_PAYLOAD_BYTES "
+            f"({limit:,})",
+            kind=kind,
+        )
+    return text
+
+
+def validate_key(name: str, value: Any) -> str | None:
+    """An idempotency or dedup key: None, or a string that fits its column."""
+    return validation.bounded_text(
+        value, name=name, error=partial(InvalidOption, option=name), max_length=255, allow_none=True
+    )
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-enqueue overrides set with ``.using(...)``."""
+
+    priority: int | None = None
+    queue: str | None = None
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+
+    @classmethod
+    def build(cls, base: Options | None = None, **given: Any) -> Options:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise InvalidOption(
+                f"Unknown enqueue option(s): {', '.join(unknown)}. "
+                f"Known: {', '.join(sorted(known))}",
+                option=unknown[0],
+            )
+        values = {**dataclasses.asdict(base or cls()), **given}
+        if values["priority"] is not None:
+            values["priority"] = validate_priority(values["priority"])
+        if values["queue"] is not None:
+            validate_queue(values["queue"])
+        if values["delay"] is not None:
+            values["delay"] = validation.duration(
+                values["delay"], name="delay", error=partial(InvalidOption, option="delay")
+            )
+        run_at = values["run_at"]
+        if run_at is not None:
+            if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+                raise InvalidOption(
+                    f"run_at must be a timezone-aware datetime, got {run_at!r}", option="run_at"
+                )
+            if values["delay"] is not None and "delay" in given and "run_at" in given:
+                raise InvalidOption("give delay or run_at, not both", option="run_at")
+        values["idempotency_key"] = validate_key("idempotency_key", values["idempotency_key"])
+        return cls(**values)
+
+
+def build_request(
+    defn: TaskDef,
+    payload: dict[str, Any],
+    options: Options,
+    task: Task | None = None,
+    payload_json: str | None = None,
+) -> EnqueueRequest:
+    """The storage layer's request for one job; a class task with a dedup key brings
+    its merge decision along as a callable."""
+    from .store import EnqueueRequest
+
+    dedup_key = None
+    if task is not None:
+        dedup_key = validate_key("dedup_key()", task.dedup_key())
+    return EnqueueRequest(
+        kind=defn.kind,
+        payload=payload,
+        queue=options.queue or defn.queue,
+        priority=defn.priority if options.priority is None else options.priority,
+        delay=options.delay,
+        run_at=options.run_at,
+        idempotency_key=options.idempotency_key,
+        dedup_key=dedup_key,
+        merge=_merger(task, payload) if task is not None and dedup_key is not None else None,
+        payload_json=payload_json,
+    )
+
+
+def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:
+    """How ``task`` merges into a pending candidate row: the task's own ``merge()``,
+    checked, as a plan for the storage layer (None: insert independently)."""
+
+    def decide(candidate: Job) -> MergePlan | None:
+        from . import store
+        from .handle import Pending
+
+        kind = task.kind
+        try:
+            existing = registry.get(kind).instance(candidate.payload)
+        except Exception as exc:
+            raise MergeError(
+                f"{kind}: pending job {candidate.id} has a payload the task no longer "
+                f"accepts ({exc})",
+                kind=kind,
+                job_id=candidate.id,
+            ) from exc
+        assert existing is not None
+        pending = Pending(
+            job_id=candidate.id,
+            task=existing,
+            carry=dict(candidate.carry or {}),
+            run_count=candidate.run_count,
+            priority=candidate.priority,
+            journal=store.journal(job_id=candidate.id),
+        )
+        try:
+            decision = task.merge(pending)
+        except Exception as exc:
+            raise MergeError(
+                f"{kind}.merge() raised {type(exc).__name__}: {exc}", kind=kind
+            ) from exc
+        if not isinstance(decision, Merge):
+            raise MergeError(
+                f"{kind}.merge() must return a Merge decision, got {decision!r}", kind=kind
+            )
+        if decision.action == "independent":
+            return None
+        if decision.action == "keep":
+            return store.MergePlan("keep")
+        if decision.action == "replace":
+            return store.MergePlan("replace", payload=payload)
+        new = decision.task
+        if not isinstance(new, type(task)) or new.kind != kind:
+            raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
+        problem = None if decision.carry is None else validation.json_problem(decision.carry)
+        if problem is not None:
+            raise MergeError(
+                f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
+                kind=kind,
+            )
+        return store.MergePlan("with", payload=new.to_payload(), carry=decision.carry)
+
+    return decide

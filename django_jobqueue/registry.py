@@ -1,0 +1,203 @@
+"""The registry of kinds: each task's definition (kind, default options, how to run a
+stored payload) and the failure policy it resolves to.
+
+Knows nothing of the database. ``task`` fills it when a ``@task`` function or a
+``Task`` subclass is defined; the worker, the executor and enqueue read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from . import conf, validation
+from .backoff import Backoff
+from .errors import DuplicateKind, InvalidOption, UnknownKind
+from .lifecycle import Policy
+from .states import Priority
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .task import Task
+
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+
+
+class PayloadMismatch(Exception):
+    """A stored payload no longer fits the task's code (it changed since enqueue)."""
+
+
+class TaskDef:
+    """Registry entry: a kind, its default options, and how to run a stored payload."""
+
+    kind: str
+    queue: str
+    priority: int
+    max_failures: int | None  # UNSET: the setting's default
+    lease: timedelta | None
+    backoff: Backoff | None
+    timeout: timedelta | None
+    origin: str
+
+    def _set_options(
+        self,
+        *,
+        kind: str,
+        origin: str,
+        queue: str,
+        priority: int,
+        max_failures: Any,
+        lease: timedelta | None,
+        backoff: Backoff | None,
+        timeout: timedelta | None,
+    ) -> None:
+        def error(option: str) -> Callable[[str], InvalidOption]:
+            return partial(InvalidOption, kind=kind, option=option)
+
+        validation.bounded_text(kind, name="kind", error=error("kind"), max_length=200)
+        validate_priority(priority, kind=kind)
+        validate_queue(queue, kind=kind)
+        if max_failures is not UNSET:
+            validation.positive_int(
+                max_failures,
+                name=f"{kind}: max_failures",
+                error=error("max_failures"),
+                allow_none=True,
+            )
+        if lease is not None:
+            lease = validation.duration(
+                lease, name=f"{kind}: lease", error=error("lease"), allow_zero=False
+            )
+        if timeout is not None:
+            timeout = validation.duration(
+                timeout, name=f"{kind}: timeout", error=error("timeout"), allow_zero=False
+            )
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
+        self.kind = kind
+        self.origin = origin
+        self.queue = queue
+        self.priority = int(priority)
+        self.max_failures = max_failures
+        self.lease = lease
+        self.timeout = timeout
+        self.backoff = backoff
+
+    def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
+        raise NotImplementedError
+
+    def instance(self, payload: dict[str, Any]) -> Task | None:
+        """The typed task for a payload (class-based tasks only)."""
+        return None
+
+    def policy(self) -> Policy:
+        default = conf.get().policy()
+        backoff = self.backoff or Backoff()
+        return dataclasses.replace(
+            default,
+            max_failures=default.max_failures if self.max_failures is UNSET else self.max_failures,
+            lease=self.lease or default.lease,
+            timeout=self.timeout,
+            backoff_base=default.backoff_base if backoff.base is None else backoff.base,
+            backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
+        )
+
+
+def run_maybe_async(value: Any) -> Any:
+    if inspect.isawaitable(value):
+
+        async def _await() -> Any:
+            return await value
+
+        return asyncio.run(_await())
+    return value
+
+
+class Registry:
+    """Kinds to task definitions; a kind claimed by two different tasks is an error."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, TaskDef] = {}
+
+    def register(self, defn: TaskDef) -> None:
+        existing = self._by_kind.get(defn.kind)
+        if existing is not None and existing.origin != defn.origin:
+            raise DuplicateKind(
+                f"Task kind {defn.kind!r} is defined twice: by {existing.origin} and by "
+                f"{defn.origin}. Give one of them another kind=...",
+                kind=defn.kind,
+            )
+        self._by_kind[defn.kind] = defn
+
+    def get(self, kind: str) -> TaskDef:
+        try:
+            return self._by_kind[kind]
+        except KeyError:
+            raise UnknownKind(
+                f"No task is registered under kind {kind!r}; is its tasks.py in an installed app?",
+                kind=kind,
+            ) from None
+
+    def find(self, kind: str) -> TaskDef | None:
+        return self._by_kind.get(kind)
+
+    def kinds(self) -> list[str]:
+        return sorted(self._by_kind)
+
+    def leases(self) -> dict[str, timedelta]:
+        """The kinds whose task sets its own lease (the rest take the setting)."""
+        return {d.kind: d.lease for d in self._by_kind.values() if d.lease is not None}
+
+    @contextlib.contextmanager
+    def isolated(self) -> Iterator[Registry]:
+        """Tasks defined (or replaced) inside the block are forgotten when it ends; for
+        tests that define tasks of their own."""
+        saved = dict(self._by_kind)
+        try:
+            yield self
+        finally:
+            self._by_kind = saved
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._by_kind
+
+    def __iter__(self) -> Iterator[TaskDef]:
+        return iter(list(self._by_kind.values()))
+
+
+registry = Registry()
+
+
+def policy_for(kind: str) -> Policy:
+    """The failure/lease policy for ``kind``; settings defaults for kinds this process lacks."""
+    defn = registry.find(kind)
+    return defn.policy() if defn is not None else conf.get().policy()
+
+
+def validate_priority(priority: Any, *, kind: str | None = None) -> int:
+    """One of the three tiers (0 high, 1 normal, 2 low)."""
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or priority not in Priority.values
+    ):
+        raise InvalidOption(
+            f"priority must be one of {sorted(Priority.values)} (Priority.HIGH/NORMAL/LOW), "
+            f"got {priority!r}",
+            option="priority",
+            kind=kind,
+        )
+    return int(priority)
+
+
+def validate_queue(queue: Any, *, kind: str | None = None) -> str:
+    """A queue name that fits its column."""
+    return validation.bounded_text(
+        queue, name="queue", error=partial(InvalidOption, option="queue", kind=kind), max_length=100
+    )

@@ -1,0 +1,104 @@
+"""The worker's slot threads: each runs one job at a time and hands back what it came to.
+
+Runs go in through ``submit`` and come back out of ``results()``; the loop thread never
+runs task code. A run given up on at its timeout is ``abandon``ed: a new thread takes
+its place at once (a thread cannot be stopped), and the old one exits when, if ever,
+its run returns; the worker drops that late result.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+
+from django.db import connections
+
+from .executor import RunResult, execute, failed_outright
+from .maintenance import Running
+from .registry import registry
+
+logger = logging.getLogger("django_jobqueue")
+
+
+class Slots:
+    """A pool of daemon threads running jobs; ``on_result`` is called after each run."""
+
+    def __init__(self, *, max_output_bytes: int, on_result: Callable[[], None]) -> None:
+        self.max_output_bytes = max_output_bytes
+        self.on_result = on_result
+        # SimpleQueue: a put or get is one C call, no Condition to notify per job.
+        self._inbox: queue.SimpleQueue[Running | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[RunResult] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        # (job id, run number) of runs given up on: their threads exit when they return.
+        self._abandoned: set[tuple[uuid.UUID, int]] = set()
+
+    def start(self, count: int) -> None:
+        for _ in range(count):
+            thread = threading.Thread(
+                target=self._loop, name=f"jobqueue-slot-{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def submit(self, running: Running) -> None:
+        self._inbox.put(running)
+
+    def results(self) -> Iterator[RunResult]:
+        """The runs that ended since the last call (never blocks)."""
+        while True:
+            try:
+                yield self._outbox.get(block=False)
+            except queue.Empty:
+                return
+
+    def abandon(self, running: Running) -> None:
+        """Give up on a run: its thread is replaced now and exits once the run returns."""
+        self._abandoned.add((running.job.id, running.job.run_count))
+        self.start(1)
+
+    def stop(self) -> None:
+        """Tell every thread to exit once it is idle."""
+        for _ in self._threads:
+            self._inbox.put(None)
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                running = self._inbox.get()
+                if running is None:
+                    return
+                job = running.job
+                try:
+                    result = execute(
+                        registry.find(job.kind),
+                        job,
+                        running.ctx,
+                        max_output_bytes=self.max_output_bytes,
+                    )
+                except BaseException as exc:  # the executor catches task errors; this is ours
+                    logger.exception("executor failed on job %s", job.id)
+                    result = failed_outright(job, running.ctx, exc)
+                self._outbox.put(result)
+                self.on_result()
+                _close_broken_connections()
+                if (job.id, job.run_count) in self._abandoned:
+                    self._abandoned.discard((job.id, job.run_count))
+                    return  # replaced when its run timed out
+        finally:
+            connections.close_all()
+
+
+def _close_broken_connections() -> None:
+    """Close this thread's connections that a run left unusable (dropped by the server, say),
+    so the next job on the thread reconnects instead of failing on a dead connection.
+    Healthy ones stay open whatever CONN_MAX_AGE says."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()

@@ -1,0 +1,183 @@
+"""Coercion and validation, written once: durations, positive integers, bounded text and
+JSON. Settings, task options, enqueue options, task signals and the management
+commands all call these, each with the name of what it checks and the error type its
+caller raises (``ConfigurationError`` for a setting, ``InvalidOption`` for an option,
+argparse's error for a command line), so every message names its key or option.
+
+Pure: no Django, no database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, overload
+
+ErrorFactory = Callable[[str], Exception]
+
+
+def _must(name: str) -> str:
+    return f"{name} must" if name else "must"
+
+
+def duration(value: Any, *, name: str, error: ErrorFactory, allow_zero: bool = True) -> timedelta:
+    """Seconds (int or float) or a timedelta, as a timedelta; never negative, and above
+    zero unless ``allow_zero``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise error(
+            f"{_must(name)} be a number of seconds or a timedelta, not {type(value).__name__}"
+        )
+    try:
+        result = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except (OverflowError, ValueError):  # NaN, infinity, beyond timedelta's range
+        raise error(f"{_must(name)} be a finite number of seconds, got {value!r}") from None
+    if not allow_zero and result <= timedelta(0):
+        raise error(f"{_must(name)} be positive, got {value!r}")
+    if result < timedelta(0):
+        raise error(f"{_must(name)} not be negative, got {value!r}")
+    return result
+
+
+@overload
+def positive_int(value: Any, *, name: str, error: ErrorFactory) -> int: ...
+
+
+@overload
+def positive_int(value: Any, *, name: str, error: ErrorFactory, allow_none: bool) -> int | None: ...
+
+
+def positive_int(
+    value: Any, *, name: str, error: ErrorFactory, allow_none: bool = False
+) -> int | None:
+    """A whole number of at least 1 (``None`` too when ``allow_none``); bools are refused."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        extra = " or None" if allow_none else ""
+        raise error(f"{_must(name)} be a positive integer{extra}, got {value!r}")
+    return value
+
+
+@overload
+def bounded_text(value: Any, *, name: str, error: ErrorFactory, max_length: int) -> str: ...
+
+
+@overload
+def bounded_text(
+    value: Any, *, name: str, error: ErrorFactory, max_length: int, allow_none: bool
+) -> str | None: ...
+
+
+def bounded_text(
+    value: Any, *, name: str, error: ErrorFactory, max_length: int, allow_none: bool = False
+) -> str | None:
+    """A non-empty string that fits its column (queue names, keys)."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value or len(value) > max_length:
+        raise error(
+            f"{_must(name)} be a non-empty string of at most {max_length} characters, got {value!r}"
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise error(f"{name or 'the value'} {problem}: {value!r}")
+    return value
+
+
+class Unstorable(ValueError):
+    """A value the databases refuse to store, and where in it the problem is."""
+
+    def __init__(self, problem: str, path: str = "") -> None:
+        self.problem = problem
+        self.path = path  # e.g. "['items'][2]": where in the value; "" for the value itself
+        super().__init__(f"{path} {problem}" if path else problem)
+
+
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL would refuse this text (a NUL, a lone surrogate), or None."""
+    if "\x00" in text:
+        return "contains a NUL character (\\x00)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
+# In JSON text, a NUL or a UTF-16 surrogate escape: only then are the strings looked at.
+_SUSPECT = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def dumps(value: Any) -> str:
+    """The one JSON encoding of stored values: compact, and only what reads back as it
+    was written: no NaN or infinity, no key that is not a string (JSON would turn it
+    into one), no NUL and no lone surrogate in any string or key (PostgreSQL's jsonb
+    refuses both). Tuples are written as lists.
+
+    Raises TypeError or ValueError (``Unstorable`` naming the path to the bad part)
+    for what it cannot encode. The usual value (flat, plain text) is checked on the
+    encoded text alone; only a suspect one is walked.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        top = type(value) is dict
+        if (
+            text.count("{") > top
+            or (top and not all(type(key) is str for key in value))
+            or _SUSPECT.search(text)
+        ):
+            _check(value, "")
+    except RecursionError:
+        raise Unstorable("is nested too deeply to encode") from None
+    return text
+
+
+def _check(value: Any, path: str) -> None:
+    """What JSON encoding lets through but would not read back, or the databases refuse."""
+    if isinstance(value, str):
+        if not value.isascii() or "\x00" in value:
+            problem = text_problem(value)
+            if problem is not None:
+                raise Unstorable(problem, path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Unstorable(f"has a key that is not a string: {key!r}", path)
+            if not key.isascii() or "\x00" in key:
+                problem = text_problem(key)
+                if problem is not None:
+                    raise Unstorable(f"has a key that {problem}", path)
+            _check(item, f"{path}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check(item, f"{path}[{index}]")
+
+
+def json_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be stored as JSON (``None`` when it can)."""
+    try:
+        dumps(value)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def clean_text(value: Any, limit: int) -> str:
+    """Text as it can always be stored: NULs and lone surrogates written as escapes,
+    and cut to ``limit`` characters, saying how much was cut. What is not text (a note
+    a task gave as something else) is its ``str()``, or a description if that fails."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = str(value)
+        except Exception as exc:
+            text = f"<a {type(value).__qualname__} whose str() raised {type(exc).__qualname__}>"
+    if text_problem(text) is not None:
+        text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > limit:
+        cut = len(text) - limit
+        text = f"{text[:limit]}\n... ({cut} more characters cut)"
+    return text
