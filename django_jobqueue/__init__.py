@@ -65,7 +65,10 @@ __all__ = [
     "enqueue_many",
     "history",
     "job",
+    "pause_queue",
     "requeue",
+    "resume_queue",
+    "run_now",
     "stats",
     "task",
 ]
@@ -83,6 +86,30 @@ def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") ->
     from . import store
 
     return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor))
+
+
+def run_now(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
+    """Make a pending job that is scheduled for later runnable now."""
+    from . import store
+
+    return JobHandle(store.run_now(job_id=job_id, actor=actor))
+
+
+def pause_queue(name: str, *, actor: str = "") -> bool:
+    """Stop workers claiming from queue ``name`` (by their next turn); enqueue goes on.
+
+    Returns True if the queue was running until now.
+    """
+    from . import store
+
+    return store.pause_queue(queue=name, actor=actor)
+
+
+def resume_queue(name: str) -> bool:
+    """Let workers claim from queue ``name`` again; True if it was paused."""
+    from . import store
+
+    return store.resume_queue(queue=name)
 
 
 def job(job_id: uuid.UUID | str) -> JobHandle:

@@ -47,3 +47,21 @@ def sqlite_warnings(alias: str, database: dict[str, Any]) -> list[CheckMessage]:
             id="django_jobqueue.W001",
         )
     ]
+
+
+@register()
+def check_admin_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The job admin's date-time range filters are django-admin-rangefilter's: with the
+    admin installed, its app must be too (for its templates and static files)."""
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.admin") or apps.is_installed("rangefilter"):
+        return []
+    return [
+        Error(
+            "The job queue's admin needs 'rangefilter' (django-admin-rangefilter) in "
+            "INSTALLED_APPS for its date-time range filters.",
+            hint='Add "rangefilter" to INSTALLED_APPS (before or after "django_jobqueue").',
+            id="django_jobqueue.E002",
+        )
+    ]

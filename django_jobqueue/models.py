@@ -21,6 +21,7 @@ __all__ = [
     "JournalEntry",
     "Outcome",
     "Priority",
+    "QueuePause",
     "Status",
     "WorkerHeartbeat",
 ]
@@ -52,6 +53,14 @@ class Job(models.Model):
 
     class Meta:
         verbose_name = "job"
+        # The admin's operator actions; "delete" is Django's own (finished jobs only).
+        permissions = [
+            ("requeue_job", "Can requeue a finished job"),
+            ("cancel_job", "Can cancel a pending or claimed job"),
+            ("run_job_now", "Can run a scheduled job now"),
+            ("cleanup_job", "Can clean up finished jobs"),
+            ("pause_queue", "Can pause and resume a queue"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="jobqueue_job_status_valid"
@@ -102,6 +111,19 @@ class Job(models.Model):
             ),
             # Keyset pagination over all jobs.
             models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),
+            # The admin: a kind's jobs newest first (search and filter by kind, and the list
+            # of kinds read as a loose index scan); search by key, partial on having one.
+            models.Index(fields=["kind", "created_at", "id"], name="jobqueue_job_kind"),
+            models.Index(
+                fields=["dedup_key"],
+                condition=Q(dedup_key__isnull=False),
+                name="jobqueue_job_dedup_key",
+            ),
+            models.Index(
+                fields=["idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="jobqueue_job_idem_key",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -134,10 +156,32 @@ class JournalEntry(models.Model):
         indexes = [
             models.Index(fields=["job", "id"], name="jobqueue_journal_job"),
             models.Index(fields=["kind", "recorded_at"], name="jobqueue_journal_kind_time"),
+            # The dashboard's windows and the admin's date range; anything but a completion
+            # by outcome (partial: the common "completed" entry never writes to it).
+            models.Index(fields=["recorded_at"], name="jobqueue_journal_time"),
+            models.Index(
+                fields=["outcome", "recorded_at"],
+                condition=~Q(outcome="completed"),
+                name="jobqueue_journal_outcome",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.kind} run {self.run_no}: {self.outcome}"
+
+
+class QueuePause(models.Model):
+    """A paused queue: workers claim nothing from it until the row is deleted (resume)."""
+
+    queue = models.CharField(primary_key=True, max_length=100)
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name = "paused queue"
+
+    def __str__(self) -> str:
+        return self.queue
 
 
 class WorkerHeartbeat(models.Model):

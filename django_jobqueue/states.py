@@ -30,6 +30,7 @@ class Outcome(models.TextChoices):
     MERGED = "merged", "merged"
     CANCELLED = "cancelled", "cancelled"
     REQUEUED = "requeued", "requeued"
+    RUN_NOW = "run-now", "run now"
 
 
 class Priority(models.IntegerChoices):

@@ -14,3 +14,10 @@ export SQLITE_PATH="${SQLITE_PATH:-$(mktemp -d)/demo.sqlite3}"
 export JOBQUEUE_LOG_LEVEL="${JOBQUEUE_LOG_LEVEL:-WARNING}"
 "$VENV/bin/python" testproject/manage.py migrate --verbosity 0
 "$VENV/bin/python" testproject/manage.py demo
+cat <<HINT
+
+To browse these jobs in the admin (docs/admin.md):
+  SQLITE_PATH=$SQLITE_PATH DJANGO_SETTINGS_MODULE=testproject.settings $VENV/bin/python testproject/manage.py createsuperuser
+  SQLITE_PATH=$SQLITE_PATH DJANGO_SETTINGS_MODULE=testproject.settings $VENV/bin/python testproject/manage.py runserver
+and open http://127.0.0.1:8000/admin/django_jobqueue/job/
+HINT

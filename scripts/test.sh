@@ -12,6 +12,21 @@ VENV="${TEST_VENV:-.venv}"
 export PATH="$PWD/$VENV/bin:$PATH"
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/jobqueue}"
 
+# The browser tier (tests/browser) drives the system's Chromium through Playwright
+# (installed above with the dev extra; Playwright's own browser download is not used).
+# Installed here when missing and we may; otherwise those tests skip, saying why.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing chromium for the browser tests"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "   could not install chromium: the browser tests will be skipped"
+  else
+    echo "== no chromium and no way to install it (not root, or no apt-get): the browser tests will be skipped"
+  fi
+fi
+export SCREENSHOTS_DIR="${SCREENSHOTS_DIR:-${TMPDIR:-/tmp}/jobqueue-screenshots}"
+
 echo "== ruff"
 ruff check .
 ruff format --check .
@@ -24,6 +39,7 @@ echo "== pytest (PostgreSQL)"
 pytest "$@"
 echo "== pytest (SQLite)"
 DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
+echo "== browser screenshots: $SCREENSHOTS_DIR"
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a
 # measure cannot run, never on speed. BENCH=0 skips it.

@@ -19,6 +19,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rangefilter",  # the job admin's date-time range filters
     "django_jobqueue",
     "testproject.shop",
 ]

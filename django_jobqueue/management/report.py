@@ -11,27 +11,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
 from django_jobqueue.redaction import redact
-
-
-def fmt_age(seconds: float | None) -> str:
-    """A coarse, readable age: 45s, 12m 3s, 5h, 3d 4h (two units at most)."""
-    if seconds is None:
-        return "-"
-    total = max(int(seconds), 0)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    for big, big_unit, small, small_unit in (
-        (days, "d", hours, "h"),
-        (hours, "h", minutes, "m"),
-        (minutes, "m", secs, "s"),
-    ):
-        if big:
-            return f"{big}{big_unit} {small}{small_unit}" if small else f"{big}{big_unit}"
-    return f"{secs}s"
 
 
 def fmt_window(seconds: float) -> str:
@@ -42,19 +25,6 @@ def fmt_window(seconds: float) -> str:
         if total >= size and total % size == 0 and not (unit in "wd" and total < 2 * size):
             return f"{total // size}{unit}"
     return fmt_age(total)
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    """A run duration: 850µs, 12.3ms, 1.52s, 2m 5s."""
-    if seconds is None:
-        return "-"
-    if seconds < 0.001:
-        return f"{seconds * 1_000_000:.0f}µs"
-    if seconds < 1:
-        return f"{seconds * 1000:.1f}ms"
-    if seconds < 60:
-        return f"{seconds:.2f}s"
-    return fmt_age(seconds)
 
 
 def fmt_time(value: datetime | None) -> str:
@@ -158,6 +128,11 @@ def _backlog(s: dict[str, Any]) -> list[str]:
             oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
             rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
         out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
+    paused = s.get("paused_queues", [])
+    out.append(
+        "Paused queues: "
+        + (", ".join(f"{p['queue']} (since {fmt_time(p['paused_at'])})" for p in paused) or "none")
+    )
     return out
 
 

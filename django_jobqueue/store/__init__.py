@@ -10,8 +10,9 @@ change writes its journal entry in the same transaction.
 
 from __future__ import annotations
 
+from .browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from .claim import Claimed, claim_jobs, claim_statement
-from .cleanup import cleanup
+from .cleanup import cleanup, delete_finished
 from .enqueue import (
     Disposition,
     EnqueueRequest,
@@ -23,7 +24,16 @@ from .enqueue import (
     merge_candidates,
 )
 from .history import Page, as_uuid, get_job, history, journal
-from .operations import cancel, requeue
+from .operations import (
+    cancel,
+    cancel_refusal,
+    delete_refusal,
+    requeue,
+    requeue_refusal,
+    run_now,
+    run_now_refusal,
+)
+from .queues import pause_queue, paused_queues, resume_queue
 from .settle import (
     apply,
     cancel_requested,
@@ -32,13 +42,16 @@ from .settle import (
     recover_expired,
     settle,
 )
-from .stats import WORKER_GONE_AFTER, run_stats, stats
+from .stats import WORKER_GONE_AFTER, run_stats, stats, throughput
 from .turn import exchange
-from .workers import beat, register_worker
+from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
+    "COUNT_CAP",
     "WORKER_GONE_AFTER",
+    "WORKER_PRUNE_AFTER",
     "Claimed",
+    "Count",
     "Disposition",
     "EnqueueRequest",
     "MergePlan",
@@ -49,10 +62,15 @@ __all__ = [
     "as_uuid",
     "beat",
     "cancel",
+    "cancel_refusal",
     "cancel_requested",
     "claim_jobs",
     "claim_statement",
     "cleanup",
+    "count",
+    "delete_finished",
+    "delete_refusal",
+    "distinct_values",
     "enqueue",
     "enqueue_many",
     "exchange",
@@ -62,10 +80,18 @@ __all__ = [
     "journal",
     "merge_candidates",
     "next_wakeup",
+    "pause_queue",
+    "paused_queues",
+    "planned_rows",
     "recover_expired",
     "register_worker",
     "requeue",
+    "requeue_refusal",
+    "resume_queue",
+    "run_now",
+    "run_now_refusal",
     "run_stats",
     "settle",
     "stats",
+    "throughput",
 ]

@@ -3,7 +3,8 @@
 ``UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`` the columns a
 run needs. The priority floors (a slot that prefers a lower tier, falling back to
 higher ones when that tier is empty) and the per-kind caps are folded into the same
-statement as materialised CTEs, one per floor, so a claim never costs a second query.
+statement as materialised CTEs, one per floor, so a claim never costs a second query;
+so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
 """
 
@@ -231,7 +232,7 @@ def _candidates(
     d: sql.Dialect, *, kinds: list[str], queues: list[str], floor: int, now: datetime
 ) -> tuple[str, list[Any]]:
     kind_sql, kind_params = d.in_list("j.kind", kinds)
-    where = f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql}"
+    where = f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {d.not_paused}"
     params: list[Any] = [d.dt(now), *kind_params]
     if queues:
         queue_sql, queue_params = d.in_list("j.queue", queues)

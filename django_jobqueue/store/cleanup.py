@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import transaction
@@ -10,7 +11,7 @@ from django.db import transaction
 from django_jobqueue.models import TERMINAL, Job, JournalEntry
 
 from . import sql
-from .history import names
+from .history import as_uuid, names
 
 
 def cleanup(
@@ -48,9 +49,38 @@ def cleanup(
             )
             if not ids:
                 break
-            JournalEntry.objects.using(alias).filter(job_id__in=ids).delete()
-            _, per_model = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
-        total += per_model.get(Job._meta.label, 0)
+            total += _delete(ids, statuses)
         if len(ids) < batch_size:
             break
     return total
+
+
+def delete_finished(
+    *, job_ids: Iterable[uuid.UUID | str], batch_size: int = 1000
+) -> list[uuid.UUID]:
+    """Delete these jobs (and their journal) where they are finished; active ones stay.
+
+    Returns the ids deleted. Rows are locked first, so a job that a concurrent
+    requeue is returning to pending is either deleted before it or left alone.
+    """
+    ids = [as_uuid(i) for i in job_ids]
+    alias = sql.alias()
+    deleted: list[uuid.UUID] = []
+    for start in range(0, len(ids), batch_size):
+        with transaction.atomic(using=alias):
+            chunk = sql.jobs().filter(id__in=ids[start : start + batch_size], status__in=TERMINAL)
+            locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
+            _delete(locked, list(TERMINAL))
+        deleted += locked
+    return deleted
+
+
+def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:
+    """Delete the jobs of ``ids`` still in ``statuses``, journal first (in the caller's
+    transaction); returns the jobs deleted."""
+    if not ids:
+        return 0
+    alias = sql.alias()
+    JournalEntry.objects.using(alias).filter(job_id__in=ids).delete()
+    _, per_model = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
+    return per_model.get(Job._meta.label, 0)

@@ -26,9 +26,12 @@ def get_job(*, job_id: uuid.UUID | str) -> Job:
         raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
 
 
-def journal(*, job_id: uuid.UUID | str) -> list[JournalEntry]:
-    """A job's journal, oldest first."""
-    return list(sql.journal_entries().filter(job_id=as_uuid(job_id)).order_by("id"))
+def journal(*, job_id: uuid.UUID | str, last: int | None = None) -> list[JournalEntry]:
+    """A job's journal, oldest first; with ``last``, only its latest ``last`` entries."""
+    entries = sql.journal_entries().filter(job_id=as_uuid(job_id))
+    if last is None:
+        return list(entries.order_by("id"))
+    return list(reversed(entries.order_by("-id")[:last]))
 
 
 def names(what: str, value: object) -> str:

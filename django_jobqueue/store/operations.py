@@ -1,7 +1,10 @@
-"""What operators do to jobs: cancel and requeue, each with its journal entry.
+"""What operators do to jobs: cancel, requeue and run now, each with its journal entry.
 
 Cold paths, on the ORM: each locks the one row, checks the state allows the action,
-and writes the row and its entry in one transaction.
+and writes the row and its entry in one transaction. The ``*_refusal`` functions say
+why a job's state does not allow an action (None when it does): the operations raise
+with that message, and the admin uses the same rules to show buttons and to count
+what a bulk action will skip.
 """
 
 from __future__ import annotations
@@ -37,11 +40,7 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
             if not job.cancel_requested:
                 _save(job, cancel_requested=True, cancel_actor=actor)
         elif job.status != Status.CANCELLED:
-            raise InvalidTransition(
-                f"Job {job.id} is {job.status}; only pending or claimed jobs can be cancelled",
-                job_id=job.id,
-                status=job.status,
-            )
+            raise InvalidTransition(cancel_refusal(job), job_id=job.id, status=job.status)
     return job
 
 
@@ -54,18 +53,9 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
     now = timezone.now()
     with transaction.atomic(using=alias):
         job = _locked(job_id)
-        if job.status in ACTIVE:
-            raise InvalidTransition(
-                f"Job {job.id} is {job.status}; only finished jobs can be requeued",
-                job_id=job.id,
-                status=job.status,
-            )
-        if job.status == Status.COMPLETED and not force:
-            raise InvalidTransition(
-                f"Job {job.id} completed; requeue it with force to run it again",
-                job_id=job.id,
-                status=job.status,
-            )
+        refusal = requeue_refusal(job, force=force)
+        if refusal:
+            raise InvalidTransition(refusal, job_id=job.id, status=job.status)
         previous = job.status
         try:
             with transaction.atomic(using=alias):
@@ -88,6 +78,61 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
         _operator_entry(job, Outcome.REQUEUED, actor, f"requeued from {previous}", now)
         notify.notify(alias, job.queue)
     return job
+
+
+def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
+    """Make a pending job scheduled for later (delay, backoff, pause) runnable now."""
+    alias = sql.alias()
+    now = timezone.now()
+    with transaction.atomic(using=alias):
+        job = _locked(job_id)
+        refusal = run_now_refusal(job, now=now)
+        if refusal:
+            raise InvalidTransition(refusal, job_id=job.id, status=job.status)
+        was = job.visible_at
+        _save(job, visible_at=now)
+        _operator_entry(
+            job, Outcome.RUN_NOW, actor, f"run now (was scheduled for {was.isoformat()})", now
+        )
+        notify.notify(alias, job.queue)
+    return job
+
+
+def cancel_refusal(job: Job) -> str | None:
+    """Why ``job`` cannot be cancelled now (a claimed job already asked to stop cannot be
+    asked again), or None."""
+    if job.status == Status.PENDING:
+        return None
+    if job.status == Status.CLAIMED:
+        if job.cancel_requested:
+            return f"Job {job.id} is claimed and has already been asked to stop"
+        return None
+    return f"Job {job.id} is {job.status}; only pending or claimed jobs can be cancelled"
+
+
+def requeue_refusal(job: Job, *, force: bool = False) -> str | None:
+    """Why ``job`` cannot be requeued (with or without ``force``), or None."""
+    if job.status in ACTIVE:
+        return f"Job {job.id} is {job.status}; only finished jobs can be requeued"
+    if job.status == Status.COMPLETED and not force:
+        return f"Job {job.id} completed; requeue it with force to run it again"
+    return None
+
+
+def run_now_refusal(job: Job, *, now: datetime) -> str | None:
+    """Why ``job`` cannot be made runnable now (it must be pending and scheduled), or None."""
+    if job.status != Status.PENDING:
+        return f"Job {job.id} is {job.status}; only a pending job can be run now"
+    if job.visible_at <= now:
+        return f"Job {job.id} is already runnable"
+    return None
+
+
+def delete_refusal(job: Job) -> str | None:
+    """Why ``job`` cannot be deleted (only finished jobs ever are), or None."""
+    if job.status in ACTIVE:
+        return f"Job {job.id} is {job.status}; only finished jobs can be deleted"
+    return None
 
 
 def _locked(job_id: uuid.UUID | str) -> Job:

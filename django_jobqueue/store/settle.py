@@ -175,15 +175,24 @@ SETTLE_CTES = (
 )
 
 
-def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
-    """One settlement per job (a job settles once per batch; a repeat is dropped)."""
-    seen: set[uuid.UUID] = set()
-    kept: list[Settlement] = []
-    for s in settlements:
-        if s.job_id not in seen:
-            seen.add(s.job_id)
-            kept.append(s)
+def _kept(settlements: Sequence[Settlement]) -> dict[uuid.UUID, int]:
+    """Per job, the index of the one settlement of it the batch applies: its latest run's.
+
+    A worker may end two runs of one job in a turn (its first claim was recovered and it
+    claimed the job again); only the latest run can still hold the claim, so an earlier
+    run must not stand in its way. A repeat of the same run is dropped.
+    """
+    kept: dict[uuid.UUID, int] = {}
+    for i, s in enumerate(settlements):
+        held = kept.get(s.job_id)
+        if held is None or s.run_no > settlements[held].run_no:
+            kept[s.job_id] = i
     return kept
+
+
+def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
+    """One settlement per job (see ``_kept``), in the order the jobs first appear."""
+    return [settlements[i] for i in _kept(settlements).values()]
 
 
 def document(settlements: Sequence[Settlement], now: datetime) -> str:
@@ -192,11 +201,12 @@ def document(settlements: Sequence[Settlement], now: datetime) -> str:
 
 
 def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[bool]:
-    """Per settlement, whether it was applied; a dropped one is logged."""
+    """Per settlement, whether it was applied (``applied``: the jobs the batch of
+    ``unique(settlements)`` changed); a dropped one is logged."""
+    kept = _kept(settlements)
     result = []
-    for s in settlements:
-        ok = s.job_id in applied
-        applied.discard(s.job_id)
+    for i, s in enumerate(settlements):
+        ok = s.job_id in applied and kept[s.job_id] == i
         result.append(ok)
         if not ok:
             logger.info(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import Count, Min, QuerySet
+from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
-from django_jobqueue.models import JournalEntry, Outcome, Status, WorkerHeartbeat
+from django_jobqueue.models import Job, JournalEntry, Outcome, QueuePause, Status, WorkerHeartbeat
 
 from . import sql
 
@@ -19,7 +20,8 @@ WORKER_GONE_AFTER = timedelta(seconds=60)
 def stats(
     *, window: timedelta = timedelta(hours=24), now: datetime | None = None
 ) -> dict[str, Any]:
-    """A snapshot of the queue: backlog, claims, failures, workers and recent run statistics."""
+    """A snapshot of the queue: backlog, claims, failures, workers, paused queues and recent
+    run statistics. Every count reads only the rows of its status (a partial index each)."""
     now = now or timezone.now()
     jobs = sql.jobs()
     runnable = jobs.filter(status=Status.PENDING, visible_at__lte=now)
@@ -33,13 +35,7 @@ def stats(
         row["kind"]: (now - row["oldest"]).total_seconds()
         for row in runnable.values("kind").annotate(oldest=Min("visible_at")).order_by("kind")
     }
-    dead_by = {
-        row["kind"]: row["n"]
-        for row in jobs.filter(status=Status.DEAD)
-        .values("kind")
-        .annotate(n=Count("id"))
-        .order_by("kind")
-    }
+    claimed_by = _by_kind(jobs.filter(status=Status.CLAIMED))
     workers, live = _workers(now)
     return {
         "at": now,
@@ -47,9 +43,15 @@ def stats(
         "pending_total": sum(row["count"] for row in pending_by),
         "oldest_pending_seconds": oldest,
         "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
-        "claimed": jobs.filter(status=Status.CLAIMED).count(),
-        "dead": dead_by,
-        "unserved_kinds": _unserved_kinds(pending_by, live),
+        "claimed": sum(claimed_by.values()),
+        "claimed_by_kind": claimed_by,
+        "dead": _by_kind(jobs.filter(status=Status.DEAD)),
+        "cancelled": jobs.filter(status=Status.CANCELLED).count(),
+        "paused_queues": [
+            {"queue": p.queue, "paused_at": p.paused_at, "paused_by": p.paused_by}
+            for p in QueuePause.objects.using(sql.alias()).order_by("queue")
+        ],
+        "unserved_kinds": _unserved(pending_by, live),
         "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
         "workers": workers,
         "runs": run_stats(since=now - window),
@@ -57,8 +59,14 @@ def stats(
     }
 
 
+def _by_kind(qs: QuerySet[Job]) -> dict[str, int]:
+    return {
+        row["kind"]: row["n"] for row in qs.values("kind").annotate(n=Count("id")).order_by("kind")
+    }
+
+
 def _workers(now: datetime) -> tuple[list[dict[str, Any]], list[WorkerHeartbeat]]:
-    """Every known worker as a dict (newest first), and the live ones."""
+    """Every worker row, latest seen first, as dicts; and the live ones."""
     workers = []
     live: list[WorkerHeartbeat] = []
     for w in WorkerHeartbeat.objects.using(sql.alias()).order_by("-last_seen_at"):
@@ -82,9 +90,9 @@ def _workers(now: datetime) -> tuple[list[dict[str, Any]], list[WorkerHeartbeat]
     return workers, live
 
 
-def _unserved_kinds(pending_by: list[dict[str, Any]], live: list[WorkerHeartbeat]) -> list[str]:
-    """Pending kinds no live worker serves: a worker serves a row when it runs the kind
-    and reads the row's queue (no queues listed means every queue)."""
+def _unserved(pending_by: list[dict[str, Any]], live: list[WorkerHeartbeat]) -> list[str]:
+    """Kinds with runnable jobs that no live worker serves: a worker serves a row when it
+    runs the kind and reads the row's queue (no queues listed means every queue)."""
     return sorted(
         {
             row["kind"]
@@ -180,3 +188,46 @@ def _pct(values: list[float], q: float) -> float | None:
     low = int(pos)
     high = min(low + 1, len(values) - 1)
     return values[low] + (values[high] - values[low]) * (pos - low)
+
+
+def throughput(
+    *, since: datetime, bucket: str, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Completed and failed runs per ``bucket`` ("minute" or "hour") from ``since`` to
+    ``now``, oldest first, every bucket present (zero where nothing ran). Reads the
+    journal's time index over the window only."""
+    truncs = {
+        "minute": (TruncMinute, timedelta(minutes=1)),
+        "hour": (TruncHour, timedelta(hours=1)),
+    }
+    if bucket not in truncs:
+        raise ValueError(f"bucket is minute or hour, got {bucket!r}")
+    trunc, step = truncs[bucket]
+    now = now or timezone.now()
+    counted: dict[datetime, dict[str, int]] = {}
+    rows = (
+        sql.journal_entries()
+        .filter(recorded_at__gte=since, recorded_at__lte=now)
+        .filter(outcome__in=(Outcome.COMPLETED, *_FAILED_OUTCOMES))
+        .annotate(at=trunc("recorded_at", tzinfo=UTC))
+        .values("at", "outcome")
+        .annotate(n=Count("id"))
+    )
+    for row in rows:
+        slot = counted.setdefault(row["at"], {"completed": 0, "failed": 0})
+        slot["completed" if row["outcome"] == Outcome.COMPLETED else "failed"] += row["n"]
+    first = _floor(since, step)
+    buckets = []
+    at = first
+    while at <= now:
+        slot = counted.get(at, {"completed": 0, "failed": 0})
+        buckets.append({"at": at, **slot})
+        at += step
+    return buckets
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    moment = moment.astimezone(UTC)
+    seconds = int(step.total_seconds())
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)

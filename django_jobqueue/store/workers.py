@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -10,6 +11,9 @@ from django.utils import timezone
 from django_jobqueue.models import WorkerHeartbeat
 
 from . import sql
+
+# A worker not seen for this long (stopped or gone) is forgotten when the next one starts.
+WORKER_PRUNE_AFTER = timedelta(days=1)
 
 
 def register_worker(
@@ -22,7 +26,9 @@ def register_worker(
     concurrency: int,
 ) -> None:
     now = timezone.now()
-    WorkerHeartbeat.objects.using(sql.alias()).update_or_create(
+    workers = WorkerHeartbeat.objects.using(sql.alias())
+    workers.filter(last_seen_at__lt=now - WORKER_PRUNE_AFTER).delete()
+    workers.update_or_create(
         id=worker_id,
         defaults={
             "host": host,

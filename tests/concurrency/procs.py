@@ -73,9 +73,9 @@ def terminate_other_backends() -> int:
 
 
 class WorkerProcess:
-    """One ``python -m django runworker …`` child."""
+    """One ``python -m django runworker …`` child (on ``database``, else the test database)."""
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+    def __init__(self, args: list[str], log_path: Path, database: str | None = None) -> None:
         self.args = args
         self.log_path = log_path
         env = {
@@ -84,10 +84,11 @@ class WorkerProcess:
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
             ),
-            "DATABASE_URL": database_url(),
+            "DATABASE_URL": database or database_url(),
             "PYTHONUNBUFFERED": "1",
         }
         self._log: IO[bytes] = log_path.open("wb")
+        self.started_at = time.monotonic()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "django", "runworker", *args],
             cwd=REPO_ROOT,
@@ -114,6 +115,10 @@ class WorkerProcess:
         tail = "\n".join(self.log().splitlines()[-40:])
         return f"runworker {' '.join(self.args)} (pid {self.pid}, rc {self.popen.poll()}):\n{tail}"
 
+    def age(self) -> float:
+        """Seconds since the child was started."""
+        return time.monotonic() - self.started_at
+
     def alive(self) -> bool:
         return self.popen.poll() is None
 
@@ -127,10 +132,14 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             pytest.fail(f"worker did not exit within {timeout}s\n{self.describe()}")
 
+    def registered(self) -> bool:
+        """Whether the child has registered its heartbeat row (its loop has started)."""
+        return WorkerHeartbeat.objects.filter(pid=self.pid, stopped_at__isnull=True).exists()
+
     def wait_registered(self, timeout: float = 30.0) -> None:
         """Wait until the child has registered its heartbeat row (its loop is starting)."""
         deadline = time.monotonic() + timeout
-        while not WorkerHeartbeat.objects.filter(pid=self.pid, stopped_at__isnull=True).exists():
+        while not self.registered():
             if not self.alive():
                 pytest.fail(f"worker exited during start-up\n{self.describe()}")
             if time.monotonic() > deadline:
@@ -149,13 +158,14 @@ class WorkerProcess:
 class WorkerProcesses:
     """Starts ``runworker`` children for one test and kills whatever is left at teardown."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, database: str | None = None) -> None:
         self.log_dir = log_dir
+        self.database = database
         self.started: list[WorkerProcess] = []
 
     def start(self, *args: str) -> WorkerProcess:
         n = len(self.started)
-        proc = WorkerProcess(list(args), self.log_dir / f"runworker-{n}.log")
+        proc = WorkerProcess(list(args), self.log_dir / f"runworker-{n}.log", self.database)
         self.started.append(proc)
         return proc
 

@@ -206,7 +206,27 @@ def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -
     tiers = 1 + len(preferring or {})
     assert plan.count("jobqueue_job_claim") == tiers, plan
     assert "Sort" not in plan, plan
-    assert "Seq Scan" not in plan, plan
+    assert "Seq Scan on django_jobqueue_job " not in plan, plan
+    # The paused queues are read once per tier (a few rows), not once per candidate.
+    assert plan.count("Seq Scan on django_jobqueue_queuepause") <= tiers, plan
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_claim_keeps_the_claim_index_while_a_queue_is_paused() -> None:
+    _fill_realistic_table()
+    store.pause_queue(queue="default")
+    store.pause_queue(queue="mail")
+    built = store.claim_statement(
+        worker_id="w", limit=10, kinds=KINDS(), lease=timedelta(minutes=5), now=timezone.now()
+    )
+    assert built is not None
+    with transaction.atomic():
+        plan = _plan(*built)
+    assert plan.count("jobqueue_job_claim") == 1, plan
+    assert "Sort" not in plan, plan
+    assert "Seq Scan on django_jobqueue_job " not in plan, plan
+    assert store.claim_jobs(worker_id="w", limit=10, kinds=KINDS()) == []  # all paused
 
 
 @postgres_only

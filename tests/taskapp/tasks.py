@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue import Backoff, Context, Merge, Pause, Pending, Permanent, Priority, Task, task
@@ -348,3 +349,20 @@ def echo(ctx: Context, key: str) -> Any:
     elif where == "pause":
         raise Pause(resume_in=3600, note=value)
     return value if where == "return" else None
+
+
+# --- used by tests/chaos ------------------------------------------------------------------
+
+
+@task(takes_context=True, kind="tests.chaos", lease=timedelta(seconds=3), max_failures=None)
+def chaos_step(ctx: Context, seconds: float) -> int:
+    """Records this execution in its own table and its own transaction, then works a while.
+
+    A 3 s lease brings a killed worker's job back quickly; no backstop (max_failures
+    None), because the campaign checks delivery, and a job that dies of many kills
+    would say nothing about it.
+    """
+    with transaction.atomic():
+        _record(ctx)
+    time.sleep(seconds)
+    return ctx.run_count

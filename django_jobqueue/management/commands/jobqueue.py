@@ -1,8 +1,8 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
-Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…`` and
-``cleanup``. Every read and write goes through :mod:`django_jobqueue.store`, exactly
-as the admin's do.
+Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
+``cleanup``, ``pause QUEUE…`` and ``resume QUEUE…``. Every read and write goes
+through :mod:`django_jobqueue.store`, exactly as the admin's do.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
+from django_jobqueue.formatting import fmt_seconds
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -27,7 +28,6 @@ from django_jobqueue.management.arguments import (
     positive_int,
 )
 from django_jobqueue.management.report import (
-    fmt_seconds,
     fmt_time,
     job_fields,
     json_default,
@@ -48,7 +48,10 @@ def operator() -> str:
 
 
 class Command(BaseCommand):
-    help = "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup."
+    help = (
+        "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
+        "pause, resume."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -75,6 +78,11 @@ class Command(BaseCommand):
             "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
         )
         _cleanup_arguments(sub.add_parser("cleanup", help="Delete finished jobs (and journals)."))
+        for verb, what in (
+            ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
+            ("resume", "Let workers claim from these paused queues again."),
+        ):
+            sub.add_parser(verb, help=what).add_argument("queues", nargs="+", metavar="QUEUE")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -93,6 +101,25 @@ class Command(BaseCommand):
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)
+
+    # --- pause / resume -------------------------------------------------------------------
+
+    def do_pause(self, options: dict[str, Any]) -> None:
+        self._queues(options["queues"], "pause")
+
+    def do_resume(self, options: dict[str, Any]) -> None:
+        self._queues(options["queues"], "resume")
+
+    def _queues(self, names: list[str], verb: str) -> None:
+        for name in names:
+            try:
+                if verb == "pause":
+                    changed = store.pause_queue(queue=name, actor=operator())
+                else:
+                    changed = store.resume_queue(queue=name)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"{name}: {verb}d" if changed else f"{name}: already {verb}d")
 
     # --- list -----------------------------------------------------------------------------
 

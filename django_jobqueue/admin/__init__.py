@@ -1,0 +1,19 @@
+"""The Django admin for the queue: jobs, the journal, a dashboard and the clean-up form.
+
+Every action calls the storage layer (``django_jobqueue.store``); nothing here decides
+what a job's state allows. See docs/admin.md.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from django_jobqueue.models import Job, JournalEntry
+
+from .jobs import JobAdmin
+from .journal import JournalEntryAdmin
+
+__all__ = ["JobAdmin", "JournalEntryAdmin"]
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(JournalEntry, JournalEntryAdmin)

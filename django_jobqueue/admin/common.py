@@ -1,0 +1,107 @@
+"""What the admin's pages share: who acts, status and outcome badges, JSON and times.
+
+Every value that came from a job (payload, notes, kinds) is escaped by ``format_html``
+or the template engine; nothing here marks text from the database as safe.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.redaction import redact
+
+# Status and outcome colours: one palette for the changelists, the detail page and the
+# dashboard (text stays black or white on each for contrast).
+COLOURS = {
+    "pending": "#1f6feb",
+    "claimed": "#8250df",
+    "completed": "#1a7f37",
+    "dead": "#cf222e",
+    "cancelled": "#6e7781",
+    "paused": "#bf8700",
+    "retried": "#d1242f",
+    "stale-recovered": "#bc4c00",
+    "released": "#0969da",
+    "merged": "#6e7781",
+    "requeued": "#1f6feb",
+    "run-now": "#1f6feb",
+}
+
+# A JSON value longer than this many characters is shown folded.
+FOLD_OVER = 1200
+
+
+def actor(request: HttpRequest) -> str:
+    """The operator, as the journal records them: the admin user's name."""
+    user = request.user
+    name = user.get_username() if user.is_authenticated else "anonymous"
+    return f"admin:{name}"
+
+
+def log(request: HttpRequest, *, what: str, flag: int, message: str) -> None:
+    """A Django ``LogEntry`` for an action on many jobs or on a queue (no one object)."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    from django_jobqueue.models import Job
+
+    LogEntry.objects.create(
+        user_id=cast(int, request.user.pk),
+        content_type=ContentType.objects.get_for_model(Job),
+        object_repr=what[:200],
+        action_flag=flag,
+        change_message=f"{message} By {actor(request)}.",
+    )
+
+
+def badge(value: str) -> SafeString:
+    colour = COLOURS.get(value, "#57606a")
+    return format_html(
+        '<span class="jq-badge" style="background:{}">{}</span>', colour, value.replace("-", " ")
+    )
+
+
+def short_id(job_id: object) -> str:
+    """The id as the changelists show it: its creation millisecond (the first 13
+    characters of a UUIDv7) and its last 4 random digits, e.g. ``01a22a71-bb37…1924``.
+    Jobs enqueued together share the millisecond, so the tail tells them apart; the
+    search box finds the job from this form by a primary-key range."""
+    text = str(job_id)
+    return f"{text[:13]}…{text[-4:]}"
+
+
+def pretty_json(value: Any) -> str:
+    """A stored JSON value for display, fields named like secrets (``REDACT``) hidden."""
+    return json.dumps(redact(value), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def json_block(value: Any) -> dict[str, Any]:
+    """A JSON value for a template: its pretty text and whether to fold it."""
+    text = pretty_json(value)
+    return {"text": text, "folded": len(text) > FOLD_OVER, "size": len(text)}
+
+
+def age(moment: datetime | None, *, now: datetime | None = None) -> str:
+    """ "3m 5s ago" or "in 2h" relative to now."""
+    if moment is None:
+        return "-"
+    delta = ((now or timezone.now()) - moment).total_seconds()
+    return f"{fmt_age(delta)} ago" if delta >= 0 else f"in {fmt_age(-delta)}"
+
+
+def duration(value: timedelta | None) -> str:
+    return fmt_seconds(value.total_seconds()) if value is not None else "-"
+
+
+def local(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")

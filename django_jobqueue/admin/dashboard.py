@@ -1,0 +1,149 @@
+"""The dashboard: the ``stats()`` snapshot as cards, a table per kind, completed and
+failed runs over the last hour and day, workers, and the queues with pause/resume."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from django_jobqueue import store
+from django_jobqueue.formatting import fmt_age, fmt_seconds
+
+from .chart import chart
+from .common import actor, local, log
+from .listing import QueueFilter
+
+if TYPE_CHECKING:
+    from .jobs import JobAdmin
+
+WINDOW = timedelta(hours=24)
+
+
+def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+    def dashboard_view(request: HttpRequest) -> HttpResponse:
+        if not modeladmin.has_view_permission(request):
+            raise PermissionDenied
+        now = timezone.now()
+        s = store.stats(window=WINDOW, now=now)
+        hour = store.throughput(since=now - timedelta(hours=1), bucket="minute", now=now)
+        day = store.throughput(since=now - WINDOW, bucket="hour", now=now)
+        return TemplateResponse(
+            request,
+            "django_jobqueue/admin/dashboard.html",
+            {
+                **modeladmin.admin_site.each_context(request),
+                "title": "Job queue dashboard",
+                "opts": modeladmin.opts,
+                "at": local(now),
+                "cards": _cards(s),
+                "kinds": _kinds(s),
+                "hour": chart(hour, label_every=10, fmt="%H:%M"),
+                "day": chart(day, label_every=4, fmt="%H:00"),
+                "live": [_worker(w, now) for w in s["workers"] if w["state"] == "alive"],
+                "gone": [_worker(w, now) for w in s["workers"] if w["state"] != "alive"],
+                "queues": _queues(s),
+                "can_pause": modeladmin.has_pause_permission(request),
+                "unserved": s["unserved_kinds"],
+            },
+        )
+
+    return dashboard_view
+
+
+def _cards(s: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, value, tone) per card."""
+    oldest = max(s["oldest_pending_seconds"].values(), default=None)
+    dead = sum(s["dead"].values())
+    return [
+        ("pending now", f"{s['pending_total']:,}", "pending"),
+        ("scheduled", f"{s['scheduled']:,}", "pending"),
+        ("claimed", f"{s['claimed']:,}", "claimed"),
+        ("dead", f"{dead:,}", "dead" if dead else "quiet"),
+        ("cancelled", f"{s['cancelled']:,}", "cancelled"),
+        ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
+    ]
+
+
+def _kinds(s: dict[str, Any]) -> list[dict[str, Any]]:
+    pending: dict[str, int] = {}
+    for row in s["pending"]:
+        pending[row["kind"]] = pending.get(row["kind"], 0) + row["count"]
+    names = sorted({*pending, *s["claimed_by_kind"], *s["dead"], *s["runs"]})
+    rows = []
+    for kind in names:
+        runs = s["runs"].get(kind, {})
+        rows.append(
+            {
+                "kind": kind,
+                "pending": pending.get(kind, 0),
+                "claimed": s["claimed_by_kind"].get(kind, 0),
+                "dead": s["dead"].get(kind, 0),
+                "runs": runs.get("runs", 0),
+                "p50": fmt_seconds(runs.get("p50")),
+                "p95": fmt_seconds(runs.get("p95")),
+                "failure_rate": f"{runs.get('failure_rate', 0.0):.1%}" if runs else "-",
+                "unserved": kind in s["unserved_kinds"],
+            }
+        )
+    return rows
+
+
+def _worker(w: dict[str, Any], now: Any) -> dict[str, Any]:
+    return {
+        **w,
+        "seen": f"{fmt_age((now - w['last_seen_at']).total_seconds())} ago",
+        "queues_text": ", ".join(w["queues"]) or "all queues",
+    }
+
+
+def _queues(s: dict[str, Any]) -> list[dict[str, Any]]:
+    paused = {p["queue"]: p for p in s["paused_queues"]}
+    pending: dict[str, int] = {}
+    for row in s["pending"]:
+        pending[row["queue"]] = pending.get(row["queue"], 0) + row["count"]
+    names = sorted({*QueueFilter.known(), *pending, *paused})
+    return [
+        {
+            "name": name,
+            "pending": pending.get(name, 0),
+            "paused": paused.get(name),
+            "paused_at": local(paused[name]["paused_at"]) if name in paused else "",
+        }
+        for name in names
+    ]
+
+
+def queue_view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+    @require_POST
+    def pause_or_resume(request: HttpRequest) -> HttpResponse:
+        if not modeladmin.has_pause_permission(request):
+            raise PermissionDenied
+        name = request.POST.get("queue", "")
+        verb = request.POST.get("do", "")
+        try:
+            if verb == "pause":
+                changed = store.pause_queue(queue=name, actor=actor(request))
+            elif verb == "resume":
+                changed = store.resume_queue(queue=name)
+            else:
+                raise ValueError(f"Unknown queue action {verb!r}: pause or resume")
+        except ValueError as exc:
+            messages.error(request, str(exc))
+        else:
+            done = f"{verb}d" if changed else f"was already {verb}d"
+            text = f"Queue {name} {done}."
+            messages.success(request, text)
+            log(request, what=f"queue {name}", flag=CHANGE, message=text)
+        return HttpResponseRedirect(reverse("admin:django_jobqueue_job_dashboard"))
+
+    return pause_or_resume

@@ -1,0 +1,269 @@
+"""The jobs changelist and the read-only job page, with their operator actions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from django_jobqueue import store
+from django_jobqueue.errors import JobNotFound
+from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.store import sql
+
+from . import actions as job_actions
+from . import cleanup, dashboard
+from .common import age, badge, duration, json_block, local, short_id
+from .listing import EstimatingPaginator, QueueFilter, RecentRangeFilter, kind_filter, search_jobs
+
+if TYPE_CHECKING:  # the stubs make ModelAdmin generic; at run time it is not subscriptable
+    ModelAdmin = admin.ModelAdmin[Job]
+else:
+    ModelAdmin = admin.ModelAdmin
+
+# The job page shows this many of the latest journal entries (the journal changelist,
+# filtered by the job, has them all).
+JOURNAL_SHOWN = 200
+
+
+class JobAdmin(ModelAdmin):
+    list_display = [
+        "short_id",
+        "kind",
+        "queue",
+        "status_badge",
+        "priority",
+        "created",
+        "scheduled",
+        "runs",
+        "claim",
+        "last_duration",
+    ]
+    list_display_links = ["short_id"]
+    list_filter = [
+        "status",
+        kind_filter(Job),
+        QueueFilter,
+        "priority",
+        ("created_at", RecentRangeFilter),
+        ("finished_at", RecentRangeFilter),
+    ]
+    search_fields = ["id"]  # shows the search box; search_jobs does the looking up
+    search_help_text = "An id (or the short id shown), a kind, a dedup key or an idempotency key."
+    ordering = ["-created_at", "-id"]
+    sortable_by = ["created"]  # the one order an index serves on every filter
+    paginator = EstimatingPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
+    actions = [job_actions.bulk(a) for a in job_actions.ACTIONS.values()]
+
+    # --- permissions: jobs are never added or edited here --------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        if obj is not None and store.delete_refusal(obj) is not None:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
+        # Django's delete page, through the store (which never deletes an active job).
+        store.delete_finished(job_ids=[obj.id])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        store.delete_finished(job_ids=list(queryset.values_list("id", flat=True)))
+
+    def _perm(self, request: HttpRequest, codename: str) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    def has_requeue_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "requeue_job")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "cancel_job")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "run_job_now")
+
+    def has_cleanup_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "cleanup_job")
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "pause_queue")
+
+    def has_action_permission(self, request: HttpRequest, action: job_actions.JobAction) -> bool:
+        return self._perm(request, action.permission)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # Ours replace Django's delete_selected (which would delete pending jobs too).
+        found = super().get_actions(request)
+        return {name: found[name] for name in job_actions.ACTIONS if name in found}
+
+    # --- the changelist ------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        last_run = (
+            JournalEntry.objects.filter(job=OuterRef("pk"), duration__isnull=False)
+            .order_by("-id")
+            .values("duration")[:1]
+        )
+        return sql.jobs().annotate(last_run=Subquery(last_run))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        return search_jobs(queryset, search_term), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        name = request.POST.get("action", "") if request.method == "POST" else ""
+        if name in job_actions.ACTIONS and not self.has_action_permission(
+            request, job_actions.ACTIONS[name]
+        ):
+            raise PermissionDenied
+        extra = {**(extra_context or {}), "can_cleanup": self.has_cleanup_permission(request)}
+        return super().changelist_view(request, extra)
+
+    @admin.display(description="id")
+    def short_id(self, job: Job) -> str:
+        return short_id(job.id)
+
+    @admin.display(description="status")
+    def status_badge(self, job: Job) -> SafeString:
+        if job.status == Status.CLAIMED and job.cancel_requested:
+            return format_html("{} {}", badge(job.status), badge("cancelled"))
+        return badge(job.status)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: Job) -> SafeString:
+        return format_html(
+            '{}<br><small class="quiet">{}</small>', local(job.created_at), age(job.created_at)
+        )
+
+    @admin.display(description="scheduled for")
+    def scheduled(self, job: Job) -> SafeString | str:
+        if job.status != Status.PENDING or job.visible_at <= timezone.now():
+            return ""
+        return format_html(
+            '{}<br><small class="quiet">{}</small>', local(job.visible_at), age(job.visible_at)
+        )
+
+    @admin.display(description="runs / failures")
+    def runs(self, job: Job) -> str:
+        return f"{job.run_count} / {job.failure_count}"
+
+    @admin.display(description="claimed by (lease end)")
+    def claim(self, job: Job) -> SafeString | str:
+        if job.status != Status.CLAIMED:
+            return ""
+        return format_html(
+            '{}<br><small class="quiet">until {}</small>',
+            job.claimed_by,
+            local(job.claim_expires_at),
+        )
+
+    @admin.display(description="last run")
+    def last_duration(self, job: Job) -> str:
+        return duration(getattr(job, "last_run", None))
+
+    # --- the job page, its actions, and the other pages ----------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path("dashboard/", wrap(dashboard.view(self)), name=f"{name}_dashboard"),
+            path("dashboard/queue/", wrap(dashboard.queue_view(self)), name=f"{name}_queue"),
+            path("cleanup/", wrap(cleanup.view(self)), name=f"{name}_cleanup"),
+            path(
+                "<path:object_id>/act/<str:name>/",
+                wrap(self.action_view),
+                name=f"{name}_act",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _job(self, request: HttpRequest, object_id: str) -> Job:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            return store.get_job(job_id=object_id)
+        except JobNotFound:
+            raise Http404(f"No job with id {object_id}") from None
+
+    def action_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
+        job = self._job(request, object_id)
+        if name not in job_actions.ACTIONS:
+            raise Http404(f"No action {name!r}")
+        response = job_actions.confirm_or_apply(
+            self, request, job_actions.ACTIONS[name], [job], changelist=False
+        )
+        assert response is not None
+        return response
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        job = self._job(request, object_id)
+        return TemplateResponse(
+            request, "django_jobqueue/admin/job.html", self.job_context(request, job)
+        )
+
+    def job_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
+        entries = store.journal(job_id=job.id, last=JOURNAL_SHOWN + 1)
+        allowed = [
+            a
+            for a in job_actions.ACTIONS.values()
+            if self.has_action_permission(request, a)
+            and (a.refusal(job, False) is None or a.refusal(job, True) is None)
+        ]
+        return {
+            **self.admin_site.each_context(request),
+            "title": f"{job.kind} {short_id(job.id)}",
+            "subtitle": str(job.id),
+            "opts": self.opts,
+            "job": job,
+            "status": self.status_badge(job),
+            "blocks": [
+                (label, json_block(value))
+                for label, value in (
+                    ("payload", job.payload),
+                    ("carry", job.carry),
+                    ("result", job.result),
+                )
+            ],
+            "journal": [_entry(e) for e in entries[-JOURNAL_SHOWN:]],
+            "journal_more": len(entries) > JOURNAL_SHOWN,
+            "allowed": allowed,
+            "now": timezone.now(),
+            "has_view_permission": True,
+        }
+
+
+def _entry(e: JournalEntry) -> dict[str, Any]:
+    return {
+        "entry": e,
+        "outcome": badge(e.outcome),
+        "started": local(e.started_at),
+        "recorded": local(e.recorded_at),
+        "duration": duration(e.duration),
+        "attachment": json_block(e.attachment) if e.attachment is not None else None,
+    }

@@ -1,0 +1,113 @@
+"""The journal changelist: every entry across jobs, read-only, newest first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from django_jobqueue.models import JournalEntry, Outcome
+from django_jobqueue.store import sql
+
+from .common import badge, duration, local, pretty_json, short_id
+from .listing import EstimatingPaginator, RecentRangeFilter, kind_filter
+
+FAILURES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
+
+
+if TYPE_CHECKING:  # the stubs make ModelAdmin generic; at run time it is not subscriptable
+    ModelAdmin = admin.ModelAdmin[JournalEntry]
+else:
+    ModelAdmin = admin.ModelAdmin
+
+
+class OutcomeFilter(admin.SimpleListFilter):
+    """The outcomes, and "any failure" (retried, dead or stale-recovered) first."""
+
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
+        return [("failure", "any failure"), *((o.value, o.label) for o in Outcome)]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[JournalEntry]
+    ) -> QuerySet[JournalEntry]:
+        value = self.value()
+        if value == "failure":
+            return queryset.filter(outcome__in=FAILURES)
+        return queryset.filter(outcome=value) if value else queryset
+
+
+class JournalEntryAdmin(ModelAdmin):
+    list_display = [
+        "recorded",
+        "job_link",
+        "kind",
+        "run_no",
+        "outcome_badge",
+        "started",
+        "run_duration",
+        "short_note",
+        "short_attachment",
+        "worker",
+        "actor",
+    ]
+    list_display_links = None
+    list_filter = [OutcomeFilter, kind_filter(JournalEntry), ("recorded_at", RecentRangeFilter)]
+    ordering = ["-recorded_at", "-id"]
+    sortable_by = ["recorded"]
+    paginator = EstimatingPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
+    actions = None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
+        return sql.journal_entries()
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: JournalEntry | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: JournalEntry | None = None) -> bool:
+        return False
+
+    @admin.display(description="recorded", ordering="recorded_at")
+    def recorded(self, e: JournalEntry) -> str:
+        return local(e.recorded_at)
+
+    @admin.display(description="job")
+    def job_link(self, e: JournalEntry) -> SafeString:
+        url = reverse("admin:django_jobqueue_job_change", args=[e.job_id])
+        return format_html('<a href="{}">{}</a>', url, short_id(e.job_id))
+
+    @admin.display(description="outcome")
+    def outcome_badge(self, e: JournalEntry) -> SafeString:
+        return badge(e.outcome)
+
+    @admin.display(description="started")
+    def started(self, e: JournalEntry) -> str:
+        return local(e.started_at)
+
+    @admin.display(description="duration")
+    def run_duration(self, e: JournalEntry) -> str:
+        return duration(e.duration)
+
+    @admin.display(description="note")
+    def short_note(self, e: JournalEntry) -> str:
+        return Truncator(e.note).chars(120)
+
+    @admin.display(description="attachment")
+    def short_attachment(self, e: JournalEntry) -> str:
+        if e.attachment is None:
+            return ""
+        return Truncator(pretty_json(e.attachment)).chars(80)

@@ -1,0 +1,74 @@
+"""Reads for browsing a table of millions of jobs at a flat cost: bounded counts with the
+planner's estimate beyond them, and the distinct kinds by a loose index scan.
+
+An exact ``COUNT(*)`` reads every matching row; past ``cap`` rows these read only the
+first ``cap + 1`` and ask PostgreSQL's planner how many there are (on SQLite, the
+development database, they count exactly).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+from django.db.models import Model, QuerySet
+
+from . import sql
+
+COUNT_CAP = 2_000
+
+
+@dataclass(frozen=True)
+class Count:
+    """How many rows match: exact, or (``estimated``) the planner's guess past the cap."""
+
+    value: int
+    estimated: bool
+
+
+def count(qs: QuerySet[Any], *, cap: int = COUNT_CAP) -> Count:
+    """How many rows ``qs`` matches, reading at most ``cap + 1`` of them."""
+    alias = qs.db
+    if connections[alias].vendor != "postgresql":
+        return Count(qs.count(), estimated=False)
+    # Unordered, so the planner reads the first cap + 1 matches by whichever path finds
+    # them cheapest (an order would tie it to one index, however rare the matches).
+    bounded = qs.order_by().values("pk")[: cap + 1].count()
+    if bounded <= cap:
+        return Count(bounded, estimated=False)
+    planned = planned_rows(qs)
+    return Count(max(planned or 0, bounded), estimated=True)
+
+
+def planned_rows(qs: QuerySet[Any]) -> int | None:
+    """The planner's estimate of the rows ``qs`` returns (PostgreSQL only; None elsewhere)."""
+    conn = connections[qs.db]
+    if conn.vendor != "postgresql":
+        return None
+    statement, params = qs.order_by().values("pk").query.sql_with_params()
+    with conn.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
+        row = cursor.fetchone()
+    plan = row[0] if row else None
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"]) if plan else None
+
+
+def distinct_values(model: type[Model], column: str) -> list[str]:
+    """The distinct values of an indexed column, in order: one index probe per value
+    (a recursive "loose index scan"), not a read of the whole table."""
+    table = model._meta.db_table
+    name = connections[sql.alias()].ops.quote_name(column)
+    statement = (
+        f"WITH RECURSIVE v(val) AS ("
+        f" SELECT (SELECT min({name}) FROM {table})"
+        f" UNION ALL SELECT (SELECT min({name}) FROM {table} WHERE {name} > v.val)"
+        f" FROM v WHERE v.val IS NOT NULL)"
+        f" SELECT val FROM v WHERE val IS NOT NULL"
+    )
+    with connections[sql.alias()].cursor() as cursor:
+        cursor.execute(statement)
+        return [row[0] for row in cursor.fetchall()]

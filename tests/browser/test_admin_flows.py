@@ -1,0 +1,178 @@
+"""The admin's main flows in headless Chromium, against a live server: log in, filter
+dead jobs of a kind in a date range, read a job's journal, requeue it behind its
+confirmation page, watch a worker complete it; clean up; pause a queue on the
+dashboard, see a worker leave it alone, resume, see it run. Screenshots along the way.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from django_jobqueue import Status, store
+from django_jobqueue.models import Job
+from django_jobqueue.task import registry
+from testproject.shop import tasks as shop
+from tests.helpers import run_burst
+from tests.taskapp import tasks
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+
+TICKET = "browser-ticket"
+WORKER = "app-1:4242"  # the burst workers' id (a host name of the screenshots' own)
+
+
+@pytest.fixture
+def seeded() -> Job:
+    """The example project's jobs, run to their ends, and one that dies until fixed."""
+    for n in range(3):
+        shop.send_receipt.enqueue(order_id=n, email=f"user{n}@example.com")
+        shop.charge_card.enqueue(order_id=n, fail_times=1)
+    shop.ExportOrders(pages=3).enqueue()
+    shop.import_legacy.enqueue(path="orders-1999.xls")
+    shop.send_receipt.using(delay=timedelta(hours=2)).enqueue(order_id=9, email="later@example.com")
+    doomed = tasks.until_fixed.enqueue(ticket=TICKET)
+    run_burst(worker_id=WORKER)
+    # A worker that stays alive, for the dashboard (the burst ones have stopped).
+    store.register_worker(
+        worker_id="app-2:5151",
+        host="app-2",
+        pid=5151,
+        queues=[],
+        kinds=registry.kinds(),
+        concurrency=8,
+    )
+    job = Job.objects.get(id=doomed.id)
+    assert job.status == Status.DEAD
+    return job
+
+
+def login(page: Any, base: str) -> None:
+    User.objects.create_superuser("olga", password="secret-pw")
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "olga")
+    page.fill("#id_password", "secret-pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#site-name")
+
+
+def test_filter_inspect_requeue_and_watch_it_complete(
+    page: Any, live_server: Any, seeded: Job, screenshots: Path
+) -> None:
+    tasks.FIXED.discard(TICKET)
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/django_jobqueue/job/")
+    page.screenshot(path=screenshots / "admin-changelist.png", full_page=True)
+
+    # Dead jobs (status filter), of one kind (kind filter), created in a date range.
+    page.click("#changelist-filter a:text-is('dead')")
+    page.click(f"#changelist-filter a:text-is('{seeded.kind}')")
+    today = timezone.localdate()
+    page.fill("input[name=created_at__range__gte_0]", (today - timedelta(days=1)).isoformat())
+    page.fill("input[name=created_at__range__gte_1]", "00:00:00")
+    page.fill("input[name=created_at__range__lte_0]", (today + timedelta(days=1)).isoformat())
+    page.fill("input[name=created_at__range__lte_1]", "00:00:00")
+    page.click("#created-at-form input[type=submit]")
+    page.wait_for_url(re.compile(r"created_at__range__gte_0="))
+    assert "status__exact=dead" in page.url
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 1
+    page.screenshot(path=screenshots / "admin-changelist-filtered.png", full_page=True)
+
+    # Its page: the journal reads prepared (paused) then dead.
+    rows.first.locator("th a").click()
+    page.wait_for_selector("#journal")
+    outcomes = page.locator(".journal-entry td:nth-child(2)").all_inner_texts()
+    assert outcomes == ["paused", "dead"]
+    assert f"ticket {TICKET} is not fixed" in page.inner_text("#journal")
+    page.screenshot(path=screenshots / "admin-job-dead.png", full_page=True)
+
+    # Requeue, behind the confirmation page that says what it will do.
+    tasks.FIXED.add(TICKET)
+    try:
+        page.click("#job-actions a:text-is('Requeue')")
+        assert "Requeue will change 1 job" in page.inner_text("#summary")
+        page.screenshot(path=screenshots / "admin-confirm-requeue.png", full_page=True)
+        page.click("input[type=submit][value='Yes, requeue']")
+        page.wait_for_selector(".messagelist")
+        assert "Requeued 1 job." in page.inner_text(".messagelist")
+        assert run_burst(worker_id=WORKER) == 1
+    finally:
+        tasks.FIXED.discard(TICKET)
+    page.reload()
+    outcomes = page.locator(".journal-entry td:nth-child(2)").all_inner_texts()
+    assert outcomes[-2:] == ["requeued", "completed"]
+    assert "admin:olga" in page.locator(".journal-entry").nth(2).inner_text()
+    page.screenshot(path=screenshots / "admin-job.png", full_page=True)
+
+
+def test_bulk_cancel_and_the_cleanup_form(
+    page: Any, live_server: Any, seeded: Job, screenshots: Path
+) -> None:
+    base = live_server.url
+    login(page, base)
+    # Bulk: select every job, cancel; the confirmation counts what it skips.
+    page.goto(f"{base}/admin/django_jobqueue/job/")
+    page.check("#action-toggle")
+    page.select_option("select[name=action]", "cancel")
+    page.click("button[name=index]")
+    summary = page.inner_text("#summary")
+    total = Job.objects.count()
+    assert f"Cancel will change 1 job and skip {total - 1}" in summary
+    page.screenshot(path=screenshots / "admin-confirm-bulk.png", full_page=True)
+    page.click("input[type=submit][value='Yes, cancel']")
+    assert "Cancelled 1 job. Skipped" in page.inner_text(".messagelist")
+    assert Job.objects.filter(status=Status.CANCELLED).count() == 1
+
+    # Clean up: count first, then delete.
+    page.click("a:text-is('Clean up')")
+    later = timezone.localtime() + timedelta(minutes=1)
+    page.fill("input[name=finished_before_0]", later.date().isoformat())
+    page.fill("input[name=finished_before_1]", later.strftime("%H:%M:%S"))
+    page.click("input[type=submit][value='Count the jobs first']")
+    assert "Choose a moment in the past" in page.inner_text("#cleanup-form")
+    earlier = timezone.localtime()
+    page.fill("input[name=finished_before_0]", earlier.date().isoformat())
+    page.fill("input[name=finished_before_1]", earlier.strftime("%H:%M:%S"))
+    page.click("input[type=submit][value='Count the jobs first']")
+    finished = Job.objects.filter(status__in=["completed", "dead", "cancelled"]).count()
+    assert f"{finished} finished jobs will be deleted" in page.inner_text("#cleanup-count")
+    page.screenshot(path=screenshots / "admin-cleanup.png", full_page=True)
+    page.click(f"input[type=submit][value='Yes, delete {finished} jobs']")
+    assert f"Cleaned up {finished} finished jobs" in page.inner_text(".messagelist")
+    assert Job.objects.count() == total - finished == 0  # the only pending job was cancelled
+
+
+def test_pause_a_queue_on_the_dashboard_and_resume_it(
+    page: Any, live_server: Any, seeded: Job, screenshots: Path
+) -> None:
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/django_jobqueue/")
+    page.click("#jobqueue-dashboard-link a:text-is('Dashboard')")
+    assert page.locator("#cards .jq-card").count() == 6
+    assert page.locator("svg.jq-chart").count() == 2
+    page.screenshot(path=screenshots / "admin-dashboard.png", full_page=True)
+
+    page.fill("#pause-other input[name=queue]", "mail")
+    page.click("#pause-other button")
+    assert "Queue mail paused." in page.inner_text(".messagelist")
+    held = shop.send_receipt.using(queue="mail").enqueue(order_id=5, email="held@example.com")
+    assert run_burst(worker_id=WORKER) == 0  # the worker leaves the paused queue alone
+    assert Job.objects.get(id=held.id).status == Status.PENDING
+    page.reload()
+    row = page.locator("tr.queue-row[data-queue=mail]")
+    assert "paused" in row.inner_text()
+    page.screenshot(path=screenshots / "admin-dashboard-paused.png", full_page=True)
+
+    row.locator("button:text-is('Resume')").click()
+    assert "Queue mail resumed." in page.inner_text(".messagelist")
+    assert run_burst(worker_id=WORKER) == 1
+    assert Job.objects.get(id=held.id).status == Status.COMPLETED

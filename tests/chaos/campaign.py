@@ -1,0 +1,381 @@
+"""The chaos campaign: jobs drained by ``runworker`` children that are killed, stopped and
+cut off from the database while they work; then every delivery guarantee is checked.
+
+Used by the CI test (``tests/chaos/test_chaos_campaign.py``, a short form) and as a
+script for long runs against a PostgreSQL server of your choosing::
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/jobqueue \\
+        python -m tests.chaos.campaign --jobs 10000 --workers 4 --kills 100
+
+The script creates a database of its own (the DATABASE_URL's name plus ``_chaos``),
+migrates it, runs the campaign, prints the report and drops the database; it exits 1
+if any guarantee was broken.
+
+The jobs are ``tests.chaos`` (``chaos_step``): each run writes an ``Execution`` row in
+its own transaction before it works, so a run that a kill cut short still left its
+mark. Faults, spread evenly over the campaign's progress (one when each further
+fraction of the jobs has completed), in a shuffled order:
+
+- SIGKILL of a random worker, and a new worker started at once;
+- SIGTERM of a random worker (a graceful stop: it finishes or releases its runs), and a
+  replacement started;
+- ``pg_terminate_backend`` of every worker connection (loop, listener, job threads).
+
+At the end (see ``check``): every job completed; exactly one ``completed`` journal entry
+per job; each job's run entries numbered 1, 2, … up to its run count, without gap or
+repeat, the last one ``completed``; every execution other than the completing one
+explained by a ``stale-recovered`` or ``released`` entry of its run (or a ``retried``
+one whose note is a lost connection: the task's commit reached the server but its
+answer did not); no claimed row left; every stopped worker exited cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when used: the script sets Django up first
+    from tests.concurrency.procs import WorkerProcess, WorkerProcesses
+
+KIND = "tests.chaos"
+# A run-ending journal entry: one per claim of the job.
+RUN_ENDINGS = {"completed", "retried", "stale-recovered", "released", "paused", "dead"}
+EXPLAINS_REPEAT = {"stale-recovered", "released"}
+# A ``retried`` note that says the run lost its connection, not that the task failed.
+CONNECTION_LOST = ("OperationalError", "InterfaceError", "terminat", "connection")
+
+
+@dataclass
+class Plan:
+    """What a campaign does."""
+
+    jobs: int = 2000
+    workers: int = 4
+    kills: int = 20  # SIGKILLs
+    stops: int = 10  # SIGTERMs
+    cuts: int = 10  # rounds of pg_terminate_backend
+    concurrency: int = 4  # each worker's slots
+    work: float = 0.01  # seconds a run works
+    long_every: int = 25  # every n-th job works long_work instead, so a SIGTERM releases some
+    long_work: float = 1.0
+    shutdown_timeout: float = 0.3
+    min_gap: float = 0.2  # seconds at least between two faults
+    timeout: float = 600.0  # for the whole campaign
+    seed: int = 7
+
+
+@dataclass
+class Tally:
+    """What the campaign did, and what it saw."""
+
+    kills: int = 0
+    stops: int = 0
+    cuts: int = 0
+    backends_terminated: int = 0
+    workers_started: int = 0
+    seconds: float = 0.0
+    bad_exits: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    plan: Plan
+    tally: Tally
+    executions_per_job: Counter[int]
+    outcomes: Counter[str]
+    explained_by: Counter[str]
+    violations: list[str]
+
+    def text(self) -> str:
+        t, p = self.tally, self.plan
+        total = sum(n * c for n, c in self.executions_per_job.items())
+        per_job = ", ".join(f"{n}: {c}" for n, c in sorted(self.executions_per_job.items()))
+        lines = [
+            f"chaos campaign: {p.jobs} jobs, {p.workers} workers x {p.concurrency} slots,"
+            f" {t.seconds:.1f} s",
+            f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
+            f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
+            f"executions: {total} for {p.jobs} jobs ({total / max(p.jobs, 1):.4f} per job)",
+            f"executions per job (runs: jobs): {per_job}",
+            f"journal outcomes: {dict(sorted(self.outcomes.items()))}",
+            f"repeat executions explained by: {dict(sorted(self.explained_by.items()))}",
+        ]
+        if self.violations:
+            lines.append(f"VIOLATIONS ({len(self.violations)}):")
+            lines += [f"  - {v}" for v in self.violations[:50]]
+        else:
+            lines.append("every guarantee held")
+        return "\n".join(lines)
+
+
+class Campaign:
+    """Runs one plan with the given worker starter (``WorkerProcesses``)."""
+
+    def __init__(self, plan: Plan, procs: WorkerProcesses) -> None:
+        self.plan = plan
+        self.procs = procs
+        self.rng = random.Random(plan.seed)
+        self.tally = Tally()
+        self.working: list[WorkerProcess] = []  # started, not signalled
+        self.stopping: list[tuple[WorkerProcess, float]] = []  # SIGTERMed, since when
+
+    def args(self) -> list[str]:
+        p = self.plan
+        return [
+            "--kind",
+            KIND,
+            "--concurrency",
+            str(p.concurrency),
+            "--shutdown-timeout",
+            str(p.shutdown_timeout),
+            "--poll-interval",
+            "1",
+        ]
+
+    def start_worker(self) -> None:
+        self.working.append(self.procs.start(*self.args()))
+        self.tally.workers_started += 1
+
+    def run(self) -> Report:
+        from django.db import transaction
+
+        from tests.taskapp.tasks import chaos_step
+
+        p = self.plan
+        began = time.monotonic()
+        with transaction.atomic():
+            chaos_step.enqueue_many(
+                {"seconds": p.long_work if i % p.long_every == 0 else p.work}
+                for i in range(1, p.jobs + 1)
+            )
+        self.working = self.procs.start_ready(*self.args(), count=p.workers)
+        self.tally.workers_started += p.workers
+        faults = ["kill"] * p.kills + ["stop"] * p.stops + ["cut"] * p.cuts
+        self.rng.shuffle(faults)
+        self.drive(faults, deadline=began + p.timeout)
+        for proc in self.working:
+            proc.wait_registered()  # a child still starting up would die of the signal
+            proc.send(signal.SIGTERM)
+            self.stopping.append((proc, time.monotonic()))
+        self.working = []
+        self.reap(wait=True)
+        self.tally.seconds = time.monotonic() - began
+        return build_report(p, self.tally)
+
+    def drive(self, faults: list[str], *, deadline: float) -> None:
+        """Inject the faults as the jobs complete, until all have (or the deadline)."""
+        p = self.plan
+        last = 0.0
+        total = len(faults)
+        while True:
+            done = completed_count()
+            if done >= p.jobs or time.monotonic() > deadline:
+                return
+            self.reap(wait=False)
+            # Fault i of n is due once i/(n+1) of the jobs have completed.
+            due = bool(faults) and done >= p.jobs * (total - len(faults) + 1) / (total + 1)
+            if due and time.monotonic() - last >= p.min_gap and self.fault(faults[0]):
+                faults.pop(0)
+                last = time.monotonic()
+            time.sleep(0.05)
+
+    def fault(self, what: str) -> bool:
+        """Inject one fault; False if no worker is ready for it yet."""
+        if what == "cut":
+            from tests.concurrency.procs import terminate_other_backends
+
+            self.tally.backends_terminated += terminate_other_backends()
+            self.tally.cuts += 1
+            return True
+        # A registered worker is past start-up (its signal handlers are in place) and has
+        # had a moment to claim.
+        ready = [w for w in self.working if w.alive() and w.age() >= 1.0 and w.registered()]
+        if not ready:
+            return False
+        victim = self.rng.choice(ready)
+        self.working.remove(victim)
+        if what == "kill":
+            victim.send(signal.SIGKILL)
+            self.tally.kills += 1
+        else:
+            victim.send(signal.SIGTERM)
+            self.stopping.append((victim, time.monotonic()))
+            self.tally.stops += 1
+        self.start_worker()
+        return True
+
+    def reap(self, *, wait: bool) -> None:
+        """Collect stopped workers: each must exit 0 within its grace (plus start-up)."""
+        grace = self.plan.shutdown_timeout + 30.0
+        still: list[tuple[WorkerProcess, float]] = []
+        for proc, since in self.stopping:
+            if wait:
+                # A hang is reported below.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(max(0.0, since + grace - time.monotonic()))
+            rc = proc.popen.poll()
+            if rc is None and time.monotonic() < since + grace:
+                still.append((proc, since))
+            elif rc != 0:
+                self.tally.bad_exits.append(proc.describe())
+                proc.popen.kill()
+        self.stopping = still
+
+
+def completed_count() -> int:
+    from django_jobqueue.models import Job
+
+    return Job.objects.filter(kind=KIND, status="completed").count()
+
+
+def build_report(plan: Plan, tally: Tally) -> Report:
+    """Read jobs, journal and executions back and check every guarantee."""
+    from django_jobqueue.models import Job, JournalEntry
+    from tests.taskapp.models import Execution
+
+    jobs = {j["id"]: j for j in Job.objects.filter(kind=KIND).values("id", "status", "run_count")}
+    journal: dict[Any, list[tuple[int, str, str]]] = defaultdict(list)
+    for job_id, run_no, outcome, note in (
+        JournalEntry.objects.filter(kind=KIND)
+        .order_by("id")
+        .values_list("job_id", "run_no", "outcome", "note")
+    ):
+        journal[job_id].append((run_no, outcome, note))
+    executions: dict[Any, list[int]] = defaultdict(list)
+    for job_id, run_no in Execution.objects.filter(kind=KIND).values_list("job_id", "run_no"):
+        executions[job_id].append(run_no)
+    violations, explained_by = check(plan, tally, jobs, journal, executions)
+    return Report(
+        plan=plan,
+        tally=tally,
+        executions_per_job=Counter(len(executions[j]) for j in jobs),
+        outcomes=Counter(o for entries in journal.values() for _, o, _ in entries),
+        explained_by=explained_by,
+        violations=violations,
+    )
+
+
+def check(
+    plan: Plan,
+    tally: Tally,
+    jobs: dict[Any, dict[str, Any]],
+    journal: dict[Any, list[tuple[int, str, str]]],
+    executions: dict[Any, list[int]],
+) -> tuple[list[str], Counter[str]]:
+    """The guarantees, as a list of what broke them, and what explained repeat runs."""
+    violations = [f"worker did not stop cleanly: {e}" for e in tally.bad_exits]
+    if len(jobs) != plan.jobs:
+        violations.append(f"{len(jobs)} jobs in the table, {plan.jobs} enqueued")
+    statuses = Counter(j["status"] for j in jobs.values())
+    if statuses["claimed"]:
+        violations.append(f"{statuses['claimed']} rows left claimed")
+    if set(statuses) != {"completed"}:
+        violations.append(f"not every job completed: {dict(statuses)}")
+    explained_by: Counter[str] = Counter()
+    for job_id, job in jobs.items():
+        violations += check_job(job_id, job, journal[job_id], executions[job_id], explained_by)
+    return violations, explained_by
+
+
+def check_job(
+    job_id: Any,
+    job: dict[str, Any],
+    entries: list[tuple[int, str, str]],
+    runs: list[int],
+    explained_by: Counter[str],
+) -> list[str]:
+    """One job's journal against its run count and its executions."""
+    out = []
+    ends = [(run_no, outcome, note) for run_no, outcome, note in entries if outcome in RUN_ENDINGS]
+    numbers = [run_no for run_no, _, _ in ends]
+    if numbers != list(range(1, job["run_count"] + 1)):
+        out.append(f"job {job_id}: run entries numbered {numbers}, run count {job['run_count']}")
+    completions = [run_no for run_no, outcome, _ in ends if outcome == "completed"]
+    if len(completions) != 1:
+        out.append(f"job {job_id}: {len(completions)} completed entries")
+    elif ends[-1][1] != "completed":
+        out.append(f"job {job_id}: an entry after completion: {ends[-1][:2]}")
+    if len(runs) != len(set(runs)):
+        out.append(f"job {job_id}: a run number executed twice: {sorted(runs)}")
+    by_run = {run_no: (outcome, note) for run_no, outcome, note in ends}
+    for run_no in sorted(set(runs)):
+        outcome, note = by_run.get(run_no, ("none", ""))
+        if completions and run_no == completions[0]:
+            continue
+        if outcome in EXPLAINS_REPEAT:
+            explained_by[outcome] += 1
+        elif outcome == "retried" and any(word in note for word in CONNECTION_LOST):
+            explained_by["retried (connection lost)"] += 1
+        else:
+            out.append(f"job {job_id}: execution of run {run_no} unexplained (entry: {outcome})")
+    if completions and completions[0] not in runs:
+        out.append(f"job {job_id}: the completing run {completions[0]} left no execution")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--kills", type=int, default=100)
+    parser.add_argument("--stops", type=int, default=None, help="default: kills / 2")
+    parser.add_argument("--cuts", type=int, default=None, help="default: kills / 2")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    options = parser.parse_args(argv)
+    half = options.kills // 2
+    plan = Plan(
+        jobs=options.jobs,
+        workers=options.workers,
+        kills=options.kills,
+        stops=half if options.stops is None else options.stops,
+        cuts=half if options.cuts is None else options.cuts,
+        concurrency=options.concurrency,
+        seed=options.seed,
+        timeout=options.timeout,
+    )
+    report = with_own_database(plan)
+    print(report.text())
+    return 1 if report.violations else 0
+
+
+def with_own_database(plan: Plan) -> Report:
+    """Run the plan in a database created (and dropped) for it."""
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    django.setup()
+    from django.conf import settings
+    from django.db import connections
+
+    from tests.concurrency.procs import WorkerProcesses
+
+    default = settings.DATABASES["default"]
+    if "postgresql" not in default["ENGINE"]:
+        raise SystemExit("the chaos campaign needs PostgreSQL (DATABASE_URL=postgres://...)")
+    default.setdefault("TEST", {})["NAME"] = f"{default['NAME']}_chaos"
+    creation = connections["default"].creation
+    creation.create_test_db(verbosity=0, autoclobber=True)
+    procs = WorkerProcesses(Path(tempfile.mkdtemp(prefix="jobqueue-chaos-")))
+    try:
+        return Campaign(plan, procs).run()
+    finally:
+        procs.close()
+        print(f"worker logs: {procs.log_dir}")
+        creation.destroy_test_db(default["NAME"], verbosity=0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
