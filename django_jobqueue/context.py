@@ -21,7 +21,6 @@ class Context:
         carry: dict[str, Any] | None = None,
         history_loader: Callable[[], Sequence[Any]] | None = None,
         cancelled: threading.Event | None = None,
-        claimed: Any = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -32,24 +31,31 @@ class Context:
         self._history_loader = history_loader
         self._history: Sequence[Any] | None = None
         self.attachment: Any = None
-        # The job as the claim handed it over (``store.Claimed``), for task wrappers
-        # that need more of it than the fields above (the Django Tasks backend).
-        self.claimed = claimed
+        # The job as the claim handed it over (``store.Claimed``; set by ``for_job``), for
+        # task wrappers that need more of it than the fields above (the Django Tasks
+        # backend reads its enqueue time and claimant instead of the row).
+        self._claimed: Any = None
 
     @classmethod
     def for_job(
         cls, job: Any, *, history_loader: Callable[[], Sequence[Any]] | None = None
     ) -> Context:
         """The context for a claimed job's run (``job`` as ``store.claim_jobs`` returns it)."""
-        return cls(
+        ctx = cls(
             job_id=job.id,
             kind=job.kind,
             run_count=job.run_count,
             failure_count=job.failure_count,
             carry=job.carry,
             history_loader=history_loader,
-            claimed=job,
         )
+        ctx._claimed = job
+        return ctx
+
+    @property
+    def claimed(self) -> Any:
+        """The claimed job this run belongs to, as the worker holds it (None outside one)."""
+        return self._claimed
 
     @property
     def history(self) -> Sequence[Any]:

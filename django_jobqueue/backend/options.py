@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
+from django_jobqueue import validation
 from django_jobqueue.states import Priority
 
 from .compat import InvalidTask, InvalidTaskBackend, Task
@@ -38,30 +39,31 @@ class JobQueueTask(Task):  # type: ignore[type-arg]  # generic over the function
     the next attempt, or ``None`` to stop retrying; ``None`` takes the backend's
     ``BACKOFF`` option. ``lease``: how long a worker holds the task before another may
     take it over if the first stops renewing it (died); ``None`` takes JOBQUEUE's
-    ``LEASE``. ``using()`` changes none of them.
+    ``LEASE``. ``timeout``: an attempt running longer fails (and is retried like any
+    failure); ``None``: no limit. ``using()`` changes none of them.
     """
 
     max_attempts: int | None = None
     backoff: Backoff | None = None
     lease: timedelta | None = None
+    timeout: timedelta | None = None
 
 
 def check_retry_options(task: Task[..., Any]) -> None:
     """Raise InvalidTask unless a JobQueueTask's retry options are usable."""
     if not isinstance(task, JobQueueTask):
         return
-    if task.max_attempts is not None and not _positive_int(task.max_attempts):
-        raise InvalidTask(f"max_attempts must be a positive integer, got {task.max_attempts!r}")
+    validation.positive_int(
+        task.max_attempts, name="max_attempts", error=InvalidTask, allow_none=True
+    )
     if task.backoff is not None and not callable(task.backoff):
         raise InvalidTask(f"backoff must be a callable, got {task.backoff!r}")
-    if task.lease is not None and (
-        not isinstance(task.lease, timedelta) or task.lease <= timedelta(0)
-    ):
-        raise InvalidTask(f"lease must be a positive timedelta, got {task.lease!r}")
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    for name in ("lease", "timeout"):
+        value = getattr(task, name)
+        if value is not None and not isinstance(value, timedelta):
+            raise InvalidTask(f"{name} must be a timedelta, got {value!r}")
+        if value is not None:
+            validation.duration(value, name=name, error=InvalidTask, allow_zero=False)
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,12 @@ class BackendOptions:
                 f"Unknown OPTIONS key(s) for TASKS[{alias!r}]: {', '.join(unknown)}. "
                 f"Known keys: {', '.join(cls.KNOWN)}"
             )
-        max_attempts = raw.get("MAX_ATTEMPTS")
-        if max_attempts is not None and not _positive_int(max_attempts):
-            raise InvalidTaskBackend(
-                f"TASKS[{alias!r}]['OPTIONS']['MAX_ATTEMPTS'] must be a positive integer or "
-                f"None, got {max_attempts!r}"
-            )
+        max_attempts = validation.positive_int(
+            raw.get("MAX_ATTEMPTS"),
+            name=f"TASKS[{alias!r}]['OPTIONS']['MAX_ATTEMPTS']",
+            error=InvalidTaskBackend,
+            allow_none=True,
+        )
         backoff = raw.get("BACKOFF")
         if isinstance(backoff, str):
             try:

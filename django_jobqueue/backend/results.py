@@ -2,8 +2,8 @@
 
 Status: pending is READY, claimed RUNNING, completed SUCCESSFUL, dead and cancelled
 FAILED. Each run of the job is an attempt (one worker id each); each attempt that
-failed is one ``TaskError``: the exception the task raised, or ``LeaseExpired`` for an
-attempt whose worker died.
+failed is one ``TaskError``: the exception the task raised, ``LeaseExpired`` for an
+attempt whose worker died, ``TimeoutError`` for one given up at the task's timeout.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ RUN_OUTCOMES = frozenset(
 )
 FAILED_OUTCOMES = frozenset({Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED})
 
+# How the journal notes of a lost lease and of a run past its timeout begin.
+LEASE_NOTE = "lease expired"
+TIMEOUT_NOTE = "timed out after"
+
 # What the runner attaches to the journal entry of a failed attempt.
 ERROR_PATH = "exception_class_path"
 ERROR_TRACEBACK = "traceback"
@@ -74,10 +78,14 @@ def error_of(entry: JournalEntry) -> TaskError | None:
         return TaskError(exception_class_path=path, traceback=str(attached.get(ERROR_TRACEBACK)))
     if entry.outcome not in FAILED_OUTCOMES or not entry.worker:
         return None
-    if entry.outcome == Outcome.STALE_RECOVERED or entry.started_at is None:
-        return TaskError(exception_class_path=class_path(LeaseExpired), traceback=entry.note)
-    # Failed before the task's own code ran (its payload no longer fits it, say).
-    return TaskError(exception_class_path=class_path(RuntimeError), traceback=entry.note)
+    # The worker's own endings, by the notes it writes for them (tests pin the wording).
+    if entry.outcome == Outcome.STALE_RECOVERED or entry.note.startswith(LEASE_NOTE):
+        cls: type[BaseException] = LeaseExpired
+    elif entry.note.startswith(TIMEOUT_NOTE):
+        cls = TimeoutError
+    else:  # failed before the task's own code ran (its payload no longer fits it, say)
+        cls = RuntimeError
+    return TaskError(exception_class_path=class_path(cls), traceback=entry.note)
 
 
 @dataclass(frozen=True, slots=True)

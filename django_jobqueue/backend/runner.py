@@ -73,7 +73,7 @@ class DjangoTaskDef(TaskDef):
             max_failures=UNSET if self.max_attempts is None else self.max_attempts,
             lease=own.lease if own else None,
             backoff=None,
-            timeout=None,
+            timeout=own.timeout if own else None,
         )
         params = list(inspect.signature(task.func).parameters.values())
         self.signature = inspect.Signature(params[1:] if task.takes_context else params)

@@ -12,7 +12,7 @@ from django_jobqueue import store
 from django_jobqueue.models import Job
 from tests.djtasks import tasks
 from tests.djtasks.suite import capture_signals
-from tests.helpers import run_burst
+from tests.helpers import WorkerThread, run_burst, wait_for
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
@@ -119,3 +119,20 @@ def test_failure_is_logged_with_its_traceback_by_djangos_own_receiver(
     assert len(failed) == 1
     assert failed[0].exc_info is not None
     assert failed[0].exc_info[0] is ValueError
+
+
+def test_attempt_past_the_task_timeout_fails_with_timeout_error_and_is_retried() -> None:
+    result = tasks.overruns.enqueue(seconds=3)
+    worker = WorkerThread(concurrency=1, worker_id="patient")
+    worker.start()
+    try:
+        wait_for(lambda: tasks.overruns.get_result(result.id).is_finished, timeout=30)
+    finally:
+        worker.stop()
+    result.refresh()
+    assert result.status == "SUCCESSFUL"
+    assert result.return_value == {"attempt": 2}
+    assert [e.exception_class for e in result.errors] == [TimeoutError]
+    assert "timed out after 0:00:01" in result.errors[0].traceback
+    assert result.worker_ids == ["patient", "patient"]
+    assert outcomes(result.id) == ["retried", "completed"]

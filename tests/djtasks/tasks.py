@@ -101,3 +101,11 @@ def slow_first_attempt(context: TaskContext, seconds: float) -> dict[str, Any]:
     if context.attempt == 1:
         time.sleep(seconds)
     return {"attempt": context.attempt, "pid": os.getpid()}
+
+
+@task(takes_context=True, timeout=timedelta(seconds=1), max_attempts=2)
+def overruns(context: TaskContext, seconds: float) -> dict[str, int]:
+    """Sleeps past its 1 s timeout on its first attempt only."""
+    if context.attempt == 1:
+        time.sleep(seconds)
+    return {"attempt": context.attempt}

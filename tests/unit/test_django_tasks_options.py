@@ -97,8 +97,9 @@ def test_a_queue_name_the_queue_cannot_store_is_refused() -> None:
         ("max_attempts", 0, "max_attempts must be a positive integer"),
         ("max_attempts", 2.5, "max_attempts must be a positive integer"),
         ("backoff", 30, "backoff must be a callable"),
-        ("lease", 30, "lease must be a positive timedelta"),
-        ("lease", timedelta(0), "lease must be a positive timedelta"),
+        ("lease", 30, "lease must be a timedelta"),
+        ("lease", timedelta(0), "lease must be positive"),
+        ("timeout", timedelta(seconds=-1), "timeout must be positive"),
     ],
 )
 def test_bad_task_retry_options_are_refused(field: str, value: Any, message: str) -> None:
@@ -145,6 +146,9 @@ def test_a_kind_of_ours_cannot_take_a_django_tasks_name() -> None:
     assert registry.get("tests.djtasks.tasks.add").task is tasks.add
 
 
+LIMIT = 1024 * 1024  # the executor's bound on what a run hands back
+
+
 class _Raises(TaskDef):
     """A registry entry whose run fails with ValueError and decides its retry itself."""
 
@@ -177,7 +181,7 @@ def _claimed() -> Claimed:
 
 def test_retry_after_replaces_the_backoff_curve_for_one_retry() -> None:
     job = _claimed()
-    run = execute(_Raises(timedelta(hours=1)), job, Context.for_job(job), max_output_bytes=1 << 20)
+    run = execute(_Raises(timedelta(hours=1)), job, Context.for_job(job), max_output_bytes=LIMIT)
     assert (run.end, run.retry_in) == ("failed", timedelta(hours=1))
     assert run.note.startswith("ValueError: upstream said no")
     now = timezone.now()
@@ -188,13 +192,13 @@ def test_retry_after_replaces_the_backoff_curve_for_one_retry() -> None:
 
 def test_retry_after_none_ends_the_job_dead_and_max_failures_still_applies() -> None:
     job = _claimed()
-    run = execute(_Raises(None), job, Context.for_job(job), max_output_bytes=1 << 20)
+    run = execute(_Raises(None), job, Context.for_job(job), max_output_bytes=LIMIT)
     assert run.end == "permanent"
     assert "upstream said no" in run.note
     settled = decide(run, policy=conf.get().policy(), worker_id="w")
     assert (settled.status, settled.failed) == ("dead", True)
     last_chance = dataclasses.replace(conf.get().policy(), max_failures=1)
-    run = execute(_Raises(timedelta(hours=1)), job, Context.for_job(job), max_output_bytes=1 << 20)
+    run = execute(_Raises(timedelta(hours=1)), job, Context.for_job(job), max_output_bytes=LIMIT)
     assert decide(run, policy=last_chance, worker_id="w").status == "dead"
     with pytest.raises(ValueError, match="must not be negative"):
         RetryAfter(timedelta(seconds=-1))
