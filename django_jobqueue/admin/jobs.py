@@ -156,8 +156,8 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="scheduled for")
     def scheduled(self, job: Job) -> SafeString | str:
-        if job.status != Status.PENDING or job.visible_at <= timezone.now():
-            return ""
+        if store.run_now_refusal(job, now=timezone.now()) is not None:
+            return ""  # not a pending job scheduled for later
         return format_html(
             '{}<br><small class="quiet">{}</small>', local(job.visible_at), age(job.visible_at)
         )
