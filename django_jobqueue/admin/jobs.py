@@ -107,9 +107,13 @@ class JobAdmin(ModelAdmin):
     def has_action_permission(self, request: HttpRequest, action: job_actions.JobAction) -> bool:
         return self._perm(request, action.permission)
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         # Ours replace Django's delete_selected (which would delete pending jobs too).
-        found = super().get_actions(request)
+        # action_location: Django 6.1's, passed on when given (5.2 has no such argument).
+        if action_location is None:
+            found = super().get_actions(request)
+        else:
+            found = super().get_actions(request, action_location)  # type: ignore[call-arg]
         return {name: found[name] for name in job_actions.ACTIONS if name in found}
 
     # --- the changelist ------------------------------------------------------------------
@@ -156,8 +160,8 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="scheduled for")
     def scheduled(self, job: Job) -> SafeString | str:
-        if job.status != Status.PENDING or job.visible_at <= timezone.now():
-            return ""
+        if store.run_now_refusal(job, now=timezone.now()) is not None:
+            return ""  # not a pending job scheduled for later
         return format_html(
             '{}<br><small class="quiet">{}</small>', local(job.visible_at), age(job.visible_at)
         )

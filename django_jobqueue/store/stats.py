@@ -60,8 +60,9 @@ def stats(
 
 
 def _by_kind(qs: QuerySet[Job]) -> dict[str, int]:
+    # COUNT(*), not COUNT(id): the history index (status, kind, …) answers it alone.
     return {
-        row["kind"]: row["n"] for row in qs.values("kind").annotate(n=Count("id")).order_by("kind")
+        row["kind"]: row["n"] for row in qs.values("kind").annotate(n=Count("*")).order_by("kind")
     }
 
 
@@ -150,34 +151,37 @@ def run_stats(*, since: datetime) -> dict[str, dict[str, Any]]:
         )
         kind_stats["outcomes"][row["outcome"]] = row["n"]
         kind_stats["runs"] += row["n"]
+    percentiles = _percentiles(entries.filter(duration__isnull=False))
     for kind, kind_stats in result.items():
         failed = sum(kind_stats["outcomes"].get(o, 0) for o in _FAILED_OUTCOMES)
         kind_stats["failure_rate"] = failed / kind_stats["runs"] if kind_stats["runs"] else 0.0
-        p50, p95 = _percentiles(entries.filter(kind=kind, duration__isnull=False))
-        kind_stats["p50"], kind_stats["p95"] = p50, p95
+        kind_stats["p50"], kind_stats["p95"] = percentiles.get(kind, (None, None))
     return result
 
 
-def _percentiles(qs: QuerySet[JournalEntry]) -> tuple[float | None, float | None]:
+def _percentiles(qs: QuerySet[JournalEntry]) -> dict[str, tuple[float | None, float | None]]:
+    """Per kind, the p50 and p95 of the entries' durations in seconds, in one query."""
     alias = sql.alias()
     if connections[alias].vendor == "postgresql":
-        inner, params = qs.values("duration").query.sql_with_params()
-        with connections[alias].cursor() as cursor:
-            seconds = "EXTRACT(EPOCH FROM d.duration)"
-            query = (
-                f"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
-                f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
-            )
-            cursor.execute(query, params)
-            row = cursor.fetchone()
-        return (
-            float(row[0]) if row and row[0] is not None else None,
-            float(row[1]) if row and row[1] is not None else None,
+        inner, params = qs.values("kind", "duration").query.sql_with_params()
+        seconds = "EXTRACT(EPOCH FROM d.duration)"
+        query = (
+            f"SELECT d.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
+            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
+            " GROUP BY d.kind"
         )
-    values = sorted(
-        d.total_seconds() for d in qs.values_list("duration", flat=True) if d is not None
-    )
-    return _pct(values, 0.5), _pct(values, 0.95)
+        with connections[alias].cursor() as cursor:
+            cursor.execute(query, params)
+            rows = cursor.fetchall()
+        return {
+            kind: (None if p50 is None else float(p50), None if p95 is None else float(p95))
+            for kind, p50, p95 in rows
+        }
+    by_kind: dict[str, list[float]] = {}
+    for kind, d in qs.values_list("kind", "duration"):
+        if d is not None:
+            by_kind.setdefault(kind, []).append(d.total_seconds())
+    return {kind: (_pct(sorted(v), 0.5), _pct(sorted(v), 0.95)) for kind, v in by_kind.items()}
 
 
 def _pct(values: list[float], q: float) -> float | None:
