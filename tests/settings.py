@@ -6,6 +6,7 @@ DATABASE_URL starts with sqlite://, for the second leg of the test script.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
@@ -48,9 +49,12 @@ TASKS = {
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not memory, so that worker threads share the test database.
+    # One file per checkout, so two checkouts testing at once on one machine never share it.
+    checkout = hashlib.sha1(os.path.dirname(os.path.abspath(__file__)).encode()).hexdigest()[:8]
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": os.environ.get(
-            "SQLITE_TEST_PATH", os.path.join(tempfile.gettempdir(), "jobqueue-test.sqlite3")
+            "SQLITE_TEST_PATH",
+            os.path.join(tempfile.gettempdir(), f"jobqueue-test-{checkout}.sqlite3"),
         )
     }
     DATABASES["default"]["OPTIONS"] = {  # noqa: F405
