@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from django_jobqueue import notify
 from django_jobqueue.ids import uuid7, uuid7_many
+from django_jobqueue.lifecycle import later
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 
 from . import sql
@@ -82,7 +83,8 @@ class EnqueueRequest:
     def visible_at(self, now: datetime) -> datetime:
         if self.run_at is not None:
             return self.run_at
-        return now + self.delay if self.delay else now
+        # A delay past any date waits until the latest one instead of overflowing.
+        return later(now, self.delay) if self.delay else now
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -92,6 +93,12 @@ def test_a_pause_beyond_any_date_waits_until_the_latest_time_instead_of_crashing
     assert row.visible_at == LATEST
 
 
+def test_a_delay_beyond_any_date_waits_until_the_latest_time_instead_of_overflowing() -> None:
+    # found by the enqueue fuzz test: now + delay overflowed datetime
+    handle = tasks.add.using(delay=timedelta(days=999_999_999)).enqueue(1, 2)
+    assert Job.objects.get(id=handle.id).visible_at == LATEST
+
+
 # --- enqueue refuses before any SQL -------------------------------------------------------
 
 
@@ -111,7 +118,7 @@ def test_a_pause_beyond_any_date_waits_until_the_latest_time_instead_of_crashing
             "argument 'b' cannot be stored: b contains a lone",
         ),
         (
-            lambda: tasks.record.enqueue(n=tasks._nested(5000)),
+            lambda: tasks.record.enqueue(n=tasks._nested(200_000)),
             "argument 'n' cannot be stored: n is nested too deeply to encode",
         ),
     ],

@@ -279,7 +279,7 @@ MISBEHAVIOURS: dict[str, Callable[[Context], Any]] = {
     "returns a key with a NUL": lambda ctx: {"k\x00": 1},
     "returns what is not JSON": lambda ctx: {1, 2},
     "returns NaN": lambda ctx: float("nan"),
-    "returns JSON nested too deeply": lambda ctx: _nested(5000),
+    "returns JSON nested too deeply": lambda ctx: _nested(200_000),
     "carries a NUL": lambda ctx: ctx.carry.update(x="\x00"),
     "carries what is not a dict": lambda ctx: setattr(ctx, "carry", 5),
     "attaches a lone surrogate": lambda ctx: ctx.attach(["\udfff"]),
