@@ -63,7 +63,20 @@ class DbGuard:
         return bool(self.failures) and time.monotonic() < self.retry_at
 
 
+# MySQL/MariaDB: the driver raises OperationalError for much that is the statement's fault
+# (a trigger's SIGNAL, a bad value); only these server codes (and the client's own, 2000
+# to 2999: cannot connect, server gone, lost connection) are the connection's or
+# transient: too many connections, shutdown, aborted or broken packets, lock wait
+# timeout, deadlock, connection killed, client disconnected.
+_MYSQL_TRANSIENT = {1040, 1053, 1152, 1153, 1158, 1159, 1160, 1161, 1205, 1213, 1927, 4031}
+
+
 def is_connection_error(exc: BaseException) -> bool:
+    cause = exc.__cause__
+    if type(cause).__module__.startswith("MySQLdb") and cause is not None and cause.args:
+        code = cause.args[0]
+        if isinstance(code, int) and not isinstance(exc, InterfaceError):
+            return 2000 <= code < 3000 or code in _MYSQL_TRANSIENT
     if isinstance(exc, OperationalError | InterfaceError):
         return True
     # "database is locked" on SQLite and serialisation failures are transient too.

@@ -6,6 +6,11 @@ higher ones when that tier is empty) and the per-kind caps are folded into the s
 statement as materialised CTEs, one per floor, so a claim never costs a second query;
 so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
+
+MySQL 8 and MariaDB 10.6+ have ``SKIP LOCKED`` but neither ``UPDATE … RETURNING`` nor
+locking clauses in CTEs: there a claim is one short transaction of a few statements
+(``_claim_mysql``): each tier's candidates ``SELECT … FOR UPDATE SKIP LOCKED`` (one
+SELECT per capped kind), then the UPDATE of the picked ids and the read of their rows.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
+from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue import conf
@@ -80,7 +86,19 @@ def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
     prepared = prepare(**claim)
     if prepared is None:
         return []
-    return prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
+    return prepared.run()
+
+
+@dataclass
+class ClaimSpec:
+    """What a claim selects, as values (the MySQL/MariaDB claim builds its statements
+    from them one at a time)."""
+
+    kinds: list[str]
+    queues: list[str]
+    caps: dict[str, int]
+    tiers: list[tuple[int, int]]
+    default_expiry: datetime
 
 
 @dataclass
@@ -96,10 +114,18 @@ class PreparedClaim:
     now: datetime
     leases: dict[str, timedelta]
     lease: timedelta
+    spec: ClaimSpec | None = None
 
     @property
     def statement(self) -> str:
         return f"WITH {', '.join(self.ctes)} {self.update}"
+
+    def run(self) -> list[Claimed]:
+        """Claim: the one statement, or on MySQL/MariaDB its short transaction."""
+        if self.dialect.mysql:
+            assert self.spec is not None
+            return self.read(_claim_mysql(self, self.spec))
+        return self.read(self.dialect.run(self.statement, self.params))
 
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows of ``RETURNING``, in claim order."""
@@ -137,24 +163,48 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
     d = sql.dialect()
-    ctes, update, params = _claim_sql(
-        d,
-        worker_id=worker_id,
+    spec = ClaimSpec(
         kinds=wanted,
         queues=list(claim.get("queues") or []),
         caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
         tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
+        default_expiry=now + lease,
+    )
+    if d.mysql:
+        return PreparedClaim(d, [], "", [], worker_id, now, leases, lease, spec)
+    ctes, update, params = _claim_sql(
+        d,
+        worker_id=worker_id,
+        kinds=spec.kinds,
+        queues=spec.queues,
+        caps=spec.caps,
+        tiers=spec.tiers,
         now=now,
         leases=leases,
-        default_expiry=now + lease,
+        default_expiry=spec.default_expiry,
     )
     return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
 
 
 def claim_statement(**claim: Unpack[ClaimOptions]) -> tuple[str, list[Any]] | None:
-    """The statement and parameters ``claim_jobs(**claim)`` runs, for EXPLAIN."""
+    """The statement and parameters ``claim_jobs(**claim)`` runs, for EXPLAIN (on
+    MySQL/MariaDB, the first tier's locking SELECT: the statement that reads the index)."""
     prepared = prepare(**claim)
-    return None if prepared is None else (prepared.statement, prepared.params)
+    if prepared is None:
+        return None
+    if prepared.spec is not None:
+        spec = prepared.spec
+        floor, slots = spec.tiers[0]
+        return _mysql_select(
+            prepared.dialect,
+            kinds=[k for k in spec.kinds if k not in spec.caps] or spec.kinds,
+            queues=spec.queues,
+            floor=floor,
+            now=prepared.now,
+            exclude=[],
+            limit=slots,
+        )
+    return (prepared.statement, prepared.params)
 
 
 def _tiers(limit: int, floor: int, preferring: Mapping[int, int] | None) -> list[tuple[int, int]]:
@@ -275,3 +325,90 @@ def _remaining(cumulative: int, previous: list[str]) -> str:
         return str(cumulative)
     taken = " + ".join(f"(SELECT count(*) FROM {p})" for p in previous)
     return f"{cumulative} - ({taken})"
+
+
+def _claim_mysql(prepared: PreparedClaim, spec: ClaimSpec) -> list[tuple[Any, ...]]:
+    """The claim on MySQL/MariaDB, in one transaction: lock each tier's candidates with
+    ``FOR UPDATE SKIP LOCKED`` (capped kinds each by a SELECT of their own, limited to
+    what is left of the cap), mark the picked rows claimed, read them back.
+
+    Candidates a tier locked beyond its slots stay locked (not claimed) until the commit
+    a moment later; a concurrent claim skips them meanwhile, as it would on PostgreSQL.
+    """
+    d = prepared.dialect
+    now = prepared.now
+    picked: list[tuple[Any, str]] = []  # (id as the database gave it, kind)
+    with transaction.atomic(using=sql.alias()):
+        cumulative = 0
+        for floor, slots in spec.tiers:
+            cumulative += slots
+            want = cumulative - len(picked)
+            if want <= 0:
+                continue
+            taken: dict[str, int] = {}
+            for _, kind in picked:
+                taken[kind] = taken.get(kind, 0) + 1
+            groups: list[tuple[list[str], int]] = []
+            free = [k for k in spec.kinds if k not in spec.caps]
+            if free:
+                groups.append((free, want))
+            for kind, cap in spec.caps.items():
+                room = min(want, cap - taken.get(kind, 0))
+                if room > 0:
+                    groups.append(([kind], room))
+            found: list[tuple[Any, ...]] = []
+            for kinds, room in groups:
+                statement, params = _mysql_select(
+                    d,
+                    kinds=kinds,
+                    queues=spec.queues,
+                    floor=floor,
+                    now=now,
+                    exclude=[job_id for job_id, _ in picked],
+                    limit=room,
+                )
+                found += d.run(statement, params)
+            if len(groups) > 1:
+                found.sort(key=lambda r: (r[2], d.read_dt(r[3]), d.read_uuid(r[0])))
+            picked += [(r[0], r[1]) for r in found[:want]]
+        if not picked:
+            return []
+        ids = [job_id for job_id, _ in picked]
+        chosen, id_params = d.in_list("id", ids)
+        expiry = "%s"
+        expiry_params: list[Any] = []
+        if prepared.leases:
+            whens = " ".join("WHEN %s THEN %s" for _ in prepared.leases)
+            expiry = f"CASE kind {whens} ELSE %s END"
+            for kind, lease in prepared.leases.items():
+                expiry_params += [kind, d.dt(now + lease)]
+        expiry_params.append(d.dt(spec.default_expiry))
+        d.run(
+            f"UPDATE {sql.JOB} SET status = 'claimed', claimed_by = %s,"
+            f" claim_expires_at = {expiry}, run_count = run_count + 1 WHERE {chosen}",
+            [prepared.worker_id, *expiry_params, *id_params],
+        )
+        return d.run(f"SELECT {_RETURNING} FROM {sql.JOB} WHERE {chosen}", id_params)
+
+
+def _mysql_select(
+    d: sql.Dialect,
+    *,
+    kinds: list[str],
+    queues: list[str],
+    floor: int,
+    now: datetime,
+    exclude: list[Any],
+    limit: int,
+) -> tuple[str, list[Any]]:
+    """One locking candidate SELECT of the MySQL/MariaDB claim, in claim order."""
+    where, params = _candidates(d, kinds=kinds, queues=queues, floor=floor, now=now)
+    if exclude:
+        excluded, excluded_params = d.in_list("j.id", exclude)
+        where += f" AND NOT {excluded}"
+        params += excluded_params
+    statement = (
+        f"SELECT j.id, j.kind, j.priority, j.visible_at FROM {sql.JOB} j WHERE {where}"
+        f" ORDER BY j.priority, j.visible_at, j.id LIMIT %s{d.skip_locked}"
+    )
+    return statement, [*params, limit]

@@ -131,6 +131,8 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
     """
     key = request.idempotency_key
     assert key is not None
+    if d.mysql:
+        return _insert_keyed_mysql(d, job, request, key)
     conflict = (
         " ON CONFLICT (idempotency_key) WHERE (idempotency_key IS NOT NULL"
         " AND status IN ('pending', 'claimed')) DO NOTHING RETURNING id"
@@ -143,6 +145,30 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
             return existing, "reused"
         # The holder finished between the two statements: the key is free again.
     raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+
+
+def _insert_keyed_mysql(
+    d: sql.Dialect, job: Job, request: EnqueueRequest, key: str
+) -> tuple[Job, Disposition]:
+    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0005)
+    and ``ON DUPLICATE KEY`` cannot say which key clashed, so the INSERT runs in a
+    savepoint and a duplicate of that index means another active job holds the key."""
+    for _ in range(3):
+        try:
+            with transaction.atomic(using=sql.alias()):
+                d.run(_insert_sql(d, 1), _row_params(d, job, request))
+            return job, "inserted"
+        except IntegrityError as exc:
+            if _MYSQL_KEY_INDEX not in str(exc):
+                raise
+        existing = active_by_key(key)
+        if existing is not None:
+            return existing, "reused"
+    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+
+
+# The unique index of migration 0005 (MySQL/MariaDB name it in a duplicate-key error).
+_MYSQL_KEY_INDEX = "jobqueue_job_idempotency_active"
 
 
 def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:
@@ -182,7 +208,8 @@ def _insert_bulk(
         # written straight from each payload's JSON text (nothing encoded twice).
         d.run(_BULK_POSTGRES, [_bulk_document(rows, now)])
         return
-    # SQLite: multi-row VALUES, within its limit on bound parameters.
+    # SQLite and MySQL/MariaDB: multi-row VALUES, within SQLite's limit on bound
+    # parameters (MySQL's is twice that).
     per = len(_COLUMNS)
     step = max(1, 32766 // per)
     for start in range(0, len(rows), step):

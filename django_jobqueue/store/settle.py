@@ -6,7 +6,9 @@ The guard is the row's status (claimed), ``claimed_by`` and run number: a settle
 whose claim was taken over writes nothing, neither row nor journal. On PostgreSQL the
 guarded UPDATE and the journal INSERT are one data-modifying CTE, so each job's
 settlement and its entry commit together; on SQLite they are two statements in one
-transaction.
+transaction. MySQL/MariaDB have no ``UPDATE … RETURNING``: there one transaction locks
+the batch's rows (``SELECT … FOR UPDATE``), checks each guard on the locked row, updates
+each guarded row (the guard repeated in its WHERE) and inserts the entries.
 
 An operator's cancel request is read inside the same statement: each settlement
 travels with the ending ``lifecycle.on_cancel_request`` gives it instead (if any), and
@@ -103,6 +105,8 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
     batch = unique(settlements)
     if d.postgres:
         applied = _apply_postgres(d, batch, now)
+    elif d.mysql:
+        applied = _apply_mysql(d, batch, now)
     else:
         applied = _apply_sqlite(d, [_row(d, s, now) for s in batch])
     return outcome(settlements, applied)
@@ -243,6 +247,79 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
                 [*params, *done],
             )
     return {d.read_uuid(v) for v in done}
+
+
+def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
+    """The batch on MySQL/MariaDB: guarded row updates and their entries, one transaction."""
+    by_id = {d.job_id(s.job_id): s for s in batch}
+    ids_sql, ids_params = d.in_list("id", list(by_id))
+    done: set[uuid.UUID] = set()
+    entries: list[Any] = []
+    with transaction.atomic(using=sql.alias()), d.conn.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, status, claimed_by, run_count, cancel_requested, cancel_actor"
+            f" FROM {sql.JOB} WHERE {ids_sql} FOR UPDATE",
+            ids_params,
+        )
+        locked = {d.read_uuid(r[0]): r[1:] for r in cursor.fetchall()}
+        for s in batch:
+            row = locked.get(s.job_id)
+            if row is None:
+                continue
+            status, claimed_by, run_count, cancel_flag, cancel_actor = row
+            if (status, claimed_by, run_count) != (Status.CLAIMED, s.worker, s.run_no):
+                continue
+            instead = on_cancel_request(s) if cancel_flag else None
+            ending = (
+                (s.status, s.outcome, s.note.strip(), "")
+                if instead is None
+                else (instead.status, instead.outcome, instead.note, cancel_actor)
+            )
+            pending = ending[0] == Status.PENDING
+            cursor.execute(
+                f"UPDATE {sql.JOB} SET status = %s,"
+                f" visible_at = {'%s' if pending else 'visible_at'},"
+                " claimed_by = '', claim_expires_at = NULL,"
+                " failure_count = failure_count + %s, carry = COALESCE(%s, carry),"
+                " result = %s, finished_at = %s, cancel_requested = FALSE"
+                " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
+                [
+                    ending[0],
+                    *([d.dt(s.visible_at)] if pending else []),
+                    1 if s.failed else 0,
+                    None if s.carry is None else sql.dumps(s.carry),
+                    None if s.result is None else sql.dumps(s.result),
+                    None if pending else d.dt(now),
+                    d.job_id(s.job_id),
+                    Status.CLAIMED,
+                    s.worker,
+                    s.run_no,
+                ],
+            )
+            if cursor.rowcount != 1:
+                continue  # cannot happen while the row is locked; written defensively
+            done.add(s.job_id)
+            entries += [
+                d.job_id(s.job_id),
+                s.kind,
+                s.run_no,
+                ending[1],
+                d.dt(s.started_at),
+                d.dt(now),
+                None if s.duration is None else duration_microseconds(s.duration),
+                ending[2],
+                None if s.attachment is None else sql.dumps(s.attachment),
+                s.worker,
+                ending[3],
+            ]
+        if done:
+            one = f"({sql.placeholders(11)})"
+            cursor.execute(
+                f"INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS}) VALUES "
+                + ", ".join([one] * len(done)),
+                entries,
+            )
+    return done
 
 
 def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:

@@ -1,5 +1,6 @@
 """What the hand-written statements of the hot paths share: the jobs database, table and
-column names, and the few value conversions that differ between PostgreSQL and SQLite.
+column names, and the few value conversions that differ between PostgreSQL, SQLite and
+MySQL/MariaDB.
 
 The hot paths (enqueue, claim, settle, recovery) bypass the ORM: building and
 compiling a query costs more Python than the database spends running it. Values are
@@ -19,6 +20,7 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from django_jobqueue import conf, validation
@@ -73,9 +75,13 @@ class Dialect:
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn = conn
         self.postgres = conn.vendor == "postgresql"
-        # JSON text is cast on PostgreSQL; SQLite stores the text as it is.
+        # MySQL 8 and MariaDB 10.6+: row locks with SKIP LOCKED, but no UPDATE … RETURNING
+        # and no data-modifying CTEs, so claims and settlements take a few statements in
+        # one transaction there (see claim.py and settle.py).
+        self.mysql = conn.vendor == "mysql"
+        # JSON text is cast on PostgreSQL; SQLite and MySQL/MariaDB take the text as it is.
         self.json = "%s::jsonb" if self.postgres else "%s"
-        self.skip_locked = " FOR UPDATE SKIP LOCKED" if self.postgres else ""
+        self.skip_locked = " FOR UPDATE SKIP LOCKED" if self.postgres or self.mysql else ""
         self.materialized = "MATERIALIZED "
         # A claim condition: the row's queue is not paused. On PostgreSQL the paused
         # names are read once per statement (an InitPlan) and each candidate is only
@@ -123,7 +129,11 @@ class Dialect:
             return cursor.fetchall() if cursor.description else []
 
     def job_id(self, value: uuid.UUID) -> Any:
-        return value if self.postgres else value.hex
+        if self.postgres:
+            return value
+        if self.mysql and self.conn.features.has_native_uuid_field:
+            return str(value)  # MariaDB 10.7+: Django's column is the native UUID type
+        return value.hex  # char(32) on SQLite and MySQL
 
     def dt(self, value: datetime | None) -> Any:
         if value is None or self.postgres:
@@ -134,7 +144,12 @@ class Dialect:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
     def read_dt(self, value: Any) -> datetime | None:
-        if value is None or isinstance(value, datetime):
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            if self.mysql and value.tzinfo is None and self.conn.timezone is not None:
+                # MySQL's DATETIME is naive, stored in the connection's time zone.
+                return timezone.make_aware(value, self.conn.timezone)
             return value
         parsed = parse_datetime(str(value))
         if parsed is not None and parsed.tzinfo is None:
@@ -142,7 +157,8 @@ class Dialect:
         return parsed
 
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """``column`` is one of ``values``: one array parameter on PostgreSQL."""
+        """``column`` is one of ``values``: one array parameter on PostgreSQL, a list of
+        parameters elsewhere."""
         if self.postgres:
             return f"{column} = ANY(%s)", [list(values)]
         marks = ", ".join(["%s"] * len(values))

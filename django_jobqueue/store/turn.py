@@ -36,7 +36,7 @@ def exchange(
     if not mine:
         if prepared is None:
             return [], []
-        return [], prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
+        return [], prepared.run()
     if prepared is None or not prepared.dialect.postgres:
         applied = apply(mine)
         return applied, claim_jobs(worker_id=worker_id, **claim) if prepared else []

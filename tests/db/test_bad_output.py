@@ -183,6 +183,13 @@ def refusing_trigger() -> Iterator[None]:
             "DROP TRIGGER refuse_completion ON django_jobqueue_job",
             "DROP FUNCTION refuse_completion()",
         ]
+    elif connection.vendor == "mysql":
+        create = [
+            "CREATE TRIGGER refuse_completion BEFORE UPDATE ON django_jobqueue_job"
+            f" FOR EACH ROW BEGIN IF {when} THEN SIGNAL SQLSTATE '45000'"
+            " SET MESSAGE_TEXT = 'completion refused by a test trigger'; END IF; END"
+        ]
+        drop = ["DROP TRIGGER refuse_completion"]
     else:
         create = [
             "CREATE TRIGGER refuse_completion BEFORE UPDATE ON django_jobqueue_job"

@@ -488,7 +488,8 @@ def _subprocess_env() -> dict[str, str]:
         url = f"sqlite:///{db['NAME']}"
     else:
         auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-        url = f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+        scheme = "mysql" if db["ENGINE"].endswith("mysql") else "postgres"
+        url = f"{scheme}://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     env = dict(os.environ)
     env.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
     return env
