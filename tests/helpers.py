@@ -78,6 +78,13 @@ postgres_only = pytest.mark.skipif(
 )
 
 
+def is_mysql() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("mysql")
+
+
+mysql_only = pytest.mark.skipif(not is_mysql(), reason="MySQL/MariaDB only")
+
+
 T = TypeVar("T")
 
 

@@ -9,40 +9,69 @@ whole-table ones). Nothing happens on other databases.
   collation, so keys compare byte for byte (as elsewhere) whatever the table's collation.
 - ``jobqueue_job_claim_status``: the claim's index led by the status, so a claim walks
   pending rows only rather than every job ever finished.
+- kinds, queues and keys in a binary collation, so they match byte for byte as on the
+  other databases.
 
-The column is invisible to Django's model (it never reads or writes it). A later
-migration that alters ``idempotency_key`` or ``status`` on MySQL must drop it first.
+The column and the collations are invisible to Django's model state. A later migration
+that alters ``idempotency_key`` or ``status`` on MySQL must drop the column first, and
+one that alters a column listed in ``NAMES`` must set its binary collation again.
 """
 
 from django.db import migrations
 
-COLUMN = "idempotency_active"
-CREATE = [
-    "ALTER TABLE django_jobqueue_job ADD COLUMN idempotency_active varchar(255)"
-    " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS"
-    " (CASE WHEN status IN ('pending', 'claimed') THEN idempotency_key END) STORED",
-    "CREATE UNIQUE INDEX jobqueue_job_idempotency_active ON django_jobqueue_job"
-    " (idempotency_active)",
-    "CREATE INDEX jobqueue_job_claim_status ON django_jobqueue_job"
-    " (status, priority, visible_at, id)",
-]
-DROP = [
-    "DROP INDEX jobqueue_job_claim_status ON django_jobqueue_job",
-    "DROP INDEX jobqueue_job_idempotency_active ON django_jobqueue_job",
-    "ALTER TABLE django_jobqueue_job DROP COLUMN idempotency_active",
-]
+# Names compare byte for byte, as on PostgreSQL and SQLite, whatever the table's default
+# collation (usually case-insensitive and blind to trailing spaces): a binary NO PAD
+# collation for the names and keys the queue matches on (the pause table's queue too,
+# since a claim compares the two).
+BINARY = {True: "utf8mb4_nopad_bin", False: "utf8mb4_0900_bin"}  # MariaDB / MySQL 8
+NAMES = {
+    "django_jobqueue_job": [
+        ("kind", "varchar(200)", "NOT NULL"),
+        ("queue", "varchar(100)", "NOT NULL"),
+        ("dedup_key", "varchar(255)", "NULL"),
+        ("idempotency_key", "varchar(255)", "NULL"),
+    ],
+    "django_jobqueue_queuepause": [("queue", "varchar(100)", "NOT NULL")],
+}
 
 
 def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "mysql":
-        for statement in CREATE:
-            schema_editor.execute(statement)
+    connection = schema_editor.connection
+    if connection.vendor != "mysql":
+        return
+    binary = BINARY[connection.mysql_is_mariadb]
+    for table, columns in NAMES.items():
+        modify = ", ".join(
+            f"MODIFY {name} {kind} CHARACTER SET utf8mb4 COLLATE {binary} {null}"
+            for name, kind, null in columns
+        )
+        schema_editor.execute(f"ALTER TABLE {table} {modify}")
+    schema_editor.execute(
+        "ALTER TABLE django_jobqueue_job ADD COLUMN idempotency_active varchar(255)"
+        f" CHARACTER SET utf8mb4 COLLATE {binary} GENERATED ALWAYS AS"
+        " (CASE WHEN status IN ('pending', 'claimed') THEN idempotency_key END) STORED"
+    )
+    schema_editor.execute(
+        "CREATE UNIQUE INDEX jobqueue_job_idempotency_active ON django_jobqueue_job"
+        " (idempotency_active)"
+    )
+    schema_editor.execute(
+        "CREATE INDEX jobqueue_job_claim_status ON django_jobqueue_job"
+        " (status, priority, visible_at, id)"
+    )
 
 
 def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "mysql":
-        for statement in DROP:
-            schema_editor.execute(statement)
+    connection = schema_editor.connection
+    if connection.vendor != "mysql":
+        return
+    schema_editor.execute("DROP INDEX jobqueue_job_claim_status ON django_jobqueue_job")
+    schema_editor.execute("DROP INDEX jobqueue_job_idempotency_active ON django_jobqueue_job")
+    schema_editor.execute("ALTER TABLE django_jobqueue_job DROP COLUMN idempotency_active")
+    for table, columns in NAMES.items():
+        # Back to the table's default collation.
+        modify = ", ".join(f"MODIFY {name} {kind} {null}" for name, kind, null in columns)
+        schema_editor.execute(f"ALTER TABLE {table} {modify}")
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,183 @@
+"""What each database guarantees: claims under concurrent workers, the idempotency key
+held by the database itself, and the checks that say what differs on MySQL/MariaDB.
+
+Runs on every database of the test script (PostgreSQL, SQLite, MariaDB); the
+MySQL/MariaDB-only tests skip elsewhere, saying so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.core import checks
+from django.db import IntegrityError, connection, connections, models, transaction
+from django.utils import timezone
+
+from django_jobqueue import Status, store
+from django_jobqueue.checks import mysql_version_errors, mysql_warnings
+from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.registry import registry
+from tests.helpers import WorkerThread, in_thread, is_mysql, mysql_only, wait_for
+from tests.taskapp import tasks
+
+KINDS = registry.kinds
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_workers_run_each_job_exactly_once(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    jobs = [tasks.record.enqueue(n=i) for i in range(120)]
+    for _ in range(3):
+        worker_thread(concurrency=4, poll_interval=0.1)
+
+    wait_for(lambda: not Job.objects.exclude(status=Status.COMPLETED).exists(), timeout=60)
+    from tests.taskapp.models import Execution
+
+    runs = list(Execution.objects.values_list("job_id", flat=True))
+    assert sorted(map(str, runs)) == sorted(str(j.id) for j in jobs)  # once each, none lost
+    completed = JournalEntry.objects.filter(outcome="completed").values_list("job_id", flat=True)
+    assert sorted(map(str, completed)) == sorted(str(j.id) for j in jobs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_skips_a_row_another_session_has_locked() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no row locks: its writers take turns")
+    first = tasks.add.enqueue(1, 1)
+    second = tasks.add.enqueue(2, 2)
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_first() -> None:
+        with transaction.atomic():
+            list(Job.objects.select_for_update().filter(id=first.id))
+            locked.set()
+            release.wait(30)
+
+    holder = in_thread(hold_first)
+    try:
+        assert locked.wait(30)
+        claimed = store.claim_jobs(worker_id="w:1", limit=10, kinds=KINDS())
+        assert [c.id for c in claimed] == [second.id]  # not blocked, first skipped
+    finally:
+        release.set()
+        holder.result(30)
+    assert [c.id for c in store.claim_jobs(worker_id="w:2", limit=10, kinds=KINDS())] == [first.id]
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_the_database_itself_refuses_a_second_active_job_with_a_key() -> None:
+    """Past the enqueue code: an ORM write of a second active row with the key fails,
+    and the key is free again once its job is finished."""
+    held = tasks.add.using(idempotency_key="order-7").enqueue(1, 2)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.create(kind=tasks.add.kind, idempotency_key="order-7")
+    Job.objects.filter(id=held.id).update(status=Status.COMPLETED, finished_at=timezone.now())
+    again = Job.objects.create(kind=tasks.add.kind, idempotency_key="order-7")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.filter(id=held.id).update(status=Status.PENDING)  # a requeue would clash
+    assert again.status == Status.PENDING
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_idempotency_keys_are_compared_byte_for_byte() -> None:
+    lower = tasks.add.using(idempotency_key="abc").enqueue(1, 2)
+    upper = tasks.add.using(idempotency_key="ABC").enqueue(1, 2)
+    spaced = tasks.add.using(idempotency_key="abc ").enqueue(1, 2)
+    assert len({lower.id, upper.id, spaced.id}) == 3
+    assert {lower.disposition, upper.disposition, spaced.disposition} == {"inserted"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sessions_enqueueing_one_key_at_once_make_one_job() -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite serialises the two writers: nothing races")
+    started = threading.Barrier(2)
+
+    def enqueue_keyed() -> tuple[str, str]:
+        with transaction.atomic():
+            started.wait(30)
+            handle = tasks.add.using(idempotency_key="race").enqueue(1, 2)
+            return str(handle.id), handle.disposition
+
+    results = [in_thread(enqueue_keyed) for _ in range(2)]
+    (id1, how1), (id2, how2) = (r.result(60) for r in results)
+    assert id1 == id2
+    assert sorted([how1, how2]) == ["inserted", "reused"]
+    assert Job.objects.filter(idempotency_key="race").count() == 1
+
+
+# --- checks ---------------------------------------------------------------------------
+
+
+def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
+    [warning] = mysql_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
+    assert warning.id == "django_jobqueue.W010"
+    assert "poll" in warning.msg
+    assert "docs/databases.md" in warning.hint
+    assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.postgresql"}) == []
+    assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.sqlite3"}) == []
+
+
+@pytest.mark.parametrize(
+    ("mariadb", "version", "refused"),
+    [
+        (True, (10, 5, 25), True),
+        (True, (10, 6, 0), False),
+        (True, (11, 4, 2), False),
+        (False, (5, 7, 44), True),
+        (False, (8, 0, 0), True),
+        (False, (8, 0, 36), False),
+    ],
+)
+def test_a_server_without_skip_locked_is_an_error(
+    mariadb: bool, version: tuple[int, ...], refused: bool
+) -> None:
+    errors = mysql_version_errors("jobs", mariadb=mariadb, version=version)
+    if not refused:
+        assert errors == []
+        return
+    [error] = errors
+    assert error.id == "django_jobqueue.E010"
+    assert ".".join(map(str, version)) in error.msg
+    assert "SKIP LOCKED" in error.msg
+    assert ("MariaDB 10.6" if mariadb else "MySQL 8.0.1") in error.hint
+
+
+@mysql_only
+@pytest.mark.django_db
+def test_checks_on_mariadb_say_what_differs_and_drop_only_djangos_replaced_warnings() -> None:
+    messages = checks.run_checks(databases=["default"], include_deployment_checks=False)
+    ids = [m.id for m in messages]
+    assert "django_jobqueue.W010" in ids
+    assert "django_jobqueue.E010" not in ids  # this server has SKIP LOCKED
+    replaced = {"models.W036", "models.W037"}
+    assert not [m for m in messages if m.id in replaced and m.obj in (Job, JournalEntry)]
+    # Django itself does warn of them for these models: the test above means something.
+    djangos = models.Model.check.__func__(Job, databases=["default"])  # type: ignore[attr-defined]
+    assert replaced <= {m.id for m in djangos}
+
+
+@mysql_only
+@pytest.mark.django_db
+def test_mariadb_has_the_generated_key_column_and_the_status_led_claim_index() -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SHOW INDEX FROM django_jobqueue_job")
+        indexes = {(row[2], row[4]) for row in cursor.fetchall()}
+    assert ("jobqueue_job_idempotency_active", "idempotency_active") in indexes
+    assert ("jobqueue_job_claim_status", "status") in indexes
+
+
+@pytest.mark.skipif(is_mysql(), reason="checks the other databases")
+@pytest.mark.sqlite
+@pytest.mark.django_db
+def test_checks_elsewhere_say_nothing_of_mysql() -> None:
+    ids = [m.id for m in checks.run_checks(databases=["default"])]
+    assert "django_jobqueue.W010" not in ids
+    assert "django_jobqueue.E010" not in ids
