@@ -88,7 +88,22 @@ def check_mysql_features(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
 def mysql_warnings(alias: str, database: dict[str, Any]) -> list[CheckMessage]:
     if not database.get("ENGINE", "").endswith("mysql"):
         return []
+    isolation = str((database.get("OPTIONS") or {}).get("isolation_level") or "read committed")
+    messages: list[CheckMessage] = []
+    if isolation.lower() not in ("read committed", "read uncommitted"):
+        messages.append(
+            Warning(
+                f"Database {alias!r} is MySQL/MariaDB at isolation level {isolation!r}: an "
+                "enqueue whose idempotency key another transaction has just taken cannot "
+                "see that job from its older snapshot (it fails instead of reusing it), "
+                "and locking reads take gap locks that slow concurrent claims.",
+                hint=f"Remove DATABASES[{alias!r}]['OPTIONS']['isolation_level'] (Django's "
+                "default for MySQL is 'read committed') or set it to 'read committed'.",
+                id="django_jobqueue.W011",
+            )
+        )
     return [
+        *messages,
         Warning(
             f"Database {alias!r} is MySQL/MariaDB: jobs are claimed with SKIP LOCKED and "
             "settled under their guard as on PostgreSQL, but idle workers poll (no "
@@ -99,7 +114,7 @@ def mysql_warnings(alias: str, database: dict[str, Any]) -> list[CheckMessage]:
             hint="See docs/databases.md for the feature-by-database table; add "
             "'django_jobqueue.W010' to SILENCED_SYSTEM_CHECKS once you have read it.",
             id="django_jobqueue.W010",
-        )
+        ),
     ]
 
 

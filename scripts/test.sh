@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from scratch: its own virtualenv, install, lint, type
-# check, migrations check, then pytest on PostgreSQL and the SQLite-marked tests on SQLite.
-# PostgreSQL comes from DATABASE_URL (default: the local server, user postgres).
+# check, migrations check, then pytest on PostgreSQL, the SQLite-marked tests on SQLite,
+# and the database tier on MariaDB/MySQL.
+# PostgreSQL comes from DATABASE_URL (default: the local server, user postgres);
+# MariaDB/MySQL from MYSQL_DATABASE_URL (default: the local server, user root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -11,6 +13,22 @@ VENV="${TEST_VENV:-.venv}"
 "$VENV/bin/python" -m pip install --quiet -e ".[dev,bench]"
 export PATH="$PWD/$VENV/bin:$PATH"
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/jobqueue}"
+MYSQL_DATABASE_URL="${MYSQL_DATABASE_URL:-mysql://root@127.0.0.1:3306/jobqueue}"
+
+# The MariaDB leg's driver, mysqlclient, compiles against the system's client library:
+# its build dependencies are installed here when missing (and we may); without them the
+# install below fails, and so does this script.
+if ! pkg-config --exists libmariadb 2>/dev/null && ! pkg-config --exists mysqlclient 2>/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing mysqlclient's build dependencies (pkg-config, libmariadb-dev)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libmariadb-dev >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libmariadb-dev >/dev/null; }
+  else
+    echo "== FAILED: mysqlclient needs pkg-config and libmariadb-dev (or libmysqlclient-dev); install them" >&2
+    exit 1
+  fi
+fi
+"$VENV/bin/python" -m pip install --quiet -e ".[mysql]"
 
 # The browser tier (tests/browser) drives the system's Chromium through Playwright
 # (installed above with the dev extra; Playwright's own browser download is not used).
@@ -39,6 +57,20 @@ echo "== pytest (PostgreSQL)"
 pytest "$@"
 echo "== pytest (SQLite)"
 DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
+# MariaDB/MySQL: the whole database tier (its PostgreSQL-only tests skip). An unreachable
+# server fails the leg here, saying so, rather than skipping it.
+echo "== pytest (MariaDB/MySQL: database tier)"
+DATABASE_URL="$MYSQL_DATABASE_URL" python -c '
+import os, sys
+import dj_database_url, MySQLdb
+s = dj_database_url.parse(os.environ["DATABASE_URL"])
+try:
+    MySQLdb.connect(host=s["HOST"] or "127.0.0.1", port=int(s["PORT"] or 3306),
+                    user=s["USER"] or "root", password=s["PASSWORD"] or "").close()
+except Exception as exc:
+    sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
+'
+DATABASE_URL="$MYSQL_DATABASE_URL" pytest tests/db "$@"
 echo "== browser screenshots: $SCREENSHOTS_DIR"
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a

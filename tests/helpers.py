@@ -84,6 +84,12 @@ def is_mysql() -> bool:
 
 mysql_only = pytest.mark.skipif(not is_mysql(), reason="MySQL/MariaDB only")
 
+# Tests of sessions waiting on one another's row locks: PostgreSQL and MySQL/MariaDB
+# (SQLite has no row locks; its writers take turns).
+row_locking = pytest.mark.skipif(
+    not (is_postgres() or is_mysql()), reason="PostgreSQL or MySQL/MariaDB only"
+)
+
 
 T = TypeVar("T")
 
@@ -105,7 +111,7 @@ def in_thread(fn: Callable[[], T]) -> Future[T]:
 
 def backend_pid() -> int:
     with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
+        cursor.execute("SELECT CONNECTION_ID()" if is_mysql() else "SELECT pg_backend_pid()")
         row = cursor.fetchone()
     assert row is not None
     return int(row[0])
@@ -113,6 +119,13 @@ def backend_pid() -> int:
 
 def waits_on_lock_held_by(pid: int, holder: int) -> bool:
     """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
+    if is_mysql():
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM sys.innodb_lock_waits WHERE waiting_pid = %s AND blocking_pid = %s",
+                [pid, holder],
+            )
+            return cursor.fetchone() is not None
     with connections["default"].cursor() as cursor:
         cursor.execute(
             "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "

@@ -1,7 +1,8 @@
 """Test settings: the example project plus an app of tasks made for the tests.
 
 PostgreSQL by default (DATABASE_URL, else the local server); SQLite when
-DATABASE_URL starts with sqlite://, for the second leg of the test script.
+DATABASE_URL starts with sqlite://, for the second leg of the test script; MariaDB or
+MySQL when it starts with mysql:// (the third leg, needing the ``mysql`` extra).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL;",
     }
+
+if DATABASES["default"]["ENGINE"].endswith("mysql"):  # noqa: F405
+    # Whatever the server's default character set, the test database is full UTF-8.
+    DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"  # noqa: F405
+    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}  # noqa: F405
 
 JOBQUEUE = {
     "POLL_INTERVAL": 1,

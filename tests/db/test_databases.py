@@ -122,7 +122,19 @@ def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
     assert "poll" in warning.msg
     assert "docs/databases.md" in warning.hint
     assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.postgresql"}) == []
+    committed = {"ENGINE": "django.db.backends.mysql"}
+    committed["OPTIONS"] = {"isolation_level": "read committed"}
+    assert [m.id for m in mysql_warnings("jobs", committed)] == ["django_jobqueue.W010"]
     assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.sqlite3"}) == []
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_mysql_above_read_committed_gets_the_isolation_warning(level: str) -> None:
+    mysql = {"ENGINE": "django.db.backends.mysql", "OPTIONS": {"isolation_level": level}}
+    [isolation, _] = mysql_warnings("jobs", mysql)
+    assert isolation.id == "django_jobqueue.W011"
+    assert repr(level) in isolation.msg
+    assert "read committed" in isolation.hint
 
 
 @pytest.mark.parametrize(

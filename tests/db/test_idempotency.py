@@ -17,7 +17,7 @@ from django_jobqueue.models import Job, JournalEntry
 from tests.helpers import (
     backend_pid,
     in_thread,
-    postgres_only,
+    row_locking,
     run_burst,
     wait_for,
     waits_on_lock_held_by,
@@ -148,7 +148,7 @@ def test_requeue_is_refused_while_another_active_job_holds_the_key() -> None:
     assert [e.outcome for e in dead.journal()] == ["dead"]  # no requeued entry written
 
 
-@postgres_only
+@row_locking
 def test_twenty_concurrent_enqueues_with_one_key_make_exactly_one_row() -> None:
     n = 20
     barrier = threading.Barrier(n)
@@ -173,7 +173,7 @@ def test_twenty_concurrent_enqueues_with_one_key_make_exactly_one_row() -> None:
     assert JournalEntry.objects.count() == 0
 
 
-@postgres_only
+@row_locking
 def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_the_rest() -> None:
     """The other enqueue has inserted the key but not committed when ours looks it up, so
     ours inserts too and blocks on the unique index. When the other commits, ours gets the

@@ -24,7 +24,7 @@ from tests.helpers import (
     backend_pid,
     in_thread,
     journal_of,
-    postgres_only,
+    row_locking,
     run_burst,
     wait_for,
     waits_on_lock_held_by,
@@ -320,14 +320,14 @@ def test_merge_falls_back_to_insert_when_the_candidate_is_claimed_while_merge_de
     assert fresh.dedup_key == "1"
 
 
-@postgres_only
+@row_locking
 def test_merge_falls_back_to_insert_when_another_session_claims_the_candidate_first(
     merge_mode: Callable[[str], None],
 ) -> None:
     """A worker's claim transaction has the candidate locked and updated to claimed but
     not committed; the enqueue's candidate lookup blocks on that row lock (seen in
-    pg_stat_activity). When the claim commits, the lookup re-checks the row, finds it
-    no longer pending, and the enqueue inserts a fresh job."""
+    pg_stat_activity, or sys.innodb_lock_waits). When the claim commits, the lookup
+    re-checks the row, finds it no longer pending, and the enqueue inserts a fresh job."""
     merge_mode("union")
     candidate = Sync(7, items=["a"]).enqueue()
     claimed_in_tx = threading.Event()
@@ -453,7 +453,7 @@ def test_merge_with_a_task_of_another_kind_is_a_merge_error(
 # --- concurrency --------------------------------------------------------------------------
 
 
-@postgres_only
+@row_locking
 @pytest.mark.parametrize("seeded", [False, True], ids=["no-candidate", "pending-candidate"])
 def test_concurrent_enqueues_with_one_dedup_key_never_lose_a_payload(
     merge_mode: Callable[[str], None], monkeypatch: pytest.MonkeyPatch, seeded: bool
