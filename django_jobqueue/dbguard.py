@@ -67,8 +67,9 @@ class DbGuard:
 # (a trigger's SIGNAL, a bad value); only these server codes (and the client's own, 2000
 # to 2999: cannot connect, server gone, lost connection) are the connection's or
 # transient: too many connections, shutdown, aborted or broken packets, lock wait
-# timeout, deadlock, connection killed, client disconnected.
-_MYSQL_TRANSIENT = {1040, 1053, 1152, 1153, 1158, 1159, 1160, 1161, 1205, 1213, 1927, 4031}
+# timeout, deadlock, connection killed, client disconnected. (Not 1153, a statement over
+# max_allowed_packet: sending it again cannot help.)
+_MYSQL_TRANSIENT = {1040, 1053, 1152, 1158, 1159, 1160, 1161, 1205, 1213, 1927, 4031}
 
 
 def is_connection_error(exc: BaseException) -> bool:

@@ -209,15 +209,26 @@ def _insert_bulk(
         d.run(_BULK_POSTGRES, [_bulk_document(rows, now)])
         return
     # SQLite and MySQL/MariaDB: multi-row VALUES, within SQLite's limit on bound
-    # parameters (MySQL's is twice that).
-    per = len(_COLUMNS)
-    step = max(1, 32766 // per)
-    for start in range(0, len(rows), step):
-        part = rows[start : start + step]
-        params: list[Any] = []
-        for job_id, r in part:
-            params.extend(_row_params(d, _new_row(r, now, job_id=job_id), r))
-        d.run(_insert_sql(d, len(part)), params)
+    # parameters (MySQL's is twice that) and, on MySQL, well within the server's
+    # max_allowed_packet (16 MiB by default) however large the payloads.
+    step = max(1, 32766 // len(_COLUMNS))
+    budget = _MYSQL_STATEMENT_BYTES if d.mysql else None
+    count, size = 0, 0
+    params: list[Any] = []
+    for job_id, r in rows:
+        row = _row_params(d, _new_row(r, now, job_id=job_id), r)
+        length = len(row[3])  # the payload's JSON text, by far the largest value
+        if count and (count == step or (budget is not None and size + length > budget)):
+            d.run(_insert_sql(d, count), params)
+            count, size, params = 0, 0, []
+        params.extend(row)
+        count += 1
+        size += length
+    if count:
+        d.run(_insert_sql(d, count), params)
+
+
+_MYSQL_STATEMENT_BYTES = 4 * 1024 * 1024
 
 
 _BULK_POSTGRES = (

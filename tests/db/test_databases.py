@@ -113,6 +113,18 @@ def test_two_sessions_enqueueing_one_key_at_once_make_one_job() -> None:
     assert Job.objects.filter(idempotency_key="race").count() == 1
 
 
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_enqueue_larger_than_mysqls_packet_limit_is_written_whole() -> None:
+    """24 payloads of 800 kB: 19 MB, more than MySQL's default max_allowed_packet (16 MiB)
+    in one statement; the bulk insert splits by size there."""
+    big = "x" * 800_000
+    handles = tasks.add.enqueue_many([{"a": i, "b": big} for i in range(24)])
+    assert Job.objects.count() == 24
+    row = Job.objects.get(id=handles[23].id)
+    assert row.payload == {"a": 23, "b": big}
+
+
 # --- checks ---------------------------------------------------------------------------
 
 
