@@ -163,25 +163,25 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
     d = sql.dialect()
-    spec = ClaimSpec(
-        kinds=wanted,
-        queues=list(claim.get("queues") or []),
-        caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
-        tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
-        default_expiry=now + lease,
-    )
     if d.mysql:
+        spec = ClaimSpec(
+            kinds=wanted,
+            queues=list(claim.get("queues") or []),
+            caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+            tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
+            default_expiry=now + lease,
+        )
         return PreparedClaim(d, [], "", [], worker_id, now, leases, lease, spec)
     ctes, update, params = _claim_sql(
         d,
         worker_id=worker_id,
-        kinds=spec.kinds,
-        queues=spec.queues,
-        caps=spec.caps,
-        tiers=spec.tiers,
+        kinds=wanted,
+        queues=list(claim.get("queues") or []),
+        caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
         now=now,
         leases=leases,
-        default_expiry=spec.default_expiry,
+        default_expiry=now + lease,
     )
     return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
 

@@ -174,11 +174,15 @@ class WorkerProcesses:
         """Start ``count`` identical children and wait until each is registered and listening.
 
         Listening is seen from the server: a connection whose last statement was LISTEN.
+        Elsewhere (MySQL/MariaDB) workers poll: registered is ready.
         """
-        since = server_now()
+        postgres = connections["default"].vendor == "postgresql"
+        since = server_now() if postgres else None
         procs = [self.start(*args) for _ in range(count)]
         for proc in procs:
             proc.wait_registered(timeout)
+        if since is None:
+            return procs
         deadline = time.monotonic() + timeout
         while listening_backends(since) < count:
             for proc in procs:

@@ -11,11 +11,11 @@ import pytest
 from django_jobqueue import Status
 from django_jobqueue.models import Job
 from tests.concurrency.procs import WorkerProcesses
-from tests.helpers import WorkerThread, journal_of, postgres_only, wait_for
+from tests.helpers import WorkerThread, journal_of, row_locking, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [row_locking, pytest.mark.django_db(transaction=True)]
 
 
 def test_sigkilled_worker_job_is_recovered_after_lease_expiry_and_completed_elsewhere(

@@ -13,11 +13,11 @@ from django.db.models import Count
 from django_jobqueue import Status
 from django_jobqueue.models import Job, JournalEntry, WorkerHeartbeat
 from tests.concurrency.procs import WorkerProcesses
-from tests.helpers import postgres_only, wait_for
+from tests.helpers import row_locking, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [row_locking, pytest.mark.django_db(transaction=True)]
 
 JOBS = 2000
 

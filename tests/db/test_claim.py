@@ -17,7 +17,7 @@ from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.registry import policy_for, registry
 from django_jobqueue.store.settle import SETTLE_CTES, document
-from tests.helpers import journal_of, postgres_only
+from tests.helpers import journal_of, mysql_only, postgres_only
 from tests.taskapp import tasks
 
 KINDS = registry.kinds
@@ -145,12 +145,12 @@ def test_extend_leases_is_guarded_by_run_number() -> None:
     assert Job.objects.get(id=handle.id).claim_expires_at == until
 
 
-def _fill_realistic_table() -> None:
-    """60,000 rows: a finished history, a scheduled and a runnable backlog, running jobs."""
+def _fill_realistic_table(count: int = 60_000) -> None:
+    """``count`` rows: a finished history, a scheduled and a runnable backlog, running jobs."""
     now = timezone.now()
     kinds = [tasks.add.kind, tasks.noop.kind, tasks.record.kind]
     rows = []
-    for i in range(60_000):
+    for i in range(count):
         status = Status.COMPLETED if i % 3 == 0 else Status.PENDING
         if i % 50 == 2:
             status = Status.CLAIMED
@@ -170,7 +170,13 @@ def _fill_realistic_table() -> None:
         )
     Job.objects.bulk_create(rows, batch_size=5000)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE django_jobqueue_job")
+        cursor.execute(
+            "ANALYZE TABLE django_jobqueue_job"
+            if connection.vendor == "mysql"
+            else "ANALYZE django_jobqueue_job"
+        )
+        if connection.vendor == "mysql":
+            cursor.fetchall()
 
 
 def _plan(sql: str, params: Sequence[object]) -> str:
@@ -209,6 +215,23 @@ def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -
     assert "Seq Scan on django_jobqueue_job " not in plan, plan
     # The paused queues are read once per tier (a few rows), not once per candidate.
     assert plan.count("Seq Scan on django_jobqueue_queuepause") <= tiers, plan
+
+
+@mysql_only
+@pytest.mark.django_db(transaction=True)
+def test_claim_on_mariadb_reads_the_status_led_claim_index_in_order() -> None:
+    _fill_realistic_table(15_000)
+    built = store.claim_statement(worker_id="w", limit=10, kinds=KINDS(), now=timezone.now())
+    assert built is not None
+    statement, params = built
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + statement, params)
+        columns = [c[0] for c in cursor.description]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    [job_table] = [r for r in rows if r["table"] == "j"]
+    assert job_table["key"] == "jobqueue_job_claim", rows  # status-led there (0005)
+    assert job_table["type"] in ("ref", "range"), rows  # entered at status = pending
+    assert "filesort" not in (job_table["Extra"] or ""), rows  # read in claim order
 
 
 @postgres_only

@@ -190,12 +190,17 @@ def test_checks_on_mariadb_say_what_differs_and_drop_only_djangos_replaced_warni
 
 @mysql_only
 @pytest.mark.django_db
-def test_mariadb_has_the_generated_key_column_and_the_status_led_claim_index() -> None:
+def test_mariadb_has_the_generated_key_column_and_status_led_indexes() -> None:
     with connections["default"].cursor() as cursor:
         cursor.execute("SHOW INDEX FROM django_jobqueue_job")
-        indexes = {(row[2], row[4]) for row in cursor.fetchall()}
-    assert ("jobqueue_job_idempotency_active", "idempotency_active") in indexes
-    assert ("jobqueue_job_claim_status", "status") in indexes
+        columns: dict[str, list[str]] = {}
+        for row in cursor.fetchall():  # Key_name, Seq_in_index, Column_name
+            columns.setdefault(row[2], []).append(row[4])
+    assert columns["jobqueue_job_idempotency_active"] == ["idempotency_active"]
+    assert columns["jobqueue_job_claim"] == ["status", "priority", "visible_at", "id"]
+    assert columns["jobqueue_job_next"] == ["status", "visible_at"]
+    assert columns["jobqueue_job_lease"] == ["status", "claim_expires_at"]
+    assert columns["jobqueue_job_dedup"] == ["status", "kind", "dedup_key", "created_at"]
 
 
 @pytest.mark.skipif(is_mysql(), reason="checks the other databases")
