@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
+    "ATOMIC_WARN_AFTER": timedelta(seconds=10),
 }
 
 
@@ -76,6 +77,7 @@ class Settings:
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
+    atomic_warn_after: timedelta | None = timedelta(seconds=10)
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -119,6 +121,11 @@ def validate(raw: Any) -> Settings:
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
+        atomic_warn_after=(
+            None
+            if values["ATOMIC_WARN_AFTER"] is None
+            else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
+        ),
     )
 
 
