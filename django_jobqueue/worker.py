@@ -113,7 +113,7 @@ class Worker:
         self._slots = Slots(max_output_bytes=settings.max_output_bytes, on_result=self._wake.set)
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._listener = Listener(self.alias, self._on_notify)
+        self._listener = Listener(settings.listen_database, self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = 0
