@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.db.utils import load_backend
 
@@ -104,10 +105,14 @@ MINIMUM_VERSIONS: dict[str, tuple[int, ...]] = {
 }
 
 
-def vendor_of(database: Mapping[str, Any]) -> str:
-    """The vendor of a ``DATABASES`` entry's backend, read from its ENGINE (no connection)."""
-    engine = str(database.get("ENGINE", ""))
-    vendor: str = load_backend(engine).DatabaseWrapper.vendor
+def vendor_of(database: Mapping[str, Any]) -> str | None:
+    """The vendor of a ``DATABASES`` entry's backend, read from its ENGINE without
+    connecting; None when the backend cannot be imported (Django reports that)."""
+    try:
+        backend = load_backend(str(database.get("ENGINE", "")))
+    except ImproperlyConfigured:
+        return None
+    vendor: str = backend.DatabaseWrapper.vendor
     return vendor
 
 
@@ -158,6 +163,8 @@ def check_claim_support(
     database = settings.DATABASES[alias]
     engine = str(database.get("ENGINE", ""))
     vendor = vendor_of(database)
+    if vendor is None:
+        return []  # an ENGINE that does not import: Django's own error when it connects
     errors = claim_support_errors(alias, vendor, engine=engine)
     if errors or alias not in (databases or ()):
         return errors
@@ -223,7 +230,21 @@ def listen_warnings(
                 id="django_jobqueue.W003",
             )
         ]
-    listen_reason = pooled_reason(databases[listen_alias])
+    listen = databases[listen_alias]
+    if "postgresql" in str(databases[alias].get("ENGINE", "")) and "postgresql" not in str(
+        listen.get("ENGINE", "")
+    ):
+        return [
+            Warning(
+                f"JOBQUEUE['LISTEN_DATABASE'] names {listen_alias!r}, which is not "
+                "PostgreSQL: workers cannot LISTEN on it and start new jobs only at their "
+                "poll interval.",
+                hint=f"Point LISTEN_DATABASE at an alias that reaches the database of "
+                f"{alias!r} directly.",
+                id="django_jobqueue.W003",
+            )
+        ]
+    listen_reason = pooled_reason(listen)
     if listen_reason is None:
         return []
     return [
@@ -280,21 +301,21 @@ def kind_collision_errors(definitions: Iterable[TaskDef]) -> list[CheckMessage]:
     return errors
 
 
-def _source_of(defn: TaskDef) -> tuple[str, str] | None:
+def _source_of(defn: TaskDef) -> tuple[str, str, str] | None:
     """The file and qualified name that define a task's code, whatever module name it
-    was imported under."""
+    was imported under; and that module name."""
     target: Any = getattr(defn, "func", None) or getattr(defn, "cls", None)
     if target is None:
         target = getattr(getattr(defn, "task", None), "func", None)
     if target is None:
         return None
     target = inspect.unwrap(target)
-    module = sys.modules.get(getattr(target, "__module__", ""))
-    path = getattr(module, "__file__", None)
+    name = str(getattr(target, "__module__", ""))
+    path = getattr(sys.modules.get(name), "__file__", None)
     qualname = getattr(target, "__qualname__", None)
     if path is None or qualname is None:
         return None
-    return path, qualname
+    return path, qualname, name
 
 
 def double_import_warnings(definitions: Iterable[TaskDef]) -> list[CheckMessage]:
@@ -303,15 +324,16 @@ def double_import_warnings(definitions: Iterable[TaskDef]) -> list[CheckMessage]
     its own. Jobs enqueued under one kind wait forever for a worker that imported the
     module only under the other."""
     by_source: dict[tuple[str, str], list[TaskDef]] = defaultdict(list)
+    modules: dict[tuple[str, str], set[str]] = defaultdict(set)
     for defn in definitions:
         source = _source_of(defn)
         if source is not None:
-            by_source[source].append(defn)
+            by_source[source[:2]].append(defn)
+            modules[source[:2]].add(source[2])
     warnings: list[CheckMessage] = []
     for (path, qualname), group in by_source.items():
-        modules = {d.origin for d in group}
-        if len(modules) < 2:
-            continue  # one origin under two kinds is deliberate (a kind being renamed)
+        if len(modules[path, qualname]) < 2:
+            continue  # one module's code under two kinds is deliberate (a kind renamed)
         kinds = ", ".join(sorted(repr(d.kind) for d in group))
         warnings.append(
             Warning(

@@ -148,15 +148,13 @@ max_client_conn = 500
 
 
 @pytest.fixture(scope="session")
-def pgbouncer(django_db_setup: None, django_db_blocker: Any) -> Iterator[PgBouncer]:
+def pgbouncer(django_db_setup: None) -> Iterator[PgBouncer]:
     """PgBouncer in transaction mode in front of the test database's server."""
     if not is_postgres():
         pytest.skip("PgBouncer sits in front of PostgreSQL only")
     if PGBOUNCER is None:
         pytest.skip("no pgbouncer on PATH (Debian: apt-get install pgbouncer)")
-    with django_db_blocker.unblock():
-        target = dict(connections["default"].settings_dict)
-    bouncer = PgBouncer(target)
+    bouncer = PgBouncer(dict(connections["default"].settings_dict))
     try:
         yield bouncer
     finally:

@@ -109,6 +109,14 @@ def test_a_pooled_jobs_database_without_a_listen_database_is_a_warning() -> None
         assert ours() == []
 
 
+def test_a_listen_database_that_is_not_postgresql_is_a_warning() -> None:
+    jobqueue = {"DATABASE": "server", "LISTEN_DATABASE": "embedded"}
+    with with_databases(jobqueue, server=POSTGRES, embedded=SQLITE):
+        [warning] = ours()
+    assert warning.id == "django_jobqueue.W003"
+    assert "'embedded', which is not PostgreSQL" in warning.msg
+
+
 def test_a_listen_database_that_is_pooled_too_is_a_warning() -> None:
     bouncer = {**POSTGRES, "PORT": "6432"}
     jobqueue = {"DATABASE": "pooled", "LISTEN_DATABASE": "also_pooled"}
