@@ -70,6 +70,7 @@ class FunctionTask(TaskDef):
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
         takes_context: bool = False,
+        atomic: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -81,6 +82,8 @@ class FunctionTask(TaskDef):
             lease=lease,
             backoff=backoff,
             timeout=timeout,
+            atomic=atomic,
+            asynchronous=inspect.iscoroutinefunction(func),
         )
         self.func = func
         self.takes_context = takes_context
@@ -140,6 +143,13 @@ class FunctionTask(TaskDef):
         return payload, encode_payload(payload, kind=self.kind)
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self._keywords is not None:
+            # Plain parameters: a payload naming every required one and nothing else
+            # is the call's keyword arguments as it is (no signature.bind per run).
+            allowed, required = self._keywords
+            names = payload.keys()
+            if names <= allowed and required <= names:
+                return (), payload
         params = self.signature.parameters
         unknown = sorted(set(payload) - set(params))
         if unknown:
@@ -241,6 +251,7 @@ def task(
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
     takes_context: bool = ...,
+    atomic: bool = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -282,6 +293,8 @@ class ClassTask(TaskDef):
             lease=cls.lease,
             backoff=cls.backoff,
             timeout=cls.timeout,
+            atomic=cls.atomic,
+            asynchronous=inspect.iscoroutinefunction(cls.run),
         )
         self.cls = cls
 
@@ -301,8 +314,8 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``. Override ``dedup_key()``
-    and ``merge()`` to merge with a pending job of the same key.
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout`` and ``atomic``. Override
+    ``dedup_key()`` and ``merge()`` to merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -312,6 +325,7 @@ class Task:
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
+    atomic: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

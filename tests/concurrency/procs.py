@@ -30,13 +30,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def database_url(alias: str = "default") -> str:
     """A DATABASE_URL for the database ``alias`` points at now (the test database)."""
     s = connections[alias].settings_dict
+    if connections[alias].vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"  # the test database's file (an absolute path)
     user = quote(s.get("USER") or "", safe="")
     password = quote(s.get("PASSWORD") or "", safe="")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
     host = s.get("HOST") or "127.0.0.1"
     port = f":{s['PORT']}" if s.get("PORT") else ""
-    scheme = "mysql" if s["ENGINE"].endswith("mysql") else "postgres"
-    return f"{scheme}://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
+    return f"postgres://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
 
 
 def server_now() -> datetime:
@@ -173,16 +174,18 @@ class WorkerProcesses:
     def start_ready(self, *args: str, count: int = 1, timeout: float = 30.0) -> list[WorkerProcess]:
         """Start ``count`` identical children and wait until each is registered and listening.
 
-        Listening is seen from the server: a connection whose last statement was LISTEN.
-        Elsewhere (MySQL/MariaDB) workers poll: registered is ready.
+        Listening is seen from the server: a connection whose last statement was LISTEN
+        (PostgreSQL; elsewhere workers poll, and registered is ready).
         """
-        postgres = connections["default"].vendor == "postgresql"
-        since = server_now() if postgres else None
+        if connections["default"].vendor != "postgresql":
+            procs = [self.start(*args) for _ in range(count)]
+            for proc in procs:
+                proc.wait_registered(timeout)
+            return procs
+        since = server_now()
         procs = [self.start(*args) for _ in range(count)]
         for proc in procs:
             proc.wait_registered(timeout)
-        if since is None:
-            return procs
         deadline = time.monotonic() + timeout
         while listening_backends(since) < count:
             for proc in procs:

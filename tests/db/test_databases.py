@@ -16,7 +16,6 @@ from django.db import IntegrityError, connection, connections, models, transacti
 from django.utils import timezone
 
 from django_jobqueue import Status, store
-from django_jobqueue.checks import mysql_version_errors, mysql_warnings
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.registry import registry
 from tests.helpers import WorkerThread, in_thread, is_mysql, mysql_only, wait_for
@@ -128,59 +127,13 @@ def test_a_bulk_enqueue_larger_than_mysqls_packet_limit_is_written_whole() -> No
 # --- checks ---------------------------------------------------------------------------
 
 
-def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
-    [warning] = mysql_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
-    assert warning.id == "django_jobqueue.W010"
-    assert "poll" in warning.msg
-    assert "docs/databases.md" in warning.hint
-    assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.postgresql"}) == []
-    committed = {"ENGINE": "django.db.backends.mysql"}
-    committed["OPTIONS"] = {"isolation_level": "read committed"}
-    assert [m.id for m in mysql_warnings("jobs", committed)] == ["django_jobqueue.W010"]
-    assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.sqlite3"}) == []
-
-
-@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
-def test_mysql_above_read_committed_gets_the_isolation_warning(level: str) -> None:
-    mysql = {"ENGINE": "django.db.backends.mysql", "OPTIONS": {"isolation_level": level}}
-    [isolation, _] = mysql_warnings("jobs", mysql)
-    assert isolation.id == "django_jobqueue.W011"
-    assert repr(level) in isolation.msg
-    assert "read committed" in isolation.hint
-
-
-@pytest.mark.parametrize(
-    ("mariadb", "version", "refused"),
-    [
-        (True, (10, 5, 25), True),
-        (True, (10, 6, 0), False),
-        (True, (11, 4, 2), False),
-        (False, (5, 7, 44), True),
-        (False, (8, 0, 0), True),
-        (False, (8, 0, 36), False),
-    ],
-)
-def test_a_server_without_skip_locked_is_an_error(
-    mariadb: bool, version: tuple[int, ...], refused: bool
-) -> None:
-    errors = mysql_version_errors("jobs", mariadb=mariadb, version=version)
-    if not refused:
-        assert errors == []
-        return
-    [error] = errors
-    assert error.id == "django_jobqueue.E010"
-    assert ".".join(map(str, version)) in error.msg
-    assert "SKIP LOCKED" in error.msg
-    assert ("MariaDB 10.6" if mariadb else "MySQL 8.0.1") in error.hint
-
-
 @mysql_only
 @pytest.mark.django_db
 def test_checks_on_mariadb_say_what_differs_and_drop_only_djangos_replaced_warnings() -> None:
     messages = checks.run_checks(databases=["default"], include_deployment_checks=False)
     ids = [m.id for m in messages]
     assert "django_jobqueue.W010" in ids
-    assert "django_jobqueue.E010" not in ids  # this server has SKIP LOCKED
+    assert "django_jobqueue.E003" not in ids  # this server has SKIP LOCKED
     replaced = {"models.W036", "models.W037"}
     assert not [m for m in messages if m.id in replaced and m.obj in (Job, JournalEntry)]
     # Django itself does warn of them for these models: the test above means something.
@@ -209,4 +162,4 @@ def test_mariadb_has_the_generated_key_column_and_status_led_indexes() -> None:
 def test_checks_elsewhere_say_nothing_of_mysql() -> None:
     ids = [m.id for m in checks.run_checks(databases=["default"])]
     assert "django_jobqueue.W010" not in ids
-    assert "django_jobqueue.E010" not in ids
+    assert "django_jobqueue.W011" not in ids
