@@ -37,7 +37,8 @@ def database_url(alias: str = "default") -> str:
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
     host = s.get("HOST") or "127.0.0.1"
     port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
+    scheme = "mysql" if connections[alias].vendor == "mysql" else "postgres"
+    return f"{scheme}://{auth}{host}{port}/{quote(s['NAME'], safe='')}"
 
 
 def server_now() -> datetime:
