@@ -20,7 +20,7 @@ import django_jobqueue
 from django_jobqueue import InvalidOption, Status, task
 from django_jobqueue.models import Job
 from django_jobqueue.registry import Registry
-from tests.helpers import WorkerThread, journal_of, postgres_only, run_burst, wait_for
+from tests.helpers import WorkerThread, journal_of, postgres_only, row_locking, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Effect
 
@@ -82,7 +82,7 @@ def test_permanent_rolls_the_writes_back_and_the_job_dies() -> None:
     [
         # Written before the claim is lost: the row is in the transaction all along. On
         # SQLite that transaction would hold the one write lock the test itself needs.
-        pytest.param(True, marks=postgres_only, id="written-before"),
+        pytest.param(True, marks=row_locking, id="written-before"),
         pytest.param(False, id="written-after"),
     ],
 )
@@ -149,7 +149,7 @@ def test_an_operator_cancel_reaches_an_atomic_run_and_rolls_it_back() -> None:
     assert outcomes(handle.id)[-1] == (1, "cancelled")
 
 
-@postgres_only
+@row_locking
 @override_settings(JOBQUEUE={"LEASE": 1.5, "POLL_INTERVAL": 1})
 def test_the_lease_is_renewed_while_an_atomic_run_holds_its_transaction() -> None:
     # Written first, then held for twice the lease: only renewals on the worker's own

@@ -16,7 +16,7 @@ from django_jobqueue import Status
 from django_jobqueue.models import Job
 from django_jobqueue.worker import Worker
 from tests.concurrency.procs import database_url
-from tests.helpers import postgres_only
+from tests.helpers import row_locking
 from tests.taskapp import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def _run_worker(settings: str) -> str:
     return proc.stderr
 
 
-@postgres_only
+@row_locking
 @pytest.mark.django_db(transaction=True)
 def test_runworker_logs_one_prefixed_line_per_settlement() -> None:
     handles = tasks.add.enqueue_many([{"a": n, "b": n} for n in range(40)])
@@ -114,7 +114,7 @@ def test_runworker_logs_one_prefixed_line_per_settlement() -> None:
     )
 
 
-@postgres_only
+@row_locking
 @pytest.mark.django_db(transaction=True)
 def test_runworker_adds_no_handler_when_the_project_logs_to_root() -> None:
     handles = tasks.add.enqueue_many([{"a": n, "b": n} for n in range(10)])
