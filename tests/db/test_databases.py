@@ -128,6 +128,31 @@ def test_a_bulk_enqueue_larger_than_mysqls_packet_limit_is_written_whole() -> No
 
 
 @mysql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_connections_the_server_kills_reconnects_and_goes_on(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    """MySQL reports a lost connection as error 2006/2013, and a statement's own fault
+    with the same exception class: the worker must tell them apart and reconnect."""
+    worker = worker_thread(concurrency=2, poll_interval=0.2)
+    first = tasks.add.enqueue(1, 2)
+    wait_for(lambda: Job.objects.get(id=first.id).status == Status.COMPLETED)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ID FROM information_schema.PROCESSLIST"
+            " WHERE DB = DATABASE() AND ID <> CONNECTION_ID()"
+        )
+        others = [row[0] for row in cursor.fetchall()]
+        assert others  # the worker's connections
+        for pid in others:
+            cursor.execute(f"KILL CONNECTION {int(pid)}")
+    second = tasks.add.enqueue(3, 4)
+    wait_for(lambda: Job.objects.get(id=second.id).status == Status.COMPLETED, timeout=30)
+    assert worker.thread.is_alive()
+    worker.stop()  # raises what the worker raised, if anything
+
+
+@mysql_only
 @pytest.mark.django_db
 def test_checks_on_mariadb_say_what_differs_and_drop_only_djangos_replaced_warnings() -> None:
     messages = checks.run_checks(databases=["default"], include_deployment_checks=False)
