@@ -10,6 +10,7 @@ A worker with no schedules gets no scheduler at all.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -36,8 +37,10 @@ class Scheduler(Service):
         interval: float,
         schedules: list[ScheduleDef],
         grace: timedelta = GRACE,
+        clock: Callable[[], datetime] = timezone.now,
     ) -> None:
         self.db = db
+        self.clock = clock
         self.interval = interval
         self.schedules = schedules
         self.grace = grace
@@ -46,7 +49,7 @@ class Scheduler(Service):
         self._next: dict[str, datetime] = {}
 
     def run(self) -> None:
-        now = timezone.now()
+        now = self.clock()
         if self._states is None:
             states = self.db(
                 partial(store.schedule_states, names=[s.name for s in self.schedules], create=True)
@@ -107,5 +110,5 @@ class Scheduler(Service):
     def wake_in(self, since_run: float) -> float | None:
         if not self._next:
             return self.interval - since_run
-        until = (min(self._next.values()) - timezone.now()).total_seconds()
+        until = (min(self._next.values()) - self.clock()).total_seconds()
         return max(until, self.interval - since_run)
