@@ -30,6 +30,7 @@ def _default_concurrency() -> int:
 
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
+    "LISTEN_DATABASE": None,  # None: DATABASE itself
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
     "LEASE": timedelta(minutes=1),
@@ -45,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
+    "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "PERIODIC": [],
 }
 
@@ -101,6 +103,9 @@ class Settings:
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
+    atomic_warn_after: timedelta | None = timedelta(seconds=10)
+    #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
+    listen_database: str = "default"
     periodic: tuple[PeriodicEntry, ...] = ()
 
     def policy(self) -> Policy:
@@ -124,8 +129,11 @@ def validate(raw: Any) -> Settings:
             f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
         )
     concurrency = values["CONCURRENCY"]
+    database = _database(values["DATABASE"])
+    listen = values["LISTEN_DATABASE"]
     return Settings(
-        database=_database(values["DATABASE"]),
+        database=database,
+        listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
@@ -145,6 +153,11 @@ def validate(raw: Any) -> Settings:
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
+        atomic_warn_after=(
+            None
+            if values["ATOMIC_WARN_AFTER"] is None
+            else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
+        ),
         periodic=_periodic(values["PERIODIC"]),
     )
 
@@ -176,11 +189,11 @@ def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
     return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
 
 
-def _database(database: Any) -> str:
+def _database(database: Any, key: str = "DATABASE") -> str:
     if not isinstance(database, str) or database not in django_settings.DATABASES:
         raise ConfigurationError(
-            f"DATABASE must name an alias in settings.DATABASES, got {database!r}",
-            key="DATABASE",
+            f"{key} must name an alias in settings.DATABASES, got {database!r}",
+            key=key,
         )
     return database
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
-from django.core.checks import CheckMessage, Error, register
 
 from . import conf, validation
 from .cron import Cron, zone, zone_name
@@ -328,25 +327,3 @@ def overview(*, now: datetime | None = None) -> list[ScheduleRow]:
             )
         )
     return rows
-
-
-@register()
-def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """A schedule of the PERIODIC setting naming a kind no task has, or arguments its
-    task does not take, fails ``check`` (and ``runworker``) at start."""
-    try:
-        conf.get()
-    except ConfigurationError:
-        return []  # reported by django_jobqueue.E001
-    try:
-        schedules()
-    except JobQueueError as exc:
-        return [
-            Error(
-                str(exc),
-                id="django_jobqueue.E010",
-                hint="See docs/periodic-jobs.md: each schedule names a registered task "
-                "kind and arguments that fit it.",
-            )
-        ]
-    return []

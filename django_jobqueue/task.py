@@ -71,6 +71,7 @@ class FunctionTask(TaskDef):
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
         takes_context: bool = False,
+        atomic: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -82,6 +83,8 @@ class FunctionTask(TaskDef):
             lease=lease,
             backoff=backoff,
             timeout=timeout,
+            atomic=atomic,
+            asynchronous=inspect.iscoroutinefunction(func),
         )
         self.func = func
         self.takes_context = takes_context
@@ -146,6 +149,13 @@ class FunctionTask(TaskDef):
         return payload
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self._keywords is not None:
+            # Plain parameters: a payload naming every required one and nothing else
+            # is the call's keyword arguments as it is (no signature.bind per run).
+            allowed, required = self._keywords
+            names = payload.keys()
+            if names <= allowed and required <= names:
+                return (), payload
         params = self.signature.parameters
         unknown = sorted(set(payload) - set(params))
         if unknown:
@@ -247,6 +257,7 @@ def task(
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
     takes_context: bool = ...,
+    atomic: bool = ...,
     cron: str | None = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
@@ -297,6 +308,8 @@ class ClassTask(TaskDef):
             lease=cls.lease,
             backoff=cls.backoff,
             timeout=cls.timeout,
+            atomic=cls.atomic,
+            asynchronous=inspect.iscoroutinefunction(cls.run),
         )
         self.cls = cls
 
@@ -329,9 +342,9 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``; ``cron`` runs
-    the task on a schedule (with its fields' defaults). Override ``dedup_key()`` and
-    ``merge()`` to merge with a pending job of the same key.
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout`` and ``atomic``;
+    ``cron`` runs the task on a schedule (with its fields' defaults). Override
+    ``dedup_key()`` and ``merge()`` to merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -341,6 +354,7 @@ class Task:
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
+    atomic: ClassVar[bool] = False
     cron: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

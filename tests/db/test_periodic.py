@@ -19,8 +19,9 @@ from django.db import connections
 from django.test import override_settings
 
 from django_jobqueue import Status, periodic, store, task
+from django_jobqueue.checks import check_periodic_schedules
 from django_jobqueue.models import Job, Schedule
-from django_jobqueue.periodic import ScheduleDef, check_schedules
+from django_jobqueue.periodic import ScheduleDef
 from django_jobqueue.registry import Registry
 from django_jobqueue.scheduler import Scheduler
 from django_jobqueue.worker import Worker
@@ -295,9 +296,9 @@ def test_the_schedules_command_without_schedules_and_with_a_bad_setting(
 def test_the_system_check_reports_a_periodic_setting_naming_an_unknown_kind(
     task_registry: Registry,
 ) -> None:
-    assert check_schedules in registry.get_checks()
-    assert check_schedules() == []
+    assert check_periodic_schedules in registry.get_checks()
+    assert check_periodic_schedules() == []
     with override_settings(JOBQUEUE={"PERIODIC": [{"kind": "no.such", "cron": "@daily"}]}):
-        (message,) = check_schedules()
-    assert message.id == "django_jobqueue.E010"
+        (message,) = check_periodic_schedules()
+    assert message.id == "django_jobqueue.E005"
     assert "PERIODIC[0] ('no.such'): No task is registered under kind 'no.such'" in message.msg
