@@ -27,6 +27,7 @@ from .errors import (
 )
 from .handle import HistoryPage, JobHandle, Pending
 from .outcomes import Merge, Pause, Permanent
+from .periodic import periodic
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
 
@@ -70,6 +71,7 @@ __all__ = [
     "history",
     "job",
     "pause_queue",
+    "periodic",
     "requeue",
     "resume_queue",
     "run_now",

@@ -3,7 +3,7 @@
 Errors: a bad JOBQUEUE setting (E001), the admin without rangefilter (E002), a jobs
 database that cannot run the claim (E003: of another kind, or too old, such as a
 MariaDB before 10.6 or a MySQL before 8.0.1 without SKIP LOCKED), task kinds that
-differ only in case (E004).
+differ only in case (E004), a periodic schedule that does not fit its task (E005).
 Warnings: SQLite without IMMEDIATE transactions (W001) or with more than one job at a
 time (W002), wake-ups that would LISTEN through a transaction pooler (W003), one task
 registered under two kinds by a double import (W004), a KIND_CONCURRENCY entry
@@ -30,7 +30,8 @@ from django.db import connections
 from django.db.utils import load_backend
 
 from . import conf
-from .errors import ConfigurationError
+from .errors import ConfigurationError, JobQueueError
+from .periodic import schedules
 from .pooling import pooled_reason
 from .registry import TaskDef, registry
 
@@ -420,6 +421,27 @@ def check_kind_concurrency(app_configs: Any = None, **kwargs: Any) -> list[Check
     return unknown_kind_warnings(
         "KIND_CONCURRENCY", current.kind_concurrency, id="django_jobqueue.W005"
     )
+
+
+@register()
+def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A PERIODIC schedule naming a kind no task has, or arguments its task does not take
+    (or a Task class's ``cron`` on a class whose fields need values), fails ``check``
+    and ``runworker`` at start."""
+    if _settings() is None:
+        return []  # reported by check_settings
+    try:
+        schedules()
+    except JobQueueError as exc:
+        return [
+            Error(
+                str(exc),
+                id="django_jobqueue.E005",
+                hint="See docs/periodic-jobs.md: each schedule names a registered task "
+                "kind and arguments that fit it.",
+            )
+        ]
+    return []
 
 
 # --- W010, W011: MySQL/MariaDB ---------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""The queue's tables: Job, JournalEntry and WorkerHeartbeat.
+"""The queue's tables: Job, JournalEntry, QueuePause, Schedule and WorkerHeartbeat.
 
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
 status (PostgreSQL and SQLite both honour the conditions; on MySQL/MariaDB, which have
-no index conditions, migration 0005 builds what they guarantee another way).
+no index conditions, migration 0006 builds what they guarantee another way).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "Outcome",
     "Priority",
     "QueuePause",
+    "Schedule",
     "Status",
     "WorkerHeartbeat",
 ]
@@ -33,7 +34,7 @@ __all__ = [
 
 # Django's warnings that a database cannot build an index condition (W037) or a
 # conditional unique constraint (W036). On MySQL/MariaDB this app builds their
-# equivalents itself (migration 0005), and its own check django_jobqueue.W010 says what
+# equivalents itself (migration 0006), and its own check django_jobqueue.W010 says what
 # differs there; the two are dropped for its models only, never for a project's.
 _REPLACED_ON_MYSQL = {"models.W036", "models.W037"}
 
@@ -214,6 +215,27 @@ class QueuePause(models.Model):
 
     def __str__(self) -> str:
         return self.queue
+
+
+class Schedule(models.Model):
+    """The durable state of one periodic schedule: the last tick a job was enqueued for.
+
+    Workers advance ``last_tick`` with a compare-and-set in the transaction that enqueues
+    the tick's job, so each tick is enqueued once however many workers run the schedule.
+    The definition itself (kind, cron, arguments) lives in code and settings.
+    """
+
+    name = models.CharField(primary_key=True, max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_tick = models.DateTimeField(null=True, blank=True)
+    last_job_id = models.UUIDField(null=True, blank=True)
+    ticked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "schedule"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class WorkerHeartbeat(models.Model):

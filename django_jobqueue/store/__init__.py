@@ -34,6 +34,14 @@ from .operations import (
     run_now_refusal,
 )
 from .queues import pause_queue, paused_queues, resume_queue
+from .schedules import (
+    ScheduleState,
+    TickResult,
+    last_jobs,
+    record_tick,
+    schedule_states,
+    tick_key,
+)
 from .settle import (
     apply,
     cancel_requested,
@@ -57,6 +65,8 @@ __all__ = [
     "MergePlan",
     "NewJob",
     "Page",
+    "ScheduleState",
+    "TickResult",
     "active_by_key",
     "apply",
     "as_uuid",
@@ -78,11 +88,13 @@ __all__ = [
     "get_job",
     "history",
     "journal",
+    "last_jobs",
     "merge_candidates",
     "next_wakeup",
     "pause_queue",
     "paused_queues",
     "planned_rows",
+    "record_tick",
     "recover_expired",
     "register_worker",
     "requeue",
@@ -91,7 +103,9 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "schedule_states",
     "settle",
     "stats",
     "throughput",
+    "tick_key",
 ]

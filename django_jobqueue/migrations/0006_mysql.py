@@ -89,7 +89,7 @@ def _rebuild(schema_editor, indexes):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_jobqueue", "0004_admin_pause_and_search")]
+    dependencies = [("django_jobqueue", "0005_schedules")]
 
     # Not atomic: MySQL cannot roll DDL back, and Django refuses DDL inside a transaction there.
     operations = [migrations.RunPython(create, drop, atomic=False, elidable=False)]
