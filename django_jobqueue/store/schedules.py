@@ -81,6 +81,11 @@ def record_tick(*, name: str, tick: datetime, request: EnqueueRequest) -> TickRe
     alias = sql.alias()
     rows = Schedule.objects.using(alias)
     now = timezone.now()
+    if not rows.filter(name=name).exists():
+        # Made in a transaction of its own, before the compare-and-set's: on MySQL/MariaDB
+        # the losers of a race to insert one key keep share locks on the row, and their
+        # updates would deadlock on one another if they were in the same transaction.
+        rows.bulk_create([Schedule(name=name, created_at=now)], ignore_conflicts=True)
     older = rows.filter(name=name).filter(Q(last_tick__isnull=True) | Q(last_tick__lt=tick))
     with transaction.atomic(using=alias):
         won = older.update(last_tick=tick, ticked_at=now)
