@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
+    "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
 }
 
 
@@ -76,6 +77,7 @@ class Settings:
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
+    metrics_token: str | None = None
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -119,6 +121,7 @@ def validate(raw: Any) -> Settings:
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
+        metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
     )
 
 
@@ -189,6 +192,23 @@ def _words(key: str, raw: Any) -> tuple[str, ...]:
                 f"{key} words must be non-empty strings, got {word!r}", key=key
             )
     return tuple(raw)
+
+
+def _token(key: str, raw: Any) -> str | None:
+    """None, or a secret of printable non-space ASCII long enough not to be guessed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigurationError(
+            f"{key} must be a string or None, not {type(raw).__name__}", key=key
+        )
+    if len(raw) < 16 or not all("!" <= c <= "~" for c in raw):
+        raise ConfigurationError(
+            f"{key} must be at least 16 printable ASCII characters without spaces "
+            f"(got {len(raw)} characters)",
+            key=key,
+        )
+    return raw
 
 
 def _retention(raw: Any) -> dict[str, timedelta]:

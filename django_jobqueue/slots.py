@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 from django.db import connections
 
+from . import signals
 from .executor import RunResult, execute, failed_outright
 from .maintenance import Running
 from .registry import registry
@@ -72,6 +73,8 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
+                if signals.job_started.receivers:
+                    signals.started(job, worker=job.claimed_by)
                 try:
                     result = execute(
                         registry.find(job.kind),

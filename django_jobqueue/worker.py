@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from . import conf, store, validation
+from . import conf, signals, store, validation
 from .context import Context
 from .dbguard import DbGuard, is_connection_error
 from .executor import decide
@@ -422,6 +422,8 @@ class Worker:
         for s in batch:
             self._running.pop(s.job_id, None)
         self.processed += len(batch)
+        if signals.job_finished.receivers:
+            signals.finished(batch, applied)
         if logger.isEnabledFor(logging.INFO):
             # One line per settlement, but one log record per turn: a record per job
             # cost a quarter of a busy worker's time.

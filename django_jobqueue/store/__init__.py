@@ -24,6 +24,7 @@ from .enqueue import (
     merge_candidates,
 )
 from .history import Page, as_uuid, get_job, history, journal
+from .monitoring import DURATION_BUCKETS, RunTotal, freshest_heartbeat, oldest_due, run_totals
 from .operations import (
     cancel,
     cancel_refusal,
@@ -48,6 +49,7 @@ from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",
+    "DURATION_BUCKETS",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
@@ -57,6 +59,7 @@ __all__ = [
     "MergePlan",
     "NewJob",
     "Page",
+    "RunTotal",
     "active_by_key",
     "apply",
     "as_uuid",
@@ -75,11 +78,13 @@ __all__ = [
     "enqueue_many",
     "exchange",
     "extend_leases",
+    "freshest_heartbeat",
     "get_job",
     "history",
     "journal",
     "merge_candidates",
     "next_wakeup",
+    "oldest_due",
     "pause_queue",
     "paused_queues",
     "planned_rows",
@@ -91,6 +96,7 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "run_totals",
     "settle",
     "stats",
     "throughput",

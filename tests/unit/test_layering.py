@@ -117,12 +117,12 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
-    {"registry", "outcomes", "options", "task", "handle", "executor"},
+    {"registry", "signals", "outcomes", "options", "task", "handle", "executor"},
     # the loop that claims, runs and settles: its database guard, maintenance and threads
     {"dbguard", "maintenance", "slots", "worker"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin and the Django Tasks backend
-    {"", "apps", "testing", "management", "admin", "backend"},
+    {"", "apps", "testing", "management", "admin", "backend", "metrics"},
 ]
 
 

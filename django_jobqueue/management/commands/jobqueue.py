@@ -1,7 +1,7 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…`` and ``resume QUEUE…``. Every read and write goes
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…`` and ``health``. Every read and write goes
 through :mod:`django_jobqueue.store`, exactly as the admin's do.
 """
 
@@ -16,12 +16,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
-from django_jobqueue.formatting import fmt_seconds
+from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import (
+    parse_age,
     parse_duration,
     parse_job_id,
     parse_moment,
@@ -50,7 +52,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume."
+        "pause, resume, health."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -83,6 +85,27 @@ class Command(BaseCommand):
             ("resume", "Let workers claim from these paused queues again."),
         ):
             sub.add_parser(verb, help=what).add_argument("queues", nargs="+", metavar="QUEUE")
+        p = sub.add_parser(
+            "health",
+            help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no due "
+            "job has waited longer); else exit 1 with the reason on one line (for container "
+            "health checks).",
+        )
+        p.add_argument(
+            "--max-heartbeat-age",
+            type=parse_age,
+            default=timedelta(seconds=60),
+            metavar="S",
+            help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
+        )
+        p.add_argument(
+            "--max-pending-age",
+            type=parse_age,
+            default=None,
+            metavar="S",
+            help="Also unhealthy when a job due to run (outside paused queues) has waited "
+            "longer than S seconds (default: not checked).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -101,6 +124,41 @@ class Command(BaseCommand):
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)
+
+    # --- health ---------------------------------------------------------------------------
+
+    def do_health(self, options: dict[str, Any]) -> None:
+        now = timezone.now()
+        max_beat: timedelta = options["max_heartbeat_age"]
+        max_pending: timedelta | None = options["max_pending_age"]
+        try:
+            beat = store.freshest_heartbeat()
+            due = store.oldest_due(now=now) if max_pending is not None else None
+        except DatabaseError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CommandError(f"unhealthy: the jobs database cannot be read: {first}") from exc
+        problems = []
+        if beat is None:
+            problems.append("no running worker has a heartbeat")
+        elif now - beat > max_beat:
+            problems.append(
+                f"no worker heartbeat within {fmt_age(max_beat.total_seconds())} "
+                f"(the freshest is {fmt_age((now - beat).total_seconds())} old)"
+            )
+        if max_pending is not None and due is not None and now - due > max_pending:
+            problems.append(
+                f"the oldest due pending job has waited {fmt_age((now - due).total_seconds())}"
+                f", over {fmt_age(max_pending.total_seconds())}"
+            )
+        if problems:
+            raise CommandError(f"unhealthy: {'; '.join(problems)}")
+        waited = (
+            "" if due is None else f"; oldest due job waited {fmt_age((now - due).total_seconds())}"
+        )
+        assert beat is not None
+        self.stdout.write(
+            f"healthy: worker heartbeat {fmt_age((now - beat).total_seconds())} ago{waited}"
+        )
 
     # --- pause / resume -------------------------------------------------------------------
 
