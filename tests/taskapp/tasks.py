@@ -366,3 +366,11 @@ def chaos_step(ctx: Context, seconds: float) -> int:
         _record(ctx)
     time.sleep(seconds)
     return ctx.run_count
+
+
+@task
+def countdown(n: int) -> int:
+    """Enqueues ``countdown(n - 1)`` until n reaches 0: jobs that enqueue jobs."""
+    if n > 0:
+        countdown.enqueue(n - 1)
+    return n
