@@ -10,6 +10,7 @@ enqueue, and ``now=`` runs jobs scheduled for later.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, signals, store
+from . import conf, signals, store, validation
 from .context import Context
 from .executor import decide, execute
 from .handle import JobHandle
@@ -141,6 +142,8 @@ def run_jobs(
 class CapturedJob:
     """One enqueue seen by ``captured_jobs()``.
 
+    ``payload`` is the task's arguments as they are stored (JSON: a tuple reads back as
+    a list); for a merge it is what the enqueue asked for, not the merged result.
     ``options`` holds the enqueue's resolved options: ``queue``, ``priority``,
     ``delay``, ``run_at``, ``idempotency_key`` and ``dedup_key``.
     """
@@ -164,9 +167,10 @@ def captured_jobs() -> Iterator[list[CapturedJob]]:
 
     def record(e: signals.Enqueued) -> None:
         r = e.request
+        text = r.payload_json if r.payload_json is not None else validation.dumps(r.payload)
         entry = CapturedJob(
             kind=r.kind,
-            payload=r.payload,
+            payload=json.loads(text),
             options={
                 "queue": r.queue,
                 "priority": r.priority,
