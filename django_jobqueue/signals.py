@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.dispatch import Signal
 
+from . import conf
 from .registry import registry
 
 if TYPE_CHECKING:
@@ -114,13 +115,12 @@ def observe_enqueues(observer: Callable[[Enqueued], None]) -> Iterator[None]:
 def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -> None:
     """Tell observers now, and ``job_enqueued`` receivers when the transaction commits.
     Called by every enqueue path once its rows are written."""
-    for observer in list(_observers):
-        for request, handle in zip(requests, handles, strict=True):
-            observer(Enqueued(request, handle))
+    if _observers:
+        for observer in list(_observers):
+            for request, handle in zip(requests, handles, strict=True):
+                observer(Enqueued(request, handle))
     if not job_enqueued.receivers:
         return
-    from . import conf
-
     pairs = list(zip(requests, handles, strict=True))
 
     def send() -> None:
