@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from .backoff import Backoff
 from .context import Context
 from .errors import (
+    ClaimLost,
     ConfigurationError,
     DuplicateKind,
     EnqueueError,
@@ -21,6 +22,7 @@ from .errors import (
     JobNotFound,
     JobQueueError,
     MergeError,
+    SettleError,
     UnknownKind,
 )
 from .handle import HistoryPage, JobHandle, Pending
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backoff",
+    "ClaimLost",
     "ConfigurationError",
     "Context",
     "DuplicateKind",
@@ -57,6 +60,7 @@ __all__ = [
     "Pending",
     "Permanent",
     "Priority",
+    "SettleError",
     "Status",
     "Task",
     "UnknownKind",

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
+    "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
 }
 
@@ -77,6 +78,7 @@ class Settings:
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
+    atomic_warn_after: timedelta | None = timedelta(seconds=10)
     metrics_token: str | None = None
 
     def policy(self) -> Policy:
@@ -121,6 +123,11 @@ def validate(raw: Any) -> Settings:
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
+        atomic_warn_after=(
+            None
+            if values["ATOMIC_WARN_AFTER"] is None
+            else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
+        ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
     )
 

@@ -43,6 +43,7 @@ class TaskDef:
     lease: timedelta | None
     backoff: Backoff | None
     timeout: timedelta | None
+    atomic: bool
     origin: str
 
     def _set_options(
@@ -56,6 +57,8 @@ class TaskDef:
         lease: timedelta | None,
         backoff: Backoff | None,
         timeout: timedelta | None,
+        atomic: bool = False,
+        asynchronous: bool = False,
     ) -> None:
         def error(option: str) -> Callable[[str], InvalidOption]:
             return partial(InvalidOption, kind=kind, option=option)
@@ -80,6 +83,15 @@ class TaskDef:
             )
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
+        if not isinstance(atomic, bool):
+            raise error("atomic")(f"{kind}: atomic must be True or False, got {atomic!r}")
+        if atomic and asynchronous:
+            # An async task's ORM calls run on other threads (sync_to_async), on other
+            # connections: outside the transaction the run's settlement is written in.
+            raise error("atomic")(
+                f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
+                "task's database calls run outside the run's transaction"
+            )
         self.kind = kind
         self.origin = origin
         self.queue = queue
@@ -88,6 +100,7 @@ class TaskDef:
         self.lease = lease
         self.timeout = timeout
         self.backoff = backoff
+        self.atomic = atomic
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         raise NotImplementedError

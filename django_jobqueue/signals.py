@@ -12,7 +12,8 @@ logged and the next one still runs; it never breaks an enqueue, a run or a worke
   ``job`` (a ``JobHandle``, status ``claimed``), ``kind``, ``queue``, ``run_no`` (1 on
   the first run) and ``worker`` (the worker's ``host:pid``).
 - ``job_finished`` is sent by the worker's loop thread once a run's settlement is
-  written: ``job`` (a ``JobHandle`` whose ``status`` is the job's new status and whose
+  written (for a run that settled itself in its own transaction, an atomic task's,
+  once that committed): ``job`` (a ``JobHandle`` whose ``status`` is the job's new status and whose
   ``result`` is the run's result), ``kind``, ``run_no``, ``outcome`` (the journal
   outcome: ``completed``, ``paused``, ``retried``, ``dead``, ``released`` or
   ``cancelled``), ``duration`` (a ``timedelta``; None for a run released at shutdown),
@@ -43,6 +44,7 @@ from . import conf
 from .registry import registry
 
 if TYPE_CHECKING:
+    from .executor import RunResult
     from .handle import JobHandle
     from .lifecycle import Settlement
     from .store import Claimed, EnqueueRequest
@@ -180,3 +182,24 @@ def finished(settlements: Sequence[Settlement], applied: Sequence[bool]) -> None
             note=s.note,
             worker=s.worker,
         )
+
+
+def finished_in_transaction(result: RunResult, *, worker: str) -> None:
+    """Send ``job_finished`` for a run that settled itself, completed, in its own
+    transaction (an atomic task, ``ctx.settle_now()``), once that has committed."""
+    from .handle import JobHandle
+    from .store import NewJob
+
+    job = result.job
+    _send(
+        job_finished,
+        "job_finished",
+        job.kind,
+        job.id,
+        job=JobHandle(NewJob(job.id, job.kind, status="completed", result=result.value)),
+        run_no=job.run_count,
+        outcome="completed",
+        duration=result.duration,
+        note="",
+        worker=worker,
+    )

@@ -75,6 +75,7 @@ class FunctionTask(TaskDef):
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
         takes_context: bool = False,
+        atomic: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -86,6 +87,8 @@ class FunctionTask(TaskDef):
             lease=lease,
             backoff=backoff,
             timeout=timeout,
+            atomic=atomic,
+            asynchronous=inspect.iscoroutinefunction(func),
         )
         self.func = func
         self.takes_context = takes_context
@@ -246,6 +249,7 @@ def task(
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
     takes_context: bool = ...,
+    atomic: bool = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -287,6 +291,8 @@ class ClassTask(TaskDef):
             lease=cls.lease,
             backoff=cls.backoff,
             timeout=cls.timeout,
+            atomic=cls.atomic,
+            asynchronous=inspect.iscoroutinefunction(cls.run),
         )
         self.cls = cls
 
@@ -306,8 +312,8 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``. Override ``dedup_key()``
-    and ``merge()`` to merge with a pending job of the same key.
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout`` and ``atomic``. Override
+    ``dedup_key()`` and ``merge()`` to merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -317,6 +323,7 @@ class Task:
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
+    atomic: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

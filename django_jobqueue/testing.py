@@ -21,9 +21,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, signals, store, validation
+from . import atomic, conf, signals, store, validation
 from .context import Context
-from .executor import decide, execute
+from .executor import decide
 from .handle import JobHandle
 from .models import Job
 from .registry import policy_for, registry
@@ -100,6 +100,7 @@ def run_jobs(
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
         raise ValueError(f"max_jobs must be a positive int, got {max_jobs!r}")
     worker_id = f"testing:{os.getpid()}"
+    settings = conf.get()
     wanted = [_kind(k) for k in kinds] if kinds else registry.kinds()
     ran: list[JobHandle] = []
     while True:
@@ -127,13 +128,22 @@ def run_jobs(
         if signals.job_started.receivers:
             signals.started(job, worker=worker_id)
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        result = execute(
-            registry.find(job.kind), job, ctx, max_output_bytes=conf.get().max_output_bytes
+        result = atomic.run(
+            registry.find(job.kind),
+            job,
+            ctx,
+            alias=settings.database,
+            worker_id=worker_id,
+            max_output_bytes=settings.max_output_bytes,
         )
-        settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
-        applied = store.settle(worker_id=worker_id, settlements=[settlement])
-        if signals.job_finished.receivers:
-            signals.finished([settlement], applied)
+        if result.settled:
+            if signals.job_finished.receivers:
+                signals.finished_in_transaction(result, worker=worker_id)
+        elif not result.lost:
+            settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
+            applied = store.settle(worker_id=worker_id, settlements=[settlement])
+            if signals.job_finished.receivers:
+                signals.finished([settlement], applied)
         ran.append(JobHandle(store.get_job(job_id=job.id)))
     return ran
 

@@ -193,3 +193,23 @@ def test_the_django_tasks_backend_sends_job_enqueued(heard: Callable[..., Calls]
     assert call["job"].id == uuid.UUID(str(result.id))
     assert call["kind"] == call["job"].kind
     assert call["disposition"] == "inserted"
+
+
+def test_an_atomic_run_that_settles_in_its_own_transaction_is_sent_too(
+    heard: Callable[..., Calls],
+) -> None:
+    finished = heard(job_finished)
+    handle = tasks.atomic_effect.enqueue(fail_first=1)
+    run_burst(worker_id="host:7")
+    assert [(c["run_no"], c["outcome"], c["job"].status, c["worker"]) for c in finished] == [
+        (1, "retried", "pending", "host:7"),
+        (2, "completed", "completed", "host:7"),
+    ]
+    assert finished[1]["job"].id == handle.id
+    assert finished[1]["job"].result == 2
+    assert finished[1]["duration"] > timedelta(0)
+    assert finished[1]["sender"] is tasks.atomic_effect
+
+    again = tasks.atomic_effect.enqueue()
+    run_jobs()
+    assert [(c["job"].id, c["outcome"]) for c in finished[2:]] == [(again.id, "completed")]

@@ -119,7 +119,7 @@ LAYERS: list[set[str]] = [
     # tasks, their registry and signals, enqueue options, handles and running one job
     {"registry", "signals", "outcomes", "options", "task", "handle", "executor"},
     # the loop that claims, runs and settles: its database guard, maintenance and threads
-    {"dbguard", "maintenance", "slots", "worker"},
+    {"dbguard", "maintenance", "slots", "atomic", "worker"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin and the Django Tasks backend
     {"", "apps", "testing", "management", "admin", "backend", "metrics"},
