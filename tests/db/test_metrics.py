@@ -4,6 +4,8 @@ read through the view as Prometheus would; and who may read it."""
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from datetime import timedelta
 from typing import Any
@@ -16,8 +18,11 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 import django_jobqueue
+from django_jobqueue.models import JournalEntry
 from django_jobqueue.store import DURATION_BUCKETS
-from tests.helpers import in_thread, run_burst
+from tests.concurrency.procs import REPO_ROOT as ROOT
+from tests.concurrency.procs import database_url
+from tests.helpers import run_burst
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite]
@@ -51,7 +56,7 @@ def staff_client() -> Client:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_counters_and_durations_after_a_burst_of_two_workers() -> None:
+def test_counters_and_durations_after_a_burst_of_two_worker_processes() -> None:
     add_kind, fails_kind, permanent_kind = (
         tasks.add.kind,
         tasks.always_fails.kind,
@@ -61,10 +66,39 @@ def test_counters_and_durations_after_a_burst_of_two_workers() -> None:
     tasks.always_fails.enqueue_many([{}] * 4)  # max_failures=3: retried, retried, dead
     tasks.permanent.enqueue_many([{"reason": "bad"}] * 2)
     tasks.add.using(delay=timedelta(hours=1)).enqueue(0, 0)  # scheduled, not run
-    # Two workers at once, each its own connection: the counters come from the database.
-    other = in_thread(lambda: run_burst(concurrency=2))
-    mine = run_burst(concurrency=2)
-    assert mine + other.result(timeout=60) == 30 + 4 * 3 + 2
+    # Two workers at once: a runworker process runs the failing kinds while a worker in
+    # this process runs the rest. The view, served here, counts both from the database.
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "runworker",
+            "--burst",
+            "--concurrency",
+            "2",
+            "--kind",
+            fails_kind,
+            "--kind",
+            permanent_kind,
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PYTHONPATH": str(ROOT),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    mine = run_burst(concurrency=2, kinds=[add_kind])
+    _, log = child.communicate(timeout=60)
+    assert child.returncode == 0, log
+    assert mine == 30
+    workers = set(JournalEntry.objects.values_list("worker", flat=True))
+    assert len(workers) == 2  # two worker processes' runs
 
     samples = scrape(staff_client())
     runs = "jobqueue_runs_total"
