@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.db import DatabaseError, connections, transaction
@@ -47,6 +49,8 @@ class InTransaction:
     """One run's completion, written in the transaction the run holds open on the jobs
     database, and known to be done only once that transaction commits."""
 
+    __slots__ = ("alias", "began", "ctx", "job", "max_output_bytes", "state", "worker_id")
+
     def __init__(
         self, *, alias: str, worker_id: str, job: Claimed, ctx: Context, max_output_bytes: int
     ) -> None:
@@ -55,7 +59,7 @@ class InTransaction:
         self.job = job
         self.ctx = ctx
         self.max_output_bytes = max_output_bytes
-        self.started_at = timezone.now()
+        self.began = time.monotonic()  # cheaper than a datetime on every run
         self.state: State = "open"
 
     def settle_now(self, value: Any = None) -> None:
@@ -90,15 +94,15 @@ class InTransaction:
         ]
         if problems:
             raise SettleError(f"{job.kind}: " + "; ".join(problems), kind=job.kind, job_id=job.id)
-        now = timezone.now()
+        duration = timedelta(seconds=time.monotonic() - self.began)
         settlement = completed(
             Run(
                 job_id=job.id,
                 kind=job.kind,
                 run_no=job.run_count,
                 worker=self.worker_id,
-                started_at=self.started_at,
-                duration=now - self.started_at,
+                started_at=timezone.now() - duration,
+                duration=duration,
                 attachment=self.ctx.attachment,
             ),
             result=value,
@@ -156,15 +160,14 @@ def run(
         alias=alias, worker_id=worker_id, job=job, ctx=ctx, max_output_bytes=max_output_bytes
     )
     ctx._settle_now = settler.settle_now
-    conn = connections[alias]
     if defn is not None and defn.atomic:
-        result = _run_atomic(defn, job, ctx, settler, conn, max_output_bytes)
+        result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
     else:
         result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
     ctx._settle_now = None
     if settler.state == "lost":
         result.lost = True
-    elif settler.done(conn):
+    elif settler.state != "open" and settler.done(connections[alias]):
         result.settled = True
     return result
 

@@ -29,6 +29,7 @@ def _default_concurrency() -> int:
 
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
+    "LISTEN_DATABASE": None,  # None: DATABASE itself
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
     "LEASE": timedelta(minutes=1),
@@ -79,6 +80,8 @@ class Settings:
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
     atomic_warn_after: timedelta | None = timedelta(seconds=10)
+    #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
+    listen_database: str = "default"
     metrics_token: str | None = None
 
     def policy(self) -> Policy:
@@ -102,8 +105,11 @@ def validate(raw: Any) -> Settings:
             f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
         )
     concurrency = values["CONCURRENCY"]
+    database = _database(values["DATABASE"])
+    listen = values["LISTEN_DATABASE"]
     return Settings(
-        database=_database(values["DATABASE"]),
+        database=database,
+        listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
@@ -159,11 +165,11 @@ def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
     return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
 
 
-def _database(database: Any) -> str:
+def _database(database: Any, key: str = "DATABASE") -> str:
     if not isinstance(database, str) or database not in django_settings.DATABASES:
         raise ConfigurationError(
-            f"DATABASE must name an alias in settings.DATABASES, got {database!r}",
-            key="DATABASE",
+            f"{key} must name an alias in settings.DATABASES, got {database!r}",
+            key=key,
         )
     return database
 

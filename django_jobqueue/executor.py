@@ -147,14 +147,17 @@ def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult
 
 def _checked(run: RunResult, limit: int) -> RunResult:
     """The run with what it hands back made storable: an output that cannot be stored
-    is dropped (the carry falls back to the one stored) and the run fails, saying why."""
+    is dropped (the carry falls back to the one stored) and the run fails, saying why.
+    None and an empty carry, most runs' outputs, need no check."""
     problems = []
-    if run.end == "completed":
+    if run.end == "completed" and run.value is not None:
         problem = output_problem(run.value, "the return value", limit)
         if problem is not None:
             problems.append(problem)
             run.value = None
-    if not isinstance(run.carry, dict):
+    if type(run.carry) is dict and not run.carry:
+        pass
+    elif not isinstance(run.carry, dict):
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
         run.carry = dict(run.job.carry or {})
     else:
@@ -162,10 +165,11 @@ def _checked(run: RunResult, limit: int) -> RunResult:
         if problem is not None:
             problems.append(problem)
             run.carry = dict(run.job.carry or {})
-    problem = output_problem(run.attachment, "the ctx.attach() value", limit)
-    if problem is not None:
-        problems.append(problem)
-        run.attachment = None
+    if run.attachment is not None:
+        problem = output_problem(run.attachment, "the ctx.attach() value", limit)
+        if problem is not None:
+            problems.append(problem)
+            run.attachment = None
     if not problems:
         return run
     if run.end in ("completed", "paused"):

@@ -148,6 +148,13 @@ class FunctionTask(TaskDef):
         return payload, encode_payload(payload, kind=self.kind)
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self._keywords is not None:
+            # Plain parameters: a payload naming every required one and nothing else
+            # is the call's keyword arguments as it is (no signature.bind per run).
+            allowed, required = self._keywords
+            names = payload.keys()
+            if names <= allowed and required <= names:
+                return (), payload
         params = self.signature.parameters
         unknown = sorted(set(payload) - set(params))
         if unknown:

@@ -123,7 +123,7 @@ class Worker:
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._listener = Listener(self.alias, self._on_notify)
+        self._listener = Listener(settings.listen_database, self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = 0

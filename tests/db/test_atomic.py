@@ -260,3 +260,26 @@ def test_a_class_task_can_be_atomic(task_registry: Registry) -> None:
         def run(self, ctx: django_jobqueue.Context) -> None: ...
 
     assert task_registry.get("tests.ledger").atomic is True
+
+
+def test_settle_now_inside_an_atomic_task_keeps_the_early_result() -> None:
+    handle = tasks.atomic_settles_early.enqueue()
+    assert run_burst() == 1
+    job = Job.objects.get(id=handle.id)
+    assert (job.status, job.result) == (Status.COMPLETED, "early")
+    assert effects(handle.id) == [1]
+    assert outcomes(handle.id) == [(1, "completed")]
+
+
+@postgres_only
+def test_an_atomic_run_that_swallowed_a_database_error_fails_and_commits_nothing() -> None:
+    # PostgreSQL aborts the transaction at the failed statement: the settlement cannot
+    # be written in it, so the run fails (dead: max_failures=1), its write rolled back.
+    handle = tasks.atomic_swallows_an_error.enqueue()
+    run_burst()
+    assert Job.objects.get(id=handle.id).status == Status.DEAD
+    assert effects(handle.id) == []
+    [entry] = journal_of(handle.id)
+    assert entry.outcome == "dead"
+    assert "the run's transaction could not commit" in entry.note
+    assert "current transaction is aborted" in entry.note

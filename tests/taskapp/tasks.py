@@ -467,6 +467,28 @@ def settles_now(ctx: Context, how: str) -> Any:
     return "returned after settle_now"
 
 
+@task(takes_context=True, kind="tests.atomic_early", atomic=True)
+def atomic_settles_early(ctx: Context) -> str:
+    """An atomic task that settles before it returns: the early result is the one kept."""
+    _effect(ctx)
+    ctx.settle_now("early")
+    return "late"
+
+
+@task(takes_context=True, kind="tests.atomic_swallows", atomic=True, max_failures=1)
+def atomic_swallows_an_error(ctx: Context) -> str:
+    """Writes, then swallows a failed statement without a savepoint of its own."""
+    from django.db import DatabaseError, connection
+
+    _effect(ctx)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM no_such_table_at_all")
+    except DatabaseError:
+        pass
+    return "carried on"
+
+
 @task
 def countdown(n: int) -> int:
     """Enqueues ``countdown(n - 1)`` until n reaches 0: jobs that enqueue jobs."""
