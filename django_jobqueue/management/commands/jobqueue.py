@@ -107,6 +107,13 @@ class Command(BaseCommand):
             "longer than S seconds (default: not checked).",
         )
 
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        if options.get("subcommand") == "health":
+            # A health check's stderr is its one-line reason: the system checks' warnings
+            # (``manage.py check`` reports them) would bury it, and cost it time.
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             conf.get()
