@@ -27,6 +27,7 @@ from .errors import (
 )
 from .handle import HistoryPage, JobHandle, Pending
 from .outcomes import Merge, Pause, Permanent
+from .periodic import periodic
 from .signals import job_enqueued, job_finished, job_started
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
@@ -74,6 +75,7 @@ __all__ = [
     "job_finished",
     "job_started",
     "pause_queue",
+    "periodic",
     "requeue",
     "resume_queue",
     "run_now",

@@ -35,6 +35,14 @@ from .operations import (
     run_now_refusal,
 )
 from .queues import pause_queue, paused_queues, resume_queue
+from .schedules import (
+    ScheduleState,
+    TickResult,
+    last_jobs,
+    record_tick,
+    schedule_states,
+    tick_key,
+)
 from .settle import (
     apply,
     cancel_requested,
@@ -60,6 +68,8 @@ __all__ = [
     "NewJob",
     "Page",
     "RunTotal",
+    "ScheduleState",
+    "TickResult",
     "active_by_key",
     "apply",
     "as_uuid",
@@ -82,12 +92,14 @@ __all__ = [
     "get_job",
     "history",
     "journal",
+    "last_jobs",
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
     "pause_queue",
     "paused_queues",
     "planned_rows",
+    "record_tick",
     "recover_expired",
     "register_worker",
     "requeue",
@@ -97,7 +109,9 @@ __all__ = [
     "run_now_refusal",
     "run_stats",
     "run_totals",
+    "schedule_states",
     "settle",
     "stats",
     "throughput",
+    "tick_key",
 ]

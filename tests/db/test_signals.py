@@ -7,15 +7,18 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import transaction
 from django.dispatch import Signal
 
-from django_jobqueue import Status, job_enqueued, job_finished, job_started
+from django_jobqueue import Status, job_enqueued, job_finished, job_started, periodic, task
 from django_jobqueue.handle import JobHandle
+from django_jobqueue.models import Job, Schedule
+from django_jobqueue.registry import Registry
+from django_jobqueue.scheduler import Scheduler
 from django_jobqueue.testing import run_jobs
 from tests.helpers import run_burst
 from tests.taskapp import tasks
@@ -213,3 +216,21 @@ def test_an_atomic_run_that_settles_in_its_own_transaction_is_sent_too(
     again = tasks.atomic_effect.enqueue()
     run_jobs()
     assert [(c["job"].id, c["outcome"]) for c in finished[2:]] == [(again.id, "completed")]
+
+
+def test_a_periodic_tick_sends_job_enqueued(
+    heard: Callable[..., Calls], task_registry: Registry
+) -> None:
+    @task(kind="tests.signals.beat")
+    def beat() -> None:
+        return None
+
+    schedule = periodic(beat, "* * * * *", timezone="UTC")
+    enqueued = heard(job_enqueued)
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    Schedule.objects.create(name=schedule.name, created_at=t0 - timedelta(hours=1))
+    Scheduler(lambda call: call(), interval=1.0, schedules=[schedule], clock=lambda: t0).run()
+    [job] = Job.objects.filter(kind="tests.signals.beat")
+    [call] = enqueued
+    assert (call["job"].id, call["kind"], call["disposition"]) == (job.id, job.kind, "inserted")
+    assert call["sender"] is beat

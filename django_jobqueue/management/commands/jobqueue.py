@@ -1,8 +1,8 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…``, ``resume QUEUE…`` and ``health``. Every read and write goes
-through :mod:`django_jobqueue.store`, exactly as the admin's do.
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``schedules`` and ``health``. Every
+read and write goes through :mod:`django_jobqueue.store`, exactly as the admin's do.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from django_jobqueue import conf, store
-from django_jobqueue.errors import ConfigurationError, InvalidTransition, JobNotFound
+from django_jobqueue.errors import (
+    ConfigurationError,
+    InvalidTransition,
+    JobNotFound,
+    JobQueueError,
+)
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import (
     parse_age,
@@ -37,6 +42,7 @@ from django_jobqueue.management.report import (
     table,
 )
 from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.periodic import overview as schedule_overview
 from django_jobqueue.redaction import redact
 
 
@@ -52,7 +58,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume, health."
+        "pause, resume, schedules, health."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -85,6 +91,9 @@ class Command(BaseCommand):
             ("resume", "Let workers claim from these paused queues again."),
         ):
             sub.add_parser(verb, help=what).add_argument("queues", nargs="+", metavar="QUEUE")
+        sub.add_parser(
+            "schedules", help="Periodic schedules: their next run, last tick and its job."
+        )
         p = sub.add_parser(
             "health",
             help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no due "
@@ -130,6 +139,32 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(snapshot, default=json_default, indent=2))
             return
         for line in render_stats(snapshot):
+            self.stdout.write(line)
+
+    # --- schedules ------------------------------------------------------------------------
+
+    def do_schedules(self, options: dict[str, Any]) -> None:
+        try:
+            rows = schedule_overview()
+        except JobQueueError as exc:
+            raise CommandError(str(exc)) from exc
+        if not rows:
+            self.stdout.write("No periodic schedules.")
+            return
+        headers = ["NAME", "KIND", "CRON", "TIMEZONE", "NEXT RUN", "LAST TICK", "LAST JOB"]
+        body = [
+            [
+                r.name,
+                r.kind,
+                r.cron + (" (catch up)" if r.catch_up else ""),
+                r.timezone,
+                fmt_time(r.next_run),
+                fmt_time(r.last_tick),
+                f"{r.last_job_id} ({r.last_job_status})" if r.last_job_id else "-",
+            ]
+            for r in rows
+        ]
+        for line in table(headers, body, indent=""):
             self.stdout.write(line)
 
     # --- health ---------------------------------------------------------------------------
