@@ -28,6 +28,7 @@ from .errors import (
 from .handle import HistoryPage, JobHandle, Pending
 from .outcomes import Merge, Pause, Permanent
 from .periodic import periodic
+from .signals import job_enqueued, job_finished, job_started
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
 
@@ -70,6 +71,9 @@ __all__ = [
     "enqueue_many",
     "history",
     "job",
+    "job_enqueued",
+    "job_finished",
+    "job_started",
     "pause_queue",
     "periodic",
     "requeue",

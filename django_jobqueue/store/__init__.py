@@ -24,6 +24,7 @@ from .enqueue import (
     merge_candidates,
 )
 from .history import Page, as_uuid, get_job, history, journal
+from .monitoring import DURATION_BUCKETS, RunTotal, freshest_heartbeat, oldest_due, run_totals
 from .operations import (
     cancel,
     cancel_refusal,
@@ -56,6 +57,7 @@ from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",
+    "DURATION_BUCKETS",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
@@ -65,6 +67,7 @@ __all__ = [
     "MergePlan",
     "NewJob",
     "Page",
+    "RunTotal",
     "ScheduleState",
     "TickResult",
     "active_by_key",
@@ -85,12 +88,14 @@ __all__ = [
     "enqueue_many",
     "exchange",
     "extend_leases",
+    "freshest_heartbeat",
     "get_job",
     "history",
     "journal",
     "last_jobs",
     "merge_candidates",
     "next_wakeup",
+    "oldest_due",
     "pause_queue",
     "paused_queues",
     "planned_rows",
@@ -103,6 +108,7 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "run_totals",
     "schedule_states",
     "settle",
     "stats",

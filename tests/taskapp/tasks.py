@@ -487,3 +487,11 @@ def atomic_swallows_an_error(ctx: Context) -> str:
     except DatabaseError:
         pass
     return "carried on"
+
+
+@task
+def countdown(n: int) -> int:
+    """Enqueues ``countdown(n - 1)`` until n reaches 0: jobs that enqueue jobs."""
+    if n > 0:
+        countdown.enqueue(n - 1)
+    return n
