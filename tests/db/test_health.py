@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connections
 from django.utils import timezone
 
 import django_jobqueue
 from django_jobqueue.models import WorkerHeartbeat
+from tests.concurrency.procs import database_url
 from tests.helpers import WorkerThread, wait_for
 from tests.taskapp import tasks
 
@@ -121,11 +121,7 @@ def _env(database_url: str) -> dict[str, str]:
 
 
 def _this_database_url() -> str:
-    db = connections["default"].settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    return database_url()  # the test database's, on PostgreSQL, SQLite or MariaDB
 
 
 def manage_health(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -160,6 +156,8 @@ def test_exit_codes_of_a_real_process() -> None:
 def test_an_unreachable_database_is_unhealthy_in_one_line() -> None:
     if _this_database_url().startswith("postgres"):
         nowhere = "postgres://postgres@127.0.0.1:1/nowhere"  # no server on port 1
+    elif _this_database_url().startswith("mysql"):
+        nowhere = "mysql://root@127.0.0.1:1/nowhere"
     else:
         nowhere = "sqlite:////no-such-directory/jobs.sqlite3"
     result = manage_health(nowhere)
