@@ -125,11 +125,11 @@ def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
 
     On PostgreSQL one statement deletes the entries and tallies what it deleted. On
     SQLite the tally is counted first, then the entries deleted: SQLite has one writer
-    at a time and the first statement makes this transaction the writer, so nothing
-    changes in between. Tally rows are upserted in (kind, outcome) order, so two
-    cleanups at once lock them in the same order: one waits for the other's short
-    batch, never a deadlock (workers never touch the tally, so never wait on it).
-    """
+    at a time and the first write makes this transaction the writer (or fails it,
+    tallying nothing), so nothing changes in between. Tally rows are upserted in
+    (kind, outcome) order, so two cleanups at once lock them in the same order: one
+    waits for the other's short batch, never a deadlock (workers never touch the
+    tally, so never wait on it)."""
     if not job_ids:
         return
     d = sql.dialect()
