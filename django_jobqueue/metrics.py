@@ -1,5 +1,6 @@
-"""A Prometheus metrics view: run counters and durations from the journal, backlog and
-worker gauges from ``stats()``. Needs ``prometheus-client`` (the ``metrics`` extra).
+"""A Prometheus metrics view: run counters and durations from the journal (plus the
+tally of the runs cleanups deleted, so they never fall), backlog and worker gauges
+from ``stats()``. Needs ``prometheus-client`` (the ``metrics`` extra).
 
 Mount it in your URLconf::
 
@@ -56,8 +57,7 @@ class JobQueueCollector(Collector):
     def _runs(self) -> Iterator[Metric]:
         runs = CounterMetricFamily(
             f"{PREFIX}_runs",
-            "Runs that ended, by kind and journal outcome, over the history the database "
-            "holds (a cleanup lowers it by the runs it deleted).",
+            "Runs that ended, by kind and journal outcome (those of cleaned-up jobs included).",
             labels=["kind", "outcome"],
         )
         durations: dict[str, list[Any]] = {}

@@ -1,4 +1,4 @@
-"""The queue's tables: Job, JournalEntry, QueuePause, Schedule and WorkerHeartbeat.
+"""The queue's tables: Job, JournalEntry, QueuePause, RunTally, Schedule and WorkerHeartbeat.
 
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
@@ -26,6 +26,7 @@ __all__ = [
     "Outcome",
     "Priority",
     "QueuePause",
+    "RunTally",
     "Schedule",
     "Status",
     "WorkerHeartbeat",
@@ -215,6 +216,49 @@ class QueuePause(models.Model):
 
     def __str__(self) -> str:
         return self.queue
+
+
+class RunTally(models.Model):
+    """The runs of one kind that ended with one outcome whose journal entries were deleted.
+
+    Every deletion of journal entries (``store.cleanup``) adds the runs it deletes here,
+    in its own transaction, so the run counters of the metrics view (live journal plus
+    tally) never fall. ``le_*`` are the cumulative buckets of the run-duration histogram,
+    one column per bound of ``store.monitoring.DURATION_BUCKETS`` in the same order:
+    timed runs that took at most that long.
+    """
+
+    kind = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    runs = models.PositiveBigIntegerField(default=0)
+    timed = models.PositiveBigIntegerField(default=0)  # runs with a recorded duration
+    microseconds = models.PositiveBigIntegerField(default=0)  # their durations, summed
+    le_5ms = models.PositiveBigIntegerField(default=0)
+    le_10ms = models.PositiveBigIntegerField(default=0)
+    le_25ms = models.PositiveBigIntegerField(default=0)
+    le_50ms = models.PositiveBigIntegerField(default=0)
+    le_100ms = models.PositiveBigIntegerField(default=0)
+    le_250ms = models.PositiveBigIntegerField(default=0)
+    le_500ms = models.PositiveBigIntegerField(default=0)
+    le_1s = models.PositiveBigIntegerField(default=0)
+    le_2_5s = models.PositiveBigIntegerField(default=0)
+    le_5s = models.PositiveBigIntegerField(default=0)
+    le_10s = models.PositiveBigIntegerField(default=0)
+    le_30s = models.PositiveBigIntegerField(default=0)
+    le_1m = models.PositiveBigIntegerField(default=0)
+    le_5m = models.PositiveBigIntegerField(default=0)
+    le_15m = models.PositiveBigIntegerField(default=0)
+    le_1h = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "run tally"
+        constraints = [
+            # The key of the tally's upsert (INSERT ... ON CONFLICT (kind, outcome)).
+            models.UniqueConstraint(fields=["kind", "outcome"], name="jobqueue_run_tally_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.outcome}: {self.runs} deleted runs"
 
 
 class Schedule(models.Model):

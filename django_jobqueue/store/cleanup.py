@@ -1,4 +1,9 @@
-"""Deleting finished jobs and their journal, in short batches."""
+"""Deleting finished jobs and their journal, in short batches.
+
+Journal entries are deleted only through ``monitoring.delete_journal``, which adds
+the runs it deletes to the run tally in the same transaction (the metrics' counters
+never fall).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from django_jobqueue.models import TERMINAL, Job, JournalEntry
+from django_jobqueue.models import TERMINAL, Job
 
 from . import sql
 from .history import as_uuid, names
+from .monitoring import delete_journal
 
 
 def cleanup(
@@ -76,11 +82,12 @@ def delete_finished(
 
 
 def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:
-    """Delete the jobs of ``ids`` still in ``statuses``, journal first (in the caller's
-    transaction); returns the jobs deleted."""
+    """Delete the jobs of ``ids`` still in ``statuses``, journal first, its runs tallied
+    (in the caller's transaction, with the rows locked); returns the jobs deleted."""
     if not ids:
         return 0
-    alias = sql.alias()
-    JournalEntry.objects.using(alias).filter(job_id__in=ids).delete()
-    _, per_model = Job.objects.using(alias).filter(id__in=ids, status__in=statuses).delete()
+    delete_journal(job_ids=ids)
+    # The ORM's delete, so that a project's own rows that point at a job cascade (or
+    # protect it) as the project declared; the journal it would cascade to is gone.
+    _, per_model = sql.jobs().filter(id__in=ids, status__in=statuses).delete()
     return per_model.get(Job._meta.label, 0)

@@ -1,27 +1,32 @@
-"""What monitoring reads: run totals by kind and outcome (with duration buckets) from
-the journal, for the metrics view; the freshest worker heartbeat and the oldest due
-pending job, for the health check.
+"""What monitoring reads: run totals by kind and outcome (with duration buckets), for the
+metrics view; the freshest worker heartbeat and the oldest due pending job, for the
+health check. And what it keeps of the runs a cleanup deletes.
 
-Totals are counted from the journal, so every worker process's runs are in them, and
-they cover the history the database still holds: a cleanup that deletes finished
-jobs deletes their journal entries, and the totals fall by what it deleted.
+Totals are counted from the database, so every worker process's runs are in them.
+They are the journal's runs plus the run tally (``RunTally``): every deletion of
+journal entries goes through ``delete_journal``, which adds the runs it deletes to
+the tally in the same statement (PostgreSQL) or transaction (SQLite) as the delete.
+The totals are read in one statement, so a cleanup is either wholly before a read or
+wholly after it: they never fall, as Prometheus counters must not.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Max, Min
 
-from django_jobqueue.models import Outcome, QueuePause, Status, WorkerHeartbeat
+from django_jobqueue.models import Outcome, QueuePause, RunTally, Status, WorkerHeartbeat
 
 from . import sql
 from .stats import _RUN_OUTCOMES
 
 # Upper bounds (seconds) of the run-duration histogram's buckets; +Inf is implied.
+# RunTally has one column per bound (``TALLY_BUCKETS``): a change here needs a migration.
 DURATION_BUCKETS: tuple[float, ...] = (
     0.005,
     0.01,
@@ -41,10 +46,19 @@ DURATION_BUCKETS: tuple[float, ...] = (
     3600.0,
 )
 
+# RunTally's bucket columns, in the order of DURATION_BUCKETS.
+TALLY_BUCKETS: tuple[str, ...] = tuple(
+    f.name for f in RunTally._meta.concrete_fields if f.name.startswith("le_")
+)
+
+TALLY = RunTally._meta.db_table
+_COUNTS = ("runs", "timed", "microseconds", *TALLY_BUCKETS)
+
 
 @dataclass(frozen=True)
 class RunTotal:
-    """The runs of one kind that ended with one outcome, over the journal's history."""
+    """The runs of one kind that ended with one outcome, over the journal's history
+    (cleaned-up runs included)."""
 
     kind: str
     outcome: str
@@ -54,42 +68,87 @@ class RunTotal:
     buckets: tuple[int, ...]  # per DURATION_BUCKETS bound, timed runs at most that long
 
 
-def run_totals() -> list[RunTotal]:
-    """Runs by kind and outcome, with their duration buckets, in one query over the
-    journal (an operator's cancel of a pending job is no run and is left out)."""
-    entries = (
-        sql.journal_entries()
-        .filter(outcome__in=_RUN_OUTCOMES)
-        .exclude(outcome=Outcome.CANCELLED, worker="")
+def _runs_of(
+    d: sql.Dialect, source: str, where: str = "", params: Sequence[Any] = ()
+) -> tuple[str, list[Any]]:
+    """A SELECT of the run entries of ``source`` (that also match ``where``, with its
+    ``params``) counted by kind and outcome in the columns of the tally, and its
+    parameters. An operator's cancel of a pending job is no run (runs, including
+    recovered ones, always name their worker) and is left out."""
+    is_run, outcomes = d.in_list("outcome", [str(o) for o in _RUN_OUTCOMES])
+    if d.postgres:
+        total = "coalesce(round(extract(epoch FROM sum(duration)) * 1000000), 0)::bigint"
+        bounds: list[Any] = [timedelta(seconds=b) for b in DURATION_BUCKETS]
+    else:  # SQLite keeps a duration as its microseconds
+        total = "coalesce(sum(duration), 0)"
+        bounds = [round(b * 1_000_000) for b in DURATION_BUCKETS]
+    buckets = ", ".join(f"count(*) FILTER (WHERE duration <= %s) AS {c}" for c in TALLY_BUCKETS)
+    statement = (
+        "SELECT kind, outcome, count(*) AS runs, count(duration) AS timed,"
+        f" {total} AS microseconds, {buckets} FROM {source}"
+        f" WHERE {where + ' AND ' if where else ''}{is_run} AND NOT (outcome = %s AND worker = '')"
+        " GROUP BY kind, outcome"
     )
-    aggregates: dict[str, Any] = {
-        "runs": Count("id"),
-        "timed": Count("duration"),
-        "total": Sum("duration"),
-    }
-    for index, bound in enumerate(DURATION_BUCKETS):
-        aggregates[f"le{index}"] = Count("id", filter=Q(duration__lte=timedelta(seconds=bound)))
-    grouped: Any = entries.values("kind", "outcome").annotate(**aggregates)
-    rows: list[dict[str, Any]] = list(grouped.order_by("kind", "outcome"))
+    return statement, [*bounds, *params, *outcomes, str(Outcome.CANCELLED)]
+
+
+def run_totals() -> list[RunTotal]:
+    """Runs by kind and outcome, with their duration buckets: the journal's and the
+    tally's, in one statement (one snapshot: never half a cleanup)."""
+    d = sql.dialect()
+    live, params = _runs_of(d, sql.JOURNAL)
+    sums = ", ".join(f"sum({c})" for c in _COUNTS)
+    columns = ", ".join(_COUNTS)
+    rows = d.run(
+        f"SELECT kind, outcome, {sums} FROM ({live} UNION ALL "
+        f"SELECT kind, outcome, {columns} FROM {TALLY}) AS t "
+        "GROUP BY kind, outcome ORDER BY kind, outcome",
+        params,
+    )
     return [
         RunTotal(
-            kind=row["kind"],
-            outcome=row["outcome"],
-            runs=row["runs"],
-            timed=row["timed"],
-            seconds=_seconds(row["total"]),
-            buckets=tuple(row[f"le{i}"] for i in range(len(DURATION_BUCKETS))),
+            kind=kind,
+            outcome=outcome,
+            runs=int(runs),
+            timed=int(timed),
+            seconds=int(micros) / 1_000_000,
+            buckets=tuple(int(n) for n in buckets),
         )
-        for row in rows
+        for kind, outcome, runs, timed, micros, *buckets in rows
     ]
 
 
-def _seconds(total: Any) -> float:
-    if total is None:
-        return 0.0
-    if isinstance(total, timedelta):
-        return total.total_seconds()
-    return float(total) / 1_000_000  # microseconds, where the database sums those
+def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
+    """Delete the journal entries of these jobs and add their runs to the run tally, in
+    the caller's transaction. The one way journal entries are ever deleted (cleanup,
+    the admin's delete), so the run counters never fall.
+
+    On PostgreSQL one statement deletes the entries and tallies what it deleted. On
+    SQLite the tally is counted first, then the entries deleted: SQLite has one writer
+    at a time and the first write makes this transaction the writer (or fails it,
+    tallying nothing), so nothing changes in between. Tally rows are upserted in
+    (kind, outcome) order, so two cleanups at once lock them in the same order: one
+    waits for the other's short batch, never a deadlock (workers never touch the
+    tally, so never wait on it)."""
+    if not job_ids:
+        return
+    d = sql.dialect()
+    of_jobs, ids = d.in_list("job_id", [d.job_id(i) for i in job_ids])
+    columns = ", ".join(("kind", "outcome", *_COUNTS))
+    add = ", ".join(f"{c} = {TALLY}.{c} + excluded.{c}" for c in _COUNTS)
+    upsert = f" ORDER BY kind, outcome ON CONFLICT (kind, outcome) DO UPDATE SET {add}"
+    if d.postgres:
+        counted, params = _runs_of(d, "gone")
+        d.run(
+            f"WITH gone AS (DELETE FROM {sql.JOURNAL} WHERE {of_jobs}"
+            " RETURNING kind, outcome, duration, worker) "
+            f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}",
+            [*ids, *params],
+        )
+        return
+    counted, params = _runs_of(d, sql.JOURNAL, of_jobs, ids)
+    d.run(f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}", params)
+    d.run(f"DELETE FROM {sql.JOURNAL} WHERE {of_jobs}", ids)
 
 
 def freshest_heartbeat() -> datetime | None:
