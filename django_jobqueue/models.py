@@ -3,7 +3,7 @@
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
 status (PostgreSQL and SQLite both honour the conditions; on MySQL/MariaDB, which have
-no index conditions, migration 0006 builds what they guarantee another way).
+no index conditions, migration 0007 builds what they guarantee another way).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = [
 
 # Django's warnings that a database cannot build an index condition (W037) or a
 # conditional unique constraint (W036). On MySQL/MariaDB this app builds their
-# equivalents itself (migration 0006), and its own check django_jobqueue.W010 says what
+# equivalents itself (migration 0007), and its own check django_jobqueue.W010 says what
 # differs there; the two are dropped for its models only, never for a project's.
 _REPLACED_ON_MYSQL = {"models.W036", "models.W037"}
 

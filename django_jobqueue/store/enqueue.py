@@ -150,7 +150,7 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
 def _insert_keyed_mysql(
     d: sql.Dialect, job: Job, request: EnqueueRequest, key: str
 ) -> tuple[Job, Disposition]:
-    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0006)
+    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0007)
     and ``ON DUPLICATE KEY`` cannot say which key clashed, so the INSERT runs in a
     savepoint and a duplicate of that index means another active job holds the key."""
     for _ in range(3):
@@ -167,7 +167,7 @@ def _insert_keyed_mysql(
     raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
 
 
-# The unique index of migration 0006 (MySQL/MariaDB name it in a duplicate-key error).
+# The unique index of migration 0007 (MySQL/MariaDB name it in a duplicate-key error).
 _MYSQL_KEY_INDEX = "jobqueue_job_idempotency_active"
 
 
