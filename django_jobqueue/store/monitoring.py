@@ -79,10 +79,14 @@ def _runs_of(
     if d.postgres:
         total = "coalesce(round(extract(epoch FROM sum(duration)) * 1000000), 0)::bigint"
         bounds: list[Any] = [timedelta(seconds=b) for b in DURATION_BUCKETS]
-    else:  # SQLite keeps a duration as its microseconds
+    else:  # SQLite and MySQL/MariaDB keep a duration as its microseconds
         total = "coalesce(sum(duration), 0)"
         bounds = [round(b * 1_000_000) for b in DURATION_BUCKETS]
     buckets = ", ".join(f"count(*) FILTER (WHERE duration <= %s) AS {c}" for c in TALLY_BUCKETS)
+    if d.mysql:  # no FILTER clause there
+        buckets = ", ".join(
+            f"count(CASE WHEN duration <= %s THEN 1 END) AS {c}" for c in TALLY_BUCKETS
+        )
     statement = (
         "SELECT kind, outcome, count(*) AS runs, count(duration) AS timed,"
         f" {total} AS microseconds, {buckets} FROM {source}"
@@ -124,6 +128,7 @@ def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
     the admin's delete), so the run counters never fall.
 
     On PostgreSQL one statement deletes the entries and tallies what it deleted. On
+    MySQL/MariaDB the entries are locked, tallied, then deleted. On
     SQLite the tally is counted first, then the entries deleted: SQLite has one writer
     at a time and the first write makes this transaction the writer (or fails it,
     tallying nothing), so nothing changes in between. Tally rows are upserted in
@@ -145,6 +150,20 @@ def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
             f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}",
             [*ids, *params],
         )
+        return
+    if d.mysql:
+        # The entries locked first (a concurrent cleanup of the same jobs waits here,
+        # then counts none of them: gone), counted into the tally (ON DUPLICATE KEY,
+        # from a derived table since the count groups), then deleted.
+        d.run(f"SELECT id FROM {sql.JOURNAL} WHERE {of_jobs} ORDER BY id FOR UPDATE", ids)
+        counted, params = _runs_of(d, sql.JOURNAL, of_jobs, ids)
+        add = ", ".join(f"{c} = {TALLY}.{c} + n.{c}" for c in _COUNTS)
+        d.run(
+            f"INSERT INTO {TALLY} ({columns}) SELECT {columns} FROM ({counted}) AS n"
+            f" ORDER BY kind, outcome ON DUPLICATE KEY UPDATE {add}",
+            params,
+        )
+        d.run(f"DELETE FROM {sql.JOURNAL} WHERE {of_jobs}", ids)
         return
     counted, params = _runs_of(d, sql.JOURNAL, of_jobs, ids)
     d.run(f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}", params)
