@@ -46,17 +46,20 @@ def cleanup(
         return qs.count()
     alias = sql.alias()
     total = 0
-    while True:
+
+    def batch() -> tuple[int, int]:
         with transaction.atomic(using=alias):
             ids = list(
                 sql.lockable(qs.order_by("finished_at"), skip_locked=True).values_list(
                     "id", flat=True
                 )[:batch_size]
             )
-            if not ids:
-                break
-            total += _delete(ids, statuses)
-        if len(ids) < batch_size:
+            return len(ids), _delete(ids, statuses) if ids else 0
+
+    while True:
+        found, deleted = sql.retrying_deadlocks(batch)
+        total += deleted
+        if found < batch_size:
             break
     return total
 
@@ -73,11 +76,17 @@ def delete_finished(
     alias = sql.alias()
     deleted: list[uuid.UUID] = []
     for start in range(0, len(ids), batch_size):
-        with transaction.atomic(using=alias):
-            chunk = sql.jobs().filter(id__in=ids[start : start + batch_size], status__in=TERMINAL)
-            locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
-            _delete(locked, list(TERMINAL))
-        deleted += locked
+
+        def batch(start: int = start) -> list[uuid.UUID]:
+            with transaction.atomic(using=alias):
+                chunk = sql.jobs().filter(
+                    id__in=ids[start : start + batch_size], status__in=TERMINAL
+                )
+                locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
+                _delete(locked, list(TERMINAL))
+            return locked
+
+        deleted += sql.retrying_deadlocks(batch)
     return deleted
 
 

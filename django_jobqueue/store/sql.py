@@ -10,14 +10,16 @@ always bound as parameters; only names from the models are formatted into SQL.
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import time
 import uuid
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connections
+from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -173,6 +175,32 @@ class Dialect:
 
 def dialect() -> Dialect:
     return Dialect(connection())
+
+
+T = TypeVar("T")
+
+# MySQL/MariaDB: error 1213, "Deadlock found when trying to get lock". InnoDB rolls the
+# whole transaction back, and the manual's advice is to run it again.
+_MYSQL_DEADLOCK = 1213
+
+
+def retrying_deadlocks(run: Callable[[], T], *, attempts: int = 5) -> T:
+    """``run()`` (one transaction of its own), run again when MySQL/MariaDB chose it as
+    a deadlock's victim: two cleanups' upserts of the run tally can lock each other's
+    rows and gaps in opposite orders there. Elsewhere, and inside a caller's
+    transaction (rolled back whole: only the caller can retry), errors pass through."""
+    conn = connection()
+    retry = conn.vendor == "mysql" and not conn.in_atomic_block
+    for attempt in range(1, attempts + 1):
+        try:
+            return run()
+        except OperationalError as exc:
+            code = exc.__cause__.args[0] if exc.__cause__ and exc.__cause__.args else None
+            if not retry or code != _MYSQL_DEADLOCK or attempt == attempts:
+                raise
+            logging.getLogger("django_jobqueue").info("deadlock victim; running it again")
+            time.sleep(0.01 * attempt)
+    raise AssertionError("unreachable")
 
 
 _generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
