@@ -15,15 +15,18 @@ from .errors import (
     DuplicateKind,
     EnqueueError,
     InvalidArguments,
+    InvalidLimit,
     InvalidOption,
     InvalidPayload,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
     MergeError,
+    RateLimited,
     UnknownKind,
 )
 from .handle import HistoryPage, JobHandle, Pending
+from .limiting import UNCHANGED, KindLimits
 from .outcomes import Merge, Pause, Permanent
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
@@ -43,6 +46,7 @@ __all__ = [
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
+    "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
     "InvalidTransition",
@@ -56,19 +60,23 @@ __all__ = [
     "Pending",
     "Permanent",
     "Priority",
+    "RateLimited",
     "Status",
     "Task",
     "UnknownKind",
     "cancel",
     "cleanup",
+    "clear_limit",
     "enqueue",
     "enqueue_many",
     "history",
     "job",
+    "limits",
     "pause_queue",
     "requeue",
     "resume_queue",
     "run_now",
+    "set_limit",
     "stats",
     "task",
 ]
@@ -154,3 +162,34 @@ def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
     from . import store
 
     return store.stats(window=window)
+
+
+def set_limit(
+    kind: str,
+    *,
+    max_in_flight: int | None = UNCHANGED,
+    rate_limit: str | None = UNCHANGED,
+    actor: str = "",
+) -> KindLimits:
+    """Set a kind's global limits at run time; they win over ``JOBQUEUE["LIMITS"]`` and the
+    task's options. None lifts a limit; a limit not given stays as it is. Workers follow
+    within seconds. Returns the limits now in force for the kind.
+    """
+    from . import limiting
+
+    return limiting.set_limit(kind, max_in_flight=max_in_flight, rate_limit=rate_limit, actor=actor)
+
+
+def clear_limit(kind: str) -> bool:
+    """Remove a kind's run-time limits: the settings and the task's options decide again.
+    True if it had any."""
+    from . import limiting
+
+    return limiting.clear_limit(kind)
+
+
+def limits() -> list[KindLimits]:
+    """Every kind with a global limit in force (or a run-time limit set), by kind."""
+    from . import limiting
+
+    return limiting.limits(max_age=0)

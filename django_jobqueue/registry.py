@@ -21,6 +21,7 @@ from .backoff import Backoff
 from .errors import DuplicateKind, InvalidOption, UnknownKind
 from .lifecycle import Policy
 from .states import Priority
+from .validation import Rate
 
 if TYPE_CHECKING:
     from .context import Context
@@ -44,6 +45,9 @@ class TaskDef:
     backoff: Backoff | None
     timeout: timedelta | None
     origin: str
+    # Global limits the task asks for (JOBQUEUE["LIMITS"] and run-time limits win).
+    max_in_flight: int | None = None
+    rate_limit: Rate | None = None
 
     def _set_options(
         self,
@@ -56,6 +60,8 @@ class TaskDef:
         lease: timedelta | None,
         backoff: Backoff | None,
         timeout: timedelta | None,
+        max_in_flight: int | None = None,
+        rate_limit: Rate | str | None = None,
     ) -> None:
         def error(option: str) -> Callable[[str], InvalidOption]:
             return partial(InvalidOption, kind=kind, option=option)
@@ -80,6 +86,16 @@ class TaskDef:
             )
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
+        validation.positive_int(
+            max_in_flight,
+            name=f"{kind}: max_in_flight",
+            error=error("max_in_flight"),
+            allow_none=True,
+        )
+        if rate_limit is not None:
+            rate_limit = validation.rate(
+                rate_limit, name=f"{kind}: rate_limit", error=error("rate_limit")
+            )
         self.kind = kind
         self.origin = origin
         self.queue = queue
@@ -88,6 +104,8 @@ class TaskDef:
         self.lease = lease
         self.timeout = timeout
         self.backoff = backoff
+        self.max_in_flight = max_in_flight
+        self.rate_limit = rate_limit
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         raise NotImplementedError

@@ -70,6 +70,8 @@ class FunctionTask(TaskDef):
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
         takes_context: bool = False,
+        max_in_flight: int | None = None,
+        rate_limit: str | None = None,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -81,6 +83,8 @@ class FunctionTask(TaskDef):
             lease=lease,
             backoff=backoff,
             timeout=timeout,
+            max_in_flight=max_in_flight,
+            rate_limit=rate_limit,
         )
         self.func = func
         self.takes_context = takes_context
@@ -221,6 +225,7 @@ class BoundCall:
                     one.run_at,
                     one.idempotency_key,
                     payload_json=text,
+                    rate=one.rate,
                 )
             )
         return _submit_many(requests)
@@ -241,6 +246,8 @@ def task(
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
     takes_context: bool = ...,
+    max_in_flight: int | None = ...,
+    rate_limit: str | None = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -282,6 +289,8 @@ class ClassTask(TaskDef):
             lease=cls.lease,
             backoff=cls.backoff,
             timeout=cls.timeout,
+            max_in_flight=cls.max_in_flight,
+            rate_limit=cls.rate_limit,
         )
         self.cls = cls
 
@@ -301,7 +310,8 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff`` and ``timeout``. Override ``dedup_key()``
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout``, and the global
+    limits ``max_in_flight`` and ``rate_limit``. Override ``dedup_key()``
     and ``merge()`` to merge with a pending job of the same key.
     """
 
@@ -312,6 +322,8 @@ class Task:
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
+    max_in_flight: ClassVar[int | None] = None
+    rate_limit: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

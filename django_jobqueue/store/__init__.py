@@ -24,6 +24,8 @@ from .enqueue import (
     merge_candidates,
 )
 from .history import Page, as_uuid, get_job, history, journal
+from .limits import LIMITS_CHANGED, Override, clear_limit, in_flight, set_limit, take_tokens
+from .limits import overrides as limit_overrides
 from .operations import (
     cancel,
     cancel_refusal,
@@ -48,6 +50,7 @@ from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",
+    "LIMITS_CHANGED",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
@@ -56,6 +59,7 @@ __all__ = [
     "EnqueueRequest",
     "MergePlan",
     "NewJob",
+    "Override",
     "Page",
     "active_by_key",
     "apply",
@@ -67,6 +71,7 @@ __all__ = [
     "claim_jobs",
     "claim_statement",
     "cleanup",
+    "clear_limit",
     "count",
     "delete_finished",
     "delete_refusal",
@@ -77,7 +82,9 @@ __all__ = [
     "extend_leases",
     "get_job",
     "history",
+    "in_flight",
     "journal",
+    "limit_overrides",
     "merge_candidates",
     "next_wakeup",
     "pause_queue",
@@ -91,7 +98,9 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "set_limit",
     "settle",
     "stats",
+    "take_tokens",
     "throughput",
 ]

@@ -6,6 +6,12 @@ higher ones when that tier is empty) and the per-kind caps are folded into the s
 statement as materialised CTEs, one per floor, so a claim never costs a second query;
 so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
+
+A kind with a global ``max_in_flight`` is capped the same way, its cap being the limit
+less the kind's claimed rows, counted inside the statement. On PostgreSQL the claim then
+runs in a transaction that first takes the kind's advisory lock (``limits.lock_kinds``),
+one statement before, so that count sees every claim of the kind committed before it.
+Without limited kinds the statement, and its single round trip, are unchanged.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
+from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue import conf
 from django_jobqueue.models import Status
 
 from . import sql
+from .limits import lock_kinds
 
 
 @dataclass(slots=True)
@@ -58,6 +66,7 @@ class ClaimOptions(TypedDict, total=False):
     queues: Sequence[str] | None
     exclude_kinds: Iterable[str]
     kind_limits: Mapping[str, int] | None
+    max_in_flight: Mapping[str, int] | None
     floor: int
     preferring: Mapping[int, int] | None
     leases: Mapping[str, timedelta] | None
@@ -80,7 +89,7 @@ def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
     prepared = prepare(**claim)
     if prepared is None:
         return []
-    return prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
+    return prepared.run()
 
 
 @dataclass
@@ -96,10 +105,25 @@ class PreparedClaim:
     now: datetime
     leases: dict[str, timedelta]
     lease: timedelta
+    # Kinds with a global max_in_flight: their locks come first (PostgreSQL).
+    limited: list[str]
 
     @property
     def statement(self) -> str:
         return f"WITH {', '.join(self.ctes)} {self.update}"
+
+    @property
+    def locks(self) -> bool:
+        """Whether the claim must run after its kinds' locks, in one transaction."""
+        return bool(self.limited) and self.dialect.postgres
+
+    def run(self) -> list[Claimed]:
+        """Claim: the statement alone, or after the locks of the limited kinds."""
+        if not self.locks:
+            return self.read(self.dialect.run(self.statement, self.params))
+        with transaction.atomic(using=self.dialect.conn.alias):
+            lock_kinds(self.dialect, self.limited)
+            return self.read(self.dialect.run(self.statement, self.params))
 
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows of ``RETURNING``, in claim order."""
@@ -136,6 +160,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     now = claim.get("now") or timezone.now()
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
+    limited = {k: n for k, n in (claim.get("max_in_flight") or {}).items() if k in wanted}
     d = sql.dialect()
     ctes, update, params = _claim_sql(
         d,
@@ -143,12 +168,13 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         kinds=wanted,
         queues=list(claim.get("queues") or []),
         caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        limited=limited,
         tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
         now=now,
         leases=leases,
         default_expiry=now + lease,
     )
-    return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
+    return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease, sorted(limited))
 
 
 def claim_statement(**claim: Unpack[ClaimOptions]) -> tuple[str, list[Any]] | None:
@@ -177,6 +203,7 @@ def _claim_sql(
     kinds: list[str],
     queues: list[str],
     caps: dict[str, int],
+    limited: dict[str, int],
     tiers: list[tuple[int, int]],
     now: datetime,
     leases: dict[str, timedelta],
@@ -193,9 +220,15 @@ def _claim_sql(
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             where += f" AND j.id NOT IN ({union})"
-        if caps:
+        if caps or limited:
             capped, capped_params = _capped(
-                d, caps=caps, queues=queues, floor=floor, now=now, previous=previous
+                d,
+                caps=caps,
+                limited=limited,
+                queues=queues,
+                floor=floor,
+                now=now,
+                previous=previous,
             )
             where += capped
             where_params += capped_params
@@ -248,24 +281,42 @@ def _capped(
     d: sql.Dialect,
     *,
     caps: dict[str, int],
+    limited: dict[str, int],
     queues: list[str],
     floor: int,
     now: datetime,
     previous: list[str],
 ) -> tuple[str, list[Any]]:
-    """Rows of a capped kind only from that kind's first (cap − already picked) candidates."""
-    names_sql, names_params = d.in_list("j.kind", list(caps))
+    """Rows of a capped kind only from that kind's first (cap − already picked) candidates.
+
+    A kind's cap is this claim's ``caps`` entry, or its ``limited`` entry less the kind's
+    claimed rows (counted here, in the statement's snapshot), or the smaller of the two.
+    """
+    kinds = [*caps, *(k for k in limited if k not in caps)]
+    names_sql, names_params = d.in_list("j.kind", kinds)
     branches: list[str] = []
     params: list[Any] = [*names_params]
-    for kind, cap in caps.items():
+    for kind in kinds:
         where, where_params = _candidates(d, kinds=[kind], queues=queues, floor=floor, now=now)
         taken = " + ".join(f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
-        limit = f"%s - ({taken})" if previous else "%s"
+        cap = caps.get(kind)
+        if kind in limited:
+            greatest, least = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
+            free = f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"
+            cap_sql = f"{least}(%s, {free})" if cap is not None else free
+            cap_params = [*([cap] if cap is not None else []), limited[kind], kind]
+            # Never below zero: SQLite reads a negative LIMIT as no limit at all.
+            limit = (
+                f"{greatest}({cap_sql} - ({taken}), 0)" if previous else f"{greatest}({cap_sql}, 0)"
+            )
+        else:
+            limit = f"%s - ({taken})" if previous else "%s"
+            cap_params = [cap]
         branches.append(
             f"SELECT id FROM (SELECT j.id FROM {sql.JOB} j WHERE {where}"
             f" ORDER BY j.priority, j.visible_at, j.id LIMIT {limit}) AS c"
         )
-        params += [*where_params, cap, *([kind] * len(previous))]
+        params += [*where_params, *cap_params, *([kind] * len(previous))]
     return f" AND (NOT {names_sql} OR j.id IN ({' UNION ALL '.join(branches)}))", params
 
 

@@ -366,3 +366,42 @@ def chaos_step(ctx: Context, seconds: float) -> int:
         _record(ctx)
     time.sleep(seconds)
     return ctx.run_count
+
+
+# --- global limits (tests/db/test_limits.py, tests/concurrency/test_limits.py) -------------
+
+
+@task(takes_context=True, kind="tests.limited")
+def limited(ctx: Context, seconds: float) -> None:
+    """No limit of its own: the tests set one in the database or the settings."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(takes_context=True, kind="tests.one_at_a_time", max_in_flight=1)
+def one_at_a_time(ctx: Context, seconds: float) -> None:
+    """At most one claimed at once, all workers together (the task's own option)."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(kind="tests.rated", rate_limit="3/m")
+def rated(n: int = 0) -> int:
+    """Three enqueues a minute, all processes together."""
+    return n
+
+
+@dataclass
+class RatedSync(Task):
+    """A class task whose rate limit is a class attribute."""
+
+    kind = "tests.rated_sync"
+    rate_limit = "2/h"
+    account_id: int
+
+    def run(self, ctx: Context) -> int:
+        return self.account_id

@@ -117,7 +117,7 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
-    {"registry", "outcomes", "options", "task", "handle", "executor"},
+    {"registry", "outcomes", "options", "task", "handle", "executor", "limiting"},
     # the loop that claims, runs and settles: its database guard, maintenance and threads
     {"dbguard", "maintenance", "slots", "worker"},
     # what users and operators touch: the public API, the app, the test kit, the
