@@ -8,10 +8,10 @@ so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
 
 A kind with a global ``max_in_flight`` is capped the same way, its cap being the limit
-less the kind's claimed rows, counted inside the statement. On PostgreSQL the claim then
-runs in a transaction that first takes the kind's advisory lock (``limits.lock_kinds``),
-one statement before, so that count sees every claim of the kind committed before it.
-Without limited kinds the statement, and its single round trip, are unchanged.
+less the kind's claimed rows, counted inside the statement: on PostgreSQL by
+``django_jobqueue_free_slots``, which first takes the kind's advisory lock (see
+``limits``), and only once the claim meets a pending job of that kind. Still one
+statement; without limited kinds it is exactly the statement it was before.
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
-from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue import conf
 from django_jobqueue.models import Status
 
 from . import sql
-from .limits import lock_kinds
+from .limits import LOCK_SPACE, lock_key
 
 
 @dataclass(slots=True)
@@ -89,7 +88,7 @@ def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
     prepared = prepare(**claim)
     if prepared is None:
         return []
-    return prepared.run()
+    return prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
 
 
 @dataclass
@@ -105,25 +104,10 @@ class PreparedClaim:
     now: datetime
     leases: dict[str, timedelta]
     lease: timedelta
-    # Kinds with a global max_in_flight: their locks come first (PostgreSQL).
-    limited: list[str]
 
     @property
     def statement(self) -> str:
         return f"WITH {', '.join(self.ctes)} {self.update}"
-
-    @property
-    def locks(self) -> bool:
-        """Whether the claim must run after its kinds' locks, in one transaction."""
-        return bool(self.limited) and self.dialect.postgres
-
-    def run(self) -> list[Claimed]:
-        """Claim: the statement alone, or after the locks of the limited kinds."""
-        if not self.locks:
-            return self.read(self.dialect.run(self.statement, self.params))
-        with transaction.atomic(using=self.dialect.conn.alias):
-            lock_kinds(self.dialect, self.limited)
-            return self.read(self.dialect.run(self.statement, self.params))
 
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows of ``RETURNING``, in claim order."""
@@ -174,7 +158,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         leases=leases,
         default_expiry=now + lease,
     )
-    return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease, sorted(limited))
+    return PreparedClaim(d, ctes, update, params, worker_id, now, leases, lease)
 
 
 def claim_statement(**claim: Unpack[ClaimOptions]) -> tuple[str, list[Any]] | None:
@@ -302,9 +286,17 @@ def _capped(
         cap = caps.get(kind)
         if kind in limited:
             greatest, least = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
-            free = f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"
+            if d.postgres:
+                # Locks the kind's claims, then counts on a snapshot newer than the lock.
+                free = "django_jobqueue_free_slots(%s, %s, %s, %s)"
+                free_params = [kind, limited[kind], LOCK_SPACE, lock_key(kind)]
+            else:  # one writer at a time: the statement's own count is current
+                free = (
+                    f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"
+                )
+                free_params = [limited[kind], kind]
             cap_sql = f"{least}(%s, {free})" if cap is not None else free
-            cap_params = [*([cap] if cap is not None else []), limited[kind], kind]
+            cap_params = [*([cap] if cap is not None else []), *free_params]
             # Never below zero: SQLite reads a negative LIMIT as no limit at all.
             limit = (
                 f"{greatest}({cap_sql} - ({taken}), 0)" if previous else f"{greatest}({cap_sql}, 0)"

@@ -1,13 +1,14 @@
-"""Global limits per kind: the run-time overrides, the enqueue rate buckets, and the lock a
-claim of a kind with ``max_in_flight`` takes.
+"""Global limits per kind: the run-time overrides, the enqueue rate buckets, and the lock
+keys of ``max_in_flight``.
 
-``max_in_flight`` is enforced inside the claim (``claim.py``): on PostgreSQL the claim's
-transaction first takes a transaction-level advisory lock per limited kind
-(``lock_kinds``), so claims of that kind run one after another, and the claim statement
-that follows counts the kind's claimed rows in its own (newer) snapshot. A statement's
-snapshot is taken when it starts, so the lock must be taken by an earlier statement:
-a count in the same statement could miss a claim committed while it waited. SQLite runs
-one writer at a time, so there the count inside the claim statement is enough.
+``max_in_flight`` is enforced inside the claim statement (``claim.py``). On PostgreSQL,
+when the claim comes to a pending job of a limited kind it calls
+``django_jobqueue_free_slots`` (migration 0005), which takes the kind's
+transaction-level advisory lock and then counts the kind's claimed jobs on a snapshot
+of its own, newer than the lock: so claims of one kind commit one after another and
+each counts what the previous ones claimed. (A count on the statement's snapshot,
+taken before it waited for the lock, could miss a claim committed meanwhile.) SQLite
+runs one writer at a time, so there a count inside the claim statement is enough.
 
 The rate limit is a token bucket per kind (``RateBucket``): an enqueue takes its tokens
 in one upsert that refills the bucket and takes them only if there are enough. It runs
@@ -44,26 +45,13 @@ LIMITS_CHANGED = "django_jobqueue:limits"
 
 # The advisory locks of max_in_flight: the two-key form, the first key naming ours (the
 # two-key and one-key spaces are apart, so a project's own advisory locks cannot collide).
-_LOCK_SPACE = zlib.crc32(b"django_jobqueue.max_in_flight") - 2**31
+LOCK_SPACE = zlib.crc32(b"django_jobqueue.max_in_flight") - 2**31
 
 
 def lock_key(kind: str) -> int:
     """The second advisory-lock key of ``kind`` (a signed 32-bit CRC of its name; two kinds
     sharing one only ever wait for each other, never miscount)."""
     return zlib.crc32(kind.encode("utf-8")) - 2**31
-
-
-def lock_kinds(d: sql.Dialect, kinds: Iterable[str]) -> None:
-    """Take the claim lock of each kind until the transaction ends (PostgreSQL; nothing
-    elsewhere). In key order, so two claims of several limited kinds cannot deadlock."""
-    if not d.postgres:
-        return
-    keys = sorted({lock_key(k) for k in kinds})
-    if keys:
-        d.run(
-            "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) AS k",
-            [_LOCK_SPACE, keys],
-        )
 
 
 # --- run-time overrides ---------------------------------------------------------------------
@@ -207,11 +195,11 @@ def take_tokens(*, kind: str, rate: Rate, count: int) -> float | None:
 
 __all__ = [
     "LIMITS_CHANGED",
+    "LOCK_SPACE",
     "Override",
     "clear_limit",
     "in_flight",
     "lock_key",
-    "lock_kinds",
     "overrides",
     "set_limit",
     "take_tokens",

@@ -9,9 +9,6 @@ claim skips locked rows. The claim cannot see the rows this statement settles ba
 pending; the next turn can. Nor does it count, for a kind with a global
 ``max_in_flight``, the claims this statement settles as ended: it leaves their slots to
 the next turn, never claims beyond the limit.
-
-A claim of a kind with ``max_in_flight`` first takes that kind's lock, in a statement of
-its own (see ``claim``), then sends the same one statement, in one transaction.
 """
 
 from __future__ import annotations
@@ -19,13 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue.lifecycle import Settlement
 
 from .claim import Claimed, claim_jobs, prepare
-from .limits import lock_kinds
 from .settle import SETTLE_CTES, apply, as_worker, document, outcome, unique
 from .sql import use_generic_plans
 
@@ -43,7 +38,7 @@ def exchange(
     if not mine:
         if prepared is None:
             return [], []
-        return [], prepared.run()
+        return [], prepared.read(prepared.dialect.run(prepared.statement, prepared.params))
     if prepared is None or not prepared.dialect.postgres:
         applied = apply(mine)
         return applied, claim_jobs(worker_id=worker_id, **claim) if prepared else []
@@ -54,13 +49,7 @@ def exchange(
         " SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
         " LEFT JOIN claimed AS c ON TRUE"
     )
-    params = [document(batch, timezone.now()), *prepared.params]
-    if prepared.locks:
-        with transaction.atomic(using=d.conn.alias):
-            lock_kinds(d, prepared.limited)
-            rows = d.run(statement, params)
-    else:
-        rows = d.run(statement, params)
+    rows = d.run(statement, [document(batch, timezone.now()), *prepared.params])
     done = {d.read_uuid(v) for v in (rows[0][0] or [])} if rows else set()
     claimed = prepared.read([r[1:] for r in rows if r[1] is not None])
     return outcome(mine, done), claimed
