@@ -206,6 +206,12 @@ class Worker:
                 "no task kinds are registered, so this worker will claim nothing: "
                 "is each app's tasks.py in INSTALLED_APPS and importable?"
             )
+        unknown = sorted(set(conf.get().limits) - set(registry.kinds()))
+        if unknown:
+            logger.warning(
+                "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
+                ", ".join(unknown),
+            )
         self._db(
             lambda: store.register_worker(
                 worker_id=self.heartbeat_id,

@@ -330,6 +330,20 @@ def test_the_limits_setting_refuses_bad_values_naming_them(
     assert e.value.key == "LIMITS"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_warns_of_a_limits_setting_naming_an_unknown_kind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    limits_setting = {"no.such.kind": {"max_in_flight": 1}, LIMITED: {"max_in_flight": 1}}
+    with override_settings(JOBQUEUE={**SETTINGS, "LIMITS": limits_setting}):
+        run_burst()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert (
+        "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: no.such.kind"
+        in warnings
+    )
+
+
 # --- max_in_flight inside the claim ------------------------------------------------------
 
 

@@ -171,7 +171,7 @@ class Command(BaseCommand):
         rows = [
             [
                 k.kind,
-                "-" if k.max_in_flight is None else k.max_in_flight,
+                "-" if k.max_in_flight is None else str(k.max_in_flight),
                 k.max_in_flight_from or "-",
                 claimed.get(k.kind, 0),
                 "-" if k.rate_limit is None else str(k.rate_limit),
