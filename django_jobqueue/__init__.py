@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from .backoff import Backoff
 from .context import Context
 from .errors import (
+    ClaimLost,
     ConfigurationError,
     DuplicateKind,
     EnqueueError,
@@ -23,6 +24,7 @@ from .errors import (
     JobQueueError,
     MergeError,
     RateLimited,
+    SettleError,
     UnknownKind,
 )
 from .handle import HistoryPage, JobHandle, Pending
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backoff",
+    "ClaimLost",
     "ConfigurationError",
     "Context",
     "DuplicateKind",
@@ -61,6 +64,7 @@ __all__ = [
     "Permanent",
     "Priority",
     "RateLimited",
+    "SettleError",
     "Status",
     "Task",
     "UnknownKind",

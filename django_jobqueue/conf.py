@@ -29,6 +29,7 @@ def _default_concurrency() -> int:
 
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
+    "LISTEN_DATABASE": None,  # None: DATABASE itself
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
     "LEASE": timedelta(minutes=1),
@@ -45,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
     "LIMITS": {},
+    "ATOMIC_WARN_AFTER": timedelta(seconds=10),
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
@@ -83,6 +85,9 @@ class Settings:
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
     # (a Rate or None); a key left out leaves that limit to the task's option.
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    atomic_warn_after: timedelta | None = timedelta(seconds=10)
+    #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
+    listen_database: str = "default"
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -105,8 +110,11 @@ def validate(raw: Any) -> Settings:
             f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
         )
     concurrency = values["CONCURRENCY"]
+    database = _database(values["DATABASE"])
+    listen = values["LISTEN_DATABASE"]
     return Settings(
-        database=_database(values["DATABASE"]),
+        database=database,
+        listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
@@ -127,6 +135,11 @@ def validate(raw: Any) -> Settings:
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),
+        atomic_warn_after=(
+            None
+            if values["ATOMIC_WARN_AFTER"] is None
+            else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
+        ),
     )
 
 
@@ -157,11 +170,11 @@ def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
     return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
 
 
-def _database(database: Any) -> str:
+def _database(database: Any, key: str = "DATABASE") -> str:
     if not isinstance(database, str) or database not in django_settings.DATABASES:
         raise ConfigurationError(
-            f"DATABASE must name an alias in settings.DATABASES, got {database!r}",
-            key="DATABASE",
+            f"{key} must name an alias in settings.DATABASES, got {database!r}",
+            key=key,
         )
     return database
 

@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .errors import SettleError
+
 
 class Context:
     """Handed to a task's run; everything on it is about this one run of one job."""
@@ -35,6 +37,8 @@ class Context:
         # task wrappers that need more of it than the fields above (the Django Tasks
         # backend reads its enqueue time and claimant instead of the row).
         self._claimed: Any = None
+        # Set by the worker for each run it starts (see ``atomic.InTransaction``).
+        self._settle_now: Callable[[Any], None] | None = None
 
     @classmethod
     def for_job(
@@ -63,6 +67,23 @@ class Context:
         if self._history is None:
             self._history = list(self._history_loader()) if self._history_loader else []
         return self._history
+
+    def settle_now(self, result: Any = None) -> None:
+        """Complete this run inside the transaction open on the jobs database, now.
+
+        The job's completion (status, ``result``, journal entry) is written in the current
+        ``transaction.atomic()`` block and commits with the task's own writes there, or
+        not at all: a long task does its slow work first, then opens a short transaction
+        for its writes and ends it with this. If the claim was lost meanwhile, raises
+        ``ClaimLost``, which rolls the transaction back; let it propagate. Once the
+        transaction commits, what the run returns is not stored.
+        """
+        if self._settle_now is None:
+            raise SettleError(
+                f"{self.kind}: settle_now() settles a run a worker started; this context "
+                "belongs to none"
+            )
+        self._settle_now(result)
 
     def attach(self, value: Any) -> None:
         """Record JSON evidence on this run's journal entry; the last call wins."""

@@ -81,3 +81,13 @@ class JobNotFound(JobQueueError, LookupError):
 
 class InvalidTransition(JobQueueError, ValueError):
     """The job is not in a state that allows this operation."""
+
+
+class ClaimLost(JobQueueError):
+    """This run no longer holds its job's claim (its lease ran out and another worker took
+    the job, or it was released): its settlement was refused, and the transaction it was
+    written in must roll back."""
+
+
+class SettleError(JobQueueError, RuntimeError):
+    """ctx.settle_now() cannot settle this run here."""

@@ -44,6 +44,11 @@ class RunResult:
     resume_in: timedelta = timedelta(0)
     cancelled: bool = False  # the run saw ctx.cancelled set before it ended
     retry_in: timedelta | None = None  # a failure's own retry delay (RetryAfter)
+    # Its completion committed in the run's own transaction (atomic tasks, settle_now):
+    # nothing is left to write.
+    settled: bool = False
+    # Its claim was lost (a settlement in its transaction was refused): nothing may be written.
+    lost: bool = False
 
 
 def _error_text(exc: BaseException) -> str:
@@ -60,7 +65,7 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {message}\n{tail}"
 
 
-def _output_problem(value: Any, what: str, limit: int) -> str | None:
+def output_problem(value: Any, what: str, limit: int) -> str | None:
     """Why a run's output cannot be stored (not JSON, text the databases refuse, too
     large), naming it; None when it can."""
     try:
@@ -142,25 +147,29 @@ def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult
 
 def _checked(run: RunResult, limit: int) -> RunResult:
     """The run with what it hands back made storable: an output that cannot be stored
-    is dropped (the carry falls back to the one stored) and the run fails, saying why."""
+    is dropped (the carry falls back to the one stored) and the run fails, saying why.
+    None and an empty carry, most runs' outputs, need no check."""
     problems = []
-    if run.end == "completed":
-        problem = _output_problem(run.value, "the return value", limit)
+    if run.end == "completed" and run.value is not None:
+        problem = output_problem(run.value, "the return value", limit)
         if problem is not None:
             problems.append(problem)
             run.value = None
-    if not isinstance(run.carry, dict):
+    if type(run.carry) is dict and not run.carry:
+        pass
+    elif not isinstance(run.carry, dict):
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
         run.carry = dict(run.job.carry or {})
     else:
-        problem = _output_problem(run.carry, "ctx.carry", limit)
+        problem = output_problem(run.carry, "ctx.carry", limit)
         if problem is not None:
             problems.append(problem)
             run.carry = dict(run.job.carry or {})
-    problem = _output_problem(run.attachment, "the ctx.attach() value", limit)
-    if problem is not None:
-        problems.append(problem)
-        run.attachment = None
+    if run.attachment is not None:
+        problem = output_problem(run.attachment, "the ctx.attach() value", limit)
+        if problem is not None:
+            problems.append(problem)
+            run.attachment = None
     if not problems:
         return run
     if run.end in ("completed", "paused"):

@@ -65,6 +65,8 @@ class Running:
     expires_at: datetime
     deadline: float | None = None  # monotonic time its timeout runs out (None: no timeout)
     ended: bool = False  # its result is in: no longer subject to the timeout
+    # An atomic run: monotonic time after which its open transaction is logged as long.
+    warn_at: float | None = None
 
 
 class Service:
@@ -183,7 +185,9 @@ class LeaseExtension(Service):
 
 class Timeouts(Service):
     """Give up on runs that outlast their task's ``timeout``: ``on_timeout`` settles each
-    as a failure and takes it off the worker's books (its thread is abandoned)."""
+    as a failure and takes it off the worker's books (its thread is abandoned). An atomic
+    run still holding its transaction at its ``warn_at`` is logged, once, with its kind:
+    a long open transaction holds locks and keeps vacuum from cleaning up behind it."""
 
     name = "timeouts"
 
@@ -193,22 +197,43 @@ class Timeouts(Service):
         interval: float,
         running: Mapping[uuid.UUID, Running],
         on_timeout: Callable[[Running], None],
+        atomic_warn_after: timedelta | None = None,
     ) -> None:
         self.interval = interval
         self.running = running
         self.on_timeout = on_timeout
+        self.atomic_warn_after = atomic_warn_after
 
     def run(self) -> None:
         now = time.monotonic()
-        for r in [r for r in self.running.values() if r.deadline is not None and not r.ended]:
+        for r in [r for r in self.running.values() if _watched(r)]:
+            if r.warn_at is not None and r.warn_at <= now:
+                r.warn_at = None
+                logger.warning(
+                    "job=%s kind=%s run=%d: this atomic run has held its transaction open "
+                    "for over %s (ATOMIC_WARN_AFTER); an atomic task suits short database "
+                    "work: see ctx.settle_now() for long ones",
+                    r.job.id,
+                    r.job.kind,
+                    r.job.run_count,
+                    self.atomic_warn_after,
+                )
             if r.deadline is not None and r.deadline <= now:
                 self.on_timeout(r)
 
     def wake_in(self, since_run: float) -> float | None:
-        deadlines = [
-            r.deadline for r in self.running.values() if r.deadline is not None and not r.ended
+        due = [
+            t
+            for r in self.running.values()
+            if _watched(r)
+            for t in (r.deadline, r.warn_at)
+            if t is not None
         ]
-        return min(deadlines) - time.monotonic() if deadlines else None
+        return min(due) - time.monotonic() if due else None
+
+
+def _watched(r: Running) -> bool:
+    return not r.ended and (r.deadline is not None or r.warn_at is not None)
 
 
 class CancelChecks(Service):

@@ -3,7 +3,11 @@
 New jobs are announced by a trigger on the jobs table (migration 0002); ``notify`` is
 for the other ways a job becomes runnable (requeue, a merge that moves it earlier).
 Either runs inside the writing transaction, so PostgreSQL delivers it only on commit.
-``Listener`` holds one dedicated autocommit connection for a worker.
+``Listener`` holds one dedicated autocommit connection for a worker, opened on the
+alias named by ``LISTEN_DATABASE``: behind a transaction pooler (PgBouncer) the jobs
+alias cannot LISTEN, since its session is lent to other clients between
+transactions, so that setting names a direct connection to the same database.
+NOTIFY itself is transactional and goes through the jobs alias, pooled or not.
 """
 
 from __future__ import annotations
@@ -56,8 +60,12 @@ class Listener:
             self._thread.join(timeout=5)
 
     def _connect(self) -> Any:
+        import psycopg  # only ever reached on PostgreSQL, where Django needs it too
+
         wrapper = connections[self.alias]
-        raw = wrapper.get_new_connection(wrapper.get_connection_params())
+        # A connection of its own, never one lent by Django's connection pool
+        # (OPTIONS["pool"]): it is held for the worker's life and keeps listening.
+        raw = psycopg.connect(**wrapper.get_connection_params())
         raw.autocommit = True
         raw.execute(f'LISTEN "{CHANNEL}"')
         return raw

@@ -44,6 +44,7 @@ class TaskDef:
     lease: timedelta | None
     backoff: Backoff | None
     timeout: timedelta | None
+    atomic: bool
     origin: str
     # Global limits the task asks for (JOBQUEUE["LIMITS"] and run-time limits win).
     max_in_flight: int | None = None
@@ -62,6 +63,8 @@ class TaskDef:
         timeout: timedelta | None,
         max_in_flight: int | None = None,
         rate_limit: Rate | str | None = None,
+        atomic: bool = False,
+        asynchronous: bool = False,
     ) -> None:
         def error(option: str) -> Callable[[str], InvalidOption]:
             return partial(InvalidOption, kind=kind, option=option)
@@ -96,6 +99,15 @@ class TaskDef:
             rate_limit = validation.rate(
                 rate_limit, name=f"{kind}: rate_limit", error=error("rate_limit")
             )
+        if not isinstance(atomic, bool):
+            raise error("atomic")(f"{kind}: atomic must be True or False, got {atomic!r}")
+        if atomic and asynchronous:
+            # An async task's ORM calls run on other threads (sync_to_async), on other
+            # connections: outside the transaction the run's settlement is written in.
+            raise error("atomic")(
+                f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
+                "task's database calls run outside the run's transaction"
+            )
         self.kind = kind
         self.origin = origin
         self.queue = queue
@@ -106,6 +118,7 @@ class TaskDef:
         self.backoff = backoff
         self.max_in_flight = max_in_flight
         self.rate_limit = rate_limit
+        self.atomic = atomic
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         raise NotImplementedError

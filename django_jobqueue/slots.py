@@ -13,21 +13,30 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from .executor import RunResult, execute, failed_outright
+from .executor import RunResult, failed_outright
 from .maintenance import Running
-from .registry import registry
+from .registry import TaskDef, registry
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .store import Claimed
+
+# How a slot runs one job (``atomic.run`` with the worker's settings bound).
+RunJob = Callable[[TaskDef | None, "Claimed", "Context"], RunResult]
 
 logger = logging.getLogger("django_jobqueue")
 
 
 class Slots:
-    """A pool of daemon threads running jobs; ``on_result`` is called after each run."""
+    """A pool of daemon threads running jobs with ``run``; ``on_result`` is called after
+    each run."""
 
-    def __init__(self, *, max_output_bytes: int, on_result: Callable[[], None]) -> None:
-        self.max_output_bytes = max_output_bytes
+    def __init__(self, *, run: RunJob, on_result: Callable[[], None]) -> None:
+        self.run = run
         self.on_result = on_result
         # SimpleQueue: a put or get is one C call, no Condition to notify per job.
         self._inbox: queue.SimpleQueue[Running | None] = queue.SimpleQueue()
@@ -73,12 +82,7 @@ class Slots:
                     return
                 job = running.job
                 try:
-                    result = execute(
-                        registry.find(job.kind),
-                        job,
-                        running.ctx,
-                        max_output_bytes=self.max_output_bytes,
-                    )
+                    result = self.run(registry.find(job.kind), job, running.ctx)
                 except BaseException as exc:  # the executor catches task errors; this is ours
                     logger.exception("executor failed on job %s", job.id)
                     result = failed_outright(job, running.ctx, exc)

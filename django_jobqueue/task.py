@@ -72,6 +72,7 @@ class FunctionTask(TaskDef):
         takes_context: bool = False,
         max_in_flight: int | None = None,
         rate_limit: str | None = None,
+        atomic: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -85,6 +86,8 @@ class FunctionTask(TaskDef):
             timeout=timeout,
             max_in_flight=max_in_flight,
             rate_limit=rate_limit,
+            atomic=atomic,
+            asynchronous=inspect.iscoroutinefunction(func),
         )
         self.func = func
         self.takes_context = takes_context
@@ -144,6 +147,13 @@ class FunctionTask(TaskDef):
         return payload, encode_payload(payload, kind=self.kind)
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self._keywords is not None:
+            # Plain parameters: a payload naming every required one and nothing else
+            # is the call's keyword arguments as it is (no signature.bind per run).
+            allowed, required = self._keywords
+            names = payload.keys()
+            if names <= allowed and required <= names:
+                return (), payload
         params = self.signature.parameters
         unknown = sorted(set(payload) - set(params))
         if unknown:
@@ -248,6 +258,7 @@ def task(
     takes_context: bool = ...,
     max_in_flight: int | None = ...,
     rate_limit: str | None = ...,
+    atomic: bool = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -291,6 +302,8 @@ class ClassTask(TaskDef):
             timeout=cls.timeout,
             max_in_flight=cls.max_in_flight,
             rate_limit=cls.rate_limit,
+            atomic=cls.atomic,
+            asynchronous=inspect.iscoroutinefunction(cls.run),
         )
         self.cls = cls
 
@@ -310,9 +323,9 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout``, and the global
-    limits ``max_in_flight`` and ``rate_limit``. Override ``dedup_key()``
-    and ``merge()`` to merge with a pending job of the same key.
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout``, ``atomic``, and
+    the global limits ``max_in_flight`` and ``rate_limit``. Override ``dedup_key()`` and
+    ``merge()`` to merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -324,6 +337,7 @@ class Task:
     backoff: ClassVar[Backoff | None] = None
     max_in_flight: ClassVar[int | None] = None
     rate_limit: ClassVar[str | None] = None
+    atomic: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, store
+from . import atomic, conf, store
 from .context import Context
-from .executor import decide, execute
+from .executor import decide
 from .handle import JobHandle
 from .models import Job
 from .registry import policy_for, registry
@@ -86,6 +86,7 @@ def run_jobs(
     for each run, in order.
     """
     worker_id = f"testing:{os.getpid()}"
+    settings = conf.get()
     wanted = [_kind(k) for k in kinds] if kinds else registry.kinds()
     ran: list[JobHandle] = []
     while len(ran) < max_jobs:
@@ -101,10 +102,16 @@ def run_jobs(
             break
         job = claimed[0]
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        result = execute(
-            registry.find(job.kind), job, ctx, max_output_bytes=conf.get().max_output_bytes
+        result = atomic.run(
+            registry.find(job.kind),
+            job,
+            ctx,
+            alias=settings.database,
+            worker_id=worker_id,
+            max_output_bytes=settings.max_output_bytes,
         )
-        settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
-        store.settle(worker_id=worker_id, settlements=[settlement])
+        if not (result.settled or result.lost):
+            settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
+            store.settle(worker_id=worker_id, settlements=[settlement])
         ran.append(JobHandle(store.get_job(job_id=job.id)))
     return ran

@@ -24,10 +24,10 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from . import conf, store, validation
+from . import atomic, conf, store, validation
 from .context import Context
 from .dbguard import DbGuard, is_connection_error
-from .executor import decide
+from .executor import RunResult, decide
 from .lifecycle import Policy, Run, Settlement, released, settlement_refused, timed_out
 from .maintenance import (
     MIN_WAIT,
@@ -113,10 +113,20 @@ class Worker:
 
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._slots = Slots(max_output_bytes=settings.max_output_bytes, on_result=self._wake.set)
+        self._slots = Slots(
+            run=partial(
+                atomic.run,
+                alias=self.alias,
+                worker_id=self.worker_id,
+                max_output_bytes=settings.max_output_bytes,
+            ),
+            on_result=self._wake.set,
+        )
+        self._atomic_kinds = {d.kind for d in registry if d.atomic}
+        self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._listener = Listener(self.alias, self._on_notify)
+        self._listener = Listener(settings.listen_database, self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = 0
@@ -142,7 +152,10 @@ class Worker:
             ),
             CancelChecks(self._db, interval=timings.cancel_check, running=self._running),
             Timeouts(
-                interval=timings.timeout_check, running=self._running, on_timeout=self._timed_out
+                interval=timings.timeout_check,
+                running=self._running,
+                on_timeout=self._timed_out,
+                atomic_warn_after=settings.atomic_warn_after,
             ),
             Heartbeat(
                 self._db,
@@ -362,6 +375,11 @@ class Worker:
             deadline=(
                 time.monotonic() + policy.timeout.total_seconds() if policy.timeout else None
             ),
+            warn_at=(
+                time.monotonic() + self._atomic_warn_after.total_seconds()
+                if self._atomic_warn_after is not None and job.kind in self._atomic_kinds
+                else None
+            ),
         )
         self._running[job.id] = running
         self.claimed += 1
@@ -402,8 +420,34 @@ class Worker:
             if running is None or running.job.run_count != result.job.run_count:
                 continue  # released at shutdown or timed out; its result is dropped
             running.ended = True
+            if result.settled or result.lost:
+                self._done_in_transaction(result)
+                continue
             self._unsettled.append(
                 decide(result, policy=self._policy(result.job.kind), worker_id=self.worker_id)
+            )
+
+    def _done_in_transaction(self, result: RunResult) -> None:
+        """A run that settled itself in its own transaction (atomic, settle_now), or whose
+        claim it found lost there: nothing is left to write."""
+        job = result.job
+        del self._running[job.id]
+        if result.lost:
+            logger.info(
+                "dropped run job=%s kind=%s run=%d: its claim was lost, its transaction "
+                "rolled back",
+                job.id,
+                job.kind,
+                job.run_count,
+            )
+            return
+        self.processed += 1
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "settled job=%s kind=%s outcome=completed duration=%.3fs (in its own transaction)",
+                job.id,
+                job.kind,
+                result.duration.total_seconds(),
             )
 
     def _flush(self) -> None:

@@ -25,6 +25,18 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "== no chromium and no way to install it (not root, or no apt-get): the browser tests will be skipped"
   fi
 fi
+# The PgBouncer tests (tests/pgbouncer) start Debian's pgbouncer on a free local port in
+# front of the test database; installed here when missing and we may, else they skip.
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing pgbouncer for the PgBouncer tests"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; } \
+      || echo "   could not install pgbouncer: the PgBouncer tests will be skipped"
+  else
+    echo "== no pgbouncer and no way to install it (not root, or no apt-get): the PgBouncer tests will be skipped"
+  fi
+fi
 export SCREENSHOTS_DIR="${SCREENSHOTS_DIR:-${TMPDIR:-/tmp}/jobqueue-screenshots}"
 
 echo "== ruff"

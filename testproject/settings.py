@@ -82,6 +82,9 @@ JOBQUEUE: dict[str, Any] = {
     "BACKOFF_BASE": 0.5,
     "POLL_INTERVAL": 2,
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # SQLite has one writer at a time: one job at a time (system check W002).
+    JOBQUEUE["CONCURRENCY"] = 1
 
 LOGGING = {
     "version": 1,

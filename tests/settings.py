@@ -69,5 +69,15 @@ JOBQUEUE = {
     "BACKOFF_CAP": 0,
 }
 
+# A runworker child of the PgBouncer tests (tests/pgbouncer): its DATABASE_URL is the
+# pooler, which it says as Django asks (no server-side cursors), and it LISTENs on a
+# direct connection to the same database.
+if os.environ.get("JOBQUEUE_TEST_LISTEN_URL"):
+    import dj_database_url
+
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True  # noqa: F405
+    DATABASES["direct"] = dict(dj_database_url.parse(os.environ["JOBQUEUE_TEST_LISTEN_URL"]))  # noqa: F405
+    JOBQUEUE["LISTEN_DATABASE"] = "direct"
+
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -23,6 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
+from django_jobqueue.pooling import pooled_reason
 
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
@@ -88,13 +89,18 @@ class Dialect:
         else:
             self.not_paused = f"j.queue NOT IN (SELECT queue FROM {PAUSED})"
         options = conn.settings_dict.get("OPTIONS") or {}
-        # Prepared statements, unless the project turned them off explicitly (as it must
-        # behind a PgBouncer in transaction mode older than 1.21), or binds server-side
-        # and so chose its own threshold.
-        self.prepare = self.postgres and not (
-            ("prepare_threshold" in options and options["prepare_threshold"] is None)
-            or options.get("server_side_binding") is True
-        )
+        # Behind a transaction pooler (PgBouncer) each transaction may run on another
+        # server session: no session state may be relied on (see use_generic_plans).
+        self.pooled = self.postgres and pooled_reason(conn.settings_dict) is not None
+        # Prepared statements, unless the project binds server-side (and so chose its
+        # own threshold) or turned them off explicitly, or the database looks pooled
+        # and the project did not turn them on explicitly (a PgBouncer older than 1.21,
+        # or without max_prepared_statements, loses them between transactions).
+        if "prepare_threshold" in options:
+            prepare = options["prepare_threshold"] is not None
+        else:
+            prepare = not self.pooled
+        self.prepare = self.postgres and prepare and options.get("server_side_binding") is not True
 
     def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one statement; its rows (none for a statement that returns none).
@@ -164,9 +170,10 @@ def use_generic_plans(d: Dialect) -> None:
     pending rows it guessed so for the claim and spent more time planning than
     running. The hot statements' plans (index order for the claim, primary keys for
     settling) do not depend on the values, so the plan made once is the one wanted.
-    Set per connection, and again after a reconnect.
+    Set per connection, and again after a reconnect; never on a pooled connection,
+    whose session setting would stay behind on whichever server session ran it.
     """
-    if not d.prepare:
+    if not d.prepare or d.pooled:
         return
     d.conn.ensure_connection()
     raw = d.conn.connection

@@ -9,3 +9,14 @@ class Customer(models.Model):
 
     def __str__(self) -> str:
         return self.email
+
+
+class Order(models.Model):
+    """An order a customer pays for; ``mark_paid`` (an atomic task) records the payment."""
+
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="orders")
+    total_cents = models.PositiveIntegerField()
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"order {self.pk}"

@@ -6,13 +6,28 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
+
 from django_jobqueue import Context, Pause, Permanent, Priority, Task, task
+from testproject.shop.models import Order
 
 
 @task
 def send_receipt(order_id: int, email: str) -> dict[str, Any]:
     """Succeeds at once."""
     return {"sent_to": email, "order": order_id}
+
+
+@task(atomic=True)
+def mark_paid(order_id: int) -> dict[str, Any]:
+    """Marks an order paid and enqueues its receipt, in the run's own transaction: the
+    payment, the receipt job and this job's completion commit together, once, however
+    often the run is repeated (a worker killed mid-run, a lost lease)."""
+    order = Order.objects.select_for_update().select_related("customer").get(pk=order_id)
+    order.paid_at = timezone.now()
+    order.save(update_fields=["paid_at"])
+    receipt = send_receipt.enqueue(order_id=order.pk, email=order.customer.email)
+    return {"order": order.pk, "receipt_job": str(receipt.id)}
 
 
 @task(takes_context=True, priority=Priority.HIGH)

@@ -22,6 +22,12 @@ The faults, in a shuffled order:
   replacement started;
 - ``pg_terminate_backend`` of every worker connection (loop, listener, job threads).
 
+With ``--atomic`` (``Plan.atomic``) the jobs are ``tests.chaos_atomic`` instead: an atomic
+task that writes one ``Effect`` row in its run's transaction, in a table with no unique
+constraint, and then works. There the check is exactly-once effects: whatever the faults
+did to the runs (more than one run per job on average), each job has exactly one row,
+written by its completing run.
+
 At the end (see ``check``): every job completed; exactly one ``completed`` journal entry
 per job; each job's run entries numbered 1, 2, … up to its run count, without gap or
 repeat, the last one ``completed``; every execution other than the completing one
@@ -50,6 +56,7 @@ if TYPE_CHECKING:  # imported when used: the script sets Django up first
     from tests.concurrency.procs import WorkerProcess, WorkerProcesses
 
 KIND = "tests.chaos"
+ATOMIC_KIND = "tests.chaos_atomic"
 # A run-ending journal entry: one per claim of the job.
 RUN_ENDINGS = {"completed", "retried", "stale-recovered", "released", "paused", "dead"}
 EXPLAINS_REPEAT = {"stale-recovered", "released"}
@@ -74,6 +81,11 @@ class Plan:
     min_gap: float = 0.2  # seconds at least between two faults
     timeout: float = 600.0  # for the whole campaign
     seed: int = 7
+    atomic: bool = False  # run the atomic task: check exactly-once effects
+
+    @property
+    def kind(self) -> str:
+        return ATOMIC_KIND if self.atomic else KIND
 
 
 @dataclass
@@ -93,24 +105,33 @@ class Tally:
 class Report:
     plan: Plan
     tally: Tally
-    executions_per_job: Counter[int]
+    executions_per_job: Counter[int]  # atomic: runs (claims) per job
     outcomes: Counter[str]
     explained_by: Counter[str]
     violations: list[str]
+    effects_per_job: Counter[int] | None = None  # atomic: Effect rows per job
 
     def text(self) -> str:
         t, p = self.tally, self.plan
         total = sum(n * c for n, c in self.executions_per_job.items())
         per_job = ", ".join(f"{n}: {c}" for n, c in sorted(self.executions_per_job.items()))
+        what = "runs" if p.atomic else "executions"
+        if self.effects_per_job is not None:
+            rows = sum(n * c for n, c in self.effects_per_job.items())
+            spread = ", ".join(f"{n}: {c}" for n, c in sorted(self.effects_per_job.items()))
+            extra = [f"effect rows: {rows} for {p.jobs} jobs (rows: jobs): {spread}"]
+        else:
+            extra = []
         lines = [
-            f"chaos campaign: {p.jobs} jobs, {p.workers} workers x {p.concurrency} slots,"
-            f" {t.seconds:.1f} s",
+            f"chaos campaign{' (atomic task)' if p.atomic else ''}: {p.jobs} jobs,"
+            f" {p.workers} workers x {p.concurrency} slots, {t.seconds:.1f} s",
             f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
             f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
-            f"executions: {total} for {p.jobs} jobs ({total / max(p.jobs, 1):.4f} per job)",
-            f"executions per job (runs: jobs): {per_job}",
+            f"{what}: {total} for {p.jobs} jobs ({total / max(p.jobs, 1):.4f} per job)",
+            f"{what} per job (runs: jobs): {per_job}",
             f"journal outcomes: {dict(sorted(self.outcomes.items()))}",
             f"repeat executions explained by: {dict(sorted(self.explained_by.items()))}",
+            *extra,
         ]
         if self.violations:
             lines.append(f"VIOLATIONS ({len(self.violations)}):")
@@ -135,7 +156,7 @@ class Campaign:
         p = self.plan
         return [
             "--kind",
-            KIND,
+            p.kind,
             "--concurrency",
             str(p.concurrency),
             "--shutdown-timeout",
@@ -174,11 +195,11 @@ class Campaign:
     def enqueue(self, wave: range) -> int:
         from django.db import transaction
 
-        from tests.taskapp.tasks import chaos_step
+        from tests.taskapp.tasks import chaos_atomic, chaos_step
 
         p = self.plan
         with transaction.atomic():
-            chaos_step.enqueue_many(
+            (chaos_atomic if p.atomic else chaos_step).enqueue_many(
                 {"seconds": p.long_work if i % p.long_every == 0 else p.work} for i in wave
             )
         return len(wave)
@@ -194,7 +215,7 @@ class Campaign:
         enqueued = newest
         last = 0.0
         while True:
-            done = completed_count()
+            done = completed_count(p.kind)
             if done >= p.jobs or time.monotonic() > deadline:
                 return
             self.reap(wait=False)
@@ -249,37 +270,61 @@ class Campaign:
         self.stopping = still
 
 
-def completed_count() -> int:
+def completed_count(kind: str = KIND) -> int:
     from django_jobqueue.models import Job
 
-    return Job.objects.filter(kind=KIND, status="completed").count()
+    return Job.objects.filter(kind=kind, status="completed").count()
 
 
 def build_report(plan: Plan, tally: Tally) -> Report:
-    """Read jobs, journal and executions back and check every guarantee."""
+    """Read jobs, journal and executions (atomic: effects) back and check every guarantee."""
     from django_jobqueue.models import Job, JournalEntry
-    from tests.taskapp.models import Execution
+    from tests.taskapp.models import Effect, Execution
 
-    jobs = {j["id"]: j for j in Job.objects.filter(kind=KIND).values("id", "status", "run_count")}
+    kind = plan.kind
+    jobs = {j["id"]: j for j in Job.objects.filter(kind=kind).values("id", "status", "run_count")}
     journal: dict[Any, list[tuple[int, str, str]]] = defaultdict(list)
     for job_id, run_no, outcome, note in (
-        JournalEntry.objects.filter(kind=KIND)
+        JournalEntry.objects.filter(kind=kind)
         .order_by("id")
         .values_list("job_id", "run_no", "outcome", "note")
     ):
         journal[job_id].append((run_no, outcome, note))
     executions: dict[Any, list[int]] = defaultdict(list)
-    for job_id, run_no in Execution.objects.filter(kind=KIND).values_list("job_id", "run_no"):
+    rows = (
+        Effect.objects.filter(job_id__in=list(jobs))
+        if plan.atomic
+        else Execution.objects.filter(kind=kind)
+    )
+    for job_id, run_no in rows.values_list("job_id", "run_no"):
         executions[job_id].append(run_no)
     violations, explained_by = check(plan, tally, jobs, journal, executions)
+    if plan.atomic:
+        violations += [
+            f"job {job_id}: effect rows of runs {sorted(executions[job_id])}, expected exactly"
+            f" one, of its completing run {completing}"
+            for job_id in jobs
+            if executions[job_id] != [completing := completing_run(journal[job_id])]
+        ]
     return Report(
         plan=plan,
         tally=tally,
-        executions_per_job=Counter(len(executions[j]) for j in jobs),
+        executions_per_job=(
+            Counter(j["run_count"] for j in jobs.values())
+            if plan.atomic
+            else Counter(len(executions[j]) for j in jobs)
+        ),
         outcomes=Counter(o for entries in journal.values() for _, o, _ in entries),
         explained_by=explained_by,
         violations=violations,
+        effects_per_job=Counter(len(executions[j]) for j in jobs) if plan.atomic else None,
     )
+
+
+def completing_run(entries: list[tuple[int, str, str]]) -> int | None:
+    """The run number of a job's ``completed`` entry (None: none or several)."""
+    runs = [run_no for run_no, outcome, _ in entries if outcome == "completed"]
+    return runs[0] if len(runs) == 1 else None
 
 
 def check(
@@ -350,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--atomic", action="store_true", help="run the atomic task: check exactly-once effects"
+    )
     options = parser.parse_args(argv)
     half = options.kills // 2
     plan = Plan(
@@ -361,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency=options.concurrency,
         seed=options.seed,
         timeout=options.timeout,
+        atomic=options.atomic,
     )
     with own_database("chaos") as procs:
         report = Campaign(plan, procs).run()

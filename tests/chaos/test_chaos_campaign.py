@@ -10,11 +10,12 @@ import pytest
 
 from tests.chaos.campaign import Campaign, Plan
 from tests.concurrency.procs import WorkerProcesses
-from tests.helpers import postgres_only
+from tests.helpers import is_postgres, postgres_only
 
-pytestmark = [postgres_only, pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 
 
+@postgres_only
 @pytest.mark.timeout(900)
 def test_chaos_campaign_loses_nothing_and_settles_every_run_once(
     runworker: WorkerProcesses,
@@ -32,3 +33,46 @@ def test_chaos_campaign_loses_nothing_and_settles_every_run_once(
     assert report.outcomes["completed"] == plan.jobs
     assert report.outcomes["stale-recovered"] >= 1, "no kill caught a run in flight"
     assert sum(report.executions_per_job.values()) == plan.jobs
+
+
+@postgres_only
+@pytest.mark.timeout(900)
+def test_atomic_task_effects_happen_exactly_once_through_kills_and_cuts(
+    runworker: WorkerProcesses,
+) -> None:
+    """Issue 12's campaign: an atomic task writes one row per run in its run's transaction,
+    into a table with no unique constraint; runs are repeated (killed, cut, released),
+    their effects are not."""
+    plan = Plan(jobs=2000, workers=4, kills=20, stops=5, cuts=10, atomic=True)
+    report = Campaign(plan, runworker).run()
+    print(report.text())
+
+    assert report.violations == [], report.text()
+    assert report.tally.kills == plan.kills, report.text()
+    assert report.tally.cuts == plan.cuts, report.text()
+    assert report.tally.backends_terminated >= plan.cuts, report.text()
+    assert report.outcomes["completed"] == plan.jobs
+    # Runs were repeated: more runs (claims) than jobs, some cut short by a kill ...
+    runs = sum(n * c for n, c in report.executions_per_job.items())
+    assert runs > plan.jobs, report.text()
+    assert report.outcomes["stale-recovered"] >= 1, "no kill caught a run in flight"
+    # ... and their effects were not: one row per job, the completing run's.
+    assert report.effects_per_job == {1: plan.jobs}, report.text()
+
+
+@pytest.mark.sqlite
+@pytest.mark.skipif(is_postgres(), reason="SQLite's form: PostgreSQL runs the full one above")
+@pytest.mark.timeout(600)
+def test_atomic_task_effects_happen_exactly_once_on_sqlite(runworker: WorkerProcesses) -> None:
+    """The same on SQLite, one writer at a time: kills and graceful stops (a file database
+    has no connections to cut), fewer jobs and workers."""
+    plan = Plan(jobs=400, workers=3, kills=8, stops=4, cuts=0, concurrency=2, atomic=True)
+    report = Campaign(plan, runworker).run()
+    print(report.text())
+
+    assert report.violations == [], report.text()
+    assert report.tally.kills == plan.kills, report.text()
+    assert report.outcomes["completed"] == plan.jobs
+    runs = sum(n * c for n, c in report.executions_per_job.items())
+    assert runs > plan.jobs, report.text()
+    assert report.effects_per_job == {1: plan.jobs}, report.text()

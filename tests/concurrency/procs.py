@@ -30,6 +30,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def database_url(alias: str = "default") -> str:
     """A DATABASE_URL for the database ``alias`` points at now (the test database)."""
     s = connections[alias].settings_dict
+    if connections[alias].vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"  # the test database's file (an absolute path)
     user = quote(s.get("USER") or "", safe="")
     password = quote(s.get("PASSWORD") or "", safe="")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
@@ -172,8 +174,14 @@ class WorkerProcesses:
     def start_ready(self, *args: str, count: int = 1, timeout: float = 30.0) -> list[WorkerProcess]:
         """Start ``count`` identical children and wait until each is registered and listening.
 
-        Listening is seen from the server: a connection whose last statement was LISTEN.
+        Listening is seen from the server: a connection whose last statement was LISTEN
+        (PostgreSQL; elsewhere workers poll, and registered is ready).
         """
+        if connections["default"].vendor != "postgresql":
+            procs = [self.start(*args) for _ in range(count)]
+            for proc in procs:
+                proc.wait_registered(timeout)
+            return procs
         since = server_now()
         procs = [self.start(*args) for _ in range(count)]
         for proc in procs:

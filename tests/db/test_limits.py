@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from io import StringIO
 
 import pytest
+from django.core.checks import run_checks
 from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 from django.test import override_settings
@@ -342,6 +343,16 @@ def test_a_worker_warns_of_a_limits_setting_naming_an_unknown_kind(
         "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: no.such.kind"
         in warnings
     )
+
+
+def test_a_limits_setting_naming_an_unknown_kind_is_system_check_w005() -> None:
+    limits_setting = {"tests.limitd": {"max_in_flight": 1}, LIMITED: {"max_in_flight": 1}}
+    with override_settings(JOBQUEUE={**SETTINGS, "LIMITS": limits_setting}):
+        found = [m for m in run_checks() if m.id == "django_jobqueue.W005"]
+    assert [m.msg for m in found] == [
+        "JOBQUEUE['LIMITS'] names kind 'tests.limitd', which no registered task has: "
+        "the entry has no effect."
+    ]
 
 
 # --- max_in_flight inside the claim ------------------------------------------------------

@@ -368,6 +368,127 @@ def chaos_step(ctx: Context, seconds: float) -> int:
     return ctx.run_count
 
 
+@task(takes_context=True, kind="tests.chaos_atomic", lease=timedelta(seconds=3), atomic=True)
+def chaos_atomic(ctx: Context, seconds: float) -> int:
+    """The chaos campaign's atomic task: one Effect row per run, written in the run's own
+    transaction, then a while of work before the run commits with its completion."""
+    _effect(ctx)
+    time.sleep(seconds)
+    return ctx.run_count
+
+
+# --- atomic tasks (tests/db/test_atomic.py) ----------------------------------------------
+
+# Gates a test holds a first run at: the run sets ``started``, then waits for ``go``.
+ATOMIC_STARTED: dict[str, threading.Event] = {}
+ATOMIC_GO: dict[str, threading.Event] = {}
+
+
+def atomic_gate(name: str) -> tuple[threading.Event, threading.Event]:
+    """The (started, go) events of a gate, made fresh."""
+    ATOMIC_STARTED[name] = threading.Event()
+    ATOMIC_GO[name] = threading.Event()
+    return ATOMIC_STARTED[name], ATOMIC_GO[name]
+
+
+def _effect(ctx: Context) -> None:
+    from tests.taskapp.models import Effect
+
+    Effect.objects.create(job_id=ctx.job_id, run_no=ctx.run_count, worker=ctx.claimed.claimed_by)
+
+
+@task(takes_context=True, kind="tests.atomic", atomic=True, max_failures=5)
+def atomic_effect(
+    ctx: Context,
+    fail_first: int = 0,
+    gate: str = "",
+    write_first: bool = False,
+    hold: float = 0.0,
+    until_cancelled: bool = False,
+) -> int:
+    """Writes one Effect row in its run's transaction and completes with it.
+
+    ``fail_first`` runs fail after writing; ``gate`` holds the first run (after its write
+    if ``write_first``) until the test opens it; ``hold`` keeps the transaction open
+    that long after the write; ``until_cancelled`` waits after the write for the worker
+    to set ``ctx.cancelled`` and then pauses."""
+    if write_first:
+        _effect(ctx)
+    if gate and ctx.run_count == 1:
+        ATOMIC_STARTED[gate].set()
+        ATOMIC_GO[gate].wait(30)
+    if not write_first:
+        _effect(ctx)
+    if hold:
+        time.sleep(hold)
+    if until_cancelled:
+        if not ctx.cancelled.wait(30):
+            raise RuntimeError("never cancelled")
+        raise Pause(resume_in=0, note="asked to stop")
+    if ctx.failure_count < fail_first:
+        raise RuntimeError(f"planned failure {ctx.failure_count + 1} of {fail_first}")
+    return ctx.run_count
+
+
+@task(takes_context=True, kind="tests.atomic_pause", atomic=True)
+def atomic_pause(ctx: Context) -> dict[str, Any]:
+    """Writes, then pauses on its first run (rolling the write back, keeping the carry)."""
+    _effect(ctx)
+    ctx.carry["seen"] = [*ctx.carry.get("seen", []), ctx.run_count]
+    if ctx.run_count == 1:
+        raise Pause(resume_in=0, note="first page")
+    return {"seen": ctx.carry["seen"]}
+
+
+@task(takes_context=True, kind="tests.atomic_permanent", atomic=True)
+def atomic_permanent(ctx: Context) -> None:
+    _effect(ctx)
+    raise Permanent("cannot ever work")
+
+
+@task(takes_context=True, kind="tests.settle_now")
+def settles_now(ctx: Context, how: str) -> Any:
+    """A plain task that commits its write and its completion with ``ctx.settle_now()``."""
+    if how == "outside":
+        ctx.settle_now("no transaction")
+        return "unreachable"
+    with transaction.atomic():
+        _effect(ctx)
+        if how == "ok":
+            ctx.settle_now({"paid": True})
+        elif how == "twice":
+            ctx.settle_now(1)
+            ctx.settle_now(2)
+        elif how == "unstorable":
+            ctx.settle_now({"when": object()})
+        elif how == "then_fail":
+            ctx.settle_now("done")
+            raise RuntimeError("failed after settle_now")
+    return "returned after settle_now"
+
+
+@task(takes_context=True, kind="tests.atomic_early", atomic=True)
+def atomic_settles_early(ctx: Context) -> str:
+    """An atomic task that settles before it returns: the early result is the one kept."""
+    _effect(ctx)
+    ctx.settle_now("early")
+    return "late"
+
+
+@task(takes_context=True, kind="tests.atomic_swallows", atomic=True, max_failures=1)
+def atomic_swallows_an_error(ctx: Context) -> str:
+    """Writes, then swallows a failed statement without a savepoint of its own."""
+    from django.db import DatabaseError, connection
+
+    _effect(ctx)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM no_such_table_at_all")
+    except DatabaseError:
+        pass
+    return "carried on"
+
+
 # --- global limits (tests/db/test_limits.py, tests/concurrency/test_limits.py) -------------
 
 

@@ -4,6 +4,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError, SystemCheckError
 from django.test import override_settings
@@ -51,6 +52,8 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"BACKOFF_JITTER": 1.5}, "BACKOFF_JITTER"),
         ({"BACKOFF_BASE": 10, "BACKOFF_CAP": 5}, "BACKOFF_CAP"),
         ({"DATABASE": "nope"}, "DATABASE"),
+        ({"LISTEN_DATABASE": "nope"}, "LISTEN_DATABASE"),
+        ({"LISTEN_DATABASE": 5}, "LISTEN_DATABASE"),
         ({"RETENTION": {"pending": 5}}, "RETENTION"),
     ],
 )
@@ -64,6 +67,15 @@ def test_none_disables_priority_ratio_and_max_failures() -> None:
     settings = conf.validate({"PRIORITY_RATIO": None, "MAX_FAILURES": None})
     assert settings.priority_ratio is None
     assert settings.max_failures is None
+
+
+# DATABASES is overridden only to add an alias that nothing connects to.
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_listen_database_defaults_to_the_jobs_database() -> None:
+    assert conf.validate({}).listen_database == "default"
+    databases = django_settings.DATABASES
+    with override_settings(DATABASES={**databases, "direct": databases["default"]}):
+        assert conf.validate({"LISTEN_DATABASE": "direct"}).listen_database == "direct"
 
 
 def test_override_settings_is_picked_up() -> None:

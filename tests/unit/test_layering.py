@@ -110,8 +110,8 @@ LAYERS: list[set[str]] = [
     {"states", "errors", "validation", "backoff", "ids", "context", "formatting"},
     # the rules of how a run ends: still pure
     {"lifecycle"},
-    # settings, the checks on them, and what they say to hide
-    {"conf", "checks", "redaction"},
+    # settings, what they say to hide, and what a DATABASES entry says of pooling
+    {"conf", "redaction", "pooling"},
     # the tables, and PostgreSQL's wake-up channel
     {"models", "notify"},
     # every read and write the queue makes
@@ -119,10 +119,11 @@ LAYERS: list[set[str]] = [
     # tasks, their registry and signals, enqueue options, handles and running one job
     {"registry", "outcomes", "options", "task", "handle", "executor", "limiting"},
     # the loop that claims, runs and settles: its database guard, maintenance and threads
-    {"dbguard", "maintenance", "slots", "worker"},
+    {"dbguard", "maintenance", "slots", "atomic", "worker"},
     # what users and operators touch: the public API, the app, the test kit, the
-    # commands, the admin and the Django Tasks backend
-    {"", "apps", "testing", "management", "admin", "backend"},
+    # commands, the admin, the Django Tasks backend and the system checks (which look
+    # at the registered kinds as well as the settings)
+    {"", "apps", "testing", "management", "admin", "backend", "checks"},
 ]
 
 

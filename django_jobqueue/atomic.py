@@ -1,0 +1,234 @@
+"""Exactly-once database effects: a run's completion written in the run's own transaction.
+
+A task declared ``atomic`` runs inside ``transaction.atomic()`` on the jobs database, on
+its slot thread's own connection. When it returns, its guarded settlement (status,
+result, journal entry) is written in that same transaction, so the task's writes and
+"this job is done" commit together or not at all. ``ctx.settle_now()`` does the same at
+a point of the task's choosing, in whatever transaction the task holds open.
+
+A settlement whose guard fails (the lease ran out and another worker took the job, or
+the job was released) raises ``ClaimLost`` inside the transaction, which rolls it back,
+the task's writes included, and the run is dropped: the run that holds the claim does
+the work. A run that ends any other way (a failure, ``Pause``, ``Permanent``) rolls its
+writes back and is settled by the worker loop, in a transaction of its own, like any run.
+
+The worker loop keeps its own connection: lease renewal, cancel checks and shutdown never
+wait on a run's transaction, except for the moment between a settlement and its commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.db import DatabaseError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from . import store
+from .errors import ClaimLost, SettleError
+from .executor import RunResult, execute, output_problem
+from .lifecycle import Run, completed
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .registry import TaskDef
+    from .store import Claimed
+
+logger = logging.getLogger("django_jobqueue")
+
+State = Literal["open", "staged", "committed", "lost"]
+
+
+class InTransaction:
+    """One run's completion, written in the transaction the run holds open on the jobs
+    database, and known to be done only once that transaction commits."""
+
+    __slots__ = ("alias", "began", "ctx", "job", "max_output_bytes", "state", "worker_id")
+
+    def __init__(
+        self, *, alias: str, worker_id: str, job: Claimed, ctx: Context, max_output_bytes: int
+    ) -> None:
+        self.alias = alias
+        self.worker_id = worker_id
+        self.job = job
+        self.ctx = ctx
+        self.max_output_bytes = max_output_bytes
+        self.began = time.monotonic()  # cheaper than a datetime on every run
+        self.state: State = "open"
+
+    def settle_now(self, value: Any = None) -> None:
+        """``ctx.settle_now()``: write this run's completion in the open transaction."""
+        job = self.job
+        conn = connections[self.alias]
+        if self.state == "lost":
+            raise self._lost()
+        if self.state != "open":
+            raise SettleError(
+                f"{job.kind}: job {job.id} run {job.run_count} is already settled "
+                "(settle_now() was called before)",
+                kind=job.kind,
+                job_id=job.id,
+            )
+        if not conn.in_atomic_block:
+            raise SettleError(
+                f"{job.kind}: settle_now() must be called inside "
+                f"transaction.atomic(using={self.alias!r}), so that the completion commits "
+                "with the task's own writes",
+                kind=job.kind,
+                job_id=job.id,
+            )
+        limit = self.max_output_bytes
+        problems = [
+            p
+            for p in (
+                output_problem(value, "the settle_now() result", limit),
+                output_problem(self.ctx.attachment, "the ctx.attach() value", limit),
+            )
+            if p is not None
+        ]
+        if problems:
+            raise SettleError(f"{job.kind}: " + "; ".join(problems), kind=job.kind, job_id=job.id)
+        duration = timedelta(seconds=time.monotonic() - self.began)
+        settlement = completed(
+            Run(
+                job_id=job.id,
+                kind=job.kind,
+                run_no=job.run_count,
+                worker=self.worker_id,
+                started_at=timezone.now() - duration,
+                duration=duration,
+                attachment=self.ctx.attachment,
+            ),
+            result=value,
+        )
+        [applied] = store.settle(worker_id=self.worker_id, settlements=[settlement])
+        if not applied:
+            self.state = "lost"
+            # Even if the task catches ClaimLost, the block it was written in rolls back.
+            transaction.set_rollback(True, using=self.alias)
+            raise self._lost()
+        self.state = "staged"
+        transaction.on_commit(self._committed, using=self.alias)
+
+    def _committed(self) -> None:
+        self.state = "committed"
+
+    def _lost(self) -> ClaimLost:
+        job = self.job
+        return ClaimLost(
+            f"{job.kind}: job {job.id} run {job.run_count} no longer holds its claim (its "
+            "lease ran out and another worker took it, or it was released or cancelled): "
+            "nothing of this run may commit",
+            kind=job.kind,
+            job_id=job.id,
+        )
+
+    def done(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether the completion is written for good: committed, or staged in a
+        transaction that encloses the run (a test's), whose fate it now shares."""
+        if self.state == "committed":
+            return True
+        return (
+            self.state == "staged"
+            and conn.in_atomic_block
+            and any(entry[1] == self._committed for entry in conn.run_on_commit)
+        )
+
+
+class _RollBack(Exception):
+    """Leaves the run's transaction, rolling it back."""
+
+
+def run(
+    defn: TaskDef | None,
+    job: Claimed,
+    ctx: Context,
+    *,
+    alias: str,
+    worker_id: str,
+    max_output_bytes: int,
+) -> RunResult:
+    """Run one job on this thread: an atomic task in a transaction that its completion
+    commits with, any other task as it is (``ctx.settle_now()`` works in both)."""
+    settler = InTransaction(
+        alias=alias, worker_id=worker_id, job=job, ctx=ctx, max_output_bytes=max_output_bytes
+    )
+    ctx._settle_now = settler.settle_now
+    if defn is not None and defn.atomic:
+        result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
+    else:
+        result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
+    ctx._settle_now = None
+    if settler.state == "lost":
+        result.lost = True
+    elif settler.state != "open" and settler.done(connections[alias]):
+        result.settled = True
+    return result
+
+
+def _run_atomic(
+    defn: TaskDef,
+    job: Claimed,
+    ctx: Context,
+    settler: InTransaction,
+    conn: BaseDatabaseWrapper,
+    max_output_bytes: int,
+) -> RunResult:
+    result: RunResult | None = None
+    try:
+        with _deferred(conn), transaction.atomic(using=conn.alias):
+            result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
+            if settler.state == "lost" or result.end != "completed":
+                raise _RollBack
+            if settler.state == "open":
+                if conn.needs_rollback:
+                    result = _failed(
+                        result,
+                        "the task swallowed a database error, so its "
+                        "transaction can only roll back",
+                    )
+                    raise _RollBack
+                try:
+                    settler.settle_now(result.value)
+                except ClaimLost:
+                    raise _RollBack from None
+    except _RollBack:
+        pass
+    except DatabaseError as exc:
+        # The settlement or the commit failed (a lost connection, a serialization
+        # failure): nothing is known to have committed, so the run is settled as failed,
+        # through the guard, which refuses it if the commit did reach the server.
+        logger.warning("job=%s kind=%s: atomic run could not commit: %s", job.id, job.kind, exc)
+        settler.state = "open" if settler.state == "staged" else settler.state
+        assert result is not None  # execute() never raises; only what follows it can
+        result = _failed(result, f"the run's transaction could not commit: {exc!r}")
+    assert result is not None
+    return result
+
+
+def _failed(result: RunResult, note: str) -> RunResult:
+    return dataclasses.replace(result, end="failed", value=None, note=note)
+
+
+@contextlib.contextmanager
+def _deferred(conn: BaseDatabaseWrapper) -> Iterator[None]:
+    """On SQLite, begin the run's transaction DEFERRED whatever ``transaction_mode`` says:
+    it then takes the database's one write lock at its first write rather than for the
+    whole run, so the worker loop's own writes (claims, lease renewals) wait only while
+    the task writes."""
+    if conn.vendor != "sqlite":
+        yield
+        return
+    conn.ensure_connection()
+    mode = conn.transaction_mode  # type: ignore[attr-defined]
+    conn.transaction_mode = None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        conn.transaction_mode = mode  # type: ignore[attr-defined]

@@ -1,0 +1,216 @@
+"""Each of the job queue's system checks, triggered through Django's ``run_checks`` by
+the settings (or the task definitions) it reports, and quiet when they are put right.
+
+Some tests add a ``DATABASES`` alias that nothing ever connects to (the checks read
+settings only), which Django warns about in general: that warning is ignored here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.checks import CheckMessage, run_checks
+from django.test import override_settings
+
+from django_jobqueue import task
+from django_jobqueue.checks import claim_support_errors, unknown_kind_warnings
+from django_jobqueue.registry import registry
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")]
+
+POSTGRES = {"ENGINE": "django.db.backends.postgresql", "NAME": "shop", "HOST": "db"}
+SQLITE = {
+    "ENGINE": "django.db.backends.sqlite3",
+    "NAME": "unused.sqlite3",
+    "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+}
+
+
+def ours(**kwargs: Any) -> list[CheckMessage]:
+    return [m for m in run_checks(**kwargs) if str(m.id).startswith("django_jobqueue.")]
+
+
+def ids(**kwargs: Any) -> list[str]:
+    return sorted(str(m.id) for m in ours(**kwargs))
+
+
+def with_databases(jobqueue: dict[str, Any], **extra: dict[str, Any]) -> Any:
+    return override_settings(DATABASES={**settings.DATABASES, **extra}, JOBQUEUE=jobqueue)
+
+
+@pytest.fixture(autouse=True)
+def one_job_at_a_time() -> Iterator[None]:
+    """On SQLite the suite runs jobs in parallel on purpose, which W002 warns about."""
+    with override_settings(JOBQUEUE={**settings.JOBQUEUE, "CONCURRENCY": 1}):
+        yield
+
+
+def test_the_test_settings_pass_every_check() -> None:
+    assert ours() == []
+
+
+# --- E003 ---------------------------------------------------------------------------------
+
+
+def test_a_jobs_database_the_claim_cannot_run_on_is_an_error_with_the_fix() -> None:
+    dummy = {"ENGINE": "django.db.backends.dummy"}
+    with with_databases({"DATABASE": "elsewhere"}, elsewhere=dummy):
+        [error] = ours()
+    assert error.id == "django_jobqueue.E003"
+    assert "'elsewhere' (django.db.backends.dummy)" in error.msg
+    assert "postgresql 12+" in error.msg
+    assert "JOBQUEUE['DATABASE']" in error.hint
+
+
+@pytest.mark.parametrize(("vendor", "version"), [("postgresql", (11, 22)), ("sqlite", (3, 34, 1))])
+def test_a_database_too_old_for_the_claim_is_an_error_naming_the_version_needed(
+    vendor: str, version: tuple[int, ...]
+) -> None:
+    [error] = claim_support_errors("default", vendor, version=version)
+    assert error.id == "django_jobqueue.E003"
+    assert ".".join(map(str, version)) in error.msg
+    assert "Upgrade" in error.hint
+    assert claim_support_errors("default", vendor, version=(99,)) == []
+
+
+# --- W002 ---------------------------------------------------------------------------------
+
+
+def test_sqlite_running_several_jobs_at_once_is_a_warning() -> None:
+    with with_databases({"DATABASE": "embedded", "CONCURRENCY": 4}, embedded=SQLITE):
+        [warning] = ours()
+    assert warning.id == "django_jobqueue.W002"
+    assert "4 jobs at once" in warning.msg
+    assert "CONCURRENCY" in warning.hint
+    with with_databases({"DATABASE": "embedded", "CONCURRENCY": 1}, embedded=SQLITE):
+        assert ours() == []
+    with with_databases({"DATABASE": "server", "CONCURRENCY": 4}, server=POSTGRES):
+        assert ours() == []
+
+
+# --- W003 ---------------------------------------------------------------------------------
+
+
+def test_a_pooled_jobs_database_without_a_listen_database_is_a_warning() -> None:
+    pooled = {**POSTGRES, "DISABLE_SERVER_SIDE_CURSORS": True}
+    with with_databases({"DATABASE": "pooled"}, pooled=pooled, direct=POSTGRES):
+        [warning] = ours()
+        assert warning.id == "django_jobqueue.W003"
+        assert "DISABLE_SERVER_SIDE_CURSORS" in warning.msg
+        assert "LISTEN_DATABASE" in warning.hint
+    jobqueue = {"DATABASE": "pooled", "LISTEN_DATABASE": "direct"}
+    with with_databases(jobqueue, pooled=pooled, direct=POSTGRES):
+        assert ours() == []
+
+
+def test_a_listen_database_that_is_not_postgresql_is_a_warning() -> None:
+    jobqueue = {"DATABASE": "server", "LISTEN_DATABASE": "embedded"}
+    with with_databases(jobqueue, server=POSTGRES, embedded=SQLITE):
+        [warning] = ours()
+    assert warning.id == "django_jobqueue.W003"
+    assert "'embedded', which is not PostgreSQL" in warning.msg
+
+
+def test_a_listen_database_that_is_pooled_too_is_a_warning() -> None:
+    bouncer = {**POSTGRES, "PORT": "6432"}
+    jobqueue = {"DATABASE": "pooled", "LISTEN_DATABASE": "also_pooled"}
+    with with_databases(jobqueue, pooled=bouncer, also_pooled=bouncer):
+        [warning] = ours()
+    assert warning.id == "django_jobqueue.W003"
+    assert "'also_pooled'" in warning.msg
+    assert "PORT is 6432" in warning.msg
+
+
+# --- E004 / W004 --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def isolated() -> Iterator[None]:
+    with registry.isolated():
+        yield
+
+
+@pytest.mark.usefixtures("isolated")
+@pytest.mark.parametrize(
+    ("first", "second"), [("reports.Render", "reports.render"), ("ﬁles.sync", "files.sync ")]
+)
+def test_kinds_that_differ_only_in_case_or_form_are_an_error(first: str, second: str) -> None:
+    @task(kind=first)
+    def one() -> None: ...
+
+    @task(kind=second)
+    def two() -> None: ...
+
+    [error] = ours()
+    assert error.id == "django_jobqueue.E004"
+    assert repr(first) in error.msg
+    assert repr(second) in error.msg
+    assert "one" in error.msg
+    assert "two" in error.msg
+
+
+@pytest.mark.usefixtures("isolated")
+def test_one_task_imported_under_two_module_names_is_a_warning(tmp_path: Path) -> None:
+    source = tmp_path / "doubled_tasks.py"
+    source.write_text(
+        "from django_jobqueue import task\n\n@task\ndef charge(order_id: int) -> None: ...\n"
+    )
+    names = ["jq_check_shop.tasks", "jq_check_tasks"]
+    try:
+        for name in names:  # what "shop.tasks" beside "tasks" on sys.path does
+            spec = importlib.util.spec_from_file_location(name, source)
+            assert spec is not None
+            assert spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        [warning] = ours()
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+    assert warning.id == "django_jobqueue.W004"
+    assert "'jq_check_shop.tasks.charge'" in warning.msg
+    assert "'jq_check_tasks.charge'" in warning.msg
+    assert str(source) in warning.msg
+
+
+@pytest.mark.usefixtures("isolated")
+def test_one_function_under_two_kinds_on_purpose_is_not_reported() -> None:
+    def sync() -> None: ...
+
+    task(kind="accounts.sync")(sync)
+    task(kind="accounts.sync_v1")(sync)  # the old name, while its jobs drain
+    assert ours() == []
+
+
+# --- W005 ---------------------------------------------------------------------------------
+
+
+def test_a_kind_concurrency_entry_for_an_unknown_kind_is_a_warning() -> None:
+    caps = {
+        "tests.taskapp.tasks.record": 1,
+        "tests.taskapp.tasks.nope": 2,
+        "Tests.Taskapp.Tasks.Add": 1,
+    }
+    with override_settings(JOBQUEUE={"KIND_CONCURRENCY": caps, "CONCURRENCY": 1}):
+        warnings = ours()
+    assert [w.id for w in warnings] == ["django_jobqueue.W005"] * 2
+    nope, add = warnings
+    assert "'tests.taskapp.tasks.nope'" in nope.msg
+    assert "KIND_CONCURRENCY" in nope.msg
+    assert "INSTALLED_APPS" in nope.hint
+    assert add.hint == "Did you mean 'tests.taskapp.tasks.add'?"
+
+
+def test_the_unknown_kind_helper_serves_any_setting_keyed_by_kind() -> None:
+    [warning] = unknown_kind_warnings(
+        "LIMITS", ["a.known", "a.unknown"], id="django_jobqueue.W999", known=["a.known"]
+    )
+    assert warning.id == "django_jobqueue.W999"
+    assert "JOBQUEUE['LIMITS'] names kind 'a.unknown'" in warning.msg
