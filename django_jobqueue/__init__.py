@@ -30,6 +30,7 @@ from .errors import (
 from .handle import HistoryPage, JobHandle, Pending
 from .limiting import UNCHANGED, KindLimits
 from .outcomes import Merge, Pause, Permanent
+from .periodic import periodic
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
 
@@ -77,6 +78,7 @@ __all__ = [
     "job",
     "limits",
     "pause_queue",
+    "periodic",
     "requeue",
     "resume_queue",
     "run_now",

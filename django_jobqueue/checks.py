@@ -27,7 +27,8 @@ from django.db import connections
 from django.db.utils import load_backend
 
 from . import conf
-from .errors import ConfigurationError
+from .errors import ConfigurationError, JobQueueError
+from .periodic import schedules
 from .pooling import pooled_reason
 from .registry import TaskDef, registry
 
@@ -404,3 +405,24 @@ def check_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if current is None:
         return []
     return unknown_kind_warnings("LIMITS", current.limits, id="django_jobqueue.W005")
+
+
+@register()
+def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A PERIODIC schedule naming a kind no task has, or arguments its task does not take
+    (or a Task class's ``cron`` on a class whose fields need values), fails ``check``
+    and ``runworker`` at start."""
+    if _settings() is None:
+        return []  # reported by check_settings
+    try:
+        schedules()
+    except JobQueueError as exc:
+        return [
+            Error(
+                str(exc),
+                id="django_jobqueue.E005",
+                hint="See docs/periodic-jobs.md: each schedule names a registered task "
+                "kind and arguments that fit it.",
+            )
+        ]
+    return []

@@ -18,6 +18,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import validation
+from .cron import Cron, zone
 from .errors import ConfigurationError
 from .lifecycle import Policy
 from .states import TERMINAL
@@ -47,10 +48,14 @@ DEFAULTS: dict[str, Any] = {
     "REDACT": ("password", "token", "secret", "authorization"),
     "LIMITS": {},
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
+    "PERIODIC": [],
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
 LIMIT_KEYS = ("max_in_flight", "rate_limit")
+# The keys of one PERIODIC entry; kind and cron are required.
+PERIODIC_KEYS = ("kind", "cron", "args", "kwargs", "timezone", "catch_up", "name")
+SCHEDULE_NAME_MAX = 200
 
 
 def _error(key: str) -> Callable[[str], ConfigurationError]:
@@ -60,6 +65,25 @@ def _error(key: str) -> Callable[[str], ConfigurationError]:
 def duration(key: str, value: Any, *, allow_zero: bool = True) -> timedelta:
     """Seconds or a timedelta, as a timedelta; the error names ``key``."""
     return validation.duration(value, name=key, error=_error(key), allow_zero=allow_zero)
+
+
+@dataclass(frozen=True)
+class PeriodicEntry:
+    """One schedule of the PERIODIC setting, checked as far as settings can be: its kind
+    is looked up in the task registry when the schedules are read (``periodic.py``)."""
+
+    index: int
+    name: str
+    kind: str
+    cron: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    timezone: str | None = None
+    catch_up: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"PERIODIC[{self.index}] ({self.name!r})"
 
 
 @dataclass(frozen=True)
@@ -88,6 +112,7 @@ class Settings:
     atomic_warn_after: timedelta | None = timedelta(seconds=10)
     #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
     listen_database: str = "default"
+    periodic: tuple[PeriodicEntry, ...] = ()
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -140,6 +165,7 @@ def validate(raw: Any) -> Settings:
             if values["ATOMIC_WARN_AFTER"] is None
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
+        periodic=_periodic(values["PERIODIC"]),
     )
 
 
@@ -267,6 +293,83 @@ def _limits(raw: Any) -> dict[str, dict[str, Any]]:
             )
         limits[kind] = checked
     return limits
+
+
+def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
+    """The PERIODIC list: each entry a dict naming a task kind and a cron expression."""
+    key = "PERIODIC"
+    if isinstance(raw, str | bytes | dict) or not isinstance(raw, list | tuple):
+        raise ConfigurationError(
+            f"PERIODIC must be a list of dicts such as "
+            f'{{"kind": "shop.tasks.report", "cron": "0 3 * * *"}}, got {raw!r}',
+            key=key,
+        )
+    entries: list[PeriodicEntry] = []
+    names: dict[str, int] = {}
+    for index, item in enumerate(raw):
+        entry = _periodic_entry(index, item)
+        if entry.name in names:
+            raise ConfigurationError(
+                f"PERIODIC[{index}]: the schedule name {entry.name!r} is already used by "
+                f'PERIODIC[{names[entry.name]}]; give one of them another "name"',
+                key=key,
+            )
+        names[entry.name] = index
+        entries.append(entry)
+    return tuple(entries)
+
+
+def _periodic_entry(index: int, item: Any) -> PeriodicEntry:
+    where = f"PERIODIC[{index}]"
+    error = _error("PERIODIC")
+    if not isinstance(item, dict):
+        raise error(f"{where} must be a dict with a kind and a cron, got {item!r}")
+    unknown = sorted(set(item) - set(PERIODIC_KEYS), key=str)
+    if unknown:
+        raise error(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}. "
+            f"Known keys: {', '.join(PERIODIC_KEYS)}"
+        )
+    for required in ("kind", "cron"):
+        if required not in item:
+            raise error(f"{where} needs a {required!r}")
+    kind = validation.bounded_text(item["kind"], name=f"{where} kind", error=error, max_length=200)
+    name = validation.bounded_text(
+        item.get("name", kind), name=f"{where} name", error=error, max_length=SCHEDULE_NAME_MAX
+    )
+    where = f"{where} ({name!r})"
+    timezone = item.get("timezone")
+    if timezone is not None:
+        if not isinstance(timezone, str):
+            raise error(f"{where} timezone must be a time zone name, got {timezone!r}")
+        zone(timezone, name=f"{where} timezone", error=error)
+    cron = Cron.parse(item["cron"], name=f"{where} cron", error=error)
+    args = item.get("args", ())
+    if isinstance(args, str | bytes) or not isinstance(args, list | tuple):
+        raise error(f"{where} args must be a list, got {args!r}")
+    kwargs = item.get("kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise error(f"{where} kwargs must be a dict of argument names to values, got {kwargs!r}")
+    for label, value in [
+        *((f"args[{i}]", v) for i, v in enumerate(args)),
+        *((f"kwargs[{k!r}]", v) for k, v in kwargs.items()),
+    ]:
+        problem = validation.json_problem(value)
+        if problem is not None:
+            raise error(f"{where} {label} cannot be stored as JSON ({problem})")
+    catch_up = item.get("catch_up", False)
+    if not isinstance(catch_up, bool):
+        raise error(f"{where} catch_up must be True or False, got {catch_up!r}")
+    return PeriodicEntry(
+        index=index,
+        name=name,
+        kind=kind,
+        cron=cron.expression,
+        args=tuple(args),
+        kwargs=dict(kwargs),
+        timezone=timezone,
+        catch_up=catch_up,
+    )
 
 
 _cached: Settings | None = None

@@ -1,5 +1,6 @@
 """The worker's maintenance services: stale-lease recovery, lease extension, operator
-cancel checks, heartbeats, retention and re-reading the run-time limits.
+cancel checks, heartbeats, retention and re-reading the run-time limits (and the periodic
+scheduler, in ``scheduler.py``).
 
 Each is a small object of one shape (a ``name``, an ``interval`` in seconds and a
 ``run()``), driven by one ``Maintenance`` loop inside the worker; ``wake_in`` tells
@@ -49,6 +50,7 @@ class Timings:
     timeout_check: float = 0.0  # every turn: a run past its task's timeout is given up
     retention: float = 300.0  # delete finished jobs past RETENTION (RETENTION_INTERVAL)
     limits: float = limiting.REFRESH  # re-read the run-time limits (at once when told)
+    schedules: float = 1.0  # at most this often, look for a periodic schedule's due tick
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Timings:

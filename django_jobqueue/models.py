@@ -1,4 +1,4 @@
-"""The queue's tables: Job, JournalEntry and WorkerHeartbeat.
+"""The queue's tables: Job, JournalEntry, QueuePause, Schedule and WorkerHeartbeat.
 
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
@@ -24,6 +24,7 @@ __all__ = [
     "Priority",
     "QueuePause",
     "RateBucket",
+    "Schedule",
     "Status",
     "WorkerHeartbeat",
 ]
@@ -232,6 +233,27 @@ class RateBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.tokens:.1f} tokens"
+
+
+class Schedule(models.Model):
+    """The durable state of one periodic schedule: the last tick a job was enqueued for.
+
+    Workers advance ``last_tick`` with a compare-and-set in the transaction that enqueues
+    the tick's job, so each tick is enqueued once however many workers run the schedule.
+    The definition itself (kind, cron, arguments) lives in code and settings.
+    """
+
+    name = models.CharField(primary_key=True, max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_tick = models.DateTimeField(null=True, blank=True)
+    last_job_id = models.UUIDField(null=True, blank=True)
+    ticked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "schedule"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class WorkerHeartbeat(models.Model):

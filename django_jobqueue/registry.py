@@ -25,6 +25,7 @@ from .validation import Rate
 
 if TYPE_CHECKING:
     from .context import Context
+    from .periodic import ScheduleDef
     from .task import Task
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -123,6 +124,11 @@ class TaskDef:
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         raise NotImplementedError
 
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The payload of a call with these arguments (not yet checked as JSON); raises
+        InvalidArguments when they do not fit the task."""
+        raise NotImplementedError
+
     def instance(self, payload: dict[str, Any]) -> Task | None:
         """The typed task for a payload (class-based tasks only)."""
         return None
@@ -151,10 +157,15 @@ def run_maybe_async(value: Any) -> Any:
 
 
 class Registry:
-    """Kinds to task definitions; a kind claimed by two different tasks is an error."""
+    """Kinds to task definitions; a kind claimed by two different tasks is an error.
+
+    It also keeps the periodic schedules registered in code, by name (``periodic.py``
+    checks them and adds those of the PERIODIC setting).
+    """
 
     def __init__(self) -> None:
         self._by_kind: dict[str, TaskDef] = {}
+        self._schedules: dict[str, ScheduleDef] = {}
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -181,19 +192,38 @@ class Registry:
     def kinds(self) -> list[str]:
         return sorted(self._by_kind)
 
+    def add_schedule(self, schedule: ScheduleDef) -> ScheduleDef:
+        """Keep ``schedule``; one of the same name must be the same schedule (a module
+        imported twice), else InvalidOption."""
+        existing = self._schedules.get(schedule.name)
+        if existing is not None and not existing.same_as(schedule):
+            raise InvalidOption(
+                f"A schedule named {schedule.name!r} is already registered "
+                f"({existing.describe()}); give this one ({schedule.describe()}) another "
+                "name=...",
+                kind=schedule.kind,
+                option="name",
+            )
+        self._schedules[schedule.name] = schedule
+        return schedule
+
+    def schedules(self) -> list[ScheduleDef]:
+        """The schedules registered in code, in registration order."""
+        return list(self._schedules.values())
+
     def leases(self) -> dict[str, timedelta]:
         """The kinds whose task sets its own lease (the rest take the setting)."""
         return {d.kind: d.lease for d in self._by_kind.values() if d.lease is not None}
 
     @contextlib.contextmanager
     def isolated(self) -> Iterator[Registry]:
-        """Tasks defined (or replaced) inside the block are forgotten when it ends; for
-        tests that define tasks of their own."""
-        saved = dict(self._by_kind)
+        """Tasks and schedules defined (or replaced) inside the block are forgotten when
+        it ends; for tests that define tasks of their own."""
+        saved = dict(self._by_kind), dict(self._schedules)
         try:
             yield self
         finally:
-            self._by_kind = saved
+            self._by_kind, self._schedules = saved
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._by_kind

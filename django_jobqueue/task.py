@@ -18,6 +18,7 @@ from .backoff import Backoff
 from .errors import EnqueueError, InvalidArguments, InvalidOption, InvalidPayload, UnknownKind
 from .options import Options, build_request, encode_payload
 from .outcomes import Merge
+from .periodic import periodic, register_schedule
 from .registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
 from .states import Priority
 
@@ -135,6 +136,11 @@ class FunctionTask(TaskDef):
             if names <= allowed and required <= names:
                 given = dict(kwargs)
                 return given, encode_payload(given, kind=self.kind)
+        payload = self.bind(args, dict(kwargs))
+        return payload, encode_payload(payload, kind=self.kind)
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Bind a call to the signature: parameter names to values (not yet JSON)."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -144,7 +150,7 @@ class FunctionTask(TaskDef):
             if self.signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL:
                 value = list(value)
             payload[name] = value
-        return payload, encode_payload(payload, kind=self.kind)
+        return payload
 
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if self._keywords is not None:
@@ -259,13 +265,20 @@ def task(
     max_in_flight: int | None = ...,
     rate_limit: str | None = ...,
     atomic: bool = ...,
+    cron: str | None = ...,
 ) -> Callable[[F], FunctionTask]: ...
 
 
 def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Register a function as a task: ``@task`` or ``@task(priority=..., queue=...)``."""
+    """Register a function as a task: ``@task`` or ``@task(priority=..., queue=...)``.
 
+    ``cron="*/5 * * * *"`` also runs it on that schedule (no arguments, the project's
+    time zone); :func:`~django_jobqueue.periodic` takes arguments and more options.
+    """
+
+    cron = options.pop("cron", None)
     known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func"}
+    known.add("cron")
     unknown = sorted(set(options) - known)
     if unknown:
         raise InvalidOption(
@@ -276,6 +289,8 @@ def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     def register(fn: Callable[..., Any]) -> FunctionTask:
         defn = FunctionTask(fn, **options)
         registry.register(defn)
+        if cron is not None:
+            periodic(defn, cron)
         return defn
 
     if func is not None:
@@ -315,6 +330,19 @@ class ClassTask(TaskDef):
                 f"payload {sorted(payload)} no longer fits {self.cls.__qualname__}: {exc}"
             ) from exc
 
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The fields of ``cls(*args, **kwargs)`` (not yet JSON)."""
+        try:
+            instance = self.cls(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"{self.kind}: {exc}", kind=self.kind) from exc
+        if not dataclasses.is_dataclass(instance):
+            raise InvalidPayload(
+                f"{self.cls.__qualname__} must be a @dataclass so its fields can be stored",
+                kind=self.kind,
+            )
+        return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
+
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         return run_maybe_async(self.instance(payload).run(ctx))
 
@@ -324,8 +352,9 @@ class Task:
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
     ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout``, ``atomic``, and
-    the global limits ``max_in_flight`` and ``rate_limit``. Override ``dedup_key()`` and
-    ``merge()`` to merge with a pending job of the same key.
+    the global limits ``max_in_flight`` and ``rate_limit``; ``cron`` runs the task on a
+    schedule (with its fields' defaults). Override ``dedup_key()`` and ``merge()`` to
+    merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -338,6 +367,7 @@ class Task:
     max_in_flight: ClassVar[int | None] = None
     rate_limit: ClassVar[str | None] = None
     atomic: ClassVar[bool] = False
+    cron: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -345,6 +375,11 @@ class Task:
             defn = ClassTask(cls)
             registry.register(defn)
             cls.kind = defn.kind
+            cron = cls.__dict__.get("cron")
+            if cron is not None:
+                # Registered once the class is complete: @dataclass runs after this hook,
+                # so the fields are read when the first tick needs them (bind is lazy).
+                register_schedule(defn, cron, lazy=True)
 
     def run(self, ctx: Context) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define run(self, ctx)")

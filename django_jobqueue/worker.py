@@ -44,7 +44,9 @@ from .maintenance import (
     Timings,
 )
 from .notify import Listener
+from .periodic import schedules
 from .registry import policy_for, registry
+from .scheduler import Scheduler
 from .slots import Slots
 from .store import Claimed
 
@@ -168,6 +170,9 @@ class Worker:
             services.append(
                 Retention(self._db, interval=timings.retention, keep=settings.retention)
             )
+        periodic = schedules()
+        if periodic:  # none: no scheduler, so no cost
+            services.append(Scheduler(self._db, interval=timings.schedules, schedules=periodic))
         return Maintenance(services)
 
     # --- public control -------------------------------------------------------------------

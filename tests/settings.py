@@ -7,6 +7,7 @@ DATABASE_URL starts with sqlite://, for the second leg of the test script.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 
@@ -68,6 +69,10 @@ JOBQUEUE = {
     "BACKOFF_BASE": 0,
     "BACKOFF_CAP": 0,
 }
+# Periodic schedules for the runworker children of a test (tests/concurrency), as JSON:
+# never set in the test process itself, whose own workers must not run them.
+if os.environ.get("JOBQUEUE_TEST_PERIODIC"):
+    JOBQUEUE["PERIODIC"] = json.loads(os.environ["JOBQUEUE_TEST_PERIODIC"])
 
 # A runworker child of the PgBouncer tests (tests/pgbouncer): its DATABASE_URL is the
 # pooler, which it says as Django asks (no server-side cursors), and it LISTENs on a

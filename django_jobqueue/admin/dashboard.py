@@ -1,6 +1,6 @@
 """The dashboard: the ``stats()`` snapshot as cards, a table per kind, the global limits
-per kind, completed and failed runs over the last hour and day, workers, and the queues
-with pause/resume."""
+per kind, completed and failed runs over the last hour and day, workers, the queues with
+pause/resume, and the periodic schedules."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import limiting, store
+from django_jobqueue.errors import JobQueueError
 from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.periodic import overview
 
 from .chart import chart
-from .common import actor, local, log
+from .common import actor, badge, local, log
 from .listing import QueueFilter
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
         s = store.stats(window=WINDOW, now=now)
         hour = store.throughput(since=now - timedelta(hours=1), bucket="minute", now=now)
         day = store.throughput(since=now - WINDOW, bucket="hour", now=now)
+        schedules, schedules_error = _schedules(now)
         return TemplateResponse(
             request,
             "django_jobqueue/admin/dashboard.html",
@@ -56,6 +59,8 @@ def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
                 "queues": _queues(s),
                 "can_pause": modeladmin.has_pause_permission(request),
                 "unserved": s["unserved_kinds"],
+                "schedules": schedules,
+                "schedules_error": schedules_error,
             },
         )
 
@@ -142,6 +147,30 @@ def _queues(s: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for name in names
     ]
+
+
+def _schedules(now: Any) -> tuple[list[dict[str, Any]], str]:
+    """Each periodic schedule with its next run and last tick's job; or, when the
+    schedules cannot be read (a PERIODIC setting naming an unknown kind), why."""
+    try:
+        rows = overview(now=now)
+    except JobQueueError as exc:
+        return [], str(exc)
+    return [
+        {
+            "row": r,
+            "next_run": local(r.next_run),
+            "next_in": fmt_age((r.next_run - now).total_seconds()),
+            "last_tick": local(r.last_tick) if r.last_tick else "",
+            "status": badge(r.last_job_status) if r.last_job_status else "",
+            "job_url": (
+                reverse("admin:django_jobqueue_job_change", args=[r.last_job_id])
+                if r.last_job_id and r.last_job_status != "removed"
+                else ""
+            ),
+        }
+        for r in rows
+    ], ""
 
 
 def queue_view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:

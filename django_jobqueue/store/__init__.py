@@ -36,6 +36,14 @@ from .operations import (
     run_now_refusal,
 )
 from .queues import pause_queue, paused_queues, resume_queue
+from .schedules import (
+    ScheduleState,
+    TickResult,
+    last_jobs,
+    record_tick,
+    schedule_states,
+    tick_key,
+)
 from .settle import (
     apply,
     cancel_requested,
@@ -61,6 +69,8 @@ __all__ = [
     "NewJob",
     "Override",
     "Page",
+    "ScheduleState",
+    "TickResult",
     "active_by_key",
     "apply",
     "as_uuid",
@@ -84,12 +94,14 @@ __all__ = [
     "history",
     "in_flight",
     "journal",
+    "last_jobs",
     "limit_overrides",
     "merge_candidates",
     "next_wakeup",
     "pause_queue",
     "paused_queues",
     "planned_rows",
+    "record_tick",
     "recover_expired",
     "register_worker",
     "requeue",
@@ -98,9 +110,11 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "schedule_states",
     "set_limit",
     "settle",
     "stats",
     "take_tokens",
     "throughput",
+    "tick_key",
 ]

@@ -3,7 +3,7 @@ keys of ``max_in_flight``.
 
 ``max_in_flight`` is enforced inside the claim statement (``claim.py``). On PostgreSQL,
 when the claim comes to a pending job of a limited kind it calls
-``django_jobqueue_free_slots`` (migration 0005), which takes the kind's
+``django_jobqueue_free_slots`` (migration 0006), which takes the kind's
 transaction-level advisory lock and then counts the kind's claimed jobs on a snapshot
 of its own, newer than the lock: so claims of one kind commit one after another and
 each counts what the previous ones claimed. (A count on the statement's snapshot,

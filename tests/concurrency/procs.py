@@ -77,11 +77,18 @@ def terminate_other_backends() -> int:
 class WorkerProcess:
     """One ``python -m django runworker …`` child (on ``database``, else the test database)."""
 
-    def __init__(self, args: list[str], log_path: Path, database: str | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log_path: Path,
+        database: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args = args
         self.log_path = log_path
         env = {
             **os.environ,
+            **(env or {}),
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -165,9 +172,12 @@ class WorkerProcesses:
         self.database = database
         self.started: list[WorkerProcess] = []
 
-    def start(self, *args: str) -> WorkerProcess:
+    def start(self, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        """Start a child; ``env`` adds to (or overrides) its environment."""
         n = len(self.started)
-        proc = WorkerProcess(list(args), self.log_dir / f"runworker-{n}.log", self.database)
+        proc = WorkerProcess(
+            list(args), self.log_dir / f"runworker-{n}.log", self.database, env=env
+        )
         self.started.append(proc)
         return proc
 

@@ -107,7 +107,7 @@ def test_the_package_has_no_import_cycle() -> None:
 # submodules; a module in no layer fails the test until it is given one.
 LAYERS: list[set[str]] = [
     # the vocabulary and pure helpers: no Django settings, no database
-    {"states", "errors", "validation", "backoff", "ids", "context", "formatting"},
+    {"states", "errors", "validation", "backoff", "ids", "context", "formatting", "cron"},
     # the rules of how a run ends: still pure
     {"lifecycle"},
     # settings, what they say to hide, and what a DATABASES entry says of pooling
@@ -117,9 +117,9 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
-    {"registry", "outcomes", "options", "task", "handle", "executor", "limiting"},
+    {"registry", "outcomes", "options", "task", "handle", "executor", "limiting", "periodic"},
     # the loop that claims, runs and settles: its database guard, maintenance and threads
-    {"dbguard", "maintenance", "slots", "atomic", "worker"},
+    {"dbguard", "maintenance", "slots", "atomic", "worker", "scheduler"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)

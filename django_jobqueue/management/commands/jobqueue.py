@@ -1,8 +1,9 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…``, ``resume QUEUE…`` and ``limit [KIND]``. Every read and write goes
-through :mod:`django_jobqueue.store`, exactly as the admin's do.
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]`` and ``schedules``.
+Every read and write goes through :mod:`django_jobqueue.store`, exactly as the admin's
+do.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from django_jobqueue.errors import (
     InvalidLimit,
     InvalidTransition,
     JobNotFound,
+    JobQueueError,
 )
 from django_jobqueue.formatting import fmt_seconds
 from django_jobqueue.management.arguments import (
@@ -42,6 +44,7 @@ from django_jobqueue.management.report import (
     table,
 )
 from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.periodic import overview as schedule_overview
 from django_jobqueue.redaction import redact
 from django_jobqueue.registry import registry
 
@@ -58,7 +61,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume, limit."
+        "pause, resume, limit, schedules."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -97,6 +100,9 @@ class Command(BaseCommand):
                 help="Show the global limits per kind, or set or clear a kind's at run time.",
             )
         )
+        sub.add_parser(
+            "schedules", help="Periodic schedules: their next run, last tick and its job."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -114,6 +120,32 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(snapshot, default=json_default, indent=2))
             return
         for line in render_stats(snapshot):
+            self.stdout.write(line)
+
+    # --- schedules ------------------------------------------------------------------------
+
+    def do_schedules(self, options: dict[str, Any]) -> None:
+        try:
+            rows = schedule_overview()
+        except JobQueueError as exc:
+            raise CommandError(str(exc)) from exc
+        if not rows:
+            self.stdout.write("No periodic schedules.")
+            return
+        headers = ["NAME", "KIND", "CRON", "TIMEZONE", "NEXT RUN", "LAST TICK", "LAST JOB"]
+        body = [
+            [
+                r.name,
+                r.kind,
+                r.cron + (" (catch up)" if r.catch_up else ""),
+                r.timezone,
+                fmt_time(r.next_run),
+                fmt_time(r.last_tick),
+                f"{r.last_job_id} ({r.last_job_status})" if r.last_job_id else "-",
+            ]
+            for r in rows
+        ]
+        for line in table(headers, body, indent=""):
             self.stdout.write(line)
 
     # --- pause / resume -------------------------------------------------------------------

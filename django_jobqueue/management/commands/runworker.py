@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import conf
-from django_jobqueue.errors import ConfigurationError
+from django_jobqueue.errors import ConfigurationError, JobQueueError
 from django_jobqueue.management.arguments import positive_int, positive_seconds, seconds
 from django_jobqueue.registry import registry
 from django_jobqueue.worker import Worker
@@ -115,15 +115,18 @@ class Command(BaseCommand):
             logger.addHandler(handler)
         if options["verbosity"] >= 1 and logger.level == logging.NOTSET:
             logger.setLevel(logging.DEBUG if options["verbosity"] > 1 else logging.INFO)
-        worker = Worker(
-            queues=options["queues"],
-            kinds=options["kinds"],
-            concurrency=options["concurrency"],
-            caps=dict(options["caps"]),
-            burst=options["burst"],
-            max_jobs=options["max_jobs"],
-            shutdown_timeout=options["shutdown_timeout"],
-            poll_interval=options["poll_interval"],
-        )
+        try:
+            worker = Worker(
+                queues=options["queues"],
+                kinds=options["kinds"],
+                concurrency=options["concurrency"],
+                caps=dict(options["caps"]),
+                burst=options["burst"],
+                max_jobs=options["max_jobs"],
+                shutdown_timeout=options["shutdown_timeout"],
+                poll_interval=options["poll_interval"],
+            )
+        except JobQueueError as exc:  # a periodic schedule that does not fit its task
+            raise CommandError(str(exc)) from exc
         worker.install_signal_handlers()
         worker.run()

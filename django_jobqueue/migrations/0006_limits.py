@@ -46,7 +46,7 @@ def drop(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_jobqueue', '0004_admin_pause_and_search'),
+        ('django_jobqueue', '0005_schedules'),
     ]
 
     operations = [
