@@ -31,6 +31,7 @@ from .handle import HistoryPage, JobHandle, Pending
 from .limiting import UNCHANGED, KindLimits
 from .outcomes import Merge, Pause, Permanent
 from .periodic import periodic
+from .signals import job_enqueued, job_finished, job_started
 from .states import Outcome, Priority, Status
 from .task import Task, enqueue, enqueue_many, task
 
@@ -76,6 +77,9 @@ __all__ = [
     "enqueue_many",
     "history",
     "job",
+    "job_enqueued",
+    "job_finished",
+    "job_started",
     "limits",
     "pause_queue",
     "periodic",

@@ -49,7 +49,16 @@ class InTransaction:
     """One run's completion, written in the transaction the run holds open on the jobs
     database, and known to be done only once that transaction commits."""
 
-    __slots__ = ("alias", "began", "ctx", "job", "max_output_bytes", "state", "worker_id")
+    __slots__ = (
+        "alias",
+        "began",
+        "ctx",
+        "job",
+        "max_output_bytes",
+        "settled_value",
+        "state",
+        "worker_id",
+    )
 
     def __init__(
         self, *, alias: str, worker_id: str, job: Claimed, ctx: Context, max_output_bytes: int
@@ -61,6 +70,7 @@ class InTransaction:
         self.max_output_bytes = max_output_bytes
         self.began = time.monotonic()  # cheaper than a datetime on every run
         self.state: State = "open"
+        self.settled_value: Any = None  # the result the completion stored
 
     def settle_now(self, value: Any = None) -> None:
         """``ctx.settle_now()``: write this run's completion in the open transaction."""
@@ -114,6 +124,7 @@ class InTransaction:
             transaction.set_rollback(True, using=self.alias)
             raise self._lost()
         self.state = "staged"
+        self.settled_value = value
         transaction.on_commit(self._committed, using=self.alias)
 
     def _committed(self) -> None:
@@ -168,7 +179,10 @@ def run(
     if settler.state == "lost":
         result.lost = True
     elif settler.state != "open" and settler.done(connections[alias]):
-        result.settled = True
+        # What the job stores is the value settled, not what the run returned after.
+        result = dataclasses.replace(
+            result, settled=True, end="completed", value=settler.settled_value, note=""
+        )
     return result
 
 

@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "REDACT": ("password", "token", "secret", "authorization"),
     "LIMITS": {},
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
+    "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
     "PERIODIC": [],
 }
 
@@ -112,6 +113,7 @@ class Settings:
     atomic_warn_after: timedelta | None = timedelta(seconds=10)
     #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
     listen_database: str = "default"
+    metrics_token: str | None = None
     periodic: tuple[PeriodicEntry, ...] = ()
 
     def policy(self) -> Policy:
@@ -165,6 +167,7 @@ def validate(raw: Any) -> Settings:
             if values["ATOMIC_WARN_AFTER"] is None
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
+        metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
         periodic=_periodic(values["PERIODIC"]),
     )
 
@@ -236,6 +239,23 @@ def _words(key: str, raw: Any) -> tuple[str, ...]:
                 f"{key} words must be non-empty strings, got {word!r}", key=key
             )
     return tuple(raw)
+
+
+def _token(key: str, raw: Any) -> str | None:
+    """None, or a secret of printable non-space ASCII long enough not to be guessed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigurationError(
+            f"{key} must be a string or None, not {type(raw).__name__}", key=key
+        )
+    if len(raw) < 16 or not all("!" <= c <= "~" for c in raw):
+        raise ConfigurationError(
+            f"{key} must be at least 16 printable ASCII characters without spaces "
+            f"(got {len(raw)} characters)",
+            key=key,
+        )
+    return raw
 
 
 def _retention(raw: Any) -> dict[str, timedelta]:

@@ -16,8 +16,9 @@ from functools import partial
 
 from django.utils import timezone
 
-from . import store
+from . import signals, store
 from .cron import GRACE, due_ticks
+from .handle import JobHandle
 from .maintenance import DbCall, Service
 from .periodic import ScheduleDef
 from .store import ScheduleState
@@ -81,18 +82,17 @@ class Scheduler(Service):
                 grace=self.grace,
             )
             for tick in ticks:
+                request = schedule.request(tick)
                 result = self.db(
-                    partial(
-                        store.record_tick,
-                        name=schedule.name,
-                        tick=tick,
-                        request=schedule.request(tick),
-                    )
+                    partial(store.record_tick, name=schedule.name, tick=tick, request=request)
                 )
                 if result is None:
                     return False
                 self._states[schedule.name] = result.state
                 if result.job_id is not None:
+                    # Committed by now: job_enqueued receivers hear of it at once.
+                    handle = JobHandle(store.NewJob(result.job_id, request.kind), "inserted")
+                    signals.enqueued([request], [handle])
                     logger.info(
                         "schedule %s: enqueued job=%s kind=%s for tick %s",
                         schedule.name,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
+from . import signals
 from .executor import RunResult, failed_outright
 from .maintenance import Running
 from .registry import TaskDef, registry
@@ -81,6 +82,8 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
+                if signals.job_started.receivers:
+                    signals.started(job, worker=job.claimed_by)
                 try:
                     result = self.run(registry.find(job.kind), job, running.ctx)
                 except BaseException as exc:  # the executor catches task errors; this is ours

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
+from . import signals
 from .backoff import Backoff
 from .errors import EnqueueError, InvalidArguments, InvalidOption, InvalidPayload, UnknownKind
 from .options import Options, build_request, encode_payload
@@ -34,14 +35,18 @@ def _submit(request: EnqueueRequest) -> JobHandle:
     from .handle import JobHandle
 
     row, disposition = store.enqueue(request)
-    return JobHandle(row, disposition)
+    handle = JobHandle(row, disposition)
+    signals.enqueued([request], [handle])
+    return handle
 
 
 def _submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     from . import store
     from .handle import JobHandle
 
-    return [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
+    handles = [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
+    signals.enqueued(requests, handles)
+    return handles
 
 
 def _items_error(index: int, exc: EnqueueError) -> EnqueueError:

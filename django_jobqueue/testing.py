@@ -1,21 +1,27 @@
-"""Helpers for your project's tests: assert what was enqueued, run pending jobs inline.
+"""Helpers for your project's tests: assert what was enqueued, capture what a block
+enqueues, run pending jobs inline.
 
 ``run_jobs`` claims, runs and settles jobs in the calling thread through the same
-store and executor as a worker, so it works inside a test's transaction
-(``TestCase``, pytest-django's ``db``), and ``now=`` runs jobs scheduled for later.
+store and executor as a worker (and sends the same signals), so it works inside a
+test's transaction (``TestCase``, pytest-django's ``db``), drains the jobs that jobs
+enqueue, and ``now=`` runs jobs scheduled for later.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.utils import timezone
 
-from . import atomic, conf, store
+from . import atomic, conf, signals, store, validation
 from .context import Context
 from .executor import decide
 from .handle import JobHandle
@@ -72,6 +78,10 @@ def assert_not_enqueued(ref: TaskRef, **payload: Any) -> None:
         )
 
 
+class TooManyJobs(AssertionError):
+    """``run_jobs`` ran its ``max_jobs`` and jobs were still runnable."""
+
+
 def run_jobs(
     *,
     kinds: Sequence[TaskRef] | None = None,
@@ -79,28 +89,44 @@ def run_jobs(
     now: datetime | None = None,
     max_jobs: int = 1000,
 ) -> list[JobHandle]:
-    """Run claimable jobs one by one in this thread until none is left (or ``max_jobs`` ran).
+    """Run claimable jobs one by one in this thread until none is left, including the
+    jobs those jobs enqueue; returns a handle for each run, in order.
 
     ``now`` treats the clock as reading that time when choosing what is runnable, so
-    delayed, paused and backed-off jobs can be run without waiting. Returns a handle
-    for each run, in order.
+    delayed, paused and backed-off jobs can be run without waiting. ``max_jobs`` bounds
+    the runs: if that many ran and a job is still runnable (a job that enqueues
+    another without end, a pause that never finishes), ``TooManyJobs`` is raised.
     """
+    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
+        raise ValueError(f"max_jobs must be a positive int, got {max_jobs!r}")
     worker_id = f"testing:{os.getpid()}"
     settings = conf.get()
     wanted = [_kind(k) for k in kinds] if kinds else registry.kinds()
     ran: list[JobHandle] = []
-    while len(ran) < max_jobs:
+    while True:
+        at = now or timezone.now()
+        if len(ran) >= max_jobs:
+            due = store.oldest_due(now=at, kinds=wanted, queues=queues)
+            if due is None:
+                break
+            raise TooManyJobs(
+                f"run_jobs ran max_jobs={max_jobs} jobs and jobs are still runnable: do jobs "
+                "keep enqueuing jobs (or pausing) without end? Pass a larger max_jobs if "
+                "this many runs are expected."
+            )
         claimed = store.claim_jobs(
             worker_id=worker_id,
             limit=1,
             kinds=wanted,
             queues=queues,
             leases=registry.leases(),
-            now=now or timezone.now(),
+            now=at,
         )
         if not claimed:
             break
         job = claimed[0]
+        if signals.job_started.receivers:
+            signals.started(job, worker=worker_id)
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
         result = atomic.run(
             registry.find(job.kind),
@@ -110,8 +136,63 @@ def run_jobs(
             worker_id=worker_id,
             max_output_bytes=settings.max_output_bytes,
         )
-        if not (result.settled or result.lost):
+        if result.settled:
+            if signals.job_finished.receivers:
+                signals.finished_in_transaction(result, worker=worker_id)
+        elif not result.lost:
             settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
-            store.settle(worker_id=worker_id, settlements=[settlement])
+            applied = store.settle(worker_id=worker_id, settlements=[settlement])
+            if signals.job_finished.receivers:
+                signals.finished([settlement], applied)
         ran.append(JobHandle(store.get_job(job_id=job.id)))
     return ran
+
+
+@dataclass(frozen=True)
+class CapturedJob:
+    """One enqueue seen by ``captured_jobs()``.
+
+    ``payload`` is the task's arguments as they are stored (JSON: a tuple reads back as
+    a list); for a merge it is what the enqueue asked for, not the merged result.
+    ``options`` holds the enqueue's resolved options: ``queue``, ``priority``,
+    ``delay``, ``run_at``, ``idempotency_key`` and ``dedup_key``.
+    """
+
+    kind: str
+    payload: dict[str, Any]
+    options: dict[str, Any]
+    handle: JobHandle
+
+
+@contextlib.contextmanager
+def captured_jobs() -> Iterator[list[CapturedJob]]:
+    """List every job enqueued while the block runs (in any thread), in order.
+
+    Each entry is recorded at the enqueue call, before its transaction commits: a
+    job whose transaction rolls back afterwards is still listed. Bulk enqueues give
+    an entry per job; an enqueue that raised (bad input) gives none.
+    """
+    captured: list[CapturedJob] = []
+    lock = threading.Lock()
+
+    def record(e: signals.Enqueued) -> None:
+        r = e.request
+        text = r.payload_json if r.payload_json is not None else validation.dumps(r.payload)
+        entry = CapturedJob(
+            kind=r.kind,
+            payload=json.loads(text),
+            options={
+                "queue": r.queue,
+                "priority": r.priority,
+                "delay": r.delay,
+                "run_at": r.run_at,
+                "idempotency_key": r.idempotency_key,
+                "dedup_key": r.dedup_key,
+            },
+            handle=e.handle,
+        )
+        with lock:
+            captured.append(entry)
+
+    with signals.observe_enqueues(record):
+        yield captured

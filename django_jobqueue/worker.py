@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from . import atomic, conf, store, validation
+from . import atomic, conf, signals, store, validation
 from .context import Context
 from .dbguard import DbGuard, is_connection_error
 from .executor import RunResult, decide
@@ -447,6 +447,8 @@ class Worker:
             )
             return
         self.processed += 1
+        if signals.job_finished.receivers:
+            signals.finished_in_transaction(result, worker=self.worker_id)
         if logger.isEnabledFor(logging.INFO):
             logger.info(
                 "settled job=%s kind=%s outcome=completed duration=%.3fs (in its own transaction)",
@@ -497,6 +499,8 @@ class Worker:
         for s in batch:
             self._running.pop(s.job_id, None)
         self.processed += len(batch)
+        if signals.job_finished.receivers:
+            signals.finished(batch, applied)
         if logger.isEnabledFor(logging.INFO):
             # One line per settlement, but one log record per turn: a record per job
             # cost a quarter of a busy worker's time.

@@ -12,8 +12,9 @@ from typing import Any, ParamSpec, TypeVar
 from django.apps import apps
 from django.core import checks
 
-from django_jobqueue import store
+from django_jobqueue import signals, store
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
+from django_jobqueue.handle import JobHandle
 from django_jobqueue.options import Options, build_request, check_json, encode_payload
 from django_jobqueue.registry import registry
 from django_jobqueue.registry import validate_queue as check_queue
@@ -82,7 +83,9 @@ class JobQueueBackend(BaseTaskBackend):
         options = Options.build(
             priority=tier(task.priority), queue=task.queue_name, run_at=task.run_after
         )
-        job, _ = store.enqueue(build_request(defn, payload, options, payload_json=text))
+        request = build_request(defn, payload, options, payload_json=text)
+        job, disposition = store.enqueue(request)
+        signals.enqueued([request], [JobHandle(job, disposition)])
         result = results.build(job=results.JobView.of_job(job), entries=[], task=task)
         task_enqueued.send(type(self), task_result=result)
         return result

@@ -62,6 +62,17 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def parse_age(text: str) -> timedelta:
+    """A number of seconds (``90``, ``2.5``) or a duration such as ``5m`` or ``1h30m``."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if not seconds > 0 or seconds == float("inf"):
+        raise ArgumentTypeError(f"expected a number of seconds above zero, got {text!r}")
+    return timedelta(seconds=seconds)
+
+
 def parse_moment(text: str) -> datetime:
     """An ISO date or datetime (naive means the current time zone), or a duration ago."""
     if _DURATION_FULL.fullmatch(text.strip().lower()):

@@ -26,6 +26,7 @@ from .enqueue import (
 from .history import Page, as_uuid, get_job, history, journal
 from .limits import LIMITS_CHANGED, Override, clear_limit, in_flight, set_limit, take_tokens
 from .limits import overrides as limit_overrides
+from .monitoring import DURATION_BUCKETS, RunTotal, freshest_heartbeat, oldest_due, run_totals
 from .operations import (
     cancel,
     cancel_refusal,
@@ -58,6 +59,7 @@ from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",
+    "DURATION_BUCKETS",
     "LIMITS_CHANGED",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
@@ -69,6 +71,7 @@ __all__ = [
     "NewJob",
     "Override",
     "Page",
+    "RunTotal",
     "ScheduleState",
     "TickResult",
     "active_by_key",
@@ -90,6 +93,7 @@ __all__ = [
     "enqueue_many",
     "exchange",
     "extend_leases",
+    "freshest_heartbeat",
     "get_job",
     "history",
     "in_flight",
@@ -98,6 +102,7 @@ __all__ = [
     "limit_overrides",
     "merge_candidates",
     "next_wakeup",
+    "oldest_due",
     "pause_queue",
     "paused_queues",
     "planned_rows",
@@ -110,6 +115,7 @@ __all__ = [
     "run_now",
     "run_now_refusal",
     "run_stats",
+    "run_totals",
     "schedule_states",
     "set_limit",
     "settle",

@@ -60,3 +60,11 @@ class ExportOrders(Task):
 def import_legacy(path: str) -> None:
     """Fails permanently: the input can never be read."""
     raise Permanent(f"{path} is not a supported export format")
+
+
+@task
+def place_order(order_id: int, email: str) -> str:
+    """Enqueues the order's follow-up jobs: a charge, then its receipt."""
+    charge_card.enqueue(order_id=order_id, fail_times=0)
+    send_receipt.enqueue(order_id=order_id, email=email)
+    return f"order {order_id} placed"

@@ -283,3 +283,23 @@ def test_an_atomic_run_that_swallowed_a_database_error_fails_and_commits_nothing
     assert entry.outcome == "dead"
     assert "the run's transaction could not commit" in entry.note
     assert "current transaction is aborted" in entry.note
+
+
+def test_job_finished_reports_the_value_an_atomic_run_settled() -> None:
+    finished: list[Any] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        finished.append(kwargs)
+
+    django_jobqueue.job_finished.connect(receiver)
+    try:
+        handle = tasks.atomic_settles_early.enqueue()
+        run_burst()
+    finally:
+        django_jobqueue.job_finished.disconnect(receiver)
+    [done] = finished
+    assert (done["outcome"], done["job"].id, done["job"].result) == (
+        "completed",
+        handle.id,
+        "early",
+    )

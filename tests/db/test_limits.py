@@ -24,6 +24,7 @@ from django_jobqueue import (
     clear_limit,
     conf,
     enqueue_many,
+    job_enqueued,
     limiting,
     limits,
     set_limit,
@@ -32,6 +33,7 @@ from django_jobqueue import (
 )
 from django_jobqueue.models import Job, JournalEntry, KindLimit, RateBucket, Status
 from django_jobqueue.registry import Registry
+from django_jobqueue.testing import captured_jobs
 from django_jobqueue.validation import Rate
 from tests.helpers import (
     WorkerThread,
@@ -83,6 +85,27 @@ def test_enqueue_beyond_the_rate_raises_rate_limited_and_writes_nothing() -> Non
     assert 0 < error.retry_after <= 20
     assert "tests.rated: rate limit 3/m reached" in str(error)
     assert list(Job.objects.filter(kind=RATED).values_list("payload__n", flat=True)) == [0, 1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rate_limited_enqueue_sends_no_signal_and_is_not_captured() -> None:
+    heard: list[object] = []
+
+    def receiver(**kwargs: object) -> None:
+        heard.append(kwargs["job"])
+
+    job_enqueued.connect(receiver, weak=False)
+    try:
+        with captured_jobs() as captured:
+            tasks.rated.enqueue_many([{"n": n} for n in range(3)])
+            with pytest.raises(RateLimited):
+                tasks.rated.enqueue(3)
+            with pytest.raises(RateLimited):
+                tasks.rated.enqueue_many([{"n": 4}])
+    finally:
+        job_enqueued.disconnect(receiver)
+    assert len(captured) == 3
+    assert len(heard) == 3
 
 
 def test_rate_limited_is_an_enqueue_error_and_a_class_task_s_attribute_applies() -> None:

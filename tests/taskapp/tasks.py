@@ -489,6 +489,14 @@ def atomic_swallows_an_error(ctx: Context) -> str:
     return "carried on"
 
 
+@task
+def countdown(n: int) -> int:
+    """Enqueues ``countdown(n - 1)`` until n reaches 0: jobs that enqueue jobs."""
+    if n > 0:
+        countdown.enqueue(n - 1)
+    return n
+
+
 # --- global limits (tests/db/test_limits.py, tests/concurrency/test_limits.py) -------------
 
 

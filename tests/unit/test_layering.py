@@ -117,13 +117,23 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
-    {"registry", "outcomes", "options", "task", "handle", "executor", "limiting", "periodic"},
+    {
+        "registry",
+        "signals",
+        "outcomes",
+        "options",
+        "task",
+        "handle",
+        "executor",
+        "limiting",
+        "periodic",
+    },
     # the loop that claims, runs and settles: its database guard, maintenance and threads
     {"dbguard", "maintenance", "slots", "atomic", "worker", "scheduler"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)
-    {"", "apps", "testing", "management", "admin", "backend", "checks"},
+    {"", "apps", "testing", "management", "admin", "backend", "checks", "metrics"},
 ]
 
 

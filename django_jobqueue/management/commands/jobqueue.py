@@ -1,9 +1,9 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]`` and ``schedules``.
-Every read and write goes through :mod:`django_jobqueue.store`, exactly as the admin's
-do.
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]``, ``schedules`` and
+``health``. Every read and write goes through :mod:`django_jobqueue.store`, exactly as
+the admin's do.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils import timezone
 
 from django_jobqueue import conf, limiting, store
@@ -27,10 +28,11 @@ from django_jobqueue.errors import (
     JobNotFound,
     JobQueueError,
 )
-from django_jobqueue.formatting import fmt_seconds
+from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import (
     limit_count,
     limit_rate,
+    parse_age,
     parse_duration,
     parse_job_id,
     parse_moment,
@@ -61,7 +63,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume, limit, schedules."
+        "pause, resume, limit, schedules, health."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -103,6 +105,34 @@ class Command(BaseCommand):
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
+        p = sub.add_parser(
+            "health",
+            help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no due "
+            "job has waited longer); else exit 1 with the reason on one line (for container "
+            "health checks).",
+        )
+        p.add_argument(
+            "--max-heartbeat-age",
+            type=parse_age,
+            default=timedelta(seconds=60),
+            metavar="S",
+            help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
+        )
+        p.add_argument(
+            "--max-pending-age",
+            type=parse_age,
+            default=None,
+            metavar="S",
+            help="Also unhealthy when a job due to run (outside paused queues) has waited "
+            "longer than S seconds (default: not checked).",
+        )
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        if options.get("subcommand") == "health":
+            # A health check's stderr is its one-line reason: the system checks' warnings
+            # (``manage.py check`` reports them) would bury it, and cost it time.
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -147,6 +177,41 @@ class Command(BaseCommand):
         ]
         for line in table(headers, body, indent=""):
             self.stdout.write(line)
+
+    # --- health ---------------------------------------------------------------------------
+
+    def do_health(self, options: dict[str, Any]) -> None:
+        now = timezone.now()
+        max_beat: timedelta = options["max_heartbeat_age"]
+        max_pending: timedelta | None = options["max_pending_age"]
+        try:
+            beat = store.freshest_heartbeat()
+            due = store.oldest_due(now=now) if max_pending is not None else None
+        except DatabaseError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CommandError(f"unhealthy: the jobs database cannot be read: {first}") from exc
+        problems = []
+        if beat is None:
+            problems.append("no running worker has a heartbeat")
+        elif now - beat > max_beat:
+            problems.append(
+                f"no worker heartbeat within {fmt_age(max_beat.total_seconds())} "
+                f"(the freshest is {fmt_age((now - beat).total_seconds())} old)"
+            )
+        if max_pending is not None and due is not None and now - due > max_pending:
+            problems.append(
+                f"the oldest due pending job has waited {fmt_age((now - due).total_seconds())}"
+                f", over {fmt_age(max_pending.total_seconds())}"
+            )
+        if problems:
+            raise CommandError(f"unhealthy: {'; '.join(problems)}")
+        waited = (
+            "" if due is None else f"; oldest due job waited {fmt_age((now - due).total_seconds())}"
+        )
+        assert beat is not None
+        self.stdout.write(
+            f"healthy: worker heartbeat {fmt_age((now - beat).total_seconds())} ago{waited}"
+        )
 
     # --- pause / resume -------------------------------------------------------------------
 

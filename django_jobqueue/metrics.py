@@ -1,0 +1,215 @@
+"""A Prometheus metrics view: run counters and durations from the journal, backlog and
+worker gauges from ``stats()``. Needs ``prometheus-client`` (the ``metrics`` extra).
+
+Mount it in your URLconf::
+
+    import django_jobqueue.metrics
+
+    urlpatterns = [path("metrics/", django_jobqueue.metrics.view)]
+
+Every scrape reads the database, never this process's memory, so the numbers are the
+same whichever web process answers and count every worker process's runs. Access:
+a staff user's session, or ``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+try:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
+    from prometheus_client.exposition import choose_encoder
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - exercised by a test that hides the package
+    raise ImproperlyConfigured(
+        "django_jobqueue.metrics needs prometheus-client: "
+        "pip install 'django-jobqueue[metrics]' (or prometheus-client)"
+    ) from exc
+
+from . import conf, store
+from .registry import registry
+
+PREFIX = "jobqueue"
+
+
+class JobQueueCollector(Collector):
+    """Reads the queue's numbers from the database on every ``collect()``."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._runs()
+        yield from self._backlog()
+
+    def _runs(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily(
+            f"{PREFIX}_runs",
+            "Runs that ended, by kind and journal outcome, over the history the database "
+            "holds (a cleanup lowers it by the runs it deleted).",
+            labels=["kind", "outcome"],
+        )
+        durations: dict[str, list[Any]] = {}
+        bounds = store.DURATION_BUCKETS
+        for total in store.run_totals():
+            runs.add_metric([total.kind, total.outcome], total.runs)
+            buckets, timed, seconds = durations.setdefault(total.kind, [[0] * len(bounds), 0, 0.0])
+            for index, count in enumerate(total.buckets):
+                buckets[index] += count
+            durations[total.kind][1] = timed + total.timed
+            durations[total.kind][2] = seconds + total.seconds
+        yield runs
+        histogram = HistogramMetricFamily(
+            f"{PREFIX}_run_duration_seconds",
+            "How long runs took, by kind (runs with a recorded duration).",
+            labels=["kind"],
+        )
+        for kind, (buckets, timed, seconds) in sorted(durations.items()):
+            histogram.add_metric(
+                [kind],
+                [*[(_le(b), n) for b, n in zip(bounds, buckets, strict=True)], ("+Inf", timed)],
+                seconds,
+            )
+        yield histogram
+
+    def _backlog(self) -> Iterator[Metric]:
+        # The run statistics are the counters' business: a zero window keeps stats() from
+        # reading the journal for them.
+        snapshot = store.stats(window=timedelta(0))
+        known = registry.kinds()
+
+        pending = GaugeMetricFamily(
+            f"{PREFIX}_pending_jobs",
+            "Jobs runnable now (pending and due), by kind and queue.",
+            labels=["kind", "queue"],
+        )
+        seen = {(row["kind"], row["queue"]): row["count"] for row in snapshot["pending"]}
+        for kind in known:
+            seen.setdefault((kind, registry.get(kind).queue), 0)
+        for (kind, queue), count in sorted(seen.items()):
+            pending.add_metric([kind, queue], count)
+        yield pending
+
+        oldest = GaugeMetricFamily(
+            f"{PREFIX}_oldest_pending_seconds",
+            "How long the longest-waiting runnable job of each kind has been due.",
+            labels=["kind"],
+        )
+        for kind, seconds in sorted(snapshot["oldest_pending_seconds"].items()):
+            oldest.add_metric([kind], max(seconds, 0.0))
+        yield oldest
+
+        yield GaugeMetricFamily(
+            f"{PREFIX}_scheduled_jobs",
+            "Pending jobs not yet due (delayed, paused, backing off).",
+            value=snapshot["scheduled"],
+        )
+        for name, key, what in (
+            ("claimed_jobs", "claimed_by_kind", "Jobs claimed by a worker now, by kind."),
+            ("dead_jobs", "dead", "Dead jobs the database holds, by kind."),
+        ):
+            gauge = GaugeMetricFamily(f"{PREFIX}_{name}", what, labels=["kind"])
+            counts = {**dict.fromkeys(known, 0), **snapshot[key]}
+            for kind, count in sorted(counts.items()):
+                gauge.add_metric([kind], count)
+            yield gauge
+        yield GaugeMetricFamily(
+            f"{PREFIX}_cancelled_jobs",
+            "Cancelled jobs the database holds.",
+            value=snapshot["cancelled"],
+        )
+
+        workers = GaugeMetricFamily(
+            f"{PREFIX}_workers",
+            "Workers by state: alive (a heartbeat within a minute, not stopped) or gone.",
+            labels=["state"],
+        )
+        states = {"alive": 0, "gone": 0}
+        for w in snapshot["workers"]:
+            states[w["state"]] += 1
+        for state, count in states.items():
+            workers.add_metric([state], count)
+        yield workers
+
+        paused = GaugeMetricFamily(
+            f"{PREFIX}_queue_paused", "1 for each paused queue.", labels=["queue"]
+        )
+        for row in snapshot["paused_queues"]:
+            paused.add_metric([row["queue"]], 1)
+        yield paused
+
+        unserved = GaugeMetricFamily(
+            f"{PREFIX}_unserved_kind",
+            "1 for each kind with runnable jobs that no live worker serves.",
+            labels=["kind"],
+        )
+        for kind in snapshot["unserved_kinds"]:
+            unserved.add_metric([kind], 1)
+        yield unserved
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def exposition(accept: str | None = None) -> tuple[bytes, str]:
+    """The metrics as text, in the format ``accept`` asks for (Prometheus text by
+    default, OpenMetrics on request), and its content type."""
+    collectors = CollectorRegistry(auto_describe=False)
+    collectors.register(JobQueueCollector())
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(collectors), content_type
+
+
+def _allowed(request: HttpRequest) -> HttpResponse | None:
+    """None when the request may read the metrics; else the 401 or 403 to answer."""
+    header = request.headers.get("Authorization", "")
+    if header:
+        scheme, _, given = header.partition(" ")
+        token = conf.get().metrics_token
+        if scheme.lower() != "bearer" or token is None:
+            return _unauthorized(
+                "only a bearer token is accepted here, and only when "
+                'JOBQUEUE["METRICS_TOKEN"] is set'
+            )
+        if hmac.compare_digest(given.strip().encode(), token.encode()):
+            return None
+        return _unauthorized("invalid bearer token")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return _unauthorized("log in as a staff user, or send a bearer token")
+    if not (user.is_active and user.is_staff):
+        return HttpResponse(
+            "the job queue's metrics are for staff users\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    return None
+
+
+def _unauthorized(reason: str) -> HttpResponse:
+    response = HttpResponse(f"{reason}\n", status=401, content_type="text/plain; charset=utf-8")
+    response["WWW-Authenticate"] = 'Bearer realm="jobqueue metrics"'
+    return response
+
+
+@never_cache
+@require_GET
+def view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus metrics, for a staff user or a bearer of ``METRICS_TOKEN``."""
+    refused = _allowed(request)
+    if refused is not None:
+        return refused
+    body, content_type = exposition(request.headers.get("Accept"))
+    return HttpResponse(body, content_type=content_type)

@@ -1,0 +1,168 @@
+"""``manage.py jobqueue health``: exit codes and one-line reasons, in-process and as a real
+process, for worker heartbeats and the oldest due pending job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connections
+from django.utils import timezone
+
+import django_jobqueue
+from django_jobqueue.models import WorkerHeartbeat
+from tests.helpers import WorkerThread, wait_for
+from tests.taskapp import tasks
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def health(*args: str) -> str:
+    out = StringIO()
+    call_command("jobqueue", "health", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def unhealthy(*args: str) -> str:
+    with pytest.raises(CommandError) as info:
+        health(*args)
+    assert info.value.returncode == 1
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def worker(seen_ago: timedelta, *, stopped: bool = False, name: str = "w") -> WorkerHeartbeat:
+    now = timezone.now()
+    return WorkerHeartbeat.objects.create(
+        id=f"host:1:{name}",
+        host="host",
+        pid=1,
+        queues=[],
+        kinds=[],
+        concurrency=1,
+        started_at=now - seen_ago - timedelta(minutes=1),
+        last_seen_at=now - seen_ago,
+        stopped_at=now - seen_ago if stopped else None,
+    )
+
+
+def test_no_worker_at_all_is_unhealthy() -> None:
+    assert unhealthy() == "unhealthy: no running worker has a heartbeat"
+
+
+def test_a_stopped_worker_does_not_count() -> None:
+    worker(timedelta(seconds=1), stopped=True)
+    assert unhealthy() == "unhealthy: no running worker has a heartbeat"
+
+
+def test_a_fresh_heartbeat_is_healthy_and_a_stale_one_is_not() -> None:
+    worker(timedelta(seconds=90), name="old")
+    assert unhealthy() == "unhealthy: no worker heartbeat within 1m (the freshest is 1m 30s old)"
+    assert health("--max-heartbeat-age", "120").startswith("healthy: worker heartbeat 1m 30s ago")
+    assert health("--max-heartbeat-age", "2m").startswith("healthy:")
+    worker(timedelta(seconds=2), name="new")
+    assert health() == "healthy: worker heartbeat 2s ago\n"
+
+
+def test_the_oldest_due_job_is_checked_only_when_asked_and_paused_queues_are_left_out() -> None:
+    worker(timedelta(seconds=1))
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)
+    tasks.add.using(run_at=ten_minutes_ago).enqueue(1, 1)
+    tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 1)  # not due: never counts
+    assert health().startswith("healthy:")
+    assert unhealthy("--max-pending-age", "300") == (
+        "unhealthy: the oldest due pending job has waited 10m, over 5m"
+    )
+    assert "oldest due job waited 10m" in health("--max-pending-age", "1h")
+
+    django_jobqueue.pause_queue("default")
+    assert health("--max-pending-age", "300").startswith("healthy:")
+    django_jobqueue.resume_queue("default")
+
+    WorkerHeartbeat.objects.all().delete()
+    assert unhealthy("--max-pending-age", "300") == (
+        "unhealthy: no running worker has a heartbeat; "
+        "the oldest due pending job has waited 10m, over 5m"
+    )
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "abc", "nan", "inf"])
+def test_bad_thresholds_are_refused_naming_the_option(bad: str) -> None:
+    with pytest.raises(CommandError, match="argument --max-pending-age"):
+        health("--max-pending-age", bad)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_worker_makes_it_healthy() -> None:
+    w = WorkerThread().start()
+    try:
+        wait_for(lambda: WorkerHeartbeat.objects.filter(stopped_at__isnull=True).exists())
+        assert health().startswith("healthy:")
+    finally:
+        w.stop()
+    assert unhealthy() == "unhealthy: no running worker has a heartbeat"
+
+
+def _env(database_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT)
+    )
+    return env
+
+
+def _this_database_url() -> str:
+    db = connections["default"].settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def manage_health(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "django", "jobqueue", "health", *args],
+        cwd=ROOT,
+        env=_env(database_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exit_codes_of_a_real_process() -> None:
+    url = _this_database_url()
+    result = manage_health(url)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "CommandError: unhealthy: no running worker has a heartbeat"
+    ]
+    worker(timedelta(seconds=1))
+    result = manage_health(url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("healthy:")
+    result = manage_health(url, "--max-heartbeat-age", "soon")
+    assert result.returncode == 2
+    assert "argument --max-heartbeat-age" in result.stderr
+
+
+def test_an_unreachable_database_is_unhealthy_in_one_line() -> None:
+    if _this_database_url().startswith("postgres"):
+        nowhere = "postgres://postgres@127.0.0.1:1/nowhere"  # no server on port 1
+    else:
+        nowhere = "sqlite:////no-such-directory/jobs.sqlite3"
+    result = manage_health(nowhere)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("CommandError: unhealthy: the jobs database cannot be read: ")
