@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -27,11 +28,12 @@ from django_jobqueue import (
     job_enqueued,
     limiting,
     limits,
+    periodic,
     set_limit,
     store,
     task,
 )
-from django_jobqueue.models import Job, JournalEntry, KindLimit, RateBucket, Status
+from django_jobqueue.models import Job, JournalEntry, KindLimit, RateBucket, Schedule, Status
 from django_jobqueue.registry import Registry
 from django_jobqueue.testing import captured_jobs
 from django_jobqueue.validation import Rate
@@ -178,6 +180,24 @@ def test_idempotent_reuse_counts_against_the_rate_too() -> None:
     tasks.rated.enqueue(2)
     with pytest.raises(RateLimited):
         tasks.rated.using(idempotency_key="k").enqueue(1)
+
+
+def test_a_periodic_tick_over_its_kinds_rate_is_not_enqueued_nor_recorded(
+    task_registry: Registry,
+) -> None:
+    @task(kind="tests.rated_beat", rate_limit="2/h")
+    def beat() -> None:
+        return None
+
+    schedule = periodic(beat, "* * * * *", timezone="UTC")
+    t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    ticks = [t0 + timedelta(minutes=n) for n in range(3)]
+    for tick in ticks[:2]:
+        assert store.record_tick(name=schedule.name, tick=tick, request=schedule.request(tick))
+    with pytest.raises(RateLimited, match=r"tests\.rated_beat: rate limit 2/h"):
+        store.record_tick(name=schedule.name, tick=ticks[2], request=schedule.request(ticks[2]))
+    assert Job.objects.filter(kind="tests.rated_beat").count() == 2
+    assert Schedule.objects.get(name=schedule.name).last_tick == ticks[1]
 
 
 def test_kinds_without_a_rate_limit_write_no_bucket() -> None:
