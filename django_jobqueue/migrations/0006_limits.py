@@ -2,8 +2,9 @@
 and on PostgreSQL the function a claim calls to learn how many more jobs of a kind with
 a max_in_flight it may take.
 
-``django_jobqueue_free_slots`` first takes the kind's transaction-level advisory lock
-(held until the claim commits), then counts the kind's claimed jobs. It is VOLATILE, so
+``django_jobqueue_free_slots`` first takes the transaction-level advisory locks of the
+claim's limited kinds, in key order (held until the claim commits), then counts the
+kind's claimed jobs. It is VOLATILE, so
 its count runs on a snapshot taken after the lock was granted: it sees every claim of
 the kind committed before, which a count in the claim statement itself (whose snapshot
 is older than the wait for the lock) could miss. The claim calls it only when it comes
@@ -15,10 +16,17 @@ from django.db import migrations, models
 
 CREATE = """
 CREATE FUNCTION django_jobqueue_free_slots(
-    claim_kind text, most integer, lock_space integer, lock_key integer
+    claim_kind text, most integer, lock_space integer, lock_keys integer[]
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    lock_key integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(lock_space, lock_key);
+    -- The locks of every limited kind of this claim, in key order (sorted by the
+    -- caller), so that two claims never wait for each other in a circle. The first
+    -- call takes them all; later calls of the same claim find them held.
+    FOREACH lock_key IN ARRAY lock_keys LOOP
+        PERFORM pg_advisory_xact_lock(lock_space, lock_key);
+    END LOOP;
     RETURN GREATEST(
         most - (SELECT count(*) FROM django_jobqueue_job
                 WHERE status = 'claimed' AND kind = claim_kind),
@@ -29,7 +37,7 @@ $$;
 """
 
 DROP = """
-DROP FUNCTION IF EXISTS django_jobqueue_free_slots(text, integer, integer, integer);
+DROP FUNCTION IF EXISTS django_jobqueue_free_slots(text, integer, integer, integer[]);
 """
 
 

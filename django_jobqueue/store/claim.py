@@ -9,8 +9,9 @@ The locking subqueries are MATERIALIZED so the planner cannot run them twice.
 
 A kind with a global ``max_in_flight`` is capped the same way, its cap being the limit
 less the kind's claimed rows, counted inside the statement: on PostgreSQL by
-``django_jobqueue_free_slots``, which first takes the kind's advisory lock (see
-``limits``), and only once the claim meets a pending job of that kind. Still one
+``django_jobqueue_free_slots``, which first takes the advisory locks of the claim's
+limited kinds, in one order (see ``limits``), once the claim meets a pending job of
+one of them. Still one
 statement; without limited kinds it is exactly the statement it was before.
 """
 
@@ -278,6 +279,8 @@ def _capped(
     """
     kinds = [*caps, *(k for k in limited if k not in caps)]
     names_sql, names_params = d.in_list("j.kind", kinds)
+    # Every limited kind's lock, taken together in one order by the first count.
+    lock_keys = sorted({lock_key(k) for k in limited})
     branches: list[str] = []
     params: list[Any] = [*names_params]
     for kind in kinds:
@@ -288,8 +291,8 @@ def _capped(
             greatest, least = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
             if d.postgres:
                 # Locks the kind's claims, then counts on a snapshot newer than the lock.
-                free = "django_jobqueue_free_slots(%s, %s, %s, %s)"
-                free_params = [kind, limited[kind], LOCK_SPACE, lock_key(kind)]
+                free = "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])"
+                free_params = [kind, limited[kind], LOCK_SPACE, lock_keys]
             else:  # one writer at a time: the statement's own count is current
                 free = (
                     f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"

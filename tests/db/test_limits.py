@@ -506,6 +506,28 @@ def test_a_claim_that_meets_no_job_of_a_limited_kind_takes_no_lock() -> None:
         assert [c.kind for c in elsewhere] == [tasks.noop.kind] * 3
 
 
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_takes_the_locks_of_all_its_limited_kinds_at_once_in_one_order() -> None:
+    """A claim that meets a job of one limited kind holds every limited kind's lock of
+    that claim: claims never hold one lock while waiting for another (no deadlock)."""
+    tasks.limited.enqueue(0)
+    tasks.noop.using(queue="other").enqueue()
+    both = {LIMITED: 2, tasks.noop.kind: 2}
+    holder = backend_pid()
+    with transaction.atomic():
+        assert [c.kind for c in claim("a:1", max_in_flight=both, queues=["default"])] == [LIMITED]
+        pid: list[int] = []
+
+        def other_kind() -> list[store.Claimed]:
+            pid.append(backend_pid())
+            return claim("b:2", max_in_flight=both, queues=["other"])
+
+        future = in_thread(other_kind)
+        wait_for(lambda: pid and waits_on_lock_held_by(pid[0], holder))
+    assert [c.kind for c in future.result(10)] == [tasks.noop.kind]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_honours_the_tasks_own_max_in_flight() -> None:
     for _ in range(4):
