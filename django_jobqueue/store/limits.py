@@ -44,8 +44,8 @@ BUCKET = RateBucket._meta.db_table
 # wake only the workers of that queue; this wakes every worker and has it re-read them).
 LIMITS_CHANGED = "django_jobqueue:limits"
 
-# The advisory locks of max_in_flight: the two-key form, the first key naming ours (the
-# two-key and one-key spaces are apart, so a project's own advisory locks cannot collide).
+# The advisory locks of max_in_flight: the two-key form, its first key naming ours (the
+# one-key space is apart from it, so a project's own one-key locks never collide).
 LOCK_SPACE = zlib.crc32(b"django_jobqueue.max_in_flight") - 2**31
 
 
