@@ -6,6 +6,13 @@ higher ones when that tier is empty) and the per-kind caps are folded into the s
 statement as materialised CTEs, one per floor, so a claim never costs a second query;
 so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
+
+A kind with a global ``max_in_flight`` is capped the same way, its cap being the limit
+less the kind's claimed rows, counted inside the statement: on PostgreSQL by
+``django_jobqueue_free_slots``, which first takes the advisory locks of the claim's
+limited kinds, in one order (see ``limits``), once the claim meets a pending job of
+one of them. Still one
+statement; without limited kinds it is exactly the statement it was before.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from django_jobqueue import conf
 from django_jobqueue.models import Status
 
 from . import sql
+from .limits import LOCK_SPACE, lock_key
 
 
 @dataclass(slots=True)
@@ -58,6 +66,7 @@ class ClaimOptions(TypedDict, total=False):
     queues: Sequence[str] | None
     exclude_kinds: Iterable[str]
     kind_limits: Mapping[str, int] | None
+    max_in_flight: Mapping[str, int] | None
     floor: int
     preferring: Mapping[int, int] | None
     leases: Mapping[str, timedelta] | None
@@ -136,6 +145,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     now = claim.get("now") or timezone.now()
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
+    limited = {k: n for k, n in (claim.get("max_in_flight") or {}).items() if k in wanted}
     d = sql.dialect()
     ctes, update, params = _claim_sql(
         d,
@@ -143,6 +153,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         kinds=wanted,
         queues=list(claim.get("queues") or []),
         caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        limited=limited,
         tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
         now=now,
         leases=leases,
@@ -177,6 +188,7 @@ def _claim_sql(
     kinds: list[str],
     queues: list[str],
     caps: dict[str, int],
+    limited: dict[str, int],
     tiers: list[tuple[int, int]],
     now: datetime,
     leases: dict[str, timedelta],
@@ -193,9 +205,15 @@ def _claim_sql(
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             where += f" AND j.id NOT IN ({union})"
-        if caps:
+        if caps or limited:
             capped, capped_params = _capped(
-                d, caps=caps, queues=queues, floor=floor, now=now, previous=previous
+                d,
+                caps=caps,
+                limited=limited,
+                queues=queues,
+                floor=floor,
+                now=now,
+                previous=previous,
             )
             where += capped
             where_params += capped_params
@@ -248,24 +266,52 @@ def _capped(
     d: sql.Dialect,
     *,
     caps: dict[str, int],
+    limited: dict[str, int],
     queues: list[str],
     floor: int,
     now: datetime,
     previous: list[str],
 ) -> tuple[str, list[Any]]:
-    """Rows of a capped kind only from that kind's first (cap − already picked) candidates."""
-    names_sql, names_params = d.in_list("j.kind", list(caps))
+    """Rows of a capped kind only from that kind's first (cap − already picked) candidates.
+
+    A kind's cap is this claim's ``caps`` entry, or its ``limited`` entry less the kind's
+    claimed rows (counted here, in the statement's snapshot), or the smaller of the two.
+    """
+    kinds = [*caps, *(k for k in limited if k not in caps)]
+    names_sql, names_params = d.in_list("j.kind", kinds)
+    # Every limited kind's lock, taken together in one order by the first count.
+    lock_keys = sorted({lock_key(k) for k in limited})
     branches: list[str] = []
     params: list[Any] = [*names_params]
-    for kind, cap in caps.items():
+    for kind in kinds:
         where, where_params = _candidates(d, kinds=[kind], queues=queues, floor=floor, now=now)
         taken = " + ".join(f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
-        limit = f"%s - ({taken})" if previous else "%s"
+        cap = caps.get(kind)
+        if kind in limited:
+            greatest, least = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
+            if d.postgres:
+                # Locks the kind's claims, then counts on a snapshot newer than the lock.
+                free = "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])"
+                free_params = [kind, limited[kind], LOCK_SPACE, lock_keys]
+            else:  # one writer at a time: the statement's own count is current
+                free = (
+                    f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"
+                )
+                free_params = [limited[kind], kind]
+            cap_sql = f"{least}(%s, {free})" if cap is not None else free
+            cap_params = [*([cap] if cap is not None else []), *free_params]
+            # Never below zero: SQLite reads a negative LIMIT as no limit at all.
+            limit = (
+                f"{greatest}({cap_sql} - ({taken}), 0)" if previous else f"{greatest}({cap_sql}, 0)"
+            )
+        else:
+            limit = f"%s - ({taken})" if previous else "%s"
+            cap_params = [cap]
         branches.append(
             f"SELECT id FROM (SELECT j.id FROM {sql.JOB} j WHERE {where}"
             f" ORDER BY j.priority, j.visible_at, j.id LIMIT {limit}) AS c"
         )
-        params += [*where_params, cap, *([kind] * len(previous))]
+        params += [*where_params, *cap_params, *([kind] * len(previous))]
     return f" AND (NOT {names_sql} OR j.id IN ({' UNION ALL '.join(branches)}))", params
 
 
