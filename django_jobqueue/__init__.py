@@ -16,16 +16,19 @@ from .errors import (
     DuplicateKind,
     EnqueueError,
     InvalidArguments,
+    InvalidLimit,
     InvalidOption,
     InvalidPayload,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
     MergeError,
+    RateLimited,
     SettleError,
     UnknownKind,
 )
 from .handle import HistoryPage, JobHandle, Pending
+from .limiting import UNCHANGED, KindLimits
 from .outcomes import Merge, Pause, Permanent
 from .periodic import periodic
 from .signals import job_enqueued, job_finished, job_started
@@ -48,6 +51,7 @@ __all__ = [
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
+    "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
     "InvalidTransition",
@@ -61,12 +65,14 @@ __all__ = [
     "Pending",
     "Permanent",
     "Priority",
+    "RateLimited",
     "SettleError",
     "Status",
     "Task",
     "UnknownKind",
     "cancel",
     "cleanup",
+    "clear_limit",
     "enqueue",
     "enqueue_many",
     "history",
@@ -74,11 +80,13 @@ __all__ = [
     "job_enqueued",
     "job_finished",
     "job_started",
+    "limits",
     "pause_queue",
     "periodic",
     "requeue",
     "resume_queue",
     "run_now",
+    "set_limit",
     "stats",
     "task",
 ]
@@ -164,3 +172,34 @@ def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
     from . import store
 
     return store.stats(window=window)
+
+
+def set_limit(
+    kind: str,
+    *,
+    max_in_flight: int | None = UNCHANGED,
+    rate_limit: str | None = UNCHANGED,
+    actor: str = "",
+) -> KindLimits:
+    """Set a kind's global limits at run time; they win over ``JOBQUEUE["LIMITS"]`` and the
+    task's options. None lifts a limit; a limit not given stays as it is. Workers follow
+    within seconds. Returns the limits now in force for the kind.
+    """
+    from . import limiting
+
+    return limiting.set_limit(kind, max_in_flight=max_in_flight, rate_limit=rate_limit, actor=actor)
+
+
+def clear_limit(kind: str) -> bool:
+    """Remove a kind's run-time limits: the settings and the task's options decide again.
+    True if it had any."""
+    from . import limiting
+
+    return limiting.clear_limit(kind)
+
+
+def limits() -> list[KindLimits]:
+    """Every kind with a global limit in force (or a run-time limit set), by kind."""
+    from . import limiting
+
+    return limiting.limits(max_age=0)

@@ -424,6 +424,15 @@ def check_kind_concurrency(app_configs: Any = None, **kwargs: Any) -> list[Check
 
 
 @register()
+def check_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """JOBQUEUE["LIMITS"] keyed by a kind no task has: W005, as for KIND_CONCURRENCY."""
+    current = _settings()
+    if current is None:
+        return []
+    return unknown_kind_warnings("LIMITS", current.limits, id="django_jobqueue.W005")
+
+
+@register()
 def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """A PERIODIC schedule naming a kind no task has, or arguments its task does not take
     (or a Task class's ``cron`` on a class whose fields need values), fails ``check``

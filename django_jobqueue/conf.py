@@ -46,11 +46,14 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "REDACT": ("password", "token", "secret", "authorization"),
+    "LIMITS": {},
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
     "PERIODIC": [],
 }
 
+# What a kind's entry in LIMITS may set (as a task option of the same name may).
+LIMIT_KEYS = ("max_in_flight", "rate_limit")
 # The keys of one PERIODIC entry; kind and cron are required.
 PERIODIC_KEYS = ("kind", "cron", "args", "kwargs", "timezone", "catch_up", "name")
 SCHEDULE_NAME_MAX = 200
@@ -104,6 +107,9 @@ class Settings:
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     redact: tuple[str, ...] = ()
+    # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
+    # (a Rate or None); a key left out leaves that limit to the task's option.
+    limits: dict[str, dict[str, Any]] = field(default_factory=dict)
     atomic_warn_after: timedelta | None = timedelta(seconds=10)
     #: The alias the worker LISTENs through; DATABASE unless LISTEN_DATABASE names one.
     listen_database: str = "default"
@@ -155,6 +161,7 @@ def validate(raw: Any) -> Settings:
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         redact=_words("REDACT", values["REDACT"]),
+        limits=_limits(values["LIMITS"]),
         atomic_warn_after=(
             None
             if values["ATOMIC_WARN_AFTER"] is None
@@ -263,6 +270,49 @@ def _retention(raw: Any) -> dict[str, timedelta]:
             )
         retention[status] = duration(f"RETENTION[{status!r}]", keep, allow_zero=False)
     return retention
+
+
+def _limits(raw: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict):
+        raise ConfigurationError(
+            'LIMITS must be a dict of kind -> {"max_in_flight": N, "rate_limit": "100/s"}',
+            key="LIMITS",
+        )
+    limits: dict[str, dict[str, Any]] = {}
+    for kind, entry in raw.items():
+        if not isinstance(kind, str) or not kind:
+            raise ConfigurationError(f"LIMITS keys must be kind names, got {kind!r}", key="LIMITS")
+        where = f"LIMITS[{kind!r}]"
+        if not isinstance(entry, dict):
+            raise ConfigurationError(
+                f'{where} must be a dict such as {{"max_in_flight": 2, "rate_limit": "100/s"}}, '
+                f"got {entry!r}",
+                key="LIMITS",
+            )
+        unknown = sorted(set(entry) - set(LIMIT_KEYS))
+        if unknown:
+            raise ConfigurationError(
+                f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(LIMIT_KEYS)}",
+                key="LIMITS",
+            )
+        checked: dict[str, Any] = {}
+        if "max_in_flight" in entry:
+            checked["max_in_flight"] = validation.positive_int(
+                entry["max_in_flight"],
+                name=f"{where}['max_in_flight']",
+                error=_error("LIMITS"),
+                allow_none=True,
+            )
+        if "rate_limit" in entry:
+            value = entry["rate_limit"]
+            checked["rate_limit"] = (
+                None
+                if value is None
+                else validation.rate(value, name=f"{where}['rate_limit']", error=_error("LIMITS"))
+            )
+        limits[kind] = checked
+    return limits
 
 
 def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:

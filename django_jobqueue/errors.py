@@ -64,6 +64,17 @@ class MergeError(EnqueueError):
     """The task's merge() failed or returned something that is not a Merge decision."""
 
 
+class RateLimited(EnqueueError):
+    """The kind's enqueue rate limit is used up; nothing was written."""
+
+    rate: str | None = None  # the limit, as written ("100/s")
+    retry_after: float | None = None  # seconds until enough tokens are back (None: never)
+
+
+class InvalidLimit(JobQueueError, ValueError):
+    """A limit (max_in_flight, rate_limit) is out of range or names no known kind."""
+
+
 class JobNotFound(JobQueueError, LookupError):
     """No job has this id."""
 

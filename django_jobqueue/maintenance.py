@@ -1,5 +1,6 @@
 """The worker's maintenance services: stale-lease recovery, lease extension, operator
-cancel checks, heartbeats and retention (and the periodic scheduler, in ``scheduler.py``).
+cancel checks, heartbeats, retention and re-reading the run-time limits (and the periodic
+scheduler, in ``scheduler.py``).
 
 Each is a small object of one shape (a ``name``, an ``interval`` in seconds and a
 ``run()``), driven by one ``Maintenance`` loop inside the worker; ``wake_in`` tells
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils import timezone
 
-from . import store
+from . import limiting, store
 
 if TYPE_CHECKING:
     from .conf import Settings
@@ -48,6 +49,7 @@ class Timings:
     lease_check: float = 0.0  # every turn: a lease is extended once a third of it is used
     timeout_check: float = 0.0  # every turn: a run past its task's timeout is given up
     retention: float = 300.0  # delete finished jobs past RETENTION (RETENTION_INTERVAL)
+    limits: float = limiting.REFRESH  # re-read the run-time limits (at once when told)
     schedules: float = 1.0  # at most this often, look for a periodic schedule's due tick
 
     @classmethod
@@ -292,3 +294,44 @@ class Retention(Service):
     def run(self) -> None:
         for status, keep in self.keep.items():
             self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
+
+
+class LimitRefresh(Service):
+    """Keep the worker's ``max_in_flight`` per kind current: re-read the run-time limits
+    every ``every`` seconds while the worker turns, and on its next turn once ``stale``
+    is set (a NOTIFY said they changed). It never wakes the worker by itself."""
+
+    name = "limits"
+    interval = 0.0  # looked at every turn; ``every`` is its own clock
+
+    def __init__(
+        self,
+        db: DbCall,
+        *,
+        every: float,
+        kinds: list[str],
+        on_change: Callable[[dict[str, int]], None],
+    ) -> None:
+        self.db = db
+        self.every = every
+        self.kinds = kinds
+        self.on_change = on_change
+        self.stale = True
+        self.read_at = 0.0
+        self.ready = False  # read once at least: until then the worker claims nothing
+
+    def run(self) -> None:
+        now = time.monotonic()
+        if not self.stale and now - self.read_at < self.every:
+            return
+        self.stale = False  # before reading: a NOTIFY during the read marks it again
+        found = self.db(partial(limiting.max_in_flight, self.kinds, max_age=0))
+        if found is None:
+            self.stale = True  # the database is away: try again next turn
+            return
+        self.read_at = now
+        self.ready = True
+        self.on_change(found)
+
+    def wake_in(self, since_run: float) -> float | None:
+        return None

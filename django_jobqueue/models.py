@@ -3,7 +3,7 @@
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
 status (PostgreSQL and SQLite both honour the conditions; on MySQL/MariaDB, which have
-no index conditions, migration 0007 builds what they guarantee another way).
+no index conditions, migration 0008 builds what they guarantee another way).
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ __all__ = [
     "TERMINAL",
     "Job",
     "JournalEntry",
+    "KindLimit",
     "Outcome",
     "Priority",
     "QueuePause",
+    "RateBucket",
     "RunTally",
     "Schedule",
     "Status",
@@ -35,7 +37,7 @@ __all__ = [
 
 # Django's warnings that a database cannot build an index condition (W037) or a
 # conditional unique constraint (W036). On MySQL/MariaDB this app builds their
-# equivalents itself (migration 0007), and its own check django_jobqueue.W010 says what
+# equivalents itself (migration 0008), and its own check django_jobqueue.W010 says what
 # differs there; the two are dropped for its models only, never for a project's.
 _REPLACED_ON_MYSQL = {"models.W036", "models.W037"}
 
@@ -259,6 +261,54 @@ class RunTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.outcome}: {self.runs} deleted runs"
+
+
+class KindLimit(models.Model):
+    """A kind's limits as set at run time (``set_limit``, ``manage.py jobqueue limit``):
+    they win over ``JOBQUEUE["LIMITS"]`` and the task's options.
+
+    Each limit is set here or not: ``sets_max_in_flight`` False leaves ``max_in_flight``
+    to the settings and the task; True with ``max_in_flight`` NULL lifts the limit.
+    Likewise ``rate_limit``, where "" is no limit.
+    """
+
+    kind = models.CharField(primary_key=True, max_length=200)
+    sets_max_in_flight = models.BooleanField(default=False)
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    sets_rate_limit = models.BooleanField(default=False)
+    rate_limit = models.CharField(max_length=32, blank=True, default="")
+    changed_at = models.DateTimeField(default=timezone.now)
+    changed_by = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name = "kind limit"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_in_flight__isnull=True) | Q(max_in_flight__gte=1),
+                name="jobqueue_kindlimit_max_in_flight_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+class RateBucket(models.Model):
+    """The token bucket of a rate-limited kind, shared by every process that enqueues.
+
+    ``tokens`` as of ``refilled_at`` (seconds since the epoch, by the database's clock on
+    PostgreSQL); an enqueue takes its tokens in the statement that refills the bucket.
+    """
+
+    kind = models.CharField(primary_key=True, max_length=200)
+    tokens = models.FloatField()
+    refilled_at = models.FloatField()
+
+    class Meta:
+        verbose_name = "rate bucket"
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.tokens:.1f} tokens"
 
 
 class Schedule(models.Model):

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import conf, validation
+from . import conf, limiting, validation
 from .errors import InvalidOption, InvalidPayload, MergeError
 from .outcomes import Merge
 from .registry import TaskDef, registry, validate_priority, validate_queue
@@ -133,6 +133,7 @@ def build_request(
         dedup_key=dedup_key,
         merge=_merger(task, payload) if task is not None and dedup_key is not None else None,
         payload_json=payload_json,
+        rate=limiting.rate_for(defn.kind, defn.rate_limit),
     )
 
 

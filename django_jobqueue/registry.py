@@ -21,6 +21,7 @@ from .backoff import Backoff
 from .errors import DuplicateKind, InvalidOption, UnknownKind
 from .lifecycle import Policy
 from .states import Priority
+from .validation import Rate
 
 if TYPE_CHECKING:
     from .context import Context
@@ -46,6 +47,9 @@ class TaskDef:
     timeout: timedelta | None
     atomic: bool
     origin: str
+    # Global limits the task asks for (JOBQUEUE["LIMITS"] and run-time limits win).
+    max_in_flight: int | None = None
+    rate_limit: Rate | None = None
 
     def _set_options(
         self,
@@ -58,6 +62,8 @@ class TaskDef:
         lease: timedelta | None,
         backoff: Backoff | None,
         timeout: timedelta | None,
+        max_in_flight: int | None = None,
+        rate_limit: Rate | str | None = None,
         atomic: bool = False,
         asynchronous: bool = False,
     ) -> None:
@@ -84,6 +90,16 @@ class TaskDef:
             )
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
+        validation.positive_int(
+            max_in_flight,
+            name=f"{kind}: max_in_flight",
+            error=error("max_in_flight"),
+            allow_none=True,
+        )
+        if rate_limit is not None:
+            rate_limit = validation.rate(
+                rate_limit, name=f"{kind}: rate_limit", error=error("rate_limit")
+            )
         if not isinstance(atomic, bool):
             raise error("atomic")(f"{kind}: atomic must be True or False, got {atomic!r}")
         if atomic and asynchronous:
@@ -101,6 +117,8 @@ class TaskDef:
         self.lease = lease
         self.timeout = timeout
         self.backoff = backoff
+        self.max_in_flight = max_in_flight
+        self.rate_limit = rate_limit
         self.atomic = atomic
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:

@@ -76,6 +76,8 @@ class FunctionTask(TaskDef):
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
         takes_context: bool = False,
+        max_in_flight: int | None = None,
+        rate_limit: str | None = None,
         atomic: bool = False,
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
@@ -88,6 +90,8 @@ class FunctionTask(TaskDef):
             lease=lease,
             backoff=backoff,
             timeout=timeout,
+            max_in_flight=max_in_flight,
+            rate_limit=rate_limit,
             atomic=atomic,
             asynchronous=inspect.iscoroutinefunction(func),
         )
@@ -242,6 +246,7 @@ class BoundCall:
                     one.run_at,
                     one.idempotency_key,
                     payload_json=text,
+                    rate=one.rate,
                 )
             )
         return _submit_many(requests)
@@ -262,6 +267,8 @@ def task(
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
     takes_context: bool = ...,
+    max_in_flight: int | None = ...,
+    rate_limit: str | None = ...,
     atomic: bool = ...,
     cron: str | None = ...,
 ) -> Callable[[F], FunctionTask]: ...
@@ -313,6 +320,8 @@ class ClassTask(TaskDef):
             lease=cls.lease,
             backoff=cls.backoff,
             timeout=cls.timeout,
+            max_in_flight=cls.max_in_flight,
+            rate_limit=cls.rate_limit,
             atomic=cls.atomic,
             asynchronous=inspect.iscoroutinefunction(cls.run),
         )
@@ -347,9 +356,10 @@ class Task:
     """Base for dataclass tasks: fields are the arguments, ``run(ctx)`` does the work.
 
     Class attributes set defaults: ``kind`` (default ``"<module>.<name>"``), ``queue``,
-    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout`` and ``atomic``;
-    ``cron`` runs the task on a schedule (with its fields' defaults). Override
-    ``dedup_key()`` and ``merge()`` to merge with a pending job of the same key.
+    ``priority``, ``max_failures``, ``lease``, ``backoff``, ``timeout``, ``atomic``, and
+    the global limits ``max_in_flight`` and ``rate_limit``; ``cron`` runs the task on a
+    schedule (with its fields' defaults). Override ``dedup_key()`` and ``merge()`` to
+    merge with a pending job of the same key.
     """
 
     kind: ClassVar[str]
@@ -359,6 +369,8 @@ class Task:
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
     backoff: ClassVar[Backoff | None] = None
+    max_in_flight: ClassVar[int | None] = None
+    rate_limit: ClassVar[str | None] = None
     atomic: ClassVar[bool] = False
     cron: ClassVar[str | None] = None
 

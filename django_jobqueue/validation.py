@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
 
@@ -181,3 +182,44 @@ def clean_text(value: Any, limit: int) -> str:
         cut = len(text) - limit
         text = f"{text[:limit]}\n... ({cut} more characters cut)"
     return text
+
+
+# --- rates ("100/s") -----------------------------------------------------------------------
+
+RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*([smh])\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """``count`` enqueues per ``per`` seconds: a bucket of ``count`` tokens refilled at
+    ``count / per`` a second."""
+
+    count: int
+    per: int
+
+    @property
+    def refill(self) -> float:
+        """Tokens regained per second."""
+        return self.count / self.per
+
+    def __str__(self) -> str:
+        unit = next(u for u, seconds in RATE_UNITS.items() if seconds == self.per)
+        return f"{self.count}/{unit}"
+
+
+def rate(value: Any, *, name: str, error: ErrorFactory) -> Rate:
+    """A rate written ``"N/s"``, ``"N/m"`` or ``"N/h"`` (N a positive whole number), or a
+    ``Rate``."""
+    if isinstance(value, Rate):
+        return value
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise error(
+            f'{_must(name)} be a rate such as "100/s", "30/m" or "500/h" (a positive whole '
+            f"number per second, minute or hour), got {value!r}"
+        )
+    count = int(match.group(1))
+    if count < 1:
+        raise error(f"{_must(name)} allow at least 1 per {match.group(2)}, got {value!r}")
+    return Rate(count, RATE_UNITS[match.group(2)])

@@ -34,6 +34,7 @@ from .maintenance import (
     CancelChecks,
     Heartbeat,
     LeaseExtension,
+    LimitRefresh,
     Maintenance,
     Recovery,
     Retention,
@@ -94,6 +95,8 @@ class Worker:
             else validation.positive_int(concurrency, name="concurrency", error=ValueError)
         )
         self.caps = {**settings.kind_concurrency, **(caps or {})}
+        # Each limited kind's max_in_flight, kept current by the LimitRefresh service.
+        self.max_in_flight: dict[str, int] = {}
         self.leases = registry.leases()
         self._policies: dict[str, Policy] = {}
         self.burst = burst
@@ -137,7 +140,11 @@ class Worker:
         self._recovery = Recovery(
             self._db, interval=timings.recover, policy_for=self._policy, running=self._running
         )
+        self._limits = LimitRefresh(
+            self._db, every=timings.limits, kinds=self.kinds, on_change=self._limits_changed
+        )
         services: list[Service] = [
+            self._limits,
             self._recovery,
             LeaseExtension(
                 self._db,
@@ -189,8 +196,16 @@ class Worker:
         self.stop()
 
     def _on_notify(self, payload: str) -> None:
-        if not payload or not self.queues or payload in self.queues:
+        if payload == store.LIMITS_CHANGED:
+            self._limits.stale = True
             self._wake.set()
+        elif not payload or not self.queues or payload in self.queues:
+            self._wake.set()
+
+    def _limits_changed(self, found: dict[str, int]) -> None:
+        if found != self.max_in_flight:
+            logger.info("max_in_flight now %s", found or "unlimited for every kind")
+        self.max_in_flight = found
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -208,6 +223,12 @@ class Worker:
             logger.warning(
                 "no task kinds are registered, so this worker will claim nothing: "
                 "is each app's tasks.py in INSTALLED_APPS and importable?"
+            )
+        unknown = sorted(set(conf.get().limits) - set(registry.kinds()))
+        if unknown:
+            logger.warning(
+                "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
+                ", ".join(unknown),
             )
         self._db(
             lambda: store.register_worker(
@@ -318,11 +339,15 @@ class Worker:
         """What to claim for ``free`` slots: kinds, caps and each slot's priority floor."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
-        if free <= 0:
+        if free <= 0 or not self._limits.ready:
             return None
         in_flight = Counter(r.job.kind for r in self._running.values())
         at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
         limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
+        # A kind at its global limit by this worker's runs alone needs no look; the others
+        # are counted (all workers) inside the claim.
+        at_cap |= {k for k, most in self.max_in_flight.items() if in_flight[k] >= most}
+        limited = {k: most for k, most in self.max_in_flight.items() if k not in at_cap}
         floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
         # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
         # through to the next higher tier, down to floor 0 (everything).
@@ -332,6 +357,7 @@ class Worker:
             "queues": self.queues or None,
             "exclude_kinds": at_cap,
             "kind_limits": limits or None,
+            "max_in_flight": limited or None,
             "preferring": {f: n for f, n in floors.items() if f},
             "leases": self.leases,
         }

@@ -1,6 +1,6 @@
-"""The dashboard: the ``stats()`` snapshot as cards, a table per kind, completed and
-failed runs over the last hour and day, workers, the queues with pause/resume, and
-the periodic schedules."""
+"""The dashboard: the ``stats()`` snapshot as cards, a table per kind, the global limits
+per kind, completed and failed runs over the last hour and day, workers, the queues with
+pause/resume, and the periodic schedules."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from django_jobqueue import store
+from django_jobqueue import limiting, store
 from django_jobqueue.errors import JobQueueError
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.periodic import overview
@@ -51,6 +51,7 @@ def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
                 "at": local(now),
                 "cards": _cards(s),
                 "kinds": _kinds(s),
+                "limits": _limits(s),
                 "hour": chart(hour, label_every=10, fmt="%H:%M"),
                 "day": chart(day, label_every=4, fmt="%H:00"),
                 "live": [_worker(w, now) for w in s["workers"] if w["state"] == "alive"],
@@ -99,6 +100,25 @@ def _kinds(s: dict[str, Any]) -> list[dict[str, Any]]:
                 "p95": fmt_seconds(runs.get("p95")),
                 "failure_rate": f"{runs.get('failure_rate', 0.0):.1%}" if runs else "-",
                 "unserved": kind in s["unserved_kinds"],
+            }
+        )
+    return rows
+
+
+def _limits(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each kind with a global limit: its limits, where each is set, and its claims now."""
+    rows = []
+    for k in limiting.limits(max_age=0):
+        claimed = s["claimed_by_kind"].get(k.kind, 0)
+        rows.append(
+            {
+                "kind": k.kind,
+                "in_flight": claimed,
+                "max_in_flight": k.max_in_flight,
+                "max_in_flight_from": k.max_in_flight_from,
+                "rate_limit": None if k.rate_limit is None else str(k.rate_limit),
+                "rate_limit_from": k.rate_limit_from,
+                "full": k.max_in_flight is not None and claimed >= k.max_in_flight,
             }
         )
     return rows

@@ -94,3 +94,25 @@ def parse_job_id(text: str) -> uuid.UUID:
         return uuid.UUID(text.strip())
     except ValueError:
         raise ArgumentTypeError(f"{text!r} is not a job id (expected a UUID)") from None
+
+
+NO_LIMIT = ("none", "off", "unlimited")
+
+
+def limit_count(text: str) -> int | None:
+    """A ``--max-in-flight``: a whole number of at least 1, or ``none`` (no limit)."""
+    if text.strip().lower() in NO_LIMIT:
+        return None
+    try:
+        return positive_int(text)
+    except ArgumentTypeError:
+        raise ArgumentTypeError(
+            f"expected a whole number of at least 1, or none (no limit), got {text!r}"
+        ) from None
+
+
+def limit_rate(text: str) -> validation.Rate | None:
+    """A ``--rate-limit``: ``100/s``, ``30/m``, ``500/h``, or ``none`` (no limit)."""
+    if text.strip().lower() in NO_LIMIT:
+        return None
+    return validation.rate(text, name="", error=ArgumentTypeError)

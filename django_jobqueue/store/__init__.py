@@ -24,6 +24,8 @@ from .enqueue import (
     merge_candidates,
 )
 from .history import Page, as_uuid, get_job, history, journal
+from .limits import LIMITS_CHANGED, Override, clear_limit, in_flight, set_limit, take_tokens
+from .limits import overrides as limit_overrides
 from .monitoring import DURATION_BUCKETS, RunTotal, freshest_heartbeat, oldest_due, run_totals
 from .operations import (
     cancel,
@@ -58,6 +60,7 @@ from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 __all__ = [
     "COUNT_CAP",
     "DURATION_BUCKETS",
+    "LIMITS_CHANGED",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
@@ -66,6 +69,7 @@ __all__ = [
     "EnqueueRequest",
     "MergePlan",
     "NewJob",
+    "Override",
     "Page",
     "RunTotal",
     "ScheduleState",
@@ -80,6 +84,7 @@ __all__ = [
     "claim_jobs",
     "claim_statement",
     "cleanup",
+    "clear_limit",
     "count",
     "delete_finished",
     "delete_refusal",
@@ -91,8 +96,10 @@ __all__ = [
     "freshest_heartbeat",
     "get_job",
     "history",
+    "in_flight",
     "journal",
     "last_jobs",
+    "limit_overrides",
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
@@ -110,8 +117,10 @@ __all__ = [
     "run_stats",
     "run_totals",
     "schedule_states",
+    "set_limit",
     "settle",
     "stats",
+    "take_tokens",
     "throughput",
     "tick_key",
 ]

@@ -7,17 +7,26 @@ statement as materialised CTEs, one per floor, so a claim never costs a second q
 so is the paused-queue check (the small pause table read inside the statement).
 The locking subqueries are MATERIALIZED so the planner cannot run them twice.
 
+A kind with a global ``max_in_flight`` is capped the same way, its cap being the limit
+less the kind's claimed rows, counted inside the statement: on PostgreSQL by
+``django_jobqueue_free_slots``, which first takes the advisory locks of the claim's
+limited kinds, in one order (see ``limits``), once the claim meets a pending job of
+one of them. Still one
+statement; without limited kinds it is exactly the statement it was before.
+
 MySQL 8 and MariaDB 10.6+ have ``SKIP LOCKED`` but neither ``UPDATE … RETURNING`` nor
 locking clauses in CTEs: there a claim is one short transaction of a few statements
 (``_claim_mysql``): each tier's candidates ``SELECT … FOR UPDATE SKIP LOCKED`` (one
-SELECT per capped kind), then the UPDATE of the picked ids and the read of their rows.
+SELECT per capped kind), then the UPDATE of the picked ids and the read of their rows;
+a ``max_in_flight`` kind's count is taken under a named lock (``GET_LOCK``) held until
+the claim commits.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
@@ -28,6 +37,7 @@ from django_jobqueue import conf
 from django_jobqueue.models import Status
 
 from . import sql
+from .limits import LOCK_SPACE, lock_key
 
 
 @dataclass(slots=True)
@@ -64,6 +74,7 @@ class ClaimOptions(TypedDict, total=False):
     queues: Sequence[str] | None
     exclude_kinds: Iterable[str]
     kind_limits: Mapping[str, int] | None
+    max_in_flight: Mapping[str, int] | None
     floor: int
     preferring: Mapping[int, int] | None
     leases: Mapping[str, timedelta] | None
@@ -99,6 +110,7 @@ class ClaimSpec:
     caps: dict[str, int]
     tiers: list[tuple[int, int]]
     default_expiry: datetime
+    limited: dict[str, int] = field(default_factory=dict)  # global max_in_flight per kind
 
 
 @dataclass
@@ -162,6 +174,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     now = claim.get("now") or timezone.now()
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
+    limited = {k: n for k, n in (claim.get("max_in_flight") or {}).items() if k in wanted}
     d = sql.dialect()
     if d.mysql:
         spec = ClaimSpec(
@@ -170,6 +183,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
             caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
             tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
             default_expiry=now + lease,
+            limited=limited,
         )
         return PreparedClaim(d, [], "", [], worker_id, now, leases, lease, spec)
     ctes, update, params = _claim_sql(
@@ -178,6 +192,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         kinds=wanted,
         queues=list(claim.get("queues") or []),
         caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        limited=limited,
         tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
         now=now,
         leases=leases,
@@ -227,6 +242,7 @@ def _claim_sql(
     kinds: list[str],
     queues: list[str],
     caps: dict[str, int],
+    limited: dict[str, int],
     tiers: list[tuple[int, int]],
     now: datetime,
     leases: dict[str, timedelta],
@@ -243,9 +259,15 @@ def _claim_sql(
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             where += f" AND j.id NOT IN ({union})"
-        if caps:
+        if caps or limited:
             capped, capped_params = _capped(
-                d, caps=caps, queues=queues, floor=floor, now=now, previous=previous
+                d,
+                caps=caps,
+                limited=limited,
+                queues=queues,
+                floor=floor,
+                now=now,
+                previous=previous,
             )
             where += capped
             where_params += capped_params
@@ -298,24 +320,52 @@ def _capped(
     d: sql.Dialect,
     *,
     caps: dict[str, int],
+    limited: dict[str, int],
     queues: list[str],
     floor: int,
     now: datetime,
     previous: list[str],
 ) -> tuple[str, list[Any]]:
-    """Rows of a capped kind only from that kind's first (cap − already picked) candidates."""
-    names_sql, names_params = d.in_list("j.kind", list(caps))
+    """Rows of a capped kind only from that kind's first (cap − already picked) candidates.
+
+    A kind's cap is this claim's ``caps`` entry, or its ``limited`` entry less the kind's
+    claimed rows (counted here, in the statement's snapshot), or the smaller of the two.
+    """
+    kinds = [*caps, *(k for k in limited if k not in caps)]
+    names_sql, names_params = d.in_list("j.kind", kinds)
+    # Every limited kind's lock, taken together in one order by the first count.
+    lock_keys = sorted({lock_key(k) for k in limited})
     branches: list[str] = []
     params: list[Any] = [*names_params]
-    for kind, cap in caps.items():
+    for kind in kinds:
         where, where_params = _candidates(d, kinds=[kind], queues=queues, floor=floor, now=now)
         taken = " + ".join(f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
-        limit = f"%s - ({taken})" if previous else "%s"
+        cap = caps.get(kind)
+        if kind in limited:
+            greatest, least = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
+            if d.postgres:
+                # Locks the kind's claims, then counts on a snapshot newer than the lock.
+                free = "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])"
+                free_params = [kind, limited[kind], LOCK_SPACE, lock_keys]
+            else:  # one writer at a time: the statement's own count is current
+                free = (
+                    f"%s - (SELECT count(*) FROM {sql.JOB} WHERE status = 'claimed' AND kind = %s)"
+                )
+                free_params = [limited[kind], kind]
+            cap_sql = f"{least}(%s, {free})" if cap is not None else free
+            cap_params = [*([cap] if cap is not None else []), *free_params]
+            # Never below zero: SQLite reads a negative LIMIT as no limit at all.
+            limit = (
+                f"{greatest}({cap_sql} - ({taken}), 0)" if previous else f"{greatest}({cap_sql}, 0)"
+            )
+        else:
+            limit = f"%s - ({taken})" if previous else "%s"
+            cap_params = [cap]
         branches.append(
             f"SELECT id FROM (SELECT j.id FROM {sql.JOB} j WHERE {where}"
             f" ORDER BY j.priority, j.visible_at, j.id LIMIT {limit}) AS c"
         )
-        params += [*where_params, cap, *([kind] * len(previous))]
+        params += [*where_params, *cap_params, *([kind] * len(previous))]
     return f" AND (NOT {names_sql} OR j.id IN ({' UNION ALL '.join(branches)}))", params
 
 
@@ -336,9 +386,45 @@ def _claim_mysql(prepared: PreparedClaim, spec: ClaimSpec) -> list[tuple[Any, ..
     a moment later; a concurrent claim skips them meanwhile, as it would on PostgreSQL.
     """
     d = prepared.dialect
+    if not spec.limited:
+        return _claim_mysql_locked(prepared, spec)
+    # max_in_flight: each limited kind's named lock (server-wide, so the database's name
+    # is in it), taken in one order so two claims never wait in a circle, held until the
+    # claim has committed; the kind's claimed rows are counted under it.
+    database = str(d.conn.settings_dict["NAME"])[:40]
+    names = [f"jq:{database}:{key}" for key in sorted({lock_key(k) for k in spec.limited})]
+    taken: list[str] = []
+    try:
+        for name in names:
+            [(got,)] = d.run("SELECT GET_LOCK(%s, 30)", [name])
+            if got != 1:
+                return []  # not within 30 s: claim nothing this turn
+            taken.append(name)
+        return _claim_mysql_locked(prepared, spec)
+    finally:
+        for name in taken:
+            d.run("SELECT RELEASE_LOCK(%s)", [name])
+
+
+def _claim_mysql_locked(prepared: PreparedClaim, spec: ClaimSpec) -> list[tuple[Any, ...]]:
+    d = prepared.dialect
     now = prepared.now
     picked: list[tuple[Any, str]] = []  # (id as the database gave it, kind)
     with transaction.atomic(using=sql.alias()):
+        if spec.limited:
+            kinds_sql, kinds_params = d.in_list("kind", list(spec.limited))
+            running = dict(
+                d.run(
+                    f"SELECT kind, count(*) FROM {sql.JOB} WHERE status = 'claimed'"
+                    f" AND {kinds_sql} GROUP BY kind",
+                    kinds_params,
+                )
+            )
+            caps = dict(spec.caps)
+            for kind, most in spec.limited.items():
+                room = max(0, most - int(running.get(kind, 0)))
+                caps[kind] = min(caps.get(kind, room), room)
+            spec = replace(spec, caps=caps)
         cumulative = 0
         for floor, slots in spec.tiers:
             cumulative += slots

@@ -4,10 +4,16 @@ An enqueue outside a transaction is a single INSERT in autocommit; inside the
 caller's ``transaction.atomic()`` it joins it. On PostgreSQL a statement-level
 trigger (migration 0002) sends one NOTIFY per queue per statement, delivered on
 commit, so a bulk insert wakes the workers once.
+
+A request of a rate-limited kind first takes its token from the kind's bucket
+(``limits.take_tokens``) in the same transaction as its row: an enqueue over the rate
+raises ``RateLimited`` and writes neither; one that rolls back gives its token back.
+Counted per request, whatever becomes of it (inserted, merged or reused).
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,11 +24,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from django_jobqueue import notify
+from django_jobqueue.errors import RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.lifecycle import later
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
+from django_jobqueue.validation import Rate
 
 from . import sql
+from .limits import take_tokens
 
 Disposition = Literal["inserted", "merged", "reused"]
 
@@ -79,6 +88,7 @@ class EnqueueRequest:
     dedup_key: str | None = None
     merge: Callable[[Job], MergePlan | None] | None = field(default=None, compare=False)
     payload_json: str | None = field(default=None, compare=False)
+    rate: Rate | None = None  # the kind's enqueue rate limit (None: none)
 
     def visible_at(self, now: datetime) -> datetime:
         if self.run_at is not None:
@@ -98,7 +108,45 @@ class NewJob:
 
 
 def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
-    """Write one job in the caller's transaction (or in autocommit, as one statement)."""
+    """Write one job in the caller's transaction (or in autocommit, as one statement).
+
+    A rate-limited kind's token is taken in the same transaction (one of its own in
+    autocommit); ``RateLimited`` when there is none, and nothing is written.
+    """
+    if request.rate is None:
+        return _enqueue(request)
+    alias = sql.alias()
+    joined = sql.connection().in_atomic_block
+    # In the caller's transaction the token joins it (no savepoint: a RateLimited leaves
+    # that transaction usable); alone, token and row commit together.
+    with contextlib.nullcontext() if joined else transaction.atomic(using=alias):
+        wait = take_tokens(kind=request.kind, rate=request.rate, count=1)
+        if wait is None:
+            return _enqueue(request)
+    raise rate_limited(request.kind, request.rate, 1, wait)
+
+
+def rate_limited(kind: str, rate: Rate, count: int, wait: float) -> RateLimited:
+    """The error for ``count`` enqueues of ``kind`` that ``rate`` did not let through."""
+    if wait == float("inf"):
+        return RateLimited(
+            f"{kind}: {count} jobs at once are more than its rate limit {rate} ever lets "
+            f"through (at most {rate.count} at once); nothing was enqueued",
+            kind=kind,
+            rate=str(rate),
+            retry_after=None,
+        )
+    what = "1 job" if count == 1 else f"{count} jobs"
+    return RateLimited(
+        f"{kind}: rate limit {rate} reached; {what} can be enqueued again in {wait:.2f}s. "
+        "Nothing was enqueued",
+        kind=kind,
+        rate=str(rate),
+        retry_after=wait,
+    )
+
+
+def _enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
     now = timezone.now()
     if request.idempotency_key is not None:
         existing = active_by_key(request.idempotency_key)
@@ -150,7 +198,7 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
 def _insert_keyed_mysql(
     d: sql.Dialect, job: Job, request: EnqueueRequest, key: str
 ) -> tuple[Job, Disposition]:
-    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0007)
+    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0008)
     and ``ON DUPLICATE KEY`` cannot say which key clashed, so the INSERT runs in a
     savepoint and a duplicate of that index means another active job holds the key."""
     for _ in range(3):
@@ -167,7 +215,7 @@ def _insert_keyed_mysql(
     raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
 
 
-# The unique index of migration 0007 (MySQL/MariaDB name it in a duplicate-key error).
+# The unique index of migration 0008 (MySQL/MariaDB name it in a duplicate-key error).
 _MYSQL_KEY_INDEX = "jobqueue_job_idempotency_active"
 
 
@@ -177,18 +225,31 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
     Requests with an idempotency key or a merge go through ``enqueue`` one by one in
     the same transaction (in order, so a key repeated in the batch is reused).
     Returns a (row, disposition) per request, in order.
+
+    Rate-limited kinds take the batch's tokens first, all of a kind at once: if any kind
+    has too few, ``RateLimited`` and nothing of the batch is written.
     """
     now = timezone.now()
     out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
     plain: list[tuple[int, NewJob, EnqueueRequest]] = []
     alias = sql.alias()
     ids = iter(uuid7_many(len(requests)))
+    rated: dict[str, tuple[Rate, int]] = {}
+    for request in requests:
+        if request.rate is not None:
+            rate, count = rated.get(request.kind, (request.rate, 0))
+            rated[request.kind] = (rate, count + 1)
     with transaction.atomic(using=alias):
+        for kind in sorted(rated):  # one order, so two batches cannot deadlock on buckets
+            rate, count = rated[kind]
+            wait = take_tokens(kind=kind, rate=rate, count=count)
+            if wait is not None:
+                raise rate_limited(kind, rate, count, wait)
         for i, request in enumerate(requests):
             if request.idempotency_key is not None or (
                 request.dedup_key is not None and request.merge is not None
             ):
-                out[i] = enqueue(request)
+                out[i] = _enqueue(request)
             else:
                 plain.append((i, NewJob(id=next(ids), kind=request.kind), request))
         d = sql.dialect()
@@ -396,4 +457,5 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "merge_candidates",
+    "rate_limited",
 ]

@@ -6,7 +6,9 @@ On PostgreSQL both go in one statement (the settlement CTEs, then the claim's), 
 busy worker pays one round trip and one commit per turn instead of two. Each part
 keeps its own guarantees: a settlement whose claim was lost writes nothing, and the
 claim skips locked rows. The claim cannot see the rows this statement settles back to
-pending; the next turn can.
+pending; the next turn can. Nor does it count, for a kind with a global
+``max_in_flight``, the claims this statement settles as ended: it leaves their slots to
+the next turn, never claims beyond the limit.
 """
 
 from __future__ import annotations

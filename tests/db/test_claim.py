@@ -229,7 +229,7 @@ def test_claim_on_mariadb_reads_the_status_led_claim_index_in_order() -> None:
         columns = [c[0] for c in cursor.description]
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
     [job_table] = [r for r in rows if r["table"] == "j"]
-    assert job_table["key"] == "jobqueue_job_claim", rows  # status-led there (0007)
+    assert job_table["key"] == "jobqueue_job_claim", rows  # status-led there (0008)
     assert job_table["type"] in ("ref", "range"), rows  # entered at status = pending
     assert "filesort" not in (job_table["Extra"] or ""), rows  # read in claim order
 

@@ -410,20 +410,21 @@ def atomic_effect(
 
     ``fail_first`` runs fail after writing; ``gate`` holds the first run (after its write
     if ``write_first``) until the test opens it; ``hold`` keeps the transaction open
-    that long after the write; ``until_cancelled`` waits after the write for the worker
-    to set ``ctx.cancelled`` and then pauses."""
+    that long after the write; ``until_cancelled`` waits (after the write if
+    ``write_first``, else before it) for the worker to set ``ctx.cancelled``, then
+    pauses."""
     if write_first:
         _effect(ctx)
     if gate and ctx.run_count == 1:
         ATOMIC_STARTED[gate].set()
         ATOMIC_GO[gate].wait(30)
+    if until_cancelled and not ctx.cancelled.wait(30):
+        raise RuntimeError("never cancelled")
     if not write_first:
         _effect(ctx)
     if hold:
         time.sleep(hold)
     if until_cancelled:
-        if not ctx.cancelled.wait(30):
-            raise RuntimeError("never cancelled")
         raise Pause(resume_in=0, note="asked to stop")
     if ctx.failure_count < fail_first:
         raise RuntimeError(f"planned failure {ctx.failure_count + 1} of {fail_first}")
@@ -495,3 +496,42 @@ def countdown(n: int) -> int:
     if n > 0:
         countdown.enqueue(n - 1)
     return n
+
+
+# --- global limits (tests/db/test_limits.py, tests/concurrency/test_limits.py) -------------
+
+
+@task(takes_context=True, kind="tests.limited")
+def limited(ctx: Context, seconds: float) -> None:
+    """No limit of its own: the tests set one in the database or the settings."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(takes_context=True, kind="tests.one_at_a_time", max_in_flight=1)
+def one_at_a_time(ctx: Context, seconds: float) -> None:
+    """At most one claimed at once, all workers together (the task's own option)."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(kind="tests.rated", rate_limit="3/m")
+def rated(n: int = 0) -> int:
+    """Three enqueues a minute, all processes together."""
+    return n
+
+
+@dataclass
+class RatedSync(Task):
+    """A class task whose rate limit is a class attribute."""
+
+    kind = "tests.rated_sync"
+    rate_limit = "2/h"
+    account_id: int
+
+    def run(self, ctx: Context) -> int:
+        return self.account_id

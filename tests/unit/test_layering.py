@@ -117,7 +117,17 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes
     {"store"},
     # tasks, their registry and signals, enqueue options, handles and running one job
-    {"registry", "signals", "outcomes", "options", "task", "handle", "executor", "periodic"},
+    {
+        "registry",
+        "signals",
+        "outcomes",
+        "options",
+        "task",
+        "handle",
+        "executor",
+        "limiting",
+        "periodic",
+    },
     # the loop that claims, runs and settles: its database guard, maintenance and threads
     {"dbguard", "maintenance", "slots", "atomic", "worker", "scheduler"},
     # what users and operators touch: the public API, the app, the test kit, the

@@ -1,8 +1,9 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``schedules`` and ``health``. Every
-read and write goes through :mod:`django_jobqueue.store`, exactly as the admin's do.
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]``, ``schedules`` and
+``health``. Every read and write goes through :mod:`django_jobqueue.store`, exactly as
+the admin's do.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
-from django_jobqueue import conf, store
+from django_jobqueue import conf, limiting, store
 from django_jobqueue.errors import (
     ConfigurationError,
+    InvalidLimit,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import (
+    limit_count,
+    limit_rate,
     parse_age,
     parse_duration,
     parse_job_id,
@@ -44,6 +48,7 @@ from django_jobqueue.management.report import (
 from django_jobqueue.models import TERMINAL, Status
 from django_jobqueue.periodic import overview as schedule_overview
 from django_jobqueue.redaction import redact
+from django_jobqueue.registry import registry
 
 
 def operator() -> str:
@@ -58,7 +63,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume, schedules, health."
+        "pause, resume, limit, schedules, health."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -91,6 +96,12 @@ class Command(BaseCommand):
             ("resume", "Let workers claim from these paused queues again."),
         ):
             sub.add_parser(verb, help=what).add_argument("queues", nargs="+", metavar="QUEUE")
+        _limit_arguments(
+            sub.add_parser(
+                "limit",
+                help="Show the global limits per kind, or set or clear a kind's at run time.",
+            )
+        )
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
@@ -220,6 +231,54 @@ class Command(BaseCommand):
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"{name}: {verb}d" if changed else f"{name}: already {verb}d")
+
+    # --- limit ----------------------------------------------------------------------------
+
+    def do_limit(self, options: dict[str, Any]) -> None:
+        kind = options["kind"]
+        most, rate = options["max_in_flight"], options["rate_limit"]
+        changing = most is not limiting.UNCHANGED or rate is not limiting.UNCHANGED
+        if kind is None:
+            if changing or options["clear"]:
+                raise CommandError("limit: name the KIND to set or clear limits for")
+            self._show_limits(limiting.limits(max_age=0))
+            return
+        if options["clear"] and changing:
+            raise CommandError("limit: give --clear alone, or --max-in-flight/--rate-limit")
+        if not options["clear"] and kind not in registry:
+            known = ", ".join(registry.kinds()) or "none"
+            raise CommandError(f"limit: no task is registered under kind {kind!r}; known: {known}")
+        try:
+            if options["clear"]:
+                cleared = limiting.clear_limit(kind)
+                self.stdout.write(
+                    f"{kind}: run-time limits cleared" if cleared else f"{kind}: none were set"
+                )
+            elif changing:
+                limiting.set_limit(kind, max_in_flight=most, rate_limit=rate, actor=operator())
+        except InvalidLimit as exc:
+            raise CommandError(f"limit: {exc}") from exc
+        self._show_limits([limiting.resolve(kind, max_age=0)])
+
+    def _show_limits(self, limits: Sequence[limiting.KindLimits]) -> None:
+        if not limits:
+            self.stdout.write("No kind is limited.")
+            return
+        claimed = store.in_flight(kinds=[k.kind for k in limits])
+        rows = [
+            [
+                k.kind,
+                "-" if k.max_in_flight is None else str(k.max_in_flight),
+                k.max_in_flight_from or "-",
+                claimed.get(k.kind, 0),
+                "-" if k.rate_limit is None else str(k.rate_limit),
+                k.rate_limit_from or "-",
+            ]
+            for k in limits
+        ]
+        headers = ["KIND", "MAX IN FLIGHT", "SET BY", "IN FLIGHT", "RATE LIMIT", "SET BY"]
+        for line in table(headers, rows, indent=""):
+            self.stdout.write(line)
 
     # --- list -----------------------------------------------------------------------------
 
@@ -408,4 +467,27 @@ def _cleanup_arguments(p: ArgumentParser) -> None:
     p.add_argument("--kind", help="Only this kind.")
     p.add_argument(
         "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+    )
+
+
+def _limit_arguments(p: ArgumentParser) -> None:
+    p.add_argument("kind", nargs="?", metavar="KIND", help="The kind (all limited kinds if none).")
+    p.add_argument(
+        "--max-in-flight",
+        type=limit_count,
+        default=limiting.UNCHANGED,
+        metavar="N",
+        help="At most N jobs of KIND claimed at once, all workers together; none lifts it.",
+    )
+    p.add_argument(
+        "--rate-limit",
+        type=limit_rate,
+        default=limiting.UNCHANGED,
+        metavar="RATE",
+        help="Enqueues of KIND beyond RATE (100/s, 30/m, 500/h) raise RateLimited; none lifts it.",
+    )
+    p.add_argument(
+        "--clear",
+        action="store_true",
+        help="Remove KIND's run-time limits: JOBQUEUE['LIMITS'] and the task's options apply.",
     )

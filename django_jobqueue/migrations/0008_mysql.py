@@ -89,7 +89,7 @@ def _rebuild(schema_editor, indexes):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_jobqueue", "0006_run_tally")]
+    dependencies = [("django_jobqueue", "0007_limits")]
 
     # Not atomic: MySQL cannot roll DDL back, and Django refuses DDL inside a transaction there.
     operations = [migrations.RunPython(create, drop, atomic=False, elidable=False)]

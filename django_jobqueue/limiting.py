@@ -1,0 +1,207 @@
+"""Global limits per kind, whichever way they are set: ``max_in_flight`` (jobs of the kind
+claimed at once, all workers together) and ``rate_limit`` (enqueues a second, minute or
+hour, all processes together).
+
+Each limit comes from the first place that sets it:
+
+1. the database: ``set_limit()`` / ``manage.py jobqueue limit`` (changeable at run time);
+2. ``JOBQUEUE["LIMITS"][kind]``;
+3. the task's option (``@task(max_in_flight=2, rate_limit="10/s")``).
+
+A place sets a limit when it names it; naming it as None lifts it (the places below are
+not asked). A process keeps its copy of the run-time limits for ``REFRESH`` seconds;
+a worker re-reads them as often while busy, and at once when told (a NOTIFY, on
+PostgreSQL). Enforcement is in ``store``: the claim counts, the enqueue takes tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from . import conf, validation
+from .errors import InvalidLimit
+from .registry import registry
+from .validation import Rate
+
+if TYPE_CHECKING:
+    from .store import Override
+
+REFRESH = 2.0  # seconds a process trusts its copy of the run-time limits
+
+UNCHANGED: Any = type("Unchanged", (), {"__repr__": lambda self: "UNCHANGED"})()
+
+DATABASE, SETTINGS, TASK = "database", "settings", "task"
+
+
+@dataclass(frozen=True)
+class KindLimits:
+    """A kind's limits in force, and where each comes from (``"database"``,
+    ``"settings"``, ``"task"``; ``""`` when nothing sets it)."""
+
+    kind: str
+    max_in_flight: int | None
+    rate_limit: Rate | None
+    max_in_flight_from: str
+    rate_limit_from: str
+
+    @property
+    def limited(self) -> bool:
+        return self.max_in_flight is not None or self.rate_limit is not None
+
+
+# (overrides, monotonic time they were read); None until the first read.
+_cache: tuple[dict[str, Override], float] | None = None
+
+
+def overrides(*, max_age: float | None = REFRESH) -> dict[str, Override]:
+    """The run-time limits, as this process last read them; read again when older than
+    ``max_age`` seconds (0: now; None: only if never read)."""
+    global _cache
+    cached = _cache
+    now = time.monotonic()
+    if cached is not None and (max_age is None or now - cached[1] < max_age):
+        return cached[0]
+    from . import store  # here, so that importing the package reads no models
+
+    found = store.limit_overrides()
+    _cache = (found, now)
+    return found
+
+
+def forget() -> None:
+    """Drop this process's copy of the run-time limits: the next use reads them."""
+    global _cache
+    _cache = None
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("JOBQUEUE", "DATABASES"):
+        forget()
+
+
+def resolve(kind: str, *, max_age: float | None = REFRESH) -> KindLimits:
+    """The limits in force for ``kind``."""
+    return _resolve(kind, overrides(max_age=max_age), conf.get().limits)
+
+
+def _resolve(
+    kind: str, found: dict[str, Override], configured: dict[str, dict[str, Any]]
+) -> KindLimits:
+    override = found.get(kind)
+    setting = configured.get(kind, {})
+    defn = registry.find(kind)
+    if override is not None and override.sets_max_in_flight:
+        most, most_from = override.max_in_flight, DATABASE
+    elif "max_in_flight" in setting:
+        most, most_from = setting["max_in_flight"], SETTINGS
+    else:
+        most = defn.max_in_flight if defn is not None else None
+        most_from = TASK
+    if override is not None and override.sets_rate_limit:
+        rate, rate_from = override.rate_limit, DATABASE
+    elif "rate_limit" in setting:
+        rate, rate_from = setting["rate_limit"], SETTINGS
+    else:
+        rate = defn.rate_limit if defn is not None else None
+        rate_from = TASK
+    if most is None and most_from == TASK:
+        most_from = ""
+    if rate is None and rate_from == TASK:
+        rate_from = ""
+    return KindLimits(kind, most, rate, most_from, rate_from)
+
+
+def rate_for(kind: str, task_rate: Rate | None) -> Rate | None:
+    """The enqueue rate limit in force for ``kind`` (the task's own is ``task_rate``):
+    the hot path of every enqueue, so dictionary lookups and no query but a refresh."""
+    override = overrides().get(kind)
+    if override is not None and override.sets_rate_limit:
+        return override.rate_limit
+    setting = conf.get().limits.get(kind)
+    if setting is not None and "rate_limit" in setting:
+        rate: Rate | None = setting["rate_limit"]
+        return rate
+    return task_rate
+
+
+def max_in_flight(kinds: Iterable[str], *, max_age: float | None = REFRESH) -> dict[str, int]:
+    """The kinds among ``kinds`` with a ``max_in_flight`` in force, and its value."""
+    found = overrides(max_age=max_age)
+    configured = conf.get().limits
+    limits = {}
+    for kind in kinds:
+        most = _resolve(kind, found, configured).max_in_flight
+        if most is not None:
+            limits[kind] = most
+    return limits
+
+
+def limits(*, max_age: float | None = REFRESH) -> list[KindLimits]:
+    """Every kind that has a limit in force, or a run-time limit set, by kind."""
+    found = overrides(max_age=max_age)
+    configured = conf.get().limits
+    kinds = sorted({*registry.kinds(), *configured, *found})
+    resolved = [_resolve(kind, found, configured) for kind in kinds]
+    return [k for k in resolved if k.limited or k.kind in found]
+
+
+def set_limit(
+    kind: str,
+    *,
+    max_in_flight: Any = UNCHANGED,
+    rate_limit: Any = UNCHANGED,
+    actor: str = "",
+) -> KindLimits:
+    """Set ``kind``'s limits at run time (see ``django_jobqueue.set_limit``)."""
+    if not isinstance(kind, str) or kind not in registry:
+        known = ", ".join(registry.kinds()) or "none"
+        raise InvalidLimit(
+            f"No task is registered under kind {kind!r}, so it cannot be limited; known: {known}",
+            kind=kind,
+        )
+    changes: dict[str, Any] = {}
+    error = partial(InvalidLimit, kind=kind)
+    if max_in_flight is not UNCHANGED:
+        changes["max_in_flight"] = validation.positive_int(
+            max_in_flight,
+            name=f"{kind}: max_in_flight",
+            error=partial(error, option="max_in_flight"),
+            allow_none=True,
+        )
+    if rate_limit is not UNCHANGED:
+        changes["rate_limit"] = (
+            None
+            if rate_limit is None
+            else validation.rate(
+                rate_limit, name=f"{kind}: rate_limit", error=partial(error, option="rate_limit")
+            )
+        )
+    if not changes:
+        raise InvalidLimit(
+            f"{kind}: give max_in_flight or rate_limit (None lifts a limit), or use clear_limit()",
+            kind=kind,
+        )
+    from . import store
+
+    store.set_limit(kind=kind, changes=changes, actor=actor)
+    forget()
+    return resolve(kind)
+
+
+def clear_limit(kind: str) -> bool:
+    """Remove ``kind``'s run-time limits (see ``django_jobqueue.clear_limit``)."""
+    if not isinstance(kind, str) or not kind:
+        raise InvalidLimit(f"clear_limit() takes a kind name, got {kind!r}", kind=str(kind))
+    from . import store
+
+    cleared = store.clear_limit(kind=kind)
+    forget()
+    return cleared
