@@ -70,6 +70,26 @@ def test_a_claim_skips_a_row_another_session_has_locked() -> None:
 
 @pytest.mark.sqlite
 @pytest.mark.django_db(transaction=True)
+def test_max_in_flight_holds_for_claims_racing_on_many_connections() -> None:
+    for i in range(20):
+        tasks.add.enqueue(i, i)
+    racers = 6
+    start = threading.Barrier(racers)
+
+    def claim(i: int) -> int:
+        start.wait(30)
+        got = store.claim_jobs(
+            worker_id=f"w:{i}", limit=4, kinds=[tasks.add.kind], max_in_flight={tasks.add.kind: 2}
+        )
+        return len(got)
+
+    claimed = [in_thread(lambda i=i: claim(i)) for i in range(racers)]  # type: ignore[misc]
+    assert sum(f.result(60) for f in claimed) == 2
+    assert Job.objects.filter(status=Status.CLAIMED).count() == 2
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
 def test_the_database_itself_refuses_a_second_active_job_with_a_key() -> None:
     """Past the enqueue code: an ORM write of a second active row with the key fails,
     and the key is free again once its job is finished."""

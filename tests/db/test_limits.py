@@ -444,6 +444,8 @@ def test_a_settled_claim_frees_its_place() -> None:
 
 
 def test_the_claim_statement_is_unchanged_without_limits() -> None:
+    if connections["default"].vendor == "mysql":
+        pytest.skip("MySQL/MariaDB: the count is a statement of its own, under a named lock")
     base = {
         "worker_id": "w:1",
         "limit": 4,
