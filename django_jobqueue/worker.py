@@ -230,16 +230,7 @@ class Worker:
                 "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
                 ", ".join(unknown),
             )
-        self._db(
-            lambda: store.register_worker(
-                worker_id=self.heartbeat_id,
-                host=self.host,
-                pid=self.pid,
-                queues=self.queues,
-                kinds=self.kinds,
-                concurrency=self.concurrency,
-            )
-        )
+        self._register()
         self._listener.start()
         self._slots.start(self.concurrency)
         try:
@@ -256,6 +247,24 @@ class Worker:
             connections[self.alias].close()
         logger.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
         return self.processed
+
+    def _register(self) -> None:
+        """List this worker (its heartbeat row) before it claims anything, retrying through
+        connection errors: operators and the health check see every worker that runs."""
+        while not self._stopping.is_set():
+            if self._db(self._register_once):
+                return
+
+    def _register_once(self) -> bool:
+        store.register_worker(
+            worker_id=self.heartbeat_id,
+            host=self.host,
+            pid=self.pid,
+            queues=self.queues,
+            kinds=self.kinds,
+            concurrency=self.concurrency,
+        )
+        return True
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
