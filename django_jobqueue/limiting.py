@@ -27,7 +27,7 @@ from django.dispatch import receiver
 
 from . import conf, validation
 from .errors import InvalidLimit
-from .registry import registry
+from .registry import TaskDef, registry
 from .validation import Rate
 
 if TYPE_CHECKING:
@@ -98,25 +98,22 @@ def _resolve(
     override = found.get(kind)
     setting = configured.get(kind, {})
     defn = registry.find(kind)
-    if override is not None and override.sets_max_in_flight:
-        most, most_from = override.max_in_flight, DATABASE
-    elif "max_in_flight" in setting:
-        most, most_from = setting["max_in_flight"], SETTINGS
-    else:
-        most = defn.max_in_flight if defn is not None else None
-        most_from = TASK
-    if override is not None and override.sets_rate_limit:
-        rate, rate_from = override.rate_limit, DATABASE
-    elif "rate_limit" in setting:
-        rate, rate_from = setting["rate_limit"], SETTINGS
-    else:
-        rate = defn.rate_limit if defn is not None else None
-        rate_from = TASK
-    if most is None and most_from == TASK:
-        most_from = ""
-    if rate is None and rate_from == TASK:
-        rate_from = ""
+    most, most_from = _pick("max_in_flight", override, setting, defn)
+    rate, rate_from = _pick("rate_limit", override, setting, defn)
     return KindLimits(kind, most, rate, most_from, rate_from)
+
+
+def _pick(
+    name: str, override: Override | None, setting: dict[str, Any], defn: TaskDef | None
+) -> tuple[Any, str]:
+    """One limit and where it is set: the database, then the setting, then the task's
+    option (no source when none sets it)."""
+    if override is not None and getattr(override, f"sets_{name}"):
+        return getattr(override, name), DATABASE
+    if name in setting:
+        return setting[name], SETTINGS
+    value = getattr(defn, name) if defn is not None else None
+    return value, TASK if value is not None else ""
 
 
 def rate_for(kind: str, task_rate: Rate | None) -> Rate | None:
