@@ -7,7 +7,8 @@ PYTHON="${PYTHON:-python3}"
 VENV="${DEMO_VENV:-.venv-demo}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet .
+# The example project mounts the Prometheus metrics view, hence the metrics extra.
+"$VENV/bin/python" -m pip install --quiet ".[metrics]"
 export DJANGO_SETTINGS_MODULE=testproject.settings
 unset DATABASE_URL
 export SQLITE_PATH="${SQLITE_PATH:-$(mktemp -d)/demo.sqlite3}"
