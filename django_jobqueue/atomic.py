@@ -219,7 +219,6 @@ def _run_atomic(
         # failure): nothing is known to have committed, so the run is settled as failed,
         # through the guard, which refuses it if the commit did reach the server.
         logger.warning("job=%s kind=%s: atomic run could not commit: %s", job.id, job.kind, exc)
-        settler.state = "open" if settler.state == "staged" else settler.state
         assert result is not None  # execute() never raises; only what follows it can
         result = _failed(result, f"the run's transaction could not commit: {exc!r}")
     assert result is not None
