@@ -155,12 +155,10 @@ def _checked(run: RunResult, limit: int) -> RunResult:
         if problem is not None:
             problems.append(problem)
             run.value = None
-    if type(run.carry) is dict and not run.carry:
-        pass
-    elif not isinstance(run.carry, dict):
+    if not isinstance(run.carry, dict):
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
         run.carry = dict(run.job.carry or {})
-    else:
+    elif run.carry:
         problem = output_problem(run.carry, "ctx.carry", limit)
         if problem is not None:
             problems.append(problem)
