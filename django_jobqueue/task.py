@@ -133,14 +133,10 @@ class FunctionTask(TaskDef):
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> tuple[dict[str, Any], str]:
         """The payload of a call and its JSON text."""
-        if not args and self._keywords is not None:
-            # Keyword arguments that name every required parameter and nothing else
-            # bind to themselves (the bulk API's usual case): no signature.bind needed.
-            allowed, required = self._keywords
-            names = kwargs.keys()
-            if names <= allowed and required <= names:
-                given = dict(kwargs)
-                return given, encode_payload(given, kind=self.kind)
+        if not args and self._binds_as_is(kwargs):
+            # The bulk API's usual case: no signature.bind needed.
+            given = dict(kwargs)
+            return given, encode_payload(given, kind=self.kind)
         payload = self.bind(args, dict(kwargs))
         return payload, encode_payload(payload, kind=self.kind)
 
@@ -157,14 +153,18 @@ class FunctionTask(TaskDef):
             payload[name] = value
         return payload
 
+    def _binds_as_is(self, named: Mapping[str, Any]) -> bool:
+        """Whether keyword arguments bind to themselves: the parameters are all plain and
+        ``named`` names every required one and nothing else."""
+        if self._keywords is None:
+            return False
+        allowed, required = self._keywords
+        names = named.keys()
+        return names <= allowed and required <= names
+
     def _unbind(self, payload: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        if self._keywords is not None:
-            # Plain parameters: a payload naming every required one and nothing else
-            # is the call's keyword arguments as it is (no signature.bind per run).
-            allowed, required = self._keywords
-            names = payload.keys()
-            if names <= allowed and required <= names:
-                return (), payload
+        if self._binds_as_is(payload):
+            return (), payload  # the call's keyword arguments as they are, no bind per run
         params = self.signature.parameters
         unknown = sorted(set(payload) - set(params))
         if unknown:
