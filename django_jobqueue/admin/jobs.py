@@ -18,6 +18,8 @@ from django.utils.safestring import SafeString
 from django_jobqueue import store
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.redaction import redact_payload
+from django_jobqueue.registry import registry
 from django_jobqueue.store import sql
 
 from . import actions as job_actions
@@ -274,7 +276,7 @@ class JobAdmin(ModelAdmin):
             "blocks": [
                 (label, json_block(value))
                 for label, value in (
-                    ("payload", job.payload),
+                    ("payload", redact_payload(job.payload, task=registry.find(job.kind))),
                     ("carry", job.carry),
                     ("result", job.result),
                 )

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_jobqueue.models import Job, JournalEntry
 from tests.admin.conftest import jobs_in_every_state
+from tests.djtasks import tasks as djtasks
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -194,3 +195,46 @@ def test_the_bulk_confirmation_does_not_select_payload_carry_or_result(
     assert page.status_code == 200
     assert "are you sure?" in page.content.decode()
     assert_no_large_column(selects_of_jobs(captured.captured_queries))
+
+
+# --- redaction where a secret can show -----------------------------------------------
+
+
+def job_page(client: Client, job_id: object) -> str:
+    page = client.get(f"{JOBS}{job_id}/change/")
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def test_django_tasks_positional_secrets_are_redacted_on_the_job_page(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    result = djtasks.log_in.enqueue("ann", "hunter2", "key-one", "key-two")
+    text = job_page(client_for(viewer), result.id)
+    assert "ann" in text  # not a secret's name: shown
+    for secret in ("hunter2", "key-one", "key-two"):
+        assert secret not in text
+    # stored as given: the task receives the real values
+    assert Job.objects.get(id=result.id).payload["args"] == ["ann", "hunter2", "key-one", "key-two"]
+
+
+def test_django_tasks_keyword_secrets_stay_redacted_on_the_job_page(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    result = djtasks.log_in.enqueue(user="ann", password="hunter2")
+    text = job_page(client_for(viewer), result.id)
+    assert "ann" in text
+    assert "hunter2" not in text
+
+
+NEW_WORDS = ["api_key", "apikey", "passwd", "credential", "private_key", "cookie", "session"]
+
+
+@pytest.mark.parametrize("field", [*NEW_WORDS, "X-Api-Key", "aws_credentials", "sessionid"])
+def test_each_new_default_redact_word_hides_its_field(
+    field: str, viewer: User, client_for: Callable[..., Client]
+) -> None:
+    handle = tasks.record.enqueue(n={field: "s3cr3t-value", "user": "ann"})
+    text = job_page(client_for(viewer), handle.id)
+    assert "s3cr3t-value" not in text
+    assert "ann" in text
