@@ -238,3 +238,23 @@ def test_each_new_default_redact_word_hides_its_field(
     text = job_page(client_for(viewer), handle.id)
     assert "s3cr3t-value" not in text
     assert "ann" in text
+
+
+# --- the example project's pages cannot be framed ------------------------------------
+
+
+def test_admin_pages_and_confirmations_send_x_frame_options(
+    operator: User, client_for: Callable[..., Client]
+) -> None:
+    job = tasks.add.enqueue(1, 2)
+    client = client_for(operator)
+    pages = [
+        client.get(JOBS),
+        client.get(f"{JOBS}{job.id}/change/"),
+        client.get(f"{JOBS}{job.id}/act/cancel/"),
+        client.post(JOBS, {"action": "cancel", "_selected_action": [str(job.id)]}),
+        client.get(f"{JOBS}cleanup/"),
+    ]
+    for page in pages:
+        assert page.status_code == 200
+        assert page.headers.get("X-Frame-Options") in ("DENY", "SAMEORIGIN")
