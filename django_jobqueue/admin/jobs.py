@@ -140,7 +140,8 @@ class JobAdmin(ModelAdmin):
         return sql.jobs().defer(*guard.LARGE_JOB_FIELDS).annotate(last_run=Subquery(last_run))
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
-        return guard.lookup_allowed(self.list_filter, lookup)
+        filters = self.get_list_filter(request) if request is not None else self.list_filter
+        return guard.lookup_allowed(filters, lookup)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return guard.DeclaredChangeList
