@@ -19,7 +19,6 @@ What it cannot see is SQL sent on the driver's own connection, past Django's cur
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import re
@@ -107,12 +106,9 @@ class ThreadConnections:
                 left.append(f"left a transaction open on {conn.alias!r} ({open_})")
                 discard(conn)
             elif watch.changed:
-                conn.close()
+                _close(conn)
             elif conn.errors_occurred:
-                if conn.is_usable():
-                    conn.errors_occurred = False
-                else:
-                    conn.close()
+                _close_if_unusable(conn)
             watch.changed = False
         if not left:
             return result
@@ -150,9 +146,28 @@ def discard(conn: BaseDatabaseWrapper) -> None:
     conn.needs_rollback = False
     conn.closed_in_transaction = False
     conn.commit_on_exit = True
-    with contextlib.suppress(Exception):
+    _close(conn)
+
+
+def _close(conn: BaseDatabaseWrapper) -> None:
+    """Close a connection; one already closed under Django (by the server, or by the
+    task on the driver's own connection) may raise doing so, and is closed all the same."""
+    try:
         conn.close()
+    except Exception as exc:
+        logger.debug("closing %r after a run: %s", conn.alias, exc)
     conn.connection = None
+
+
+def _close_if_unusable(conn: BaseDatabaseWrapper) -> None:
+    try:
+        usable = conn.is_usable()
+    except Exception:
+        usable = False
+    if usable:
+        conn.errors_occurred = False
+    else:
+        _close(conn)
 
 
 def not_completed(result: RunResult, leak: str) -> RunResult:
