@@ -34,22 +34,21 @@ from .executor import RunResult
 logger = logging.getLogger("django_jobqueue")
 
 # A statement that changes the session: SET (SET LOCAL too, which is harmless but cheap
-# to treat alike), RESET, SQLite's PRAGMA. Anchored, so an UPDATE's SET never matches.
-_SETTER = re.compile(r"\s*(?:SET|RESET|PRAGMA)\b", re.IGNORECASE)
-_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*", re.DOTALL)
+# to treat alike), RESET, SQLite's PRAGMA, after any comments. Anchored at the start, so
+# an UPDATE's SET never matches and most statements fail at their first letters.
+_SETTER = re.compile(
+    r"\s*(?:(?:/\*.*?\*/|--[^\n]*(?:\n|$))\s*)*(?:SET|RESET|PRAGMA)\b", re.IGNORECASE | re.DOTALL
+)
 
 
 def changes_session(sql: object) -> bool:
-    """Whether a statement may change session state (read from its text, cheaply: most
-    statements are decided by their first characters)."""
+    """Whether a statement may change session state, read from its text cheaply."""
     if not isinstance(sql, str):
         return False
     if _SETTER.match(sql) or "set_config" in sql or "SET_CONFIG" in sql:
         return True
-    if ";" in sql or "/*" in sql or "--" in sql:  # several statements, or comments first
-        text = _COMMENTS.sub(" ", sql)
-        return any(_SETTER.match(part) for part in text.split(";"))
-    return False
+    # Several statements in one (raw SQL only): look at the head of each.
+    return ";" in sql and any(_SETTER.match(part) for part in sql.split(";"))
 
 
 class SessionWatch:
@@ -112,6 +111,14 @@ class ThreadConnections:
             watch.changed = False
         if not left:
             return result
+        job = result.job
+        logger.warning(
+            "job=%s kind=%s run=%d %s: rolled back, connection closed",
+            job.id,
+            job.kind,
+            job.run_count,
+            "; ".join(left),
+        )
         return not_completed(result, "; ".join(left))
 
 
