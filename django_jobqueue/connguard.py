@@ -6,7 +6,9 @@ atomic block or with autocommit not as configured holds a transaction the run ne
 committed: it is rolled back and closed, and the run is not completed (its writes are
 gone), so it settles as a failure naming the alias. One whose session settings the run
 changed (``SET``, ``RESET``, ``set_config()``, ``PRAGMA``), or that saw an error and is
-no longer usable, is closed. The next run connects afresh.
+no longer usable, is closed. The next run connects afresh. A healthy connection stays
+open whatever ``CONN_MAX_AGE`` says (``close_if_unusable_or_obsolete`` would reconnect
+for every job at its default, 0).
 
 The looking costs attribute reads: the thread's connection wrappers are held from its
 start, never looked up. Session changes are noticed by an execute wrapper that reads the

@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sys
 import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from django.utils import timezone
 
@@ -140,13 +142,24 @@ def _call(defn: TaskDef, job: Claimed, ctx: Context) -> Any:
     pid = os.getpid()
     try:
         value = defn.execute(job.payload, ctx)
-    except BaseException:
+    except BaseException as exc:
         if os.getpid() != pid:
-            os._exit(1)
+            _child_exit(exc)
         raise
     if os.getpid() != pid:
-        os._exit(0)
+        _child_exit(None)
     return value
+
+
+def _child_exit(exc: BaseException | None) -> NoReturn:
+    """End a forked child now, with the status ``sys.exit()`` would have given it."""
+    code = 0 if exc is None else 1
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def failed_outright(

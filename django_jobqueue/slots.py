@@ -3,7 +3,9 @@
 Runs go in through ``submit`` and come back out of ``results()``; the loop thread never
 runs task code. A run given up on at its timeout is ``abandon``ed: a new thread takes
 its place at once (a thread cannot be stopped), and the old one exits when, if ever,
-its run returns; the worker drops that late result.
+its run returns; the worker drops that late result. After each run, and before the
+loop sees its result, the thread's connections are left clean for the next one
+(``connguard``).
 """
 
 from __future__ import annotations
