@@ -28,15 +28,7 @@ from . import atomic, conf, signals, store, validation
 from .context import Context
 from .dbguard import DbGuard, is_connection_error
 from .executor import RunResult, decide
-from .lifecycle import (
-    NOTE_LIMIT,
-    Policy,
-    Run,
-    Settlement,
-    released,
-    settlement_refused,
-    timed_out,
-)
+from .lifecycle import Policy, Run, Settlement, released, settlement_refused, timed_out
 from .maintenance import (
     MIN_WAIT,
     CancelChecks,
@@ -482,10 +474,7 @@ class Worker:
     def _settle_apart(self, batch: list[Settlement], exc: DatabaseError) -> None:
         """The database refused a batch: settle each run alone, and one it refuses again
         as a failed run saying why. No settlement can take the worker down."""
-        logger.error(
-            "the database refused a batch of settlements (%s); settling each alone",
-            validation.clean_text(str(exc), NOTE_LIMIT),
-        )
+        logger.error("the database refused a batch of settlements (%s); settling each alone", exc)
         for s in batch:
             applied = self._db(partial(self._settle_alone, s))
             if applied is None:
