@@ -23,12 +23,13 @@ from django.utils import timezone
 
 from django_jobqueue.admin.actions import ACTIONS
 from django_jobqueue.models import TERMINAL, Job
-from tests.security.world import HOSTILE_KIND, OLD, ROLES, World, hostile, paused
+from tests.security.world import HOSTILE_KIND, OLD, World, hostile, paused
 
 APP = "django_jobqueue"
 
 VIEW_JOB = frozenset({"view_job"})
 VIEW_JOURNAL = frozenset({"view_journalentry"})
+LISTED = frozenset({"view_job", "view_journalentry", "delete_job"})
 
 
 def admin_urls() -> dict[str, str]:
@@ -128,7 +129,8 @@ def pages(world: World) -> list[Page]:
     """Every GET page of the app's admin (and the two index pages above it)."""
     return [
         Page("admin index", "/admin/", frozenset()),
-        Page("app index", f"/admin/{APP}/", frozenset(ROLES[-2].perms), any_of=True, refused=404),
+        # Listed for any model the user may view or delete (Django's get_model_perms).
+        Page("app index", f"/admin/{APP}/", LISTED, any_of=True, refused=404),
         *_job_pages(world),
         *_changelists(world),
     ]

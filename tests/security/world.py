@@ -57,8 +57,9 @@ def assert_safe(text: str, *tokens: str) -> None:
 
 # --- roles --------------------------------------------------------------------------------
 
-# The queue's own permissions: Django's view and delete, and the admin's operator actions.
-JOB_PERMS = ("delete_job", "requeue_job", "cancel_job", "run_job_now", "cleanup_job", "pause_queue")
+# The queue's own permissions: Django's delete, and the operator permissions the model
+# declares (one per admin action, the clean-up and queue pause).
+JOB_PERMS = ("delete_job", *(codename for codename, _ in Job._meta.permissions))
 VIEW = ("view_job", "view_journalentry")
 EVERY = (*VIEW, *JOB_PERMS)
 
