@@ -35,12 +35,14 @@ PAGES = ["-1", "0", "abc", "99999", "1e9", *META]
 
 def listed(world: World, url: str, query: dict[str, str]) -> set[Any] | None:
     """The ids a view-only operator's changelist shows for ``query``; None when the admin
-    refused the parameters with its own "?e=1" redirect. Never a 500, never a change."""
+    refused the parameters (its own "?e=1" redirect, or a 400). Never a 500, no change."""
     before = fingerprint()
     response = world.client(VIEWER).get(f"{url}?{urlencode(query)}")
     assert fingerprint() == before
     if response.status_code == 302:
         assert response["Location"].endswith("?e=1")
+        return None
+    if response.status_code == 400:
         return None
     assert response.status_code == 200
     return {row.pk for row in response.context["cl"].result_list}

@@ -39,7 +39,7 @@ def may_see(role: Role, needs: frozenset[str] | None, any_of: bool) -> bool:
     return any(role.may(frozenset({perm})) for perm in needs)
 
 
-@pytest.mark.parametrize("key", page_keys())
+@pytest.mark.parametrize("key", page_keys(roles=True))
 @pytest.mark.parametrize("role_name", ROLE_NAMES)
 def test_each_role_gets_each_page_only_with_its_permissions(
     world: World, role_name: str, key: str

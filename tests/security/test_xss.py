@@ -54,6 +54,25 @@ def test_every_page_shows_hostile_fields_escaped(world: World, key: str) -> None
         assert_safe(response.content.decode(), "user", *page.shows)
 
 
+SECTIONS = {
+    "queues": ("queue", "paused", "pauser"),
+    "schedules": ("schedule", "kind"),
+    "kinds": ("kind",),
+    "limits": ("kind",),
+    "workers": ("workerid", "wqueue"),
+}
+
+
+@pytest.mark.parametrize("section", list(SECTIONS))
+def test_each_dashboard_section_shows_its_hostile_values_escaped(
+    world: World, section: str
+) -> None:
+    text = superuser(world).get(f"{JOBS}dashboard/").content.decode()
+    start = text.index(f'<div class="jq-section" id="{section}">')
+    end = text.find('<div class="jq-section"', start + 1)
+    assert_safe(text[start : end if end > 0 else len(text)], *SECTIONS[section])
+
+
 @pytest.mark.parametrize("name", list(ACTIONS))
 def test_every_bulk_confirmation_shows_hostile_kinds_escaped(world: World, name: str) -> None:
     selected = [job.pk for job in world.hostile.values()]
@@ -89,6 +108,35 @@ def test_pausing_a_queue_with_a_hostile_name_shows_it_escaped(world: World) -> N
     text = response.content.decode()
     assert "paused." in text  # the message, and the queue in the table
     assert_safe(text, "user", "newqueue", "paused")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("do", hostile("verb")),  # "Unknown queue action ..."
+        ("queue", hostile("longqueue") * 2),  # too long for a queue name: refused, named
+    ],
+)
+def test_queue_form_errors_name_the_hostile_input_escaped(
+    world: World, field: str, value: str
+) -> None:
+    data = {"queue": "default", "do": "pause", field: value}
+    response = superuser(world).post(f"{JOBS}dashboard/queue/", data, follow=True)
+    assert response.status_code == 200
+    token = "verb" if field == "do" else "longqueue"
+    assert_safe(response.content.decode(), "user", token)
+
+
+@pytest.mark.parametrize("field", ["kind", "statuses", "finished_before_0"])
+def test_cleanup_form_errors_name_the_hostile_input_escaped(world: World, field: str) -> None:
+    data = {**cleanup_data(DAY), field: hostile("choice")}
+    response = superuser(world).post(f"{JOBS}cleanup/", data)
+    assert response.status_code == 200
+    assert response.context["form"].errors
+    text = response.content.decode()
+    assert unescaped(text) == []
+    if field != "finished_before_0":  # "Select a valid choice. ... is not one of ..."
+        assert "xss-choice" in text
 
 
 def test_the_login_page_escapes_a_hostile_next(world: World) -> None:
