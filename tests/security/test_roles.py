@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from django_jobqueue.admin.actions import ACTIONS
+from django_jobqueue.models import Job
 from tests.security.pages import ENDPOINT_KEYS, ENDPOINTS, page_keys, pages
 from tests.security.world import ROLES, Role, World, fingerprint
 
@@ -129,3 +130,19 @@ def test_the_job_page_and_dashboard_offer_only_what_the_role_holds(
     can_pause = role.may(frozenset({"pause_queue"}))
     assert dashboard.context["can_pause"] == can_pause
     assert ('id="pause-other"' in dashboard.content.decode()) == can_pause
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled", "claimed"])
+def test_no_one_deletes_an_active_job_by_any_route(world: World, state: str) -> None:
+    # The superuser holds every permission: what it cannot do, no role can.
+    job = world.hostile[state]
+    client = world.client(BY_NAME["superuser"])
+    routes = [
+        (JOBS, {"action": "delete_selected", "_selected_action": [job.pk], "post": "yes"}),
+        (JOBS, {"action": "delete_selected", "select_across": "1", "index": "0", "post": "yes"}),
+        (f"{JOBS}{job.pk}/act/delete_selected/", {"post": "yes"}),
+        (f"{JOBS}{job.pk}/delete/", {"post": "yes"}),
+    ]
+    for url, data in routes:
+        client.post(url, data)
+        assert Job.objects.filter(pk=job.pk, status=job.status).exists(), url
