@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.contenttypes.models import ContentType
@@ -148,12 +149,20 @@ class World:
     keyed: dict[str, Job] = field(default_factory=dict)  # by META value: its dedup key
     users: dict[str, User] = field(default_factory=dict)  # by role name
     xss_user: User | None = None  # a superuser whose username is hostile too
+    sessions: dict[str, str] = field(default_factory=dict)  # session keys, by role name
 
     def client(self, role: Role, *, csrf: bool = False) -> Client:
+        """A browser logged in as ``role`` (its session made once, with the world)."""
         client = Client(enforce_csrf_checks=csrf)
         if not role.anonymous:
-            client.force_login(self.users[role.name])
+            client.cookies[settings.SESSION_COOKIE_NAME] = self.sessions[role.name]
         return client
+
+    def log_in_everyone(self) -> None:
+        for name, user in self.users.items():
+            client = Client()
+            client.force_login(user)
+            self.sessions[name] = client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
 def _hostile_task() -> Any:
@@ -275,6 +284,7 @@ def build_world() -> World:
     world = World(hostile=jobs, targets=_targets(), entry=_hostile_entry(jobs["dead"]))
     world.keyed = _keyed()
     world.users = {role.name: make_user(role) for role in ROLES if not role.anonymous}
+    world.log_in_everyone()
     world.xss_user = make_user(Role("xss", superuser=True), username=hostile("user")[:150])
     _surroundings(world)
     return world
