@@ -121,9 +121,12 @@ def _changelists(world: World) -> Iterator[Page]:
     yield Page(
         "journal changelist", journal, VIEW_JOURNAL, tuple(t for t in entry if t != "attach")
     )
-    query = urlencode({"outcome": hostile("outcome"), "kind": hostile("jkind")})
+    unknown = urlencode({"outcome": hostile("outcome"), "kind": hostile("jkind")})
     yield Page(
-        "journal changelist unknown filter values", f"{journal}?{query}", VIEW_JOURNAL, roles=False
+        "journal changelist unknown filter values",
+        f"{journal}?{unknown}",
+        VIEW_JOURNAL,
+        roles=False,
     )
     e = world.entry.pk
     yield Page("journal change", f"{journal}{e}/change/", VIEW_JOURNAL, entry)
@@ -214,24 +217,20 @@ def cleanup_form(world: World) -> dict[str, Any]:
     return confirmed(counter, cleanup_data(OLD / 2), count=1)
 
 
+def _bulk_form(name: str) -> Callable[[World], dict[str, Any]]:
+    return lambda w: {"action": name, "_selected_action": [w.targets[name].pk], "post": "yes"}
+
+
+def _act_url(name: str) -> Callable[[World], str]:
+    return lambda w: f"/admin/{APP}/job/{w.targets[name].pk}/act/{name}/"
+
+
 def _endpoints() -> Iterator[Endpoint]:
     base = f"/admin/{APP}/job/"
     for name, action in ACTIONS.items():
         needs = frozenset({"view_job", action.permission})
-        yield Endpoint(
-            f"bulk {name}",
-            lambda w: base,
-            lambda w, n=name: {"action": n, "_selected_action": [w.targets[n].pk], "post": "yes"},
-            needs,
-            DONE[name],
-        )
-        yield Endpoint(
-            f"act {name}",
-            lambda w, n=name: f"{base}{w.targets[n].pk}/act/{n}/",
-            lambda w: {"post": "yes"},
-            needs,
-            DONE[name],
-        )
+        yield Endpoint(f"bulk {name}", lambda w: base, _bulk_form(name), needs, DONE[name])
+        yield Endpoint(f"act {name}", _act_url(name), lambda w: {"post": "yes"}, needs, DONE[name])
     yield Endpoint(
         "job delete",
         lambda w: f"{base}{w.targets['delete_selected'].pk}/delete/",

@@ -36,7 +36,7 @@ def assert_on_site(response: Any) -> str:
     """The redirect's target, which must stay on this site (as a browser reads it:
     backslashes as slashes, tabs and newlines dropped, leading spaces trimmed)."""
     assert response.status_code in (301, 302, 303, 307, 308)
-    location = response["Location"]
+    location = str(response["Location"])
     read = location.strip().replace("\\", "/")
     for c in "\t\n\r":
         read = read.replace(c, "")
