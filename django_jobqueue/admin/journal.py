@@ -100,6 +100,22 @@ class JournalEntryAdmin(ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
     actions = None
+    # The entry's own (read-only) page: its attachment shown as the job page shows values,
+    # secret-named fields hidden, never Django's raw rendering of the JSON field.
+    fields = [
+        "job_link",
+        "kind",
+        "run_no",
+        "outcome_badge",
+        "started",
+        "recorded",
+        "run_duration",
+        "note",
+        "attachment_shown",
+        "worker",
+        "actor",
+    ]
+    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
         return sql.journal_entries()
@@ -150,3 +166,9 @@ class JournalEntryAdmin(ModelAdmin):
         if e.attachment is None:
             return ""
         return Truncator(pretty_json(e.attachment)).chars(80)
+
+    @admin.display(description="attachment")
+    def attachment_shown(self, e: JournalEntry) -> SafeString:
+        if e.attachment is None:
+            return format_html("{}", "-")
+        return format_html("<pre>{}</pre>", pretty_json(e.attachment))
