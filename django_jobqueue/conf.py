@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_INTERVAL": timedelta(minutes=5),
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
+    "MAX_JSON_DEPTH": 100,
     "REDACT": ("password", "token", "secret", "authorization"),
     "LIMITS": {},
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
@@ -106,6 +107,7 @@ class Settings:
     retention_interval: timedelta = timedelta(minutes=5)
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
+    max_json_depth: int = 100
     redact: tuple[str, ...] = ()
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
     # (a Rate or None); a key left out leaves that limit to the task's option.
@@ -160,6 +162,7 @@ def validate(raw: Any) -> Settings:
         ),
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
+        max_json_depth=_json_depth(values["MAX_JSON_DEPTH"]),
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),
         atomic_warn_after=(
@@ -185,6 +188,18 @@ def _with_defaults(raw: Any) -> dict[str, Any]:
             key=unknown[0],
         )
     return {**DEFAULTS, **raw}
+
+
+def _json_depth(value: Any) -> int:
+    """MAX_JSON_DEPTH: at most what readers decode (``validation.READ_DEPTH``), so that
+    whatever was allowed in is shown and run again."""
+    depth = _positive("MAX_JSON_DEPTH", value)
+    if depth > validation.READ_DEPTH:
+        raise ConfigurationError(
+            f"MAX_JSON_DEPTH must be at most {validation.READ_DEPTH}, got {depth!r}",
+            key="MAX_JSON_DEPTH",
+        )
+    return depth
 
 
 @overload

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils import timezone
 
-from . import validation
+from . import conf, validation
 from .lifecycle import Policy, Run, Settlement, completed, dead, failure, later, paused
 from .outcomes import Pause, Permanent, RetryAfter
 from .registry import PayloadMismatch, TaskDef
@@ -67,9 +67,9 @@ def _error_text(exc: BaseException) -> str:
 
 def output_problem(value: Any, what: str, limit: int) -> str | None:
     """Why a run's output cannot be stored (not JSON, text the databases refuse, too
-    large), naming it; None when it can."""
+    large, nested deeper than MAX_JSON_DEPTH), naming it; None when it can."""
     try:
-        text = validation.dumps(value)
+        text = validation.dumps(value, max_depth=conf.get().max_json_depth)
     except validation.Unstorable as exc:
         return f"{what} cannot be stored: {what}{exc.path} {exc.problem}"
     except (TypeError, ValueError) as exc:
@@ -105,6 +105,10 @@ def execute(
 
     if defn is None:
         return result("mismatch", note=f"no task is registered under kind {job.kind!r}")
+    unreadable = undecodable(job)
+    if unreadable:
+        ctx.carry = {}  # the stored one cannot be read, so none is written back
+        return result("mismatch", note=unreadable)
     try:
         value = defn.execute(job.payload, ctx)
     except PayloadMismatch as exc:
@@ -130,6 +134,22 @@ def execute(
     return _checked(result("completed", value=value), max_output_bytes)
 
 
+def undecodable(job: Claimed) -> str:
+    """Why the claimed job's stored payload or carry cannot be read ("" when they can):
+    written around the queue, such a job can never run, so it is settled dead."""
+    stored: tuple[tuple[str, Any], ...] = (("payload", job.payload), ("carry", job.carry))
+    return "; ".join(
+        f"the stored {what} cannot be decoded ({value.error})"
+        for what, value in stored
+        if isinstance(value, validation.Undecodable)
+    )
+
+
+def stored_carry(job: Claimed) -> dict[str, Any]:
+    """The carry as stored, to fall back on: empty if it could not be decoded."""
+    return dict(job.carry) if isinstance(job.carry, dict) else {}
+
+
 def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult:
     """A run the executor itself could not classify (a bug of ours, not the task's):
     a failed run, its carry as stored, so the slot thread lives on."""
@@ -139,7 +159,7 @@ def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult
         end="failed",
         started_at=now,
         duration=timedelta(0),
-        carry=dict(job.carry or {}),
+        carry=stored_carry(job),
         cancelled=ctx.cancelled.is_set(),
         note=f"the worker could not finish this run ({type(exc).__qualname__})",
     )
@@ -157,12 +177,12 @@ def _checked(run: RunResult, limit: int) -> RunResult:
             run.value = None
     if not isinstance(run.carry, dict):
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
-        run.carry = dict(run.job.carry or {})
+        run.carry = stored_carry(run.job)
     elif run.carry:
         problem = output_problem(run.carry, "ctx.carry", limit)
         if problem is not None:
             problems.append(problem)
-            run.carry = dict(run.job.carry or {})
+            run.carry = stored_carry(run.job)
     if run.attachment is not None:
         problem = output_problem(run.attachment, "the ctx.attach() value", limit)
         if problem is not None:

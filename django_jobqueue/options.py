@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import conf, limiting, validation
 from .errors import InvalidOption, InvalidPayload, MergeError
+from .lifecycle import clamped
 from .outcomes import Merge
 from .registry import TaskDef, registry, validate_priority, validate_queue
 
@@ -26,7 +27,7 @@ def check_json(name: str, value: Any, *, kind: str) -> None:
     """Raise InvalidPayload naming ``name`` (and the path inside it) unless ``value`` can
     be stored as JSON."""
     try:
-        validation.dumps(value)
+        validation.dumps(value, max_depth=conf.get().max_json_depth)
     except validation.Unstorable as exc:
         raise InvalidPayload(
             f"{kind}: argument {name!r} cannot be stored: {name}{exc.path} {exc.problem}",
@@ -43,9 +44,10 @@ def check_json(name: str, value: Any, *, kind: str) -> None:
 
 def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
     """The payload as JSON text, encoded once; a value that cannot be is named, and so
-    is a payload over ``MAX_PAYLOAD_BYTES``."""
+    is a payload over ``MAX_PAYLOAD_BYTES`` (or nested deeper than ``MAX_JSON_DEPTH``,
+    the payload's own object not counted)."""
     try:
-        text = validation.dumps(payload)
+        text = validation.dumps(payload, max_depth=conf.get().max_json_depth + 1)
     except (TypeError, ValueError) as exc:
         for name, value in payload.items():
             check_json(name, value, kind=kind)
@@ -104,6 +106,7 @@ class Options:
                 )
             if values["delay"] is not None and "delay" in given and "run_at" in given:
                 raise InvalidOption("give delay or run_at, not both", option="run_at")
+            values["run_at"] = clamped(run_at)  # a "never" date waits until LATEST
         values["idempotency_key"] = validate_key("idempotency_key", values["idempotency_key"])
         return cls(**values)
 

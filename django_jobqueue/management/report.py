@@ -15,6 +15,7 @@ from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
 from django_jobqueue.redaction import redact
+from django_jobqueue.validation import Undecodable
 
 
 def fmt_window(seconds: float) -> str:
@@ -67,6 +68,8 @@ def json_default(value: Any) -> Any:
 
 def job_fields(job: Job) -> list[tuple[str, str]]:
     def js(value: Any) -> str:
+        if isinstance(value, Undecodable):  # written around the queue: say so, not fail
+            return f"(undecodable: {value.error})"
         return json.dumps(value, default=json_default, sort_keys=True)
 
     fields = [

@@ -9,7 +9,6 @@ always bound as parameters; only names from the models are formatted into SQL.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -64,12 +63,13 @@ dumps = validation.dumps
 
 
 def loads(value: Any) -> Any:
-    """A JSON column as read by a raw cursor (text on both backends; None stays None)."""
+    """A JSON column as read by a raw cursor (text on both backends; None stays None);
+    a value that cannot be decoded is a ``validation.Undecodable``, never an error."""
     if value is None or not isinstance(value, str | bytes):
         return value
     if value == "{}":  # the usual empty carry or payload, without the parser
         return {}
-    return json.loads(value)
+    return validation.decode(value)
 
 
 class Dialect:
