@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.utils import timezone
 
-from . import conf, validation
+from . import validation
 from .lifecycle import Policy, Run, Settlement, completed, dead, failure, later, paused
+from .options import depth_limit
 from .outcomes import Pause, Permanent, RetryAfter
 from .registry import PayloadMismatch, TaskDef
 
@@ -65,11 +66,14 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {message}\n{tail}"
 
 
-def output_problem(value: Any, what: str, limit: int) -> str | None:
+def output_problem(value: Any, what: str, limit: int, *, own_level: bool = False) -> str | None:
     """Why a run's output cannot be stored (not JSON, text the databases refuse, too
-    large, nested deeper than MAX_JSON_DEPTH), naming it; None when it can."""
+    large, nested deeper than MAX_JSON_DEPTH), naming it; None when it can. With
+    ``own_level`` (the carry) the value's own object is not counted, as a payload's
+    is not: each of its keys may hold MAX_JSON_DEPTH levels."""
     try:
-        text = validation.dumps(value, max_depth=conf.get().max_json_depth)
+        depth, limit_name = depth_limit(own_level=own_level)
+        text = validation.dumps(value, max_depth=depth, own_level=own_level, limit_name=limit_name)
     except validation.Unstorable as exc:
         return f"{what} cannot be stored: {what}{exc.path} {exc.problem}"
     except (TypeError, ValueError) as exc:
@@ -179,7 +183,7 @@ def _checked(run: RunResult, limit: int) -> RunResult:
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
         run.carry = stored_carry(run.job)
     elif run.carry:
-        problem = output_problem(run.carry, "ctx.carry", limit)
+        problem = output_problem(run.carry, "ctx.carry", limit, own_level=True)
         if problem is not None:
             problems.append(problem)
             run.carry = stored_carry(run.job)

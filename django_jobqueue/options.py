@@ -23,11 +23,26 @@ if TYPE_CHECKING:
     from .task import Task
 
 
+def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
+    """How many levels a stored value may nest, and the name of that limit: the
+    ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
+    (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
+    being one of them)."""
+    from .store import sql
+
+    setting = conf.get().max_json_depth
+    cap = sql.json_depth_cap()
+    if cap is not None and cap[0] - own_level < setting:
+        return cap[0] - own_level, f"the most {cap[1]} hold"
+    return setting, "MAX_JSON_DEPTH"
+
+
 def check_json(name: str, value: Any, *, kind: str) -> None:
     """Raise InvalidPayload naming ``name`` (and the path inside it) unless ``value`` can
     be stored as JSON."""
+    depth, limit_name = depth_limit(own_level=True)
     try:
-        validation.dumps(value, max_depth=conf.get().max_json_depth)
+        validation.dumps(value, max_depth=depth, limit_name=limit_name)
     except validation.Unstorable as exc:
         raise InvalidPayload(
             f"{kind}: argument {name!r} cannot be stored: {name}{exc.path} {exc.problem}",
@@ -47,7 +62,8 @@ def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
     is a payload over ``MAX_PAYLOAD_BYTES`` (or nested deeper than ``MAX_JSON_DEPTH``,
     the payload's own object not counted)."""
     try:
-        text = validation.dumps(payload, max_depth=conf.get().max_json_depth + 1)
+        depth, limit_name = depth_limit(own_level=True)
+        text = validation.dumps(payload, max_depth=depth, own_level=True, limit_name=limit_name)
     except (TypeError, ValueError) as exc:
         for name, value in payload.items():
             check_json(name, value, kind=kind)
@@ -186,12 +202,21 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
         new = decision.task
         if not isinstance(new, type(task)) or new.kind != kind:
             raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
-        problem = None if decision.carry is None else validation.json_problem(decision.carry)
+        depth, limit_name = depth_limit(own_level=True)
+        problem = (
+            None
+            if decision.carry is None
+            else validation.json_problem(
+                decision.carry, max_depth=depth, own_level=True, limit_name=limit_name
+            )
+        )
         if problem is not None:
             raise MergeError(
                 f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
                 kind=kind,
             )
-        return store.MergePlan("with", payload=new.to_payload(), carry=decision.carry)
+        merged = new.to_payload()
+        encode_payload(merged, kind=kind)  # checked as any payload is (depth, size)
+        return store.MergePlan("with", payload=merged, carry=decision.carry)
 
     return decide

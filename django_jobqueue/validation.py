@@ -111,13 +111,20 @@ def text_problem(text: str) -> str | None:
 _SUSPECT = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
-def dumps(value: Any, *, max_depth: int | None = None) -> str:
+def dumps(
+    value: Any,
+    *,
+    max_depth: int | None = None,
+    own_level: bool = False,
+    limit_name: str = "MAX_JSON_DEPTH",
+) -> str:
     """The one JSON encoding of stored values: compact, and only what reads back as it
     was written: no NaN or infinity, no key that is not a string (JSON would turn it
     into one), no NUL and no lone surrogate in any string or key (PostgreSQL's jsonb
     refuses both), and with ``max_depth`` no list or object nested deeper than that
-    (a deep value every reader would have to recurse through). Tuples are written as
-    lists.
+    (a deep value every reader would have to recurse through; with ``own_level`` the
+    value's own object is not counted, as a payload's or a carry's is not). Tuples are
+    written as lists.
 
     Raises TypeError or ValueError (``Unstorable`` naming the path to the bad part)
     for what it cannot encode. The usual value (flat, plain text) is checked on the
@@ -128,11 +135,11 @@ def dumps(value: Any, *, max_depth: int | None = None) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except RecursionError:
         if max_depth is not None:
-            _check_depth(value, max_depth)
+            _check_depth(value, max_depth, own_level, limit_name)
         raise Unstorable("is nested too deeply to encode") from None
     opened = text.count("{")
-    if max_depth is not None and opened + text.count("[") > max_depth:
-        _check_depth(value, max_depth)
+    if max_depth is not None and opened + text.count("[") > max_depth + own_level:
+        _check_depth(value, max_depth, own_level, limit_name)
     top = type(value) is dict
     try:
         if (
@@ -185,11 +192,11 @@ def short_path(steps: list[str]) -> str:
     return "".join(steps[:4]) + "…" + "".join(steps[-2:])
 
 
-def _check_depth(value: Any, max_depth: int) -> None:
-    steps = too_deep(value, max_depth)
+def _check_depth(value: Any, max_depth: int, own_level: bool, limit_name: str) -> None:
+    steps = too_deep(value, max_depth + own_level)
     if steps is not None:
         raise Unstorable(
-            f"is nested more than {max_depth} levels deep (MAX_JSON_DEPTH)", short_path(steps)
+            f"is nested more than {max_depth} levels deep ({limit_name})", short_path(steps)
         )
 
 
@@ -261,10 +268,16 @@ def decode(text: str | bytes) -> Any:
     return value
 
 
-def json_problem(value: Any) -> str | None:
+def json_problem(
+    value: Any,
+    *,
+    max_depth: int | None = None,
+    own_level: bool = False,
+    limit_name: str = "MAX_JSON_DEPTH",
+) -> str | None:
     """Why ``value`` cannot be stored as JSON (``None`` when it can)."""
     try:
-        dumps(value)
+        dumps(value, max_depth=max_depth, own_level=own_level, limit_name=limit_name)
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None

@@ -72,6 +72,19 @@ def loads(value: Any) -> Any:
     return validation.decode(value)
 
 
+def json_depth_cap() -> tuple[int, str] | None:
+    """How many levels the jobs database's JSON columns nest a document, and whose limit
+    that is; None where it is deeper than any reader decodes. MariaDB's ``JSON_VALID``
+    check (Django's JSONField column) refuses 32 levels or more, MySQL 8's JSON type more
+    than 100."""
+    conn = connection()
+    if conn.vendor != "mysql":
+        return None
+    if getattr(conn, "mysql_is_mariadb", False):
+        return 31, "MariaDB's JSON columns"
+    return 100, "MySQL's JSON columns"
+
+
 class Dialect:
     """The differences the raw statements care about, for one connection."""
 
