@@ -107,9 +107,14 @@ def test_enqueue_many_refuses_a_too_deep_item_and_writes_none_of_the_batch() -> 
 
 
 def test_the_django_tasks_backend_refuses_a_too_deep_argument_naming_it() -> None:
-    with pytest.raises(InvalidPayload, match=r"argument 'args\[0\]' cannot be stored: args\[0\]"):
+    with pytest.raises(
+        InvalidPayload, match=r"argument 'args\[0\]' cannot be stored: " + deep_path("args[0]")
+    ):
         djtasks.echo.enqueue(DEEP)
-    with pytest.raises(InvalidPayload, match=re.escape("argument 'body' cannot be stored: body")):
+    with pytest.raises(
+        InvalidPayload,
+        match=r"argument 'body' cannot be stored: body\['items'\]\[0\].* is nested more than",
+    ):
         djtasks.echo.enqueue(body={"items": DEEP})
     assert nothing_written()
 
