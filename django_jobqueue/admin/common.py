@@ -113,4 +113,7 @@ def duration(value: timedelta | None) -> str:
 def local(moment: datetime | None) -> str:
     if moment is None:
         return "-"
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+    except OverflowError:  # a time near year 1 or 9999 (raw SQL) has no local form here
+        return moment.strftime("%Y-%m-%d %H:%M:%S UTC")

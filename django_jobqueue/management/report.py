@@ -31,7 +31,10 @@ def fmt_window(seconds: float) -> str:
 def fmt_time(value: datetime | None) -> str:
     if value is None:
         return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
+    try:
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
+    except OverflowError:  # a time near year 1 or 9999 (raw SQL) has no local form here
+        return value.strftime("%Y-%m-%d %H:%M:%S%z")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
@@ -57,6 +60,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
 
 
 def json_default(value: Any) -> Any:
+    if isinstance(value, Undecodable):  # a stored value written around the queue
+        return str(value)
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, timedelta):

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import User
@@ -15,15 +15,15 @@ from django.utils import timezone
 from django_jobqueue.admin.common import short_id
 from django_jobqueue.models import Status
 from tests.admin.conftest import set_state
-from tests.db.test_stored_values import AT_ONCE, NEVER, NOT_JSON, TOO_DEEP, write_raw
+from tests.db.test_stored_values import AT_ONCE, NEVER, NOT_JSON, TOO_DEEP, jobqueue, write_raw
 from tests.helpers import is_postgres
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 JOBS = "/admin/django_jobqueue/job/"
-# UTC+14 and UTC-11: the local time of either end of the range is still a date.
-ZONES = ["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"]
+# UTC+14 and UTC-10: the local time of either end of the range is still a date.
+ZONES = ["UTC", "Pacific/Kiritimati", "Pacific/Honolulu"]
 
 
 def pages_of(client: Client, job_id: object, *, finished: bool) -> dict[str, str]:
@@ -85,3 +85,28 @@ def test_a_row_that_cannot_be_decoded_is_listed_and_its_page_says_undecodable(
         assert page.status_code == 200
         assert "(undecodable: " in page.content.decode()
     assert client_for(operator).get(f"{JOBS}{bad.id}/delete/").status_code == 200
+
+
+@pytest.mark.skipif(is_postgres(), reason="PostgreSQL's CHECK keeps times in the queue's range")
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", "Pacific/Honolulu"])
+def test_a_time_at_either_end_of_what_the_database_holds_is_shown_in_utc_not_a_500(
+    operator: User, client_for: Callable[..., Client], zone: str
+) -> None:
+    """Written around the queue (by the ORM, raw): a time whose local form in TIME_ZONE
+    would be year 0 or 10000."""
+    ends = {
+        "max": datetime(9999, 12, 31, 23, 0, tzinfo=UTC),
+        "min": datetime(1, 1, 1, 1, 0, tzinfo=UTC),
+    }
+    jobs = {}
+    for name, moment in ends.items():
+        handle = tasks.add.enqueue(1, 2)
+        set_state(handle.id, status=Status.DEAD, visible_at=moment, finished_at=moment)
+        jobs[name] = handle.id
+    client = client_for(operator)
+    with override_settings(TIME_ZONE=zone):
+        pages = [pages_of(client, job_id, finished=True)["job"] for job_id in jobs.values()]
+        shown = [jobqueue("show", str(job_id)) for job_id in jobs.values()]
+    # In either zone one end has no local form: that one is shown in UTC.
+    assert any(" UTC" in page for page in pages)
+    assert any("+0000" in text for text in shown)

@@ -6,6 +6,7 @@ command and settled dead by a worker, which goes on."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from datetime import datetime, timedelta, timezone
 from io import StringIO
@@ -14,8 +15,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
+from django.utils.timezone import now as timezone_now
 
 from django_jobqueue import InvalidPayload, Status
 from django_jobqueue.lifecycle import EARLIEST, LATEST
@@ -23,7 +25,7 @@ from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.options import depth_limit
 from django_jobqueue.validation import Undecodable
 from tests.djtasks import tasks as djtasks
-from tests.helpers import is_mysql, is_postgres, journal_of, run_burst
+from tests.helpers import is_mysql, is_postgres, journal_of, postgres_only, run_burst
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
@@ -163,7 +165,7 @@ def test_a_run_at_beyond_what_can_be_stored_is_clamped_and_the_commands_still_re
     assert "Pending" in jobqueue("stats")
     day = clamped_to(when).strftime("%Y-%m-%d")
     assert re.search(rf"visible at: +{day} ", jobqueue("show", str(handle.id)))
-    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):  # UTC+14 and UTC-11
+    for zone in ("Pacific/Kiritimati", "Pacific/Honolulu"):  # UTC+14 and UTC-10
         with override_settings(TIME_ZONE=zone):
             assert "visible at:" in jobqueue("show", str(handle.id))
 
@@ -269,3 +271,44 @@ def test_a_worker_claiming_a_row_that_cannot_be_decoded_settles_it_dead_and_goes
     assert Job.objects.get(id=bad.id).status == Status.DEAD
     assert good.refresh().result == 7
     assert "Journal (1 entries)" in jobqueue("show", str(bad.id))
+
+
+# --- times written around the queue (PostgreSQL holds years Python cannot) ----------------
+
+OUT_OF_RANGE = ["10000-01-01 00:00:00+00", "0001-12-31 10:00:00+00 BC"]
+
+
+def write_time(job_id: Any, text: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Job._meta.db_table} SET visible_at = %s::timestamptz WHERE id = %s",
+            [text, job_id],
+        )
+
+
+@postgres_only
+@pytest.mark.parametrize("text", OUT_OF_RANGE, ids=["year-10000", "year-0"])
+def test_raw_sql_cannot_store_a_time_python_cannot_read(text: str) -> None:
+    handle = tasks.add.enqueue(1, 2)
+    with pytest.raises(IntegrityError, match="jobqueue_job_times_readable"):
+        write_time(handle.id, text)
+    assert Job.objects.get(id=handle.id).visible_at <= timezone_now()
+
+
+@postgres_only
+def test_the_migration_clamps_rows_an_older_version_stored_out_of_range_then_checks() -> None:
+    migration = importlib.import_module("django_jobqueue.migrations.0009_job_times_readable")
+    never, at_once = tasks.add.enqueue(1, 2), tasks.add.enqueue(3, 4)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {Job._meta.db_table} DROP CONSTRAINT {migration.CONSTRAINT}")
+    try:
+        write_time(never.id, OUT_OF_RANGE[0])
+        write_time(at_once.id, OUT_OF_RANGE[1])
+    finally:
+        with connection.schema_editor() as editor:
+            migration.create(None, editor)
+    assert Job.objects.get(id=never.id).visible_at == LATEST
+    assert Job.objects.get(id=at_once.id).visible_at == EARLIEST
+    assert str(never.id) in jobqueue("list")
+    assert run_burst(concurrency=1) == 1
+    assert at_once.refresh().result == 7
