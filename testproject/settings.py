@@ -31,6 +31,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # X-Frame-Options: DENY (Django's default), so no other site can frame the admin's
+    # confirmation pages and trick an operator into a click (clickjacking).
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "testproject.urls"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import uuid
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -15,6 +18,7 @@ from django.utils.text import Truncator
 from django_jobqueue.models import JournalEntry, Outcome
 from django_jobqueue.store import sql
 
+from . import guard
 from .common import badge, duration, local, pretty_json, short_id
 from .listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 
@@ -45,6 +49,29 @@ class OutcomeFilter(admin.SimpleListFilter):
         return queryset.filter(outcome=value) if value else queryset
 
 
+class JobFilter(admin.SimpleListFilter):
+    """One job's entries: the job page's link to its whole journal. Shown only while
+    applied (there is no list of every job to choose from)."""
+
+    title = "job"
+    parameter_name = "job__id__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, short_id(value))] if value else []
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[JournalEntry]
+    ) -> QuerySet[JournalEntry]:
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            return queryset.filter(job_id=uuid.UUID(value))
+        except ValueError:
+            raise IncorrectLookupParameters(f"job: {value!r} is not a job id") from None
+
+
 class JournalEntryAdmin(ModelAdmin):
     list_display = [
         "recorded",
@@ -60,7 +87,12 @@ class JournalEntryAdmin(ModelAdmin):
         "actor",
     ]
     list_display_links = None
-    list_filter = [OutcomeFilter, kind_filter(JournalEntry), ("recorded_at", RecentRangeFilter)]
+    list_filter = [
+        OutcomeFilter,
+        kind_filter(JournalEntry),
+        ("recorded_at", RecentRangeFilter),
+        JobFilter,
+    ]
     ordering = ["-recorded_at", "-id"]
     sortable_by = ["recorded"]
     paginator = EstimatingPaginator
@@ -71,6 +103,13 @@ class JournalEntryAdmin(ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
         return sql.journal_entries()
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        filters = self.get_list_filter(request) if request is not None else self.list_filter
+        return guard.lookup_allowed(filters, lookup)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return guard.DeclaredChangeList
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

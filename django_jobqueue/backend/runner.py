@@ -87,6 +87,22 @@ class DjangoTaskDef(TaskDef):
         """Raise TypeError unless the arguments fit the task function's signature."""
         self.signature.bind(*args, **kwargs)
 
+    def positional_names(self, count: int) -> list[str | None]:
+        """The parameter each of ``count`` positional arguments binds to (a ``*args``
+        parameter's name for those it gathers; None past what the signature takes):
+        Django Tasks store positional arguments without names, and redaction matches
+        the ``REDACT`` words against these."""
+        names: list[str | None] = []
+        for param in self.signature.parameters.values():
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                names.extend([param.name] * max(0, count - len(names)))
+            elif param.kind in (
+                inspect.Parameter.POSITIONAL_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            ):
+                names.append(param.name)
+        return (names + [None] * count)[:count]
+
     def unpack(self, payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         args, kwargs = payload.get("args"), payload.get("kwargs")
         if not isinstance(args, list) or not isinstance(kwargs, dict):

@@ -14,7 +14,8 @@ from django.utils import timezone
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
-from django_jobqueue.redaction import redact
+from django_jobqueue.redaction import redact, redact_payload
+from django_jobqueue.registry import registry
 from django_jobqueue.validation import Undecodable
 
 
@@ -83,7 +84,7 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
         ("queue", job.queue),
         ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
         ("priority", f"{job.priority} ({job.get_priority_display()})"),
-        ("payload", js(redact(job.payload))),
+        ("payload", js(redact_payload(job.payload, task=registry.find(job.kind)))),
         ("created at", fmt_time(job.created_at)),
         ("visible at", fmt_time(job.visible_at)),
         ("runs", str(job.run_count)),

@@ -109,3 +109,11 @@ def overruns(context: TaskContext, seconds: float) -> dict[str, int]:
     if context.attempt == 1:
         time.sleep(seconds)
     return {"attempt": context.attempt}
+
+
+# --- issue 17, package "admin": secrets passed positionally (redacted by parameter name) ---
+
+
+@task
+def log_in(user: str, password: str, *api_keys: str) -> str:
+    return f"logged in {user} with {len(api_keys)} keys"

@@ -60,7 +60,19 @@ def test_redaction_hides_secret_named_fields_wherever_they_are_nested() -> None:
 
 
 def test_redact_setting_defaults_and_bad_values() -> None:
-    assert validate({}).redact == ("password", "token", "secret", "authorization")
+    assert validate({}).redact == (
+        "password",
+        "passwd",
+        "token",
+        "secret",
+        "authorization",
+        "api_key",
+        "apikey",
+        "credential",
+        "private_key",
+        "cookie",
+        "session",
+    )
     assert validate({"REDACT": ["pin"]}).redact == ("pin",)
     for bad in ["password", [""], [3]]:
         with pytest.raises(ConfigurationError, match="REDACT"):
