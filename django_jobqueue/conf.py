@@ -153,6 +153,7 @@ def validate(raw: Any) -> Settings:
     concurrency = values["CONCURRENCY"]
     database = _database(values["DATABASE"])
     listen = values["LISTEN_DATABASE"]
+    depth = _json_depth(values["MAX_JSON_DEPTH"])
     return Settings(
         database=database,
         listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
@@ -174,7 +175,7 @@ def validate(raw: Any) -> Settings:
         ),
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
-        max_json_depth=_json_depth(values["MAX_JSON_DEPTH"]),
+        max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),
         atomic_warn_after=(
@@ -183,7 +184,7 @@ def validate(raw: Any) -> Settings:
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
-        periodic=_periodic(values["PERIODIC"]),
+        periodic=_periodic(values["PERIODIC"], max_depth=depth),
     )
 
 
@@ -342,7 +343,7 @@ def _limits(raw: Any) -> dict[str, dict[str, Any]]:
     return limits
 
 
-def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
+def _periodic(raw: Any, *, max_depth: int) -> tuple[PeriodicEntry, ...]:
     """The PERIODIC list: each entry a dict naming a task kind and a cron expression."""
     key = "PERIODIC"
     if isinstance(raw, str | bytes | dict) or not isinstance(raw, list | tuple):
@@ -354,7 +355,7 @@ def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
     entries: list[PeriodicEntry] = []
     names: dict[str, int] = {}
     for index, item in enumerate(raw):
-        entry = _periodic_entry(index, item)
+        entry = _periodic_entry(index, item, max_depth=max_depth)
         if entry.name in names:
             raise ConfigurationError(
                 f"PERIODIC[{index}]: the schedule name {entry.name!r} is already used by "
@@ -366,7 +367,7 @@ def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
     return tuple(entries)
 
 
-def _periodic_entry(index: int, item: Any) -> PeriodicEntry:
+def _periodic_entry(index: int, item: Any, *, max_depth: int) -> PeriodicEntry:
     where = f"PERIODIC[{index}]"
     error = _error("PERIODIC")
     if not isinstance(item, dict):
@@ -401,7 +402,7 @@ def _periodic_entry(index: int, item: Any) -> PeriodicEntry:
         *((f"args[{i}]", v) for i, v in enumerate(args)),
         *((f"kwargs[{k!r}]", v) for k, v in kwargs.items()),
     ]:
-        problem = validation.json_problem(value)
+        problem = validation.json_problem(value, max_depth=max_depth)
         if problem is not None:
             raise error(f"{where} {label} cannot be stored as JSON ({problem})")
     catch_up = item.get("catch_up", False)

@@ -113,3 +113,10 @@ def test_a_delay_is_clamped_by_the_same_rule() -> None:
     now = datetime(2030, 1, 1, tzinfo=UTC)
     assert later(now, timedelta.max) == LATEST
     assert later(now, timedelta(days=1)) == datetime(2030, 1, 2, tzinfo=UTC)
+
+
+def test_a_periodic_schedule_with_arguments_nested_too_deeply_is_a_configuration_error() -> None:
+    entry = {"kind": "a.b", "cron": "* * * * *", "kwargs": {"tree": nested(101)}}
+    with pytest.raises(ConfigurationError, match=r"PERIODIC\[0\].*kwargs\['tree'\].*100 levels"):
+        conf.validate({"PERIODIC": [entry]})
+    assert conf.validate({"PERIODIC": [{**entry, "kwargs": {"tree": nested(100)}}]}).periodic
