@@ -30,8 +30,9 @@ def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
     being one of them)."""
     from .store import sql
 
-    setting = conf.get().max_json_depth
-    cap = sql.json_depth_cap()
+    settings = conf.get()
+    setting = settings.max_json_depth
+    cap = sql.json_depth_cap(settings.database)
     if cap is not None and cap[0] - own_level < setting:
         return cap[0] - own_level, f"the most {cap[1]} hold"
     return setting, "MAX_JSON_DEPTH"

@@ -72,17 +72,27 @@ def loads(value: Any) -> Any:
     return validation.decode(value)
 
 
-def json_depth_cap() -> tuple[int, str] | None:
-    """How many levels the jobs database's JSON columns nest a document, and whose limit
-    that is; None where it is deeper than any reader decodes. MariaDB's ``JSON_VALID``
-    check (Django's JSONField column) refuses 32 levels or more, MySQL 8's JSON type more
-    than 100."""
-    conn = connection()
-    if conn.vendor != "mysql":
-        return None
-    if getattr(conn, "mysql_is_mariadb", False):
-        return 31, "MariaDB's JSON columns"
-    return 100, "MySQL's JSON columns"
+_depth_caps: dict[str, tuple[int, str] | None] = {}
+
+
+def json_depth_cap(alias: str) -> tuple[int, str] | None:
+    """How many levels the JSON columns of database ``alias`` nest a document, and whose
+    limit that is; None where it is deeper than any reader decodes. MariaDB's
+    ``JSON_VALID`` check (Django's JSONField column) refuses 32 levels or more, MySQL
+    8's JSON type more than 100. Known once per alias: the enqueue hot path asks."""
+    try:
+        return _depth_caps[alias]
+    except KeyError:
+        pass
+    conn = connections[alias]
+    cap: tuple[int, str] | None = None
+    if conn.vendor == "mysql":
+        if getattr(conn, "mysql_is_mariadb", False):
+            cap = (31, "MariaDB's JSON columns")
+        else:
+            cap = (100, "MySQL's JSON columns")
+    _depth_caps[alias] = cap
+    return cap
 
 
 class Dialect:
