@@ -168,6 +168,8 @@ def test_a_run_at_beyond_what_can_be_stored_is_clamped_and_the_commands_still_re
     for zone in ("Pacific/Kiritimati", "Pacific/Honolulu"):  # UTC+14 and UTC-10
         with override_settings(TIME_ZONE=zone):
             assert "visible at:" in jobqueue("show", str(handle.id))
+    jobqueue("cancel", str(handle.id))
+    assert handle.refresh().status == Status.CANCELLED
 
 
 @WHEN
