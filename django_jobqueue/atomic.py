@@ -30,10 +30,10 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import store
+from . import store, validation
 from .errors import ClaimLost, SettleError
-from .executor import RunResult, execute, output_problem
-from .lifecycle import Run, completed
+from .executor import RunResult, execute, failed_outright, output_problem
+from .lifecycle import NOTE_LIMIT, Run, completed
 
 if TYPE_CHECKING:
     from .context import Context
@@ -215,12 +215,18 @@ def _run_atomic(
     except _RollBack:
         pass
     except DatabaseError as exc:
+        text = validation.clean_text(repr(exc), NOTE_LIMIT)
+        if result is None:
+            # The transaction could not begin (a dead connection): the task never ran.
+            logger.warning("job=%s kind=%s: atomic run could not start: %s", job.id, job.kind, text)
+            return failed_outright(
+                job, ctx, exc, note=f"the run's transaction could not start: {text}"
+            )
         # The settlement or the commit failed (a lost connection, a serialization
         # failure): nothing is known to have committed, so the run is settled as failed,
         # through the guard, which refuses it if the commit did reach the server.
-        logger.warning("job=%s kind=%s: atomic run could not commit: %s", job.id, job.kind, exc)
-        assert result is not None  # execute() never raises; only what follows it can
-        result = _failed(result, f"the run's transaction could not commit: {exc!r}")
+        logger.warning("job=%s kind=%s: atomic run could not commit: %s", job.id, job.kind, text)
+        result = _failed(result, f"the run's transaction could not commit: {text}")
     assert result is not None
     return result
 

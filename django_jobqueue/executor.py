@@ -7,16 +7,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import sys
 import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from django.utils import timezone
 
 from . import validation
-from .lifecycle import Policy, Run, Settlement, completed, dead, failure, later, paused
+from .lifecycle import NOTE_LIMIT, Policy, Run, Settlement, completed, dead, failure, later, paused
 from .options import depth_limit
 from .outcomes import Pause, Permanent, RetryAfter
 from .registry import PayloadMismatch, TaskDef
@@ -52,7 +55,7 @@ class RunResult:
     lost: bool = False
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """The exception's class, message and the tail of its traceback; never raises, even
     for an exception whose ``__str__`` does (the note is cleaned and bounded later)."""
     try:
@@ -114,7 +117,7 @@ def execute(
         ctx.carry = {}  # the stored one cannot be read, so none is written back
         return result("mismatch", note=unreadable)
     try:
-        value = defn.execute(job.payload, ctx)
+        value = _call(defn, job, ctx)
     except PayloadMismatch as exc:
         return result("mismatch", note=f"payload no longer fits the task: {exc}")
     except Pause as exc:
@@ -126,15 +129,17 @@ def execute(
     except RetryAfter as exc:
         cause = exc.__cause__ or exc
         if exc.delay is None:
-            return _checked(result("permanent", note=_error_text(cause)), max_output_bytes)
+            return _checked(result("permanent", note=error_text(cause)), max_output_bytes)
         return _checked(
-            result("failed", note=_error_text(cause), retry_in=exc.delay), max_output_bytes
+            result("failed", note=error_text(cause), retry_in=exc.delay), max_output_bytes
         )
     except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
         # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
         # reason to lose the worker's slot thread. Other BaseExceptions propagate.
-        logger.debug("job %s raised", job.id, exc_info=True)
-        return _checked(result("failed", note=_error_text(exc)), max_output_bytes)
+        note = error_text(exc)
+        if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
+            logger.debug("job %s raised %s", job.id, validation.clean_text(note, NOTE_LIMIT))
+        return _checked(result("failed", note=note), max_output_bytes)
     return _checked(result("completed", value=value), max_output_bytes)
 
 
@@ -154,9 +159,39 @@ def stored_carry(job: Claimed) -> dict[str, Any]:
     return dict(job.carry) if isinstance(job.carry, dict) else {}
 
 
-def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult:
-    """A run the executor itself could not classify (a bug of ours, not the task's):
-    a failed run, its carry as stored, so the slot thread lives on."""
+def _call(defn: TaskDef, job: Claimed, ctx: Context) -> Any:
+    """The task itself. A child the task forked that returns from it (or raises) exits
+    here at once: it must not go on to run the worker's code, on the worker's
+    connections, nor linger after the worker has stopped."""
+    pid = os.getpid()
+    try:
+        value = defn.execute(job.payload, ctx)
+    except BaseException as exc:
+        if os.getpid() != pid:
+            _child_exit(exc)
+        raise
+    if os.getpid() != pid:
+        _child_exit(None)
+    return value
+
+
+def _child_exit(exc: BaseException | None) -> NoReturn:
+    """End a forked child now, with the status ``sys.exit()`` would have given it."""
+    code = 0 if exc is None else 1
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def failed_outright(
+    job: Claimed, ctx: Context, exc: BaseException, *, note: str | None = None
+) -> RunResult:
+    """A run the executor itself could not classify (a bug of ours, not the task's), or
+    that could not start (``note`` says why): a failed run, its carry as stored, so the
+    slot thread lives on."""
     now = timezone.now()
     return RunResult(
         job=job,
@@ -165,7 +200,7 @@ def failed_outright(job: Claimed, ctx: Context, exc: BaseException) -> RunResult
         duration=timedelta(0),
         carry=stored_carry(job),
         cancelled=ctx.cancelled.is_set(),
-        note=f"the worker could not finish this run ({type(exc).__qualname__})",
+        note=note or f"the worker could not finish this run ({type(exc).__qualname__})",
     )
 
 

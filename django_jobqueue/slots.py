@@ -3,7 +3,9 @@
 Runs go in through ``submit`` and come back out of ``results()``; the loop thread never
 runs task code. A run given up on at its timeout is ``abandon``ed: a new thread takes
 its place at once (a thread cannot be stopped), and the old one exits when, if ever,
-its run returns; the worker drops that late result.
+its run returns; the worker drops that late result. After each run, and before the
+loop sees its result, the thread's connections are left clean for the next one
+(``connguard``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from . import signals
-from .executor import RunResult, failed_outright
+from . import signals, validation
+from .connguard import ThreadConnections
+from .executor import RunResult, error_text, failed_outright
+from .lifecycle import NOTE_LIMIT
 from .maintenance import Running
 from .registry import TaskDef, registry
 
@@ -77,6 +81,7 @@ class Slots:
 
     def _loop(self) -> None:
         try:
+            guard = ThreadConnections()
             while True:
                 running = self._inbox.get()
                 if running is None:
@@ -87,25 +92,18 @@ class Slots:
                 try:
                     result = self.run(registry.find(job.kind), job, running.ctx)
                 except BaseException as exc:  # the executor catches task errors; this is ours
-                    logger.exception("executor failed on job %s", job.id)
+                    logger.error(
+                        "executor failed on job %s: %s",
+                        job.id,
+                        validation.clean_text(error_text(exc), NOTE_LIMIT),
+                    )
                     result = failed_outright(job, running.ctx, exc)
-                self._outbox.put(result)
+                # Before the loop sees the result: what the run left open is rolled back
+                # first, so no settlement waits on its locks.
+                self._outbox.put(guard.after_run(result))
                 self.on_result()
-                _close_broken_connections()
                 if (job.id, job.run_count) in self._abandoned:
                     self._abandoned.discard((job.id, job.run_count))
                     return  # replaced when its run timed out
         finally:
             connections.close_all()
-
-
-def _close_broken_connections() -> None:
-    """Close this thread's connections that a run left unusable (dropped by the server, say),
-    so the next job on the thread reconnects instead of failing on a dead connection.
-    Healthy ones stay open whatever CONN_MAX_AGE says."""
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()

@@ -537,6 +537,89 @@ class RatedSync(Task):
         return self.account_id
 
 
+# --- every run starts on a clean connection (issue 17, package "conn") ---------------------
+
+
+@task(takes_context=True, kind="tests.leaks", max_failures=1)
+def leaks(ctx: Context, how: str) -> str:
+    """Writes an Effect row in a transaction it leaves open: ``autocommit`` turns
+    autocommit off, ``atomic`` enters an atomic block and never leaves it,
+    ``settle_now`` settles inside a block it then leaves with an inner one still open."""
+    from django.db import connections
+
+    if how == "autocommit":
+        connections["default"].set_autocommit(False)
+        _effect(ctx)
+    elif how == "atomic":
+        transaction.atomic().__enter__()
+        _effect(ctx)
+    elif how == "settle_now":
+        with transaction.atomic():
+            _effect(ctx)
+            ctx.settle_now("settled")
+            transaction.atomic().__enter__()
+    return how
+
+
+@task(takes_context=True, kind="tests.atomic_leaks", atomic=True, max_failures=1)
+def atomic_leaks(ctx: Context) -> str:
+    """An atomic task that writes inside an inner atomic block it never exits."""
+    transaction.atomic().__enter__()
+    _effect(ctx)
+    return "leaked"
+
+
+@task(takes_context=True, kind="tests.writes")
+def writes(ctx: Context) -> int:
+    """A plain task that writes one Effect row (autocommit, as configured)."""
+    _effect(ctx)
+    return ctx.run_count
+
+
+@task(kind="tests.runs_sql")
+def runs_sql(sql: str) -> None:
+    """Runs a statement on the default connection (a SET, say) and returns."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+
+
+@task(takes_context=True, kind="tests.atomic_reads", atomic=True, max_failures=1)
+def atomic_reads(ctx: Context, sql: str) -> str:
+    """An atomic task that writes an Effect row and returns one value ``sql`` reads."""
+    from django.db import connection
+
+    _effect(ctx)
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        row = cursor.fetchone()
+    return str(row[0])
+
+
+@task(kind="tests.breaks_connection")
+def breaks_connection() -> None:
+    """Closes the driver's connection under Django's feet (Django still thinks it open)."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    connection.connection.close()
+
+
+@task(kind="tests.forks")
+def forks() -> int:
+    """Forks; the child returns from the task at once. The parent returns the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        return 0
+    return pid
+
+
+@task(kind="tests.raises_huge", max_failures=1)
+def raises_huge(size: int) -> None:
+    raise RuntimeError("x" * size)
+
+
 # --- issue 17, values package: nothing stored can break a reader -------------------------
 
 

@@ -129,7 +129,7 @@ LAYERS: list[set[str]] = [
         "periodic",
     },
     # the loop that claims, runs and settles: its database guard, maintenance and threads
-    {"dbguard", "maintenance", "slots", "atomic", "worker", "scheduler"},
+    {"dbguard", "connguard", "maintenance", "slots", "atomic", "worker", "scheduler"},
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)

@@ -1,0 +1,299 @@
+"""Every page and every POST endpoint of the queue's admin, derived from the admin site:
+each URL pattern of each registered model of the app (its changelist, change, history,
+delete and add views and the custom views the admin adds: dashboard, queue pause, clean-up,
+the per-job actions), with its parameters filled from the world, and what each needs.
+
+A new view in the admin is a new URL name that no page or endpoint here reaches, and the
+coverage test fails: no view escapes the red-team suite unseen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.test import Client
+from django.urls import URLPattern, URLResolver
+from django.utils import timezone
+
+from django_jobqueue.admin.actions import ACTIONS
+from django_jobqueue.models import TERMINAL, Job
+from tests.security.world import HOSTILE_KIND, OLD, World, hostile, paused
+
+APP = "django_jobqueue"
+
+VIEW_JOB = frozenset({"view_job"})
+VIEW_JOURNAL = frozenset({"view_journalentry"})
+LISTED = frozenset({"view_job", "view_journalentry", "delete_job"})
+
+
+def admin_urls() -> dict[str, str]:
+    """Each named URL of the app's registered model admins: name to route."""
+    found: dict[str, str] = {}
+
+    def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, str]]:
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern) and p.name:
+                yield p.name, prefix + str(p.pattern)
+
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label == APP:
+            found.update(walk(model_admin.get_urls(), ""))
+    return found
+
+
+@dataclass(frozen=True)
+class Page:
+    """A GET: its URL, the permissions it needs and the hostile tokens it shows."""
+
+    key: str
+    url: str
+    needs: frozenset[str] | None
+    shows: tuple[str, ...] = ()
+    any_of: bool = False  # any one of ``needs`` is enough (the app index)
+    refused: int = 403  # the status for a staff user who lacks ``needs``
+    # In the role matrix: one page per view (and per deletable state); the variants of a
+    # view that only change what it shows are for the XSS tests alone.
+    roles: bool = True
+
+
+JOB_TOKENS = {
+    "pending": ("pkey", "pvalue", "url", "idem", "dedup", "ckey", "carry"),
+    "scheduled": ("pkey", "pvalue"),
+    "claimed": ("claimer", "canceller"),
+    "completed": ("result",),
+    "dead": ("note", "traceback", "akey", "attach", "worker", "actor"),
+}
+ACT_ON = {"requeue": "dead", "cancel": "pending", "run_now": "scheduled"}
+ACT_ON["delete_selected"] = "completed"
+
+
+def _job_pages(world: World) -> Iterator[Page]:
+    base = f"/admin/{APP}/job/"
+    for state, job in world.hostile.items():
+        shows = ("kind", "queue", *JOB_TOKENS[state])
+        change = f"{base}{job.pk}/change/"
+        yield Page(f"job change [{state}]", change, VIEW_JOB, shows, roles=state == "pending")
+        deletable = state in TERMINAL
+        yield Page(
+            f"job delete [{state}]",
+            f"{base}{job.pk}/delete/",
+            frozenset({"delete_job"}) if deletable else None,
+            ("kind",) if deletable else (),
+        )
+    dead = world.hostile["dead"]
+    yield Page("job history", f"{base}{dead.pk}/history/", VIEW_JOB, ("kind", "logmsg"))
+    for name, action in ACTIONS.items():
+        job = world.hostile[ACT_ON[name]]
+        needs = frozenset({"view_job", action.permission})
+        yield Page(f"act {name}", f"{base}{job.pk}/act/{name}/", needs, ("kind",))
+    yield Page("job add", f"{base}add/", None)
+    yield Page("dashboard", f"{base}dashboard/", VIEW_JOB, DASHBOARD_TOKENS)
+    yield Page("cleanup", f"{base}cleanup/", frozenset({"cleanup_job"}), ("kind",))
+
+
+DASHBOARD_TOKENS = ("kind", "queue", "schedule", "paused", "pauser", "workerid", "wqueue")
+
+
+def _changelists(world: World) -> Iterator[Page]:
+    jobs = f"/admin/{APP}/job/"
+    listed = ("kind", "queue", "claimer", "paused")
+    yield Page("job changelist", jobs, VIEW_JOB, listed)
+    for label, query, shows in (
+        ("search", {"q": hostile("q")}, ("q",)),
+        ("search by kind", {"q": HOSTILE_KIND}, ("kind", "queue")),
+        ("filters", {"kind": HOSTILE_KIND, "queue": world.hostile["pending"].queue}, listed),
+        ("unknown filter values", {"kind": hostile("fkind"), "queue": hostile("fq")}, ()),
+        ("date range", {"created_at__range__gte_0": hostile("range")}, ("range",)),
+    ):
+        url = f"{jobs}?{urlencode(query)}"
+        yield Page(f"job changelist {label}", url, VIEW_JOB, shows, roles=False)
+    journal = f"/admin/{APP}/journalentry/"
+    entry = ("kind", "note", "akey", "attach", "worker", "actor")
+    # The changelist folds the attachment to its first 80 characters: its key shows.
+    yield Page(
+        "journal changelist", journal, VIEW_JOURNAL, tuple(t for t in entry if t != "attach")
+    )
+    unknown = urlencode({"outcome": hostile("outcome"), "kind": hostile("jkind")})
+    yield Page(
+        "journal changelist unknown filter values",
+        f"{journal}?{unknown}",
+        VIEW_JOURNAL,
+        roles=False,
+    )
+    e = world.entry.pk
+    yield Page("journal change", f"{journal}{e}/change/", VIEW_JOURNAL, entry)
+    yield Page("journal history", f"{journal}{e}/history/", VIEW_JOURNAL)
+    yield Page("journal delete", f"{journal}{e}/delete/", None)
+    yield Page("journal add", f"{journal}add/", None)
+
+
+def pages(world: World) -> list[Page]:
+    """Every GET page of the app's admin (and the two index pages above it)."""
+    return [
+        Page("admin index", "/admin/", frozenset()),
+        # Listed for any model the user may view or delete (Django's get_model_perms).
+        Page("app index", f"/admin/{APP}/", LISTED, any_of=True, refused=404),
+        *_job_pages(world),
+        *_changelists(world),
+    ]
+
+
+def page_keys(*, roles: bool = False) -> list[str]:
+    """The pages' keys without a world, for test ids (the same list, in order); with
+    ``roles``, those of the role matrix only."""
+    fake = SimpleNamespace(pk="0", queue="q")
+    stand_in = SimpleNamespace(hostile=dict.fromkeys(JOB_TOKENS, fake), entry=fake)
+    return [p.key for p in pages(cast(World, stand_in)) if p.roles or not roles]
+
+
+# --- POST endpoints -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A POST that changes something: its URL and form, the permissions it needs (None:
+    no one) and how to tell that it did its change."""
+
+    key: str
+    url: Callable[[World], str]
+    data: Callable[[World], dict[str, Any]]
+    needs: frozenset[str] | None
+    done: Callable[[World], bool] = field(default=lambda w: False)
+
+
+def _gone(name: str) -> Callable[[World], bool]:
+    return lambda w: not Job.objects.filter(id=w.targets[name].id).exists()
+
+
+def _status(name: str, status: str) -> Callable[[World], bool]:
+    return lambda w: Job.objects.get(id=w.targets[name].id).status == status
+
+
+def _run_now_done(w: World) -> bool:
+    return Job.objects.get(id=w.targets["run_now"].id).visible_at <= timezone.now()
+
+
+DONE: dict[str, Callable[[World], bool]] = {
+    "requeue": _status("requeue", "pending"),
+    "cancel": _status("cancel", "cancelled"),
+    "run_now": _run_now_done,
+    "delete_selected": _gone("delete_selected"),
+}
+
+
+def cleanup_data(ago: timedelta, **extra: Any) -> dict[str, Any]:
+    """The clean-up form for jobs finished more than ``ago`` ago (every finished status)."""
+    before = timezone.localtime(timezone.now() - ago)
+    return {
+        "finished_before_0": before.date().isoformat(),
+        "finished_before_1": before.strftime("%H:%M:%S"),
+        "statuses": list(TERMINAL),
+        "kind": "",
+        **extra,
+    }
+
+
+def confirmed(client: Client, data: dict[str, Any], *, count: int) -> dict[str, Any]:
+    """``data`` with the confirmation the form's own count step hands back, once it has
+    counted ``count`` jobs."""
+    counted = client.post(f"/admin/{APP}/job/cleanup/", data)
+    assert counted.status_code == 200
+    assert counted.context["count"] == count
+    return {**data, "confirm": counted.context["counted"]}
+
+
+def cleanup_form(world: World) -> dict[str, Any]:
+    """The confirmed clean-up of the old target (the one job finished that long ago)."""
+    counter = Client()
+    counter.force_login(world.users["superuser"])
+    return confirmed(counter, cleanup_data(OLD / 2), count=1)
+
+
+def _bulk_form(name: str) -> Callable[[World], dict[str, Any]]:
+    return lambda w: {"action": name, "_selected_action": [w.targets[name].pk], "post": "yes"}
+
+
+def _act_url(name: str) -> Callable[[World], str]:
+    return lambda w: f"/admin/{APP}/job/{w.targets[name].pk}/act/{name}/"
+
+
+def _endpoints() -> Iterator[Endpoint]:
+    base = f"/admin/{APP}/job/"
+    for name, action in ACTIONS.items():
+        needs = frozenset({"view_job", action.permission})
+        yield Endpoint(f"bulk {name}", lambda w: base, _bulk_form(name), needs, DONE[name])
+        yield Endpoint(f"act {name}", _act_url(name), lambda w: {"post": "yes"}, needs, DONE[name])
+    yield Endpoint(
+        "job delete",
+        lambda w: f"{base}{w.targets['delete_selected'].pk}/delete/",
+        lambda w: {"post": "yes"},
+        frozenset({"delete_job"}),
+        _gone("delete_selected"),
+    )
+    yield Endpoint(
+        "cleanup",
+        lambda w: f"{base}cleanup/",
+        cleanup_form,
+        frozenset({"cleanup_job"}),
+        _gone("cleanup"),
+    )
+    pause = frozenset({"pause_queue"})
+    queue = f"{base}dashboard/queue/"
+    yield Endpoint(
+        "queue pause",
+        lambda w: queue,
+        lambda w: {"queue": "default", "do": "pause"},
+        pause,
+        lambda w: "default" in paused(),
+    )
+    yield Endpoint(
+        "queue resume",
+        lambda w: queue,
+        lambda w: {"queue": "reports", "do": "resume"},
+        pause,
+        lambda w: "reports" not in paused(),
+    )
+    yield from _refused_everywhere()
+
+
+def _refused_everywhere() -> Iterator[Endpoint]:
+    """POSTs no one may make: jobs and journal entries are never added or edited here,
+    journal entries never deleted (they go with their job), and the journal has no actions."""
+    base = f"/admin/{APP}/job/"
+    journal = f"/admin/{APP}/journalentry/"
+    edit = {"kind": "tests.taskapp.tasks.add", "status": "dead", "payload": "{}"}
+    yield Endpoint("job add", lambda w: f"{base}add/", lambda w: edit, None)
+    yield Endpoint(
+        "job change", lambda w: f"{base}{w.targets['cancel'].pk}/change/", lambda w: edit, None
+    )
+    yield Endpoint("journal add", lambda w: f"{journal}add/", lambda w: {"note": "x"}, None)
+    yield Endpoint(
+        "journal change",
+        lambda w: f"{journal}{w.entry.pk}/change/",
+        lambda w: {"note": "x", "outcome": "completed"},
+        None,
+    )
+    yield Endpoint(
+        "journal delete",
+        lambda w: f"{journal}{w.entry.pk}/delete/",
+        lambda w: {"post": "yes"},
+        None,
+    )
+    yield Endpoint(
+        "journal bulk delete",
+        lambda w: journal,
+        lambda w: {"action": "delete_selected", "_selected_action": [w.entry.pk], "post": "yes"},
+        None,
+    )
+
+
+ENDPOINTS = list(_endpoints())
+ENDPOINT_KEYS = [e.key for e in ENDPOINTS]

@@ -1,0 +1,66 @@
+"""What a view-only operator can read: values under secret-named keys (``REDACT``) are
+hidden on every page that shows a payload, carry, result or journal attachment; and no
+page changes anything on a GET (the one request CSRF protection cannot guard)."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_jobqueue.models import Job, JournalEntry
+from tests.security.pages import page_keys, pages
+from tests.security.world import ROLES, World, fingerprint
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
+
+VIEWER = next(r for r in ROLES if r.name == "view-only staff")
+SUPERUSER = next(r for r in ROLES if r.superuser)
+SECRETS = {"password": "hunter2-pw", "api_token": "tok-0123", "client_secret": "s3cr3t-cs"}
+JOBS = "/admin/django_jobqueue/job/"
+JOURNAL = "/admin/django_jobqueue/journalentry/"
+
+
+def secret_entry(world: World) -> JournalEntry:
+    """A dead job whose carry, result and journal attachment each hold the secrets."""
+    job = world.hostile["dead"]
+    Job.objects.filter(id=job.id).update(carry=dict(SECRETS), result={"login": dict(SECRETS)})
+    return JournalEntry.objects.create(
+        job=job, kind=job.kind, run_no=2, outcome="dead", attachment={"sent": dict(SECRETS)}
+    )
+
+
+def leaked(text: str) -> list[str]:
+    return [value for value in SECRETS.values() if value in text]
+
+
+def test_the_job_page_hides_secret_named_values(world: World) -> None:
+    entry = secret_entry(world)
+    text = world.client(VIEWER).get(f"{JOBS}{entry.job_id}/change/").content.decode()
+    assert "password" in text  # the key is shown, its value is not
+    assert leaked(text) == []
+
+
+def test_the_journal_changelist_hides_secret_named_values(world: World) -> None:
+    secret_entry(world)
+    text = world.client(VIEWER).get(JOURNAL).content.decode()
+    assert leaked(text) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the journal entry's own view page (Django's read-only change form) shows "
+    "its attachment unredacted, so a view-only operator reads values REDACT hides on the "
+    "job page and the journal changelist",
+)
+def test_the_journal_entry_page_hides_secret_named_values(world: World) -> None:
+    entry = secret_entry(world)
+    response = world.client(VIEWER).get(f"{JOURNAL}{entry.pk}/change/")
+    assert response.status_code == 200
+    assert leaked(response.content.decode()) == []
+
+
+@pytest.mark.parametrize("key", page_keys())
+def test_no_page_changes_anything_on_a_get(world: World, key: str) -> None:
+    page = {p.key: p for p in pages(world)}[key]
+    before = fingerprint()
+    assert world.client(SUPERUSER).get(page.url).status_code in (200, 403)
+    assert fingerprint() == before
