@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from django_jobqueue.admin.common import short_id
-from django_jobqueue.models import Status
+from django_jobqueue.models import JournalEntry, Status
 from tests.admin.conftest import set_state
 from tests.db.test_stored_values import AT_ONCE, NEVER, NOT_JSON, TOO_DEEP, jobqueue, write_raw
 from tests.helpers import is_postgres
@@ -110,3 +110,24 @@ def test_a_time_at_either_end_of_what_the_database_holds_is_shown_in_utc_not_a_5
     # In either zone one end has no local form: that one is shown in UTC.
     assert any(" UTC" in page for page in pages)
     assert any("+0000" in text for text in shown)
+
+
+@pytest.mark.parametrize("text", [TOO_DEEP, NOT_JSON], ids=["too-deep", "not-json"])
+def test_a_journal_attachment_that_cannot_be_decoded_is_listed_and_shown_as_such(
+    viewer: User, client_for: Callable[..., Client], text: str
+) -> None:
+    if text is NOT_JSON and is_postgres():
+        pytest.skip("jsonb holds only valid JSON")
+    handle = tasks.add.enqueue(1, 2)
+    entry = JournalEntry.objects.create(job_id=handle.id, kind=handle.kind, outcome="dead")
+    write_raw(entry.id, "attachment", text, model=JournalEntry)
+    client = client_for(viewer)
+    listing = client.get("/admin/django_jobqueue/journalentry/")
+    assert listing.status_code == 200
+    assert "(undecodable: " in listing.content.decode()
+    page = client.get(f"/admin/django_jobqueue/journalentry/{entry.id}/change/")
+    assert page.status_code == 200
+    assert "undecodable" in page.content.decode()
+    job_page = client.get(f"{JOBS}{handle.id}/change/")
+    assert job_page.status_code == 200
+    assert "(undecodable: " in job_page.content.decode()

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
 from django.test import override_settings
 from django.utils.timezone import now as timezone_now
 
@@ -203,11 +204,11 @@ TOO_DEEP = "[" * 1000 + "]" * 1000
 NOT_JSON = '{"a": '
 
 
-def write_raw(job_id: Any, column: str, text: str) -> None:
+def write_raw(job_id: Any, column: str, text: str, *, model: type[Model] = Job) -> None:
     """Store ``text`` in a JSON column by raw SQL, around the queue's checks and, on
     SQLite and MariaDB, around the column's ``JSON_VALID`` check too (as a row written
     before that check, or restored from a dump without it, may be)."""
-    pk = Job._meta.pk
+    pk = model._meta.pk
     assert pk is not None
     cast = "::jsonb" if is_postgres() else ""
     unchecked = {
@@ -221,7 +222,7 @@ def write_raw(job_id: Any, column: str, text: str) -> None:
         if unchecked:
             cursor.execute(unchecked[0])
         cursor.execute(
-            f"UPDATE {Job._meta.db_table} SET {column} = %s{cast} WHERE id = %s",
+            f"UPDATE {model._meta.db_table} SET {column} = %s{cast} WHERE id = %s",
             [text, pk.get_db_prep_value(job_id, connection)],
         )
         if unchecked:
