@@ -179,7 +179,8 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
         pending = Pending(
             job_id=candidate.id,
             task=existing,
-            carry=dict(candidate.carry or {}),
+            # A stored carry that cannot be decoded (raw SQL) is none to merge() too.
+            carry=dict(candidate.carry) if isinstance(candidate.carry, dict) else {},
             run_count=candidate.run_count,
             priority=candidate.priority,
             journal=store.journal(job_id=candidate.id),
@@ -200,24 +201,32 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
             return store.MergePlan("keep")
         if decision.action == "replace":
             return store.MergePlan("replace", payload=payload)
-        new = decision.task
-        if not isinstance(new, type(task)) or new.kind != kind:
-            raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
-        depth, limit_name = depth_limit(own_level=True)
-        problem = (
-            None
-            if decision.carry is None
-            else validation.json_problem(
-                decision.carry, max_depth=depth, own_level=True, limit_name=limit_name
-            )
-        )
-        if problem is not None:
-            raise MergeError(
-                f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
-                kind=kind,
-            )
-        merged = new.to_payload()
-        encode_payload(merged, kind=kind)  # checked as any payload is (depth, size)
-        return store.MergePlan("with", payload=merged, carry=decision.carry)
+        return _merged_with(task, decision)
 
     return decide
+
+
+def _merged_with(task: Task, decision: Merge) -> MergePlan:
+    """The plan for ``Merge.with_()``: its task and carry checked as an enqueue's are."""
+    from . import store
+
+    kind = task.kind
+    new = decision.task
+    if not isinstance(new, type(task)) or new.kind != kind:
+        raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
+    depth, limit_name = depth_limit(own_level=True)
+    problem = (
+        None
+        if decision.carry is None
+        else validation.json_problem(
+            decision.carry, max_depth=depth, own_level=True, limit_name=limit_name
+        )
+    )
+    if problem is not None:
+        raise MergeError(
+            f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
+            kind=kind,
+        )
+    merged = new.to_payload()
+    encode_payload(merged, kind=kind)  # checked as any payload is (depth, size)
+    return store.MergePlan("with", payload=merged, carry=decision.carry)
