@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_INTERVAL": timedelta(minutes=5),
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
+    "MAX_JSON_DEPTH": 100,
     "REDACT": (
         "password",
         "passwd",
@@ -118,6 +119,7 @@ class Settings:
     retention_interval: timedelta = timedelta(minutes=5)
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
+    max_json_depth: int = 100
     redact: tuple[str, ...] = ()
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
     # (a Rate or None); a key left out leaves that limit to the task's option.
@@ -151,6 +153,7 @@ def validate(raw: Any) -> Settings:
     concurrency = values["CONCURRENCY"]
     database = _database(values["DATABASE"])
     listen = values["LISTEN_DATABASE"]
+    depth = _json_depth(values["MAX_JSON_DEPTH"])
     return Settings(
         database=database,
         listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
@@ -172,6 +175,7 @@ def validate(raw: Any) -> Settings:
         ),
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
+        max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),
         atomic_warn_after=(
@@ -180,7 +184,7 @@ def validate(raw: Any) -> Settings:
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
-        periodic=_periodic(values["PERIODIC"]),
+        periodic=_periodic(values["PERIODIC"], max_depth=depth),
     )
 
 
@@ -197,6 +201,18 @@ def _with_defaults(raw: Any) -> dict[str, Any]:
             key=unknown[0],
         )
     return {**DEFAULTS, **raw}
+
+
+def _json_depth(value: Any) -> int:
+    """MAX_JSON_DEPTH: at most what readers decode (``validation.READ_DEPTH``), so that
+    whatever was allowed in is shown and run again."""
+    depth = _positive("MAX_JSON_DEPTH", value)
+    if depth > validation.READ_DEPTH:
+        raise ConfigurationError(
+            f"MAX_JSON_DEPTH must be at most {validation.READ_DEPTH}, got {depth!r}",
+            key="MAX_JSON_DEPTH",
+        )
+    return depth
 
 
 @overload
@@ -327,7 +343,7 @@ def _limits(raw: Any) -> dict[str, dict[str, Any]]:
     return limits
 
 
-def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
+def _periodic(raw: Any, *, max_depth: int) -> tuple[PeriodicEntry, ...]:
     """The PERIODIC list: each entry a dict naming a task kind and a cron expression."""
     key = "PERIODIC"
     if isinstance(raw, str | bytes | dict) or not isinstance(raw, list | tuple):
@@ -339,7 +355,7 @@ def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
     entries: list[PeriodicEntry] = []
     names: dict[str, int] = {}
     for index, item in enumerate(raw):
-        entry = _periodic_entry(index, item)
+        entry = _periodic_entry(index, item, max_depth=max_depth)
         if entry.name in names:
             raise ConfigurationError(
                 f"PERIODIC[{index}]: the schedule name {entry.name!r} is already used by "
@@ -351,7 +367,7 @@ def _periodic(raw: Any) -> tuple[PeriodicEntry, ...]:
     return tuple(entries)
 
 
-def _periodic_entry(index: int, item: Any) -> PeriodicEntry:
+def _periodic_entry(index: int, item: Any, *, max_depth: int) -> PeriodicEntry:
     where = f"PERIODIC[{index}]"
     error = _error("PERIODIC")
     if not isinstance(item, dict):
@@ -386,7 +402,7 @@ def _periodic_entry(index: int, item: Any) -> PeriodicEntry:
         *((f"args[{i}]", v) for i, v in enumerate(args)),
         *((f"kwargs[{k!r}]", v) for k, v in kwargs.items()),
     ]:
-        problem = validation.json_problem(value)
+        problem = validation.json_problem(value, max_depth=max_depth)
         if problem is not None:
             raise error(f"{where} {label} cannot be stored as JSON ({problem})")
     catch_up = item.get("catch_up", False)

@@ -28,7 +28,8 @@ class Context:
         self.kind = kind
         self.run_count = run_count
         self.failure_count = failure_count
-        self.carry: dict[str, Any] = dict(carry or {})
+        # A stored carry that could not be decoded (not a dict) starts the run empty.
+        self.carry: dict[str, Any] = dict(carry) if isinstance(carry, dict) else {}
         self.cancelled = cancelled or threading.Event()
         self._history_loader = history_loader
         self._history: Sequence[Any] | None = None

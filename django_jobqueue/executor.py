@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from . import validation
 from .lifecycle import NOTE_LIMIT, Policy, Run, Settlement, completed, dead, failure, later, paused
+from .options import depth_limit
 from .outcomes import Pause, Permanent, RetryAfter
 from .registry import PayloadMismatch, TaskDef
 
@@ -68,11 +69,14 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {message}\n{tail}"
 
 
-def output_problem(value: Any, what: str, limit: int) -> str | None:
+def output_problem(value: Any, what: str, limit: int, *, own_level: bool = False) -> str | None:
     """Why a run's output cannot be stored (not JSON, text the databases refuse, too
-    large), naming it; None when it can."""
+    large, nested deeper than MAX_JSON_DEPTH), naming it; None when it can. With
+    ``own_level`` (the carry) the value's own object is not counted, as a payload's
+    is not: each of its keys may hold MAX_JSON_DEPTH levels."""
     try:
-        text = validation.dumps(value)
+        depth, limit_name = depth_limit(own_level=own_level)
+        text = validation.dumps(value, max_depth=depth, own_level=own_level, limit_name=limit_name)
     except validation.Unstorable as exc:
         return f"{what} cannot be stored: {what}{exc.path} {exc.problem}"
     except (TypeError, ValueError) as exc:
@@ -108,6 +112,10 @@ def execute(
 
     if defn is None:
         return result("mismatch", note=f"no task is registered under kind {job.kind!r}")
+    unreadable = undecodable(job)
+    if unreadable:
+        ctx.carry = {}  # the stored one cannot be read, so none is written back
+        return result("mismatch", note=unreadable)
     try:
         value = _call(defn, job, ctx)
     except PayloadMismatch as exc:
@@ -133,6 +141,22 @@ def execute(
             logger.debug("job %s raised %s", job.id, validation.clean_text(note, NOTE_LIMIT))
         return _checked(result("failed", note=note), max_output_bytes)
     return _checked(result("completed", value=value), max_output_bytes)
+
+
+def undecodable(job: Claimed) -> str:
+    """Why the claimed job's stored payload or carry cannot be read ("" when they can):
+    written around the queue, such a job can never run, so it is settled dead."""
+    stored: tuple[tuple[str, Any], ...] = (("payload", job.payload), ("carry", job.carry))
+    return "; ".join(
+        f"the stored {what} cannot be decoded ({value.error})"
+        for what, value in stored
+        if isinstance(value, validation.Undecodable)
+    )
+
+
+def stored_carry(job: Claimed) -> dict[str, Any]:
+    """The carry as stored, to fall back on: empty if it could not be decoded."""
+    return dict(job.carry) if isinstance(job.carry, dict) else {}
 
 
 def _call(defn: TaskDef, job: Claimed, ctx: Context) -> Any:
@@ -174,7 +198,7 @@ def failed_outright(
         end="failed",
         started_at=now,
         duration=timedelta(0),
-        carry=dict(job.carry or {}),
+        carry=stored_carry(job),
         cancelled=ctx.cancelled.is_set(),
         note=note or f"the worker could not finish this run ({type(exc).__qualname__})",
     )
@@ -192,12 +216,12 @@ def _checked(run: RunResult, limit: int) -> RunResult:
             run.value = None
     if not isinstance(run.carry, dict):
         problems.append(f"ctx.carry must be a dict, not {type(run.carry).__name__}")
-        run.carry = dict(run.job.carry or {})
+        run.carry = stored_carry(run.job)
     elif run.carry:
-        problem = output_problem(run.carry, "ctx.carry", limit)
+        problem = output_problem(run.carry, "ctx.carry", limit, own_level=True)
         if problem is not None:
             problems.append(problem)
-            run.carry = dict(run.job.carry or {})
+            run.carry = stored_carry(run.job)
     if run.attachment is not None:
         problem = output_problem(run.attachment, "the ctx.attach() value", limit)
         if problem is not None:

@@ -70,8 +70,23 @@ class Run:
 # (an exception message, a traceback, a Pause note) are whatever the task made them.
 NOTE_LIMIT = 10_000
 
-# The latest time anything is scheduled for: a pause or backoff beyond it waits until then.
+# The range of times a job is scheduled for, the one rule for every time given (run_at,
+# run_after, delay, a pause's resume_in, a retry's delay): one outside it is clamped to
+# its nearer end. Each end is a day or more inside what Python, every database and any
+# time zone's local time can hold (datetime.max in New York is year 10000 in UTC,
+# datetime.min in Tokyo year 0), so whatever is stored reads back and displays.
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+
+
+def clamped(moment: datetime) -> datetime:
+    """An aware ``moment`` in UTC, clamped to ``EARLIEST``..``LATEST`` (comparing aware
+    datetimes never overflows; converting one outside the range would)."""
+    if moment > LATEST:
+        return LATEST
+    if moment < EARLIEST:
+        return EARLIEST
+    return moment.astimezone(UTC)
 
 
 def later(now: datetime, delay: timedelta) -> datetime:

@@ -13,10 +13,12 @@ from typing import Any
 from django.core.checks import CheckMessage
 from django.db import connections, models
 from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from .ids import uuid7
 from .states import ACTIVE, TERMINAL, Outcome, Priority, Status
+from .validation import decode
 
 __all__ = [
     "ACTIVE",
@@ -55,13 +57,29 @@ def _without_replaced(messages: list[CheckMessage], databases: Any) -> list[Chec
     ]
 
 
+class StoredJSONField(models.JSONField):
+    """A JSONField whose stored value, if it cannot be decoded (not JSON, or nested too
+    deeply: written around the queue), reads as a ``validation.Undecodable`` instead
+    of raising, so no page or worker fails on one row. Migrations see a plain
+    JSONField: the column is the same."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if isinstance(value, str | bytes) and not isinstance(expression, KeyTransform):
+            return decode(value)
+        return super().from_db_value(value, expression, connection)
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
+
+
 class Job(models.Model):
     """One job; the row stays after it finishes until cleanup removes it."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     kind = models.CharField(max_length=200)
     queue = models.CharField(max_length=100, default="default")
-    payload = models.JSONField(default=dict)
+    payload = StoredJSONField(default=dict)
     priority = models.SmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
@@ -70,8 +88,8 @@ class Job(models.Model):
     claimed_by = models.CharField(max_length=255, blank=True, default="")
     run_count = models.PositiveIntegerField(default=0)
     failure_count = models.PositiveIntegerField(default=0)
-    carry = models.JSONField(default=dict, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    carry = StoredJSONField(default=dict, blank=True)
+    result = StoredJSONField(null=True, blank=True)
     # NULL, not "", means "no key": NULLs never collide in the unique index.
     dedup_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
@@ -173,7 +191,7 @@ class JournalEntry(models.Model):
     recorded_at = models.DateTimeField(default=timezone.now)
     duration = models.DurationField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
-    attachment = models.JSONField(null=True, blank=True)
+    attachment = StoredJSONField(null=True, blank=True)
     worker = models.CharField(max_length=255, blank=True, default="")
     actor = models.CharField(max_length=255, blank=True, default="")
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import conf, limiting, validation
 from .errors import InvalidOption, InvalidPayload, MergeError
+from .lifecycle import clamped
 from .outcomes import Merge
 from .registry import TaskDef, registry, validate_priority, validate_queue
 
@@ -22,11 +23,27 @@ if TYPE_CHECKING:
     from .task import Task
 
 
+def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
+    """How many levels a stored value may nest, and the name of that limit: the
+    ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
+    (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
+    being one of them)."""
+    from .store import sql
+
+    settings = conf.get()
+    setting = settings.max_json_depth
+    cap = sql.json_depth_cap(settings.database)
+    if cap is not None and cap[0] - own_level < setting:
+        return cap[0] - own_level, f"the most {cap[1]} hold"
+    return setting, "MAX_JSON_DEPTH"
+
+
 def check_json(name: str, value: Any, *, kind: str) -> None:
     """Raise InvalidPayload naming ``name`` (and the path inside it) unless ``value`` can
     be stored as JSON."""
+    depth, limit_name = depth_limit(own_level=True)
     try:
-        validation.dumps(value)
+        validation.dumps(value, max_depth=depth, limit_name=limit_name)
     except validation.Unstorable as exc:
         raise InvalidPayload(
             f"{kind}: argument {name!r} cannot be stored: {name}{exc.path} {exc.problem}",
@@ -43,9 +60,11 @@ def check_json(name: str, value: Any, *, kind: str) -> None:
 
 def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
     """The payload as JSON text, encoded once; a value that cannot be is named, and so
-    is a payload over ``MAX_PAYLOAD_BYTES``."""
+    is a payload over ``MAX_PAYLOAD_BYTES`` (or nested deeper than ``MAX_JSON_DEPTH``,
+    the payload's own object not counted)."""
     try:
-        text = validation.dumps(payload)
+        depth, limit_name = depth_limit(own_level=True)
+        text = validation.dumps(payload, max_depth=depth, own_level=True, limit_name=limit_name)
     except (TypeError, ValueError) as exc:
         for name, value in payload.items():
             check_json(name, value, kind=kind)
@@ -104,6 +123,7 @@ class Options:
                 )
             if values["delay"] is not None and "delay" in given and "run_at" in given:
                 raise InvalidOption("give delay or run_at, not both", option="run_at")
+            values["run_at"] = clamped(run_at)  # a "never" date waits until LATEST
         values["idempotency_key"] = validate_key("idempotency_key", values["idempotency_key"])
         return cls(**values)
 
@@ -159,7 +179,8 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
         pending = Pending(
             job_id=candidate.id,
             task=existing,
-            carry=dict(candidate.carry or {}),
+            # A stored carry that cannot be decoded (raw SQL) is none to merge() too.
+            carry=dict(candidate.carry) if isinstance(candidate.carry, dict) else {},
             run_count=candidate.run_count,
             priority=candidate.priority,
             journal=store.journal(job_id=candidate.id),
@@ -180,15 +201,32 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
             return store.MergePlan("keep")
         if decision.action == "replace":
             return store.MergePlan("replace", payload=payload)
-        new = decision.task
-        if not isinstance(new, type(task)) or new.kind != kind:
-            raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
-        problem = None if decision.carry is None else validation.json_problem(decision.carry)
-        if problem is not None:
-            raise MergeError(
-                f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
-                kind=kind,
-            )
-        return store.MergePlan("with", payload=new.to_payload(), carry=decision.carry)
+        return _merged_with(task, decision)
 
     return decide
+
+
+def _merged_with(task: Task, decision: Merge) -> MergePlan:
+    """The plan for ``Merge.with_()``: its task and carry checked as an enqueue's are."""
+    from . import store
+
+    kind = task.kind
+    new = decision.task
+    if not isinstance(new, type(task)) or new.kind != kind:
+        raise MergeError(f"{kind}: Merge.with_() needs a {kind} task, got {new!r}", kind=kind)
+    depth, limit_name = depth_limit(own_level=True)
+    problem = (
+        None
+        if decision.carry is None
+        else validation.json_problem(
+            decision.carry, max_depth=depth, own_level=True, limit_name=limit_name
+        )
+    )
+    if problem is not None:
+        raise MergeError(
+            f"{kind}.merge() returned a carry that is not JSON-serialisable ({problem})",
+            kind=kind,
+        )
+    merged = new.to_payload()
+    encode_payload(merged, kind=kind)  # checked as any payload is (depth, size)
+    return store.MergePlan("with", payload=merged, carry=decision.carry)

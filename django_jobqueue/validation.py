@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
@@ -111,21 +111,39 @@ def text_problem(text: str) -> str | None:
 _SUSPECT = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
-def dumps(value: Any) -> str:
+def dumps(
+    value: Any,
+    *,
+    max_depth: int | None = None,
+    own_level: bool = False,
+    limit_name: str = "MAX_JSON_DEPTH",
+) -> str:
     """The one JSON encoding of stored values: compact, and only what reads back as it
     was written: no NaN or infinity, no key that is not a string (JSON would turn it
     into one), no NUL and no lone surrogate in any string or key (PostgreSQL's jsonb
-    refuses both). Tuples are written as lists.
+    refuses both), and with ``max_depth`` no list or object nested deeper than that
+    (a deep value every reader would have to recurse through; with ``own_level`` the
+    value's own object is not counted, as a payload's or a carry's is not). Tuples are
+    written as lists.
 
     Raises TypeError or ValueError (``Unstorable`` naming the path to the bad part)
     for what it cannot encode. The usual value (flat, plain text) is checked on the
-    encoded text alone; only a suspect one is walked.
+    encoded text alone; only a suspect one is walked: fewer brackets than the depth
+    allowed cannot be nested too deeply.
     """
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
-        top = type(value) is dict
+    except RecursionError:
+        if max_depth is not None:
+            _check_depth(value, max_depth, own_level, limit_name)
+        raise Unstorable("is nested too deeply to encode") from None
+    opened = text.count("{")
+    if max_depth is not None and opened + text.count("[") > max_depth + own_level:
+        _check_depth(value, max_depth, own_level, limit_name)
+    top = type(value) is dict
+    try:
         if (
-            text.count("{") > top
+            opened > top
             or (top and not all(type(key) is str for key in value))
             or _SUSPECT.search(text)
         ):
@@ -133,6 +151,53 @@ def dumps(value: Any) -> str:
     except RecursionError:
         raise Unstorable("is nested too deeply to encode") from None
     return text
+
+
+def _children(value: Any) -> Iterator[tuple[str, Any]]:
+    """A list's or an object's items as (path step, item)."""
+    if isinstance(value, dict):
+        return ((f"[{key!r}]", item) for key, item in value.items())
+    return ((f"[{index}]", item) for index, item in enumerate(value))
+
+
+def too_deep(value: Any, max_depth: int) -> list[str] | None:
+    """The path (as steps) to the first list or object nested deeper than ``max_depth``
+    (the value itself, if one, is depth 1), or None. Walked with a stack of its own, so
+    however deep the value, this never recurses."""
+    if not isinstance(value, dict | list | tuple):
+        return None
+    if max_depth < 1:
+        return []
+    stack = [_children(value)]
+    path: list[str] = []
+    while stack:
+        step = next(stack[-1], None)
+        if step is None:
+            stack.pop()
+            if path:
+                path.pop()
+            continue
+        if isinstance(step[1], dict | list | tuple):
+            path.append(step[0])
+            if len(stack) >= max_depth:
+                return path
+            stack.append(_children(step[1]))
+    return None
+
+
+def short_path(steps: list[str]) -> str:
+    """A path for a message: a long one with its middle left out."""
+    if len(steps) <= 8:
+        return "".join(steps)
+    return "".join(steps[:4]) + "…" + "".join(steps[-2:])
+
+
+def _check_depth(value: Any, max_depth: int, own_level: bool, limit_name: str) -> None:
+    steps = too_deep(value, max_depth + own_level)
+    if steps is not None:
+        raise Unstorable(
+            f"is nested more than {max_depth} levels deep ({limit_name})", short_path(steps)
+        )
 
 
 def _check(value: Any, path: str) -> None:
@@ -156,10 +221,63 @@ def _check(value: Any, path: str) -> None:
             _check(item, f"{path}[{index}]")
 
 
-def json_problem(value: Any) -> str | None:
+# The deepest JSON any reader decodes, and so the most MAX_JSON_DEPTH may allow: a value
+# this deep is still shown (pretty-printed, redacted) and run well within Python's
+# recursion limit. Deeper ones exist only if written around the queue (raw SQL, an
+# older version).
+READ_DEPTH = 200
+
+
+class Undecodable:
+    """A stored JSON value that cannot be read back, in place of it: readers show it as
+    such (with ``error``), a worker settles its job dead. Never stored."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<undecodable: {self.error}>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Undecodable) and other.error == self.error
+
+    def __hash__(self) -> int:
+        return hash(self.error)
+
+
+def decode(text: str | bytes) -> Any:
+    """A stored JSON value, or ``Undecodable`` saying why it cannot be read: text that
+    is not JSON, or nested deeper than ``READ_DEPTH`` (checked, as in ``dumps``, only
+    when the text has that many brackets)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return Undecodable(f"nested too deeply to decode (over {READ_DEPTH} levels)")
+    except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
+        return Undecodable(f"not valid JSON: {exc}")
+    if isinstance(text, bytes):
+        opened = text.count(b"[") + text.count(b"{")
+    else:
+        opened = text.count("[") + text.count("{")
+    if opened > READ_DEPTH and too_deep(value, READ_DEPTH) is not None:
+        return Undecodable(f"nested more than {READ_DEPTH} levels deep")
+    return value
+
+
+def json_problem(
+    value: Any,
+    *,
+    max_depth: int | None = None,
+    own_level: bool = False,
+    limit_name: str = "MAX_JSON_DEPTH",
+) -> str | None:
     """Why ``value`` cannot be stored as JSON (``None`` when it can)."""
     try:
-        dumps(value)
+        dumps(value, max_depth=max_depth, own_level=own_level, limit_name=limit_name)
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None

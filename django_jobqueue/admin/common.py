@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.redaction import redact
+from django_jobqueue.validation import Undecodable
 
 # Status and outcome colours: one palette for the changelists, the detail page and the
 # dashboard (text stays black or white on each for contrast).
@@ -79,8 +80,16 @@ def short_id(job_id: object) -> str:
 
 
 def pretty_json(value: Any) -> str:
-    """A stored JSON value for display, fields named like secrets (``REDACT``) hidden."""
+    """A stored JSON value for display, fields named like secrets (``REDACT``) hidden;
+    one that could not be decoded is said to be so, with why."""
+    if isinstance(value, Undecodable):
+        return undecodable(value)
     return json.dumps(redact(value), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def undecodable(value: Undecodable) -> str:
+    """How a stored value that cannot be decoded is shown (instead of failing the page)."""
+    return f"(undecodable: {value.error})"
 
 
 def json_block(value: Any) -> dict[str, Any]:
@@ -104,4 +113,7 @@ def duration(value: timedelta | None) -> str:
 def local(moment: datetime | None) -> str:
     if moment is None:
         return "-"
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+    except OverflowError:  # a time near year 1 or 9999 (raw SQL) has no local form here
+        return moment.strftime("%Y-%m-%d %H:%M:%S UTC")

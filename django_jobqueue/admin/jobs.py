@@ -273,6 +273,9 @@ class JobAdmin(ModelAdmin):
             "subtitle": str(job.id),
             "opts": self.opts,
             "job": job,
+            # Formatted here, not by the template's date filter, so that a time whose
+            # local form does not exist (near year 1 or 9999) is shown, in UTC.
+            "times": {name: local(getattr(job, name)) for name in JOB_TIMES},
             "status": self.status_badge(job),
             "blocks": [
                 (label, json_block(value))
@@ -288,6 +291,9 @@ class JobAdmin(ModelAdmin):
             "now": timezone.now(),
             "has_view_permission": True,
         }
+
+
+JOB_TIMES = ("created_at", "visible_at", "claim_expires_at", "finished_at")
 
 
 def _entry(e: JournalEntry) -> dict[str, Any]:

@@ -7,6 +7,7 @@ job and its journal back as a ``TaskResult``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from django.apps import apps
@@ -15,6 +16,7 @@ from django.core import checks
 from django_jobqueue import signals, store
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
 from django_jobqueue.handle import JobHandle
+from django_jobqueue.lifecycle import clamped
 from django_jobqueue.options import Options, build_request, check_json, encode_payload
 from django_jobqueue.registry import registry
 from django_jobqueue.registry import validate_queue as check_queue
@@ -81,7 +83,7 @@ class JobQueueBackend(BaseTaskBackend):
         defn = self.definition(task)
         payload, text = self.payload_for(defn, task, list(args), dict(kwargs))
         options = Options.build(
-            priority=tier(task.priority), queue=task.queue_name, run_at=task.run_after
+            priority=tier(task.priority), queue=task.queue_name, run_at=_run_after(task)
         )
         request = build_request(defn, payload, options, payload_json=text)
         job, disposition = store.enqueue(request)
@@ -108,7 +110,7 @@ class JobQueueBackend(BaseTaskBackend):
             "kwargs": normalize_json(kwargs),
             "priority": task.priority,
             "backend": self.alias,
-            "run_after": task.run_after.isoformat() if task.run_after else None,
+            "run_after": after.isoformat() if (after := _run_after(task)) else None,
         }
         return payload, encode_payload(payload, kind=defn.kind)
 
@@ -141,3 +143,13 @@ class JobQueueBackend(BaseTaskBackend):
                 "knows (is the module defining it imported?)"
             )
         return defn.result(results.JobView.of_job(job), store.journal(job_id=job.id))
+
+
+def _run_after(task: Task[..., Any]) -> datetime | None:
+    """The task's ``run_after`` as the job is scheduled: clamped, like every time, to
+    what the database holds (``lifecycle.clamped``); a naive one is left for
+    ``Options.build`` to refuse."""
+    after = task.run_after
+    if after is None or after.tzinfo is None:
+        return after
+    return clamped(after)

@@ -16,6 +16,7 @@ from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
 from django_jobqueue.redaction import redact, redact_payload
 from django_jobqueue.registry import registry
+from django_jobqueue.validation import Undecodable
 
 
 def fmt_window(seconds: float) -> str:
@@ -31,7 +32,10 @@ def fmt_window(seconds: float) -> str:
 def fmt_time(value: datetime | None) -> str:
     if value is None:
         return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
+    try:
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S%z")
+    except OverflowError:  # a time near year 1 or 9999 (raw SQL) has no local form here
+        return value.strftime("%Y-%m-%d %H:%M:%S%z")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
@@ -57,6 +61,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
 
 
 def json_default(value: Any) -> Any:
+    if isinstance(value, Undecodable):  # a stored value written around the queue
+        return str(value)
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -68,6 +74,8 @@ def json_default(value: Any) -> Any:
 
 def job_fields(job: Job) -> list[tuple[str, str]]:
     def js(value: Any) -> str:
+        if isinstance(value, Undecodable):  # written around the queue: say so, not fail
+            return f"(undecodable: {value.error})"
         return json.dumps(value, default=json_default, sort_keys=True)
 
     fields = [

@@ -9,7 +9,6 @@ always bound as parameters; only names from the models are formatted into SQL.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -64,12 +63,36 @@ dumps = validation.dumps
 
 
 def loads(value: Any) -> Any:
-    """A JSON column as read by a raw cursor (text on both backends; None stays None)."""
+    """A JSON column as read by a raw cursor (text on both backends; None stays None);
+    a value that cannot be decoded is a ``validation.Undecodable``, never an error."""
     if value is None or not isinstance(value, str | bytes):
         return value
     if value == "{}":  # the usual empty carry or payload, without the parser
         return {}
-    return json.loads(value)
+    return validation.decode(value)
+
+
+_depth_caps: dict[str, tuple[int, str] | None] = {}
+
+
+def json_depth_cap(alias: str) -> tuple[int, str] | None:
+    """How many levels the JSON columns of database ``alias`` nest a document, and whose
+    limit that is; None where it is deeper than any reader decodes. MariaDB's
+    ``JSON_VALID`` check (Django's JSONField column) refuses 32 levels or more, MySQL
+    8's JSON type more than 100. Known once per alias: the enqueue hot path asks."""
+    try:
+        return _depth_caps[alias]
+    except KeyError:
+        pass
+    conn = connections[alias]
+    cap: tuple[int, str] | None = None
+    if conn.vendor == "mysql":
+        if getattr(conn, "mysql_is_mariadb", False):
+            cap = (31, "MariaDB's JSON columns")
+        else:
+            cap = (100, "MySQL's JSON columns")
+    _depth_caps[alias] = cap
+    return cap
 
 
 class Dialect:

@@ -618,3 +618,20 @@ def forks() -> int:
 @task(kind="tests.raises_huge", max_failures=1)
 def raises_huge(size: int) -> None:
     raise RuntimeError("x" * size)
+
+
+# --- issue 17, values package: nothing stored can break a reader -------------------------
+
+
+@task(takes_context=True, max_failures=1, kind="tests.deep_output")
+def deep_output(ctx: Context, where: str, depth: int) -> Any:
+    """Hands back a list nested ``depth`` levels deep as its return value, in its carry
+    or as its attachment; at most one run, so a refused output ends it dead."""
+    value = _nested(depth - 1)
+    if where == "carry":
+        ctx.carry["deep"] = value
+        return None
+    if where == "attachment":
+        ctx.attach(value)
+        return None
+    return value
