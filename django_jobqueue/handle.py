@@ -72,7 +72,10 @@ class JobHandle:
 
     @property
     def carry(self) -> dict[str, Any]:
-        return dict(self.job.carry or {})
+        """The stored carry; empty when there is none, or when what is stored cannot be
+        decoded (as the task's own ``ctx.carry`` then starts empty)."""
+        carry = self.job.carry
+        return dict(carry) if isinstance(carry, dict) else {}
 
     def refresh(self) -> JobHandle:
         from . import store

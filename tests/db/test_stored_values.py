@@ -20,6 +20,7 @@ from django.db.models import Model
 from django.test import override_settings
 from django.utils.timezone import now as timezone_now
 
+import django_jobqueue
 from django_jobqueue import InvalidPayload, Status
 from django_jobqueue.lifecycle import EARLIEST, LATEST
 from django_jobqueue.models import Job, JournalEntry
@@ -249,6 +250,8 @@ def test_a_row_that_cannot_be_decoded_is_read_as_such_and_the_commands_print_it(
     write_raw(bad.id, column, text)
     value = getattr(Job.objects.get(id=bad.id), column)
     assert isinstance(value, Undecodable)
+    # A handle reads it too: an undecodable carry as an empty one, as the task would.
+    assert django_jobqueue.job(bad.id).carry == {}
     assert f"{column}:" in (shown := jobqueue("show", str(bad.id)))
     assert f"(undecodable: {value.error})" in shown
     assert str(bad.id) in jobqueue("list")
