@@ -69,10 +69,10 @@ echo "== pytest (PostgreSQL)"
 pytest "$@"
 echo "== pytest (SQLite)"
 DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
-# MariaDB/MySQL: the database and admin tiers (their PostgreSQL-only tests skip), and
+# MariaDB/MySQL: the database, admin and security tiers (their PostgreSQL-only tests skip), and
 # four runworker processes draining 2,000 jobs and a SIGKILLed worker's job recovered.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
-echo "== pytest (MariaDB/MySQL: database and admin tiers, drain and crash recovery)"
+echo "== pytest (MariaDB/MySQL: database, admin and security tiers, drain and crash recovery)"
 DATABASE_URL="$MYSQL_DATABASE_URL" python -c '
 import os, sys
 import dj_database_url, MySQLdb
@@ -83,7 +83,7 @@ try:
 except Exception as exc:
     sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
 '
-DATABASE_URL="$MYSQL_DATABASE_URL" pytest tests/db tests/admin tests/concurrency/test_drain.py \
+DATABASE_URL="$MYSQL_DATABASE_URL" pytest tests/db tests/admin tests/security tests/concurrency/test_drain.py \
   tests/concurrency/test_crash_recovery.py "$@"
 echo "== browser screenshots: $SCREENSHOTS_DIR"
 
