@@ -10,7 +10,8 @@ Mount it in your URLconf::
 
 Every scrape reads the database, never this process's memory, so the numbers are the
 same whichever web process answers and count every worker process's runs. Access:
-a staff user's session, or ``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>``.
+the session of a staff user who may view jobs (``django_jobqueue.view_job``), or
+``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from . import conf, store
 from .registry import registry
 
 PREFIX = "jobqueue"
+# What a session user needs to read the metrics: the permission to view jobs in the admin.
+VIEW_PERMISSION = "django_jobqueue.view_job"
 
 
 class JobQueueCollector(Collector):
@@ -189,9 +192,12 @@ def _allowed(request: HttpRequest) -> HttpResponse | None:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return _unauthorized("log in as a staff user, or send a bearer token")
-    if not (user.is_active and user.is_staff):
+    # The admin's own rule for seeing jobs: staff, and the permission to view them (a
+    # staff user the admin refuses everywhere reads no numbers here either).
+    if not (user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION)):
         return HttpResponse(
-            "the job queue's metrics are for staff users\n",
+            f"the job queue's metrics are for staff users with the {VIEW_PERMISSION}"
+            " permission\n",
             status=403,
             content_type="text/plain; charset=utf-8",
         )
@@ -207,7 +213,8 @@ def _unauthorized(reason: str) -> HttpResponse:
 @never_cache
 @require_GET
 def view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus metrics, for a staff user or a bearer of ``METRICS_TOKEN``."""
+    """The Prometheus metrics, for a staff user who may view jobs or a bearer of
+    ``METRICS_TOKEN``."""
     refused = _allowed(request)
     if refused is not None:
         return refused
