@@ -196,8 +196,7 @@ def _allowed(request: HttpRequest) -> HttpResponse | None:
     # staff user the admin refuses everywhere reads no numbers here either).
     if not (user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION)):
         return HttpResponse(
-            f"the job queue's metrics are for staff users with the {VIEW_PERMISSION}"
-            " permission\n",
+            f"the job queue's metrics are for staff users with the {VIEW_PERMISSION} permission\n",
             status=403,
             content_type="text/plain; charset=utf-8",
         )

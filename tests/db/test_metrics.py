@@ -198,9 +198,7 @@ def test_a_staff_session_needs_the_view_job_permission_and_the_token_still_works
     root = Client()
     root.force_login(User.objects.create_superuser("root", password="pw"))
     assert ("jobqueue_scheduled_jobs", ()) in scrape(root)
-    assert ("jobqueue_scheduled_jobs", ()) in scrape(
-        Client(), HTTP_AUTHORIZATION=f"Bearer {TOKEN}"
-    )
+    assert ("jobqueue_scheduled_jobs", ()) in scrape(Client(), HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
 
 
 @pytest.mark.django_db
