@@ -1,6 +1,8 @@
-"""A Prometheus metrics view: run counters and durations from the journal (plus the
-tally of the runs cleanups deleted, so they never fall), backlog and worker gauges
-from ``stats()``. Needs ``prometheus-client`` (the ``metrics`` extra).
+"""A Prometheus metrics view: run counters and durations from the run tally that every
+settlement adds to (never a scan of the journal, so a scrape costs the same however
+long the journal grows, and cleanups never make them fall), backlog and worker gauges
+from ``gauges()`` (``stats()`` without the journal). Needs ``prometheus-client`` (the
+``metrics`` extra).
 
 Mount it in your URLconf::
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -87,9 +88,8 @@ class JobQueueCollector(Collector):
         yield histogram
 
     def _backlog(self) -> Iterator[Metric]:
-        # The run statistics are the counters' business: a zero window keeps stats() from
-        # reading the journal for them.
-        snapshot = store.stats(window=timedelta(0))
+        # The run statistics are the counters' business: the gauges never read the journal.
+        snapshot = store.gauges()
         known = registry.kinds()
 
         pending = GaugeMetricFamily(

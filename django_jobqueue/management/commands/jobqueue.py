@@ -110,26 +110,13 @@ class Command(BaseCommand):
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
-        p = sub.add_parser(
-            "health",
-            help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no due "
-            "job has waited longer); else exit 1 with the reason on one line (for container "
-            "health checks).",
-        )
-        p.add_argument(
-            "--max-heartbeat-age",
-            type=parse_age,
-            default=timedelta(seconds=60),
-            metavar="S",
-            help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
-        )
-        p.add_argument(
-            "--max-pending-age",
-            type=parse_age,
-            default=None,
-            metavar="S",
-            help="Also unhealthy when a job due to run (outside paused queues) has waited "
-            "longer than S seconds (default: not checked).",
+        _health_arguments(
+            sub.add_parser(
+                "health",
+                help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no "
+                "due job has waited longer); else exit 1 with the reason on one line (for "
+                "container health checks).",
+            )
         )
 
     def execute(self, *args: Any, **options: Any) -> str | None:
@@ -505,4 +492,22 @@ def _limit_arguments(p: ArgumentParser) -> None:
         "--clear",
         action="store_true",
         help="Remove KIND's run-time limits: JOBQUEUE['LIMITS'] and the task's options apply.",
+    )
+
+
+def _health_arguments(p: ArgumentParser) -> None:
+    p.add_argument(
+        "--max-heartbeat-age",
+        type=parse_age,
+        default=timedelta(seconds=60),
+        metavar="S",
+        help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
+    )
+    p.add_argument(
+        "--max-pending-age",
+        type=parse_age,
+        default=None,
+        metavar="S",
+        help="Also unhealthy when a job due to run (outside paused queues) has waited "
+        "longer than S seconds (default: not checked).",
     )
