@@ -1,6 +1,7 @@
 """Ending runs: every settlement (a worker's, a stale recovery's, a release at shutdown)
-goes through ``apply``, the one code path that changes a claimed row and writes its
-journal entry, in one statement per batch.
+goes through ``apply``, the one code path that changes a claimed row, writes its
+journal entry and counts its run in the run tally (what the metrics read), in one
+statement per batch.
 
 The guard is the row's status (claimed), ``claimed_by`` and run number: a settlement
 whose claim was taken over writes nothing, neither row nor journal. On PostgreSQL the
