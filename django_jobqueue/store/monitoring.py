@@ -88,7 +88,8 @@ _KEYED = ("kind", "outcome", "shard", *_COUNTS)
 def shard_of(worker: str) -> int:
     """The tally shard this thread of ``worker`` adds its settlements to. By thread, not
     only by worker: an atomic task's settlement holds its tally row until the task's
-    transaction commits, and the worker loop's own settlements must not wait on it."""
+    transaction commits, and the worker loop's own settlements should not wait on it
+    (they share a row only when the two hash alike: one time in ``TALLY_SHARDS``)."""
     key = f"{worker}/{threading.current_thread().name}"
     return zlib.crc32(key.encode("utf-8", "surrogatepass")) % TALLY_SHARDS
 
