@@ -85,13 +85,17 @@ _BUCKET_COUNTS = ", ".join(
 _KEYED = ("kind", "outcome", "shard", *_COUNTS)
 
 
-def shard_of(worker: str) -> int:
-    """The tally shard this thread of ``worker`` adds its settlements to. By thread, not
-    only by worker: an atomic task's settlement holds its tally row until the task's
-    transaction commits, and the worker loop's own settlements should not wait on it
-    (they share a row only when the two hash alike: one time in ``TALLY_SHARDS``)."""
+def shard_of(worker: str, *, held: bool) -> int:
+    """The tally shard this thread of ``worker`` adds a settlement to; ``held``: the
+    settlement is written inside the caller's transaction (an atomic task's), so it
+    holds its tally row until the caller commits. Those take the upper half of the
+    shards and every other settlement (the worker loop's turns, in a statement or a
+    short transaction of their own) the lower half: the loop never waits on a row that
+    a task's open transaction holds. Within a half, by worker and thread, so that
+    workers settling one kind at once seldom share a row."""
+    half = TALLY_SHARDS // 2
     key = f"{worker}/{threading.current_thread().name}"
-    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % TALLY_SHARDS
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % half + (half if held else 0)
 
 
 def bucket_of(micros: int | None) -> int | None:

@@ -110,16 +110,17 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
     now = now or timezone.now()
     d = sql.dialect()
     batch = unique(settlements)
+    held = d.conn.in_atomic_block  # inside the caller's transaction (see shard_of)
     if d.postgres:
-        applied = _apply_postgres(d, batch, now)
+        applied = _apply_postgres(d, batch, now, held)
     elif d.mysql:
-        applied = _apply_mysql(d, batch, now)
+        applied = _apply_mysql(d, batch, now, held)
     else:
-        applied = _apply_sqlite(d, [_row(d, s, now) for s in batch])
+        applied = _apply_sqlite(d, [_row(d, s, now, held) for s in batch])
     return outcome(settlements, applied)
 
 
-def _document(s: Settlement, now: datetime) -> dict[str, Any]:
+def _document(s: Settlement, now: datetime, held: bool) -> dict[str, Any]:
     """A settlement as a JSON object for ``jsonb_to_recordset`` (absent: NULL)."""
     doc: dict[str, Any] = {
         "id": str(s.job_id),
@@ -141,7 +142,7 @@ def _document(s: Settlement, now: datetime) -> dict[str, Any]:
         value = getattr(s, name)
         if value is not None:
             doc[name] = value.isoformat()
-    doc["shard"] = shard_of(s.worker)
+    doc["shard"] = shard_of(s.worker, held=held)
     if s.duration is not None:
         doc["duration"] = s.duration.total_seconds()
         doc["micros"] = duration_microseconds(s.duration)
@@ -152,7 +153,7 @@ def _document(s: Settlement, now: datetime) -> dict[str, Any]:
     return doc
 
 
-def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
+def _row(d: sql.Dialect, s: Settlement, now: datetime, held: bool) -> tuple[Any, ...]:
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
     return (
@@ -175,7 +176,7 @@ def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
         None if instead is None else instead.status,
         None if instead is None else instead.outcome,
         None if instead is None else instead.note,
-        shard_of(s.worker),
+        shard_of(s.worker, held=held),
         micros,
         bucket_of(micros),
     )
@@ -218,9 +219,10 @@ def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
     return [settlements[i] for i in _kept(settlements).values()]
 
 
-def document(settlements: Sequence[Settlement], now: datetime) -> str:
-    """The batch as the one JSON parameter of ``SETTLE_CTES``."""
-    return sql.dumps([_document(s, now) for s in settlements])
+def document(settlements: Sequence[Settlement], now: datetime, *, held: bool = False) -> str:
+    """The batch as the one JSON parameter of ``SETTLE_CTES`` (``held``: written inside
+    the caller's transaction; a worker's turn is not)."""
+    return sql.dumps([_document(s, now, held) for s in settlements])
 
 
 def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[bool]:
@@ -242,8 +244,10 @@ def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[
     return result
 
 
-def _apply_postgres(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
-    rows = d.run(f"WITH {SETTLE_CTES} SELECT id FROM j", [document(batch, now)])
+def _apply_postgres(
+    d: sql.Dialect, batch: list[Settlement], now: datetime, held: bool
+) -> set[uuid.UUID]:
+    rows = d.run(f"WITH {SETTLE_CTES} SELECT id FROM j", [document(batch, now, held=held)])
     return {d.read_uuid(r[0]) for r in rows}
 
 
@@ -275,7 +279,9 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
     return {d.read_uuid(v) for v in done}
 
 
-def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
+def _apply_mysql(
+    d: sql.Dialect, batch: list[Settlement], now: datetime, held: bool
+) -> set[uuid.UUID]:
     """The batch on MySQL/MariaDB: guarded row updates, their entries and their runs'
     tally, one transaction."""
     by_id = {d.job_id(s.job_id): s for s in batch}
@@ -297,7 +303,7 @@ def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[
                 continue
             done.add(s.job_id)
             micros = None if s.duration is None else duration_microseconds(s.duration)
-            runs.append((s.kind, ending[1], shard_of(s.worker), micros))
+            runs.append((s.kind, ending[1], shard_of(s.worker, held=held), micros))
             entries += [
                 d.job_id(s.job_id),
                 s.kind,

@@ -6,12 +6,16 @@ a settlement that rolls back or whose guard fails counts nothing."""
 
 from __future__ import annotations
 
+import threading
+import zlib
+from concurrent.futures import Future
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.apps import apps
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -21,7 +25,8 @@ from django_jobqueue.lifecycle import Run, completed, failure
 from django_jobqueue.metrics import exposition
 from django_jobqueue.models import Job, JournalEntry, RunTally
 from django_jobqueue.store import DURATION_BUCKETS, RunTotal, run_totals
-from tests.helpers import run_burst
+from django_jobqueue.store.monitoring import TALLY_SHARDS
+from tests.helpers import row_locking, run_burst
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
@@ -223,3 +228,67 @@ def test_the_migration_counts_the_runs_the_journal_held_before_it() -> None:
     }
     done = totals[("shop.old", "completed")]
     assert (done.timed, done.seconds, done.buckets[0], done.buckets[1]) == (1, 0.007, 0, 1)
+
+
+def named_thread(name: str, fn: Any) -> Future[Any]:
+    """Run ``fn`` on a thread called ``name`` (its own connection, closed after)."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+        finally:
+            connections.close_all()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def colliding_names() -> tuple[str, str]:
+    """Two thread names whose settlements by WORKER would hash to one tally row if the
+    shard were chosen by worker and thread alone."""
+
+    def h(name: str) -> int:
+        return zlib.crc32(f"{WORKER}/{name}".encode()) % TALLY_SHARDS
+
+    loop = "jobqueue-loop"
+    slot = next(f"jobqueue-slot-{i}" for i in range(10_000) if h(f"jobqueue-slot-{i}") == h(loop))
+    return loop, slot
+
+
+@row_locking
+def test_the_loops_turn_never_waits_on_the_tally_row_an_atomic_tasks_transaction_holds() -> None:
+    """An atomic task's settlement holds its tally row until its transaction commits (a
+    task may go on working after ``settle_now``). The worker loop's turn settling the
+    same kind and outcome at that moment, from a thread whose name hashes alike, goes
+    through at once: settlements in a caller's transaction take other shards."""
+    held, loose = claim(2)
+    loop_name, slot_name = colliding_names()
+    settled, release = threading.Event(), threading.Event()
+
+    def atomic_task() -> None:
+        with transaction.atomic():
+            assert store.settle(
+                worker_id=WORKER, settlements=[completed(ran(held, None), result=1)]
+            )
+            settled.set()
+            assert release.wait(30)
+
+    task = named_thread(slot_name, atomic_task)
+    try:
+        assert settled.wait(10)
+        turn = named_thread(
+            loop_name,
+            lambda: store.exchange(
+                worker_id=WORKER, settlements=[completed(ran(loose, None), result=2)]
+            ),
+        )
+        applied, _ = turn.result(timeout=5)  # waited on the task's row lock: a timeout
+        assert applied == [True]
+    finally:
+        release.set()
+    task.result(timeout=10)
+    assert runs_of(tasks.add.kind) == {"completed": 2}
+    assert RunTally.objects.filter(kind=tasks.add.kind).count() == 2
