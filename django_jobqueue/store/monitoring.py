@@ -91,8 +91,10 @@ def shard_of(worker: str, *, held: bool) -> int:
     holds its tally row until the caller commits. Those take the upper half of the
     shards and every other settlement (the worker loop's turns, in a statement or a
     short transaction of their own) the lower half: the loop never waits on a row that
-    a task's open transaction holds. Within a half, by worker and thread, so that
-    workers settling one kind at once seldom share a row."""
+    a task's open transaction holds (on MySQL/MariaDB, the insert that creates a
+    shard's row may still wait once, on InnoDB's gap lock beside a new row of an open
+    transaction). Within a half, by worker and thread, so that workers settling one
+    kind at once seldom share a row."""
     half = TALLY_SHARDS // 2
     key = f"{worker}/{threading.current_thread().name}"
     return zlib.crc32(key.encode("utf-8", "surrogatepass")) % half + (half if held else 0)
