@@ -1,6 +1,8 @@
-"""A Prometheus metrics view: run counters and durations from the journal (plus the
-tally of the runs cleanups deleted, so they never fall), backlog and worker gauges
-from ``stats()``. Needs ``prometheus-client`` (the ``metrics`` extra).
+"""A Prometheus metrics view: run counters and durations from the run tally that every
+settlement adds to (never a scan of the journal, so a scrape costs the same however
+long the journal grows, and cleanups never make them fall), backlog and worker gauges
+from ``gauges()`` (``stats()`` without the journal). Needs ``prometheus-client`` (the
+``metrics`` extra).
 
 Mount it in your URLconf::
 
@@ -10,14 +12,14 @@ Mount it in your URLconf::
 
 Every scrape reads the database, never this process's memory, so the numbers are the
 same whichever web process answers and count every worker process's runs. Access:
-a staff user's session, or ``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>``.
+the session of a staff user who may view jobs (``django_jobqueue.view_job``), or
+``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>``.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -45,6 +47,8 @@ from . import conf, store
 from .registry import registry
 
 PREFIX = "jobqueue"
+# What a session user needs to read the metrics: the permission to view jobs in the admin.
+VIEW_PERMISSION = "django_jobqueue.view_job"
 
 
 class JobQueueCollector(Collector):
@@ -84,9 +88,8 @@ class JobQueueCollector(Collector):
         yield histogram
 
     def _backlog(self) -> Iterator[Metric]:
-        # The run statistics are the counters' business: a zero window keeps stats() from
-        # reading the journal for them.
-        snapshot = store.stats(window=timedelta(0))
+        # The run statistics are the counters' business: the gauges never read the journal.
+        snapshot = store.gauges()
         known = registry.kinds()
 
         pending = GaugeMetricFamily(
@@ -189,9 +192,11 @@ def _allowed(request: HttpRequest) -> HttpResponse | None:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return _unauthorized("log in as a staff user, or send a bearer token")
-    if not (user.is_active and user.is_staff):
+    # The admin's own rule for seeing jobs: staff, and the permission to view them (a
+    # staff user the admin refuses everywhere reads no numbers here either).
+    if not (user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION)):
         return HttpResponse(
-            "the job queue's metrics are for staff users\n",
+            f"the job queue's metrics are for staff users with the {VIEW_PERMISSION} permission\n",
             status=403,
             content_type="text/plain; charset=utf-8",
         )
@@ -207,7 +212,8 @@ def _unauthorized(reason: str) -> HttpResponse:
 @never_cache
 @require_GET
 def view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus metrics, for a staff user or a bearer of ``METRICS_TOKEN``."""
+    """The Prometheus metrics, for a staff user who may view jobs or a bearer of
+    ``METRICS_TOKEN``."""
     refused = _allowed(request)
     if refused is not None:
         return refused

@@ -239,13 +239,17 @@ class QueuePause(models.Model):
 
 
 class RunTally(models.Model):
-    """The runs of one kind that ended with one outcome whose journal entries were deleted.
+    """The runs of one kind that ended with one outcome: the metrics' counters.
 
-    Every deletion of journal entries (``store.cleanup``) adds the runs it deletes here,
-    in its own transaction, so the run counters of the metrics view (live journal plus
-    tally) never fall. ``le_*`` are the cumulative buckets of the run-duration histogram,
-    one column per bound of ``store.monitoring.DURATION_BUCKETS`` in the same order:
-    timed runs that took at most that long.
+    Every settlement adds its runs here in its own guarded write (the same statement or
+    transaction as the job's new state and its journal entry), so the metrics view reads
+    these few rows, never the journal, and a cleanup, which deletes journal entries,
+    leaves them as they are. A row per kind, outcome and ``shard``: each worker thread
+    adds to its own shard (``store.monitoring.shard_of``), so workers settling the same
+    kind at once seldom wait on one row; a read sums the shards. ``le_*`` are the
+    cumulative buckets of the run-duration histogram, one column per bound of
+    ``store.monitoring.DURATION_BUCKETS`` in the same order: timed runs that took at
+    most that long.
     """
 
     kind = models.CharField(max_length=200)
@@ -269,16 +273,19 @@ class RunTally(models.Model):
     le_5m = models.PositiveBigIntegerField(default=0)
     le_15m = models.PositiveBigIntegerField(default=0)
     le_1h = models.PositiveBigIntegerField(default=0)
+    shard = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         verbose_name = "run tally"
         constraints = [
-            # The key of the tally's upsert (INSERT ... ON CONFLICT (kind, outcome)).
-            models.UniqueConstraint(fields=["kind", "outcome"], name="jobqueue_run_tally_key"),
+            # The key of the tally's upsert (INSERT ... ON CONFLICT (kind, outcome, shard)).
+            models.UniqueConstraint(
+                fields=["kind", "outcome", "shard"], name="jobqueue_run_tally_shard_key"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.outcome}: {self.runs} deleted runs"
+        return f"{self.kind} {self.outcome} (shard {self.shard}): {self.runs} runs"
 
 
 class KindLimit(models.Model):

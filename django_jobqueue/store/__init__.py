@@ -53,7 +53,7 @@ from .settle import (
     recover_expired,
     settle,
 )
-from .stats import WORKER_GONE_AFTER, run_stats, stats, throughput
+from .stats import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from .turn import exchange
 from .workers import WORKER_PRUNE_AFTER, beat, register_worker
 
@@ -94,6 +94,7 @@ __all__ = [
     "exchange",
     "extend_leases",
     "freshest_heartbeat",
+    "gauges",
     "get_job",
     "history",
     "in_flight",

@@ -1,8 +1,7 @@
 """Deleting finished jobs and their journal, in short batches.
 
-Journal entries are deleted only through ``monitoring.delete_journal``, which adds
-the runs it deletes to the run tally in the same transaction (the metrics' counters
-never fall).
+Journal entries are deleted only through ``monitoring.delete_journal``. Their runs
+stay in the metrics' counters: the run tally counted them when they were settled.
 """
 
 from __future__ import annotations

@@ -1,29 +1,32 @@
 """What monitoring reads: run totals by kind and outcome (with duration buckets), for the
 metrics view; the freshest worker heartbeat and the oldest due pending job, for the
-health check. And what it keeps of the runs a cleanup deletes.
+health check. And the run tally that keeps those totals.
 
-Totals are counted from the database, so every worker process's runs are in them.
-They are the journal's runs plus the run tally (``RunTally``): every deletion of
-journal entries goes through ``delete_journal``, which adds the runs it deletes to
-the tally in the same statement (PostgreSQL) or transaction (SQLite) as the delete.
-The totals are read in one statement, so a cleanup is either wholly before a read or
-wholly after it: they never fall, as Prometheus counters must not.
+Totals are counted in the database, so every worker process's runs are in them, and
+never by reading the journal: every settlement adds its runs to the run tally
+(``RunTally``) in its own guarded write (``tally_insert``, ``tally_rows``), so a run is
+counted exactly when its ending commits, and a scrape reads a few tally rows whatever
+the size of the journal. Deleting journal entries (``delete_journal``: cleanup, the
+admin's delete) leaves the tally alone, so the totals never fall, as Prometheus
+counters must not.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Sequence
+import zlib
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Max, Min
 
-from django_jobqueue.models import Outcome, QueuePause, RunTally, Status, WorkerHeartbeat
+from django_jobqueue.models import QueuePause, RunTally, Status, WorkerHeartbeat
 
 from . import sql
-from .stats import _RUN_OUTCOMES
 
 # Upper bounds (seconds) of the run-duration histogram's buckets; +Inf is implied.
 # RunTally has one column per bound (``TALLY_BUCKETS``): a change here needs a migration.
@@ -68,46 +71,87 @@ class RunTotal:
     buckets: tuple[int, ...]  # per DURATION_BUCKETS bound, timed runs at most that long
 
 
-def _runs_of(
-    d: sql.Dialect, source: str, where: str = "", params: Sequence[Any] = ()
-) -> tuple[str, list[Any]]:
-    """A SELECT of the run entries of ``source`` (that also match ``where``, with its
-    ``params``) counted by kind and outcome in the columns of the tally, and its
-    parameters. An operator's cancel of a pending job is no run (runs, including
-    recovered ones, always name their worker) and is left out."""
-    is_run, outcomes = d.in_list("outcome", [str(o) for o in _RUN_OUTCOMES])
-    if d.postgres:
-        total = "coalesce(round(extract(epoch FROM sum(duration)) * 1000000), 0)::bigint"
-        bounds: list[Any] = [timedelta(seconds=b) for b in DURATION_BUCKETS]
-    else:  # SQLite and MySQL/MariaDB keep a duration as its microseconds
-        total = "coalesce(sum(duration), 0)"
-        bounds = [round(b * 1_000_000) for b in DURATION_BUCKETS]
-    buckets = ", ".join(f"count(*) FILTER (WHERE duration <= %s) AS {c}" for c in TALLY_BUCKETS)
-    if d.mysql:  # no FILTER clause there
-        buckets = ", ".join(
-            f"count(CASE WHEN duration <= %s THEN 1 END) AS {c}" for c in TALLY_BUCKETS
-        )
-    statement = (
-        "SELECT kind, outcome, count(*) AS runs, count(duration) AS timed,"
-        f" {total} AS microseconds, {buckets} FROM {source}"
-        f" WHERE {where + ' AND ' if where else ''}{is_run} AND NOT (outcome = %s AND worker = '')"
-        " GROUP BY kind, outcome"
+# How many tally rows each (kind, outcome) is spread over: a worker thread adds to its
+# own (``shard_of``), so concurrent settlements of one kind seldom wait on one row, and a
+# read sums at most this many rows per kind and outcome.
+TALLY_SHARDS = 16
+# The bounds in microseconds, for ``bucket_of``.
+_BOUND_MICROS = tuple(round(b * 1_000_000) for b in DURATION_BUCKETS)
+# Per bucket column, the runs whose first bound within reach is at most that one's
+# (the indexes are the columns' positions, not values: the statement's own shape).
+_BUCKET_COUNTS = ", ".join(
+    f"count(CASE WHEN bucket <= {i} THEN 1 END)" for i in range(len(TALLY_BUCKETS))
+)
+_KEYED = ("kind", "outcome", "shard", *_COUNTS)
+
+
+def shard_of(worker: str, *, held: bool) -> int:
+    """The tally shard this thread of ``worker`` adds a settlement to; ``held``: the
+    settlement is written inside the caller's transaction (an atomic task's), so it
+    holds its tally row until the caller commits. Those take the upper half of the
+    shards and every other settlement (the worker loop's turns, in a statement or a
+    short transaction of their own) the lower half: the loop never waits on a row that
+    a task's open transaction holds (on MySQL/MariaDB, the insert that creates a
+    shard's row may still wait once, on InnoDB's gap lock beside a new row of an open
+    transaction). Within a half, by worker and thread, so that workers settling one
+    kind at once seldom share a row."""
+    half = TALLY_SHARDS // 2
+    key = f"{worker}/{threading.current_thread().name}"
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % half + (half if held else 0)
+
+
+def bucket_of(micros: int | None) -> int | None:
+    """The index of the first histogram bound a duration (in microseconds) is within
+    (``len(DURATION_BUCKETS)`` past the last); None for a run without a duration."""
+    return None if micros is None else bisect_left(_BOUND_MICROS, micros)
+
+
+def tally_insert(relation: str) -> str:
+    """The upsert adding the runs of ``relation`` (a SELECT with the columns ``kind``,
+    ``outcome``, ``shard``, ``micros``, ``bucket``: one row per run) to the tally, for
+    PostgreSQL and SQLite. Rows are upserted in key order, so two settlements that add
+    to the same rows lock them in the same order: one waits, never a deadlock."""
+    add = ", ".join(f"{c} = {TALLY}.{c} + excluded.{c}" for c in _COUNTS)
+    return (
+        f"INSERT INTO {TALLY} ({', '.join(_KEYED)})"
+        " SELECT kind, outcome, shard, count(*), count(micros), coalesce(sum(micros), 0),"
+        f" {_BUCKET_COUNTS} FROM ({relation}) AS r"
+        " GROUP BY kind, outcome, shard ORDER BY kind, outcome, shard"
+        f" ON CONFLICT (kind, outcome, shard) DO UPDATE SET {add}"
     )
-    return statement, [*bounds, *params, *outcomes, str(Outcome.CANCELLED)]
+
+
+def tally_rows(runs: Iterable[tuple[str, str, int, int | None]]) -> tuple[str, list[Any]]:
+    """The upsert adding ``runs`` (kind, outcome, shard, microseconds or None) to the
+    tally on MySQL/MariaDB, counted here (the caller knows each run's ending), and its
+    parameters; in key order, as ``tally_insert``."""
+    counted: dict[tuple[str, str, int], list[int]] = {}
+    for kind, outcome, shard, micros in runs:
+        counts = counted.setdefault((kind, outcome, shard), [0] * len(_COUNTS))
+        counts[0] += 1
+        if micros is not None:
+            counts[1] += 1
+            counts[2] += micros
+            for i in range(bisect_left(_BOUND_MICROS, micros), len(TALLY_BUCKETS)):
+                counts[3 + i] += 1
+    one = ", ".join(f"%s AS {c}" for c in _KEYED)
+    rows = " UNION ALL ".join([f"SELECT {one}"] * len(counted))
+    add = ", ".join(f"{c} = {TALLY}.{c} + n.{c}" for c in _COUNTS)
+    statement = (
+        f"INSERT INTO {TALLY} ({', '.join(_KEYED)}) SELECT * FROM ({rows}) AS n"
+        f" ORDER BY kind, outcome, shard ON DUPLICATE KEY UPDATE {add}"
+    )
+    return statement, [v for key in sorted(counted) for v in (*key, *counted[key])]
 
 
 def run_totals() -> list[RunTotal]:
-    """Runs by kind and outcome, with their duration buckets: the journal's and the
-    tally's, in one statement (one snapshot: never half a cleanup)."""
+    """Runs by kind and outcome, with their duration buckets, from the tally alone (one
+    statement; a run is in it once its settlement committed)."""
     d = sql.dialect()
-    live, params = _runs_of(d, sql.JOURNAL)
     sums = ", ".join(f"sum({c})" for c in _COUNTS)
-    columns = ", ".join(_COUNTS)
     rows = d.run(
-        f"SELECT kind, outcome, {sums} FROM ({live} UNION ALL "
-        f"SELECT kind, outcome, {columns} FROM {TALLY}) AS t "
-        "GROUP BY kind, outcome ORDER BY kind, outcome",
-        params,
+        f"SELECT kind, outcome, {sums} FROM {TALLY} GROUP BY kind, outcome ORDER BY kind, outcome",
+        [],
     )
     return [
         RunTotal(
@@ -123,50 +167,13 @@ def run_totals() -> list[RunTotal]:
 
 
 def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
-    """Delete the journal entries of these jobs and add their runs to the run tally, in
-    the caller's transaction. The one way journal entries are ever deleted (cleanup,
-    the admin's delete), so the run counters never fall.
-
-    On PostgreSQL one statement deletes the entries and tallies what it deleted. On
-    MySQL/MariaDB the entries are locked, tallied, then deleted. On
-    SQLite the tally is counted first, then the entries deleted: SQLite has one writer
-    at a time and the first write makes this transaction the writer (or fails it,
-    tallying nothing), so nothing changes in between. Tally rows are upserted in
-    (kind, outcome) order, so two cleanups at once lock them in the same order: one
-    waits for the other's short batch, never a deadlock (workers never touch the
-    tally, so never wait on it)."""
+    """Delete the journal entries of these jobs, in the caller's transaction (cleanup, the
+    admin's delete). Their runs stay counted: the tally counted them when they were
+    settled, so the run counters never fall."""
     if not job_ids:
         return
     d = sql.dialect()
     of_jobs, ids = d.in_list("job_id", [d.job_id(i) for i in job_ids])
-    columns = ", ".join(("kind", "outcome", *_COUNTS))
-    add = ", ".join(f"{c} = {TALLY}.{c} + excluded.{c}" for c in _COUNTS)
-    upsert = f" ORDER BY kind, outcome ON CONFLICT (kind, outcome) DO UPDATE SET {add}"
-    if d.postgres:
-        counted, params = _runs_of(d, "gone")
-        d.run(
-            f"WITH gone AS (DELETE FROM {sql.JOURNAL} WHERE {of_jobs}"
-            " RETURNING kind, outcome, duration, worker) "
-            f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}",
-            [*ids, *params],
-        )
-        return
-    if d.mysql:
-        # The entries locked first (a concurrent cleanup of the same jobs waits here,
-        # then counts none of them: gone), counted into the tally (ON DUPLICATE KEY,
-        # from a derived table since the count groups), then deleted.
-        d.run(f"SELECT id FROM {sql.JOURNAL} WHERE {of_jobs} ORDER BY id FOR UPDATE", ids)
-        counted, params = _runs_of(d, sql.JOURNAL, of_jobs, ids)
-        add = ", ".join(f"{c} = {TALLY}.{c} + n.{c}" for c in _COUNTS)
-        d.run(
-            f"INSERT INTO {TALLY} ({columns}) SELECT {columns} FROM ({counted}) AS n"
-            f" ORDER BY kind, outcome ON DUPLICATE KEY UPDATE {add}",
-            params,
-        )
-        d.run(f"DELETE FROM {sql.JOURNAL} WHERE {of_jobs}", ids)
-        return
-    counted, params = _runs_of(d, sql.JOURNAL, of_jobs, ids)
-    d.run(f"INSERT INTO {TALLY} ({columns}) {counted}{upsert}", params)
     d.run(f"DELETE FROM {sql.JOURNAL} WHERE {of_jobs}", ids)
 
 

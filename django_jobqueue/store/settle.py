@@ -1,6 +1,7 @@
 """Ending runs: every settlement (a worker's, a stale recovery's, a release at shutdown)
-goes through ``apply``, the one code path that changes a claimed row and writes its
-journal entry, in one statement per batch.
+goes through ``apply``, the one code path that changes a claimed row, writes its
+journal entry and counts its run in the run tally (what the metrics read), in one
+statement per batch.
 
 The guard is the row's status (claimed), ``claimed_by`` and run number: a settlement
 whose claim was taken over writes nothing, neither row nor journal. On PostgreSQL the
@@ -34,6 +35,7 @@ from django_jobqueue.lifecycle import Policy, Run, Settlement, failure, on_cance
 from django_jobqueue.models import Outcome, Status
 
 from . import sql
+from .monitoring import bucket_of, shard_of, tally_insert, tally_rows
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -60,6 +62,10 @@ _S_COLUMNS = {
     "c_status": "text",
     "c_outcome": "text",
     "c_note": "text",
+    # for the run tally: the shard this thread adds to, the duration and its bucket
+    "shard": "int",
+    "micros": "bigint",
+    "bucket": "int",
 }
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in _S_COLUMNS.items())
 
@@ -88,8 +94,9 @@ _JOURNAL_COLUMNS = (
     "job_id, kind, run_no, outcome, started_at, recorded_at, duration, note, attachment,"
     " worker, actor"
 )
+_OUTCOME = f"CASE WHEN {_OVERRIDDEN} THEN s.c_outcome ELSE s.outcome END"
 _JOURNAL_SELECT = (
-    f"SELECT s.id, s.kind, s.run_no, CASE WHEN {_OVERRIDDEN} THEN s.c_outcome ELSE s.outcome END,"
+    f"SELECT s.id, s.kind, s.run_no, {_OUTCOME},"
     " s.started_at, s.recorded_at, {duration},"
     f" CASE WHEN {_OVERRIDDEN} THEN s.c_note ELSE s.note END,"
     f" s.attachment, s.worker, CASE WHEN {_OVERRIDDEN} THEN j.cancel_actor ELSE '' END"
@@ -103,16 +110,17 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
     now = now or timezone.now()
     d = sql.dialect()
     batch = unique(settlements)
+    held = d.conn.in_atomic_block  # inside the caller's transaction (see shard_of)
     if d.postgres:
-        applied = _apply_postgres(d, batch, now)
+        applied = _apply_postgres(d, batch, now, held)
     elif d.mysql:
-        applied = _apply_mysql(d, batch, now)
+        applied = _apply_mysql(d, batch, now, held)
     else:
-        applied = _apply_sqlite(d, [_row(d, s, now) for s in batch])
+        applied = _apply_sqlite(d, [_row(d, s, now, held) for s in batch])
     return outcome(settlements, applied)
 
 
-def _document(s: Settlement, now: datetime) -> dict[str, Any]:
+def _document(s: Settlement, now: datetime, held: bool) -> dict[str, Any]:
     """A settlement as a JSON object for ``jsonb_to_recordset`` (absent: NULL)."""
     doc: dict[str, Any] = {
         "id": str(s.job_id),
@@ -134,16 +142,20 @@ def _document(s: Settlement, now: datetime) -> dict[str, Any]:
         value = getattr(s, name)
         if value is not None:
             doc[name] = value.isoformat()
+    doc["shard"] = shard_of(s.worker, held=held)
     if s.duration is not None:
         doc["duration"] = s.duration.total_seconds()
+        doc["micros"] = duration_microseconds(s.duration)
+        doc["bucket"] = bucket_of(doc["micros"])
     instead = on_cancel_request(s)
     if instead is not None:
         doc.update(c_status=instead.status, c_outcome=instead.outcome, c_note=instead.note)
     return doc
 
 
-def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
+def _row(d: sql.Dialect, s: Settlement, now: datetime, held: bool) -> tuple[Any, ...]:
     instead = on_cancel_request(s)
+    micros = None if s.duration is None else duration_microseconds(s.duration)
     return (
         d.job_id(s.job_id),
         s.run_no,
@@ -157,15 +169,21 @@ def _row(d: sql.Dialect, s: Settlement, now: datetime) -> tuple[Any, ...]:
         s.note.strip(),
         None if s.attachment is None else sql.dumps(s.attachment),
         d.dt(s.started_at),
-        None if s.duration is None else duration_microseconds(s.duration),
+        micros,
         s.worker,
         d.dt(now),
         Status.CLAIMED,
         None if instead is None else instead.status,
         None if instead is None else instead.outcome,
         None if instead is None else instead.note,
+        shard_of(s.worker, held=held),
+        micros,
+        bucket_of(micros),
     )
 
+
+# Each applied settlement's run, for the tally (``j``: the job row after the update).
+_TALLIED = f"SELECT s.kind, {_OUTCOME} AS outcome, s.shard, s.micros, s.bucket FROM {{joined}}"
 
 # The settlement CTEs on PostgreSQL: ``j`` holds the rows it changed.
 SETTLE_CTES = (
@@ -175,7 +193,9 @@ SETTLE_CTES = (
     " RETURNING t.id, t.status, t.cancel_actor),"
     f" entries AS (INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
     f" {_JOURNAL_SELECT.format(newline='chr(10)', duration='make_interval(secs => s.duration)')}"
-    " FROM j JOIN s ON s.id = j.id)"
+    " FROM j JOIN s ON s.id = j.id),"
+    # The runs counted, in the same statement: the metrics never read the journal.
+    f" tallied AS ({tally_insert(_TALLIED.format(joined='j JOIN s ON s.id = j.id'))})"
 )
 
 
@@ -199,9 +219,10 @@ def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
     return [settlements[i] for i in _kept(settlements).values()]
 
 
-def document(settlements: Sequence[Settlement], now: datetime) -> str:
-    """The batch as the one JSON parameter of ``SETTLE_CTES``."""
-    return sql.dumps([_document(s, now) for s in settlements])
+def document(settlements: Sequence[Settlement], now: datetime, *, held: bool = False) -> str:
+    """The batch as the one JSON parameter of ``SETTLE_CTES`` (``held``: written inside
+    the caller's transaction; a worker's turn is not)."""
+    return sql.dumps([_document(s, now, held) for s in settlements])
 
 
 def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[bool]:
@@ -223,8 +244,10 @@ def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[
     return result
 
 
-def _apply_postgres(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
-    rows = d.run(f"WITH {SETTLE_CTES} SELECT id FROM j", [document(batch, now)])
+def _apply_postgres(
+    d: sql.Dialect, batch: list[Settlement], now: datetime, held: bool
+) -> set[uuid.UUID]:
+    rows = d.run(f"WITH {SETTLE_CTES} SELECT id FROM j", [document(batch, now, held=held)])
     return {d.read_uuid(r[0]) for r in rows}
 
 
@@ -246,15 +269,26 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
                 f" WHERE j.id IN ({sql.placeholders(len(done))})",
                 [*params, *done],
             )
+            joined = (
+                f"s JOIN {sql.JOB} AS j ON j.id = s.id"
+                f" WHERE j.id IN ({sql.placeholders(len(done))})"
+            )
+            cursor.execute(
+                f"{s_cte} {tally_insert(_TALLIED.format(joined=joined))}", [*params, *done]
+            )
     return {d.read_uuid(v) for v in done}
 
 
-def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[uuid.UUID]:
-    """The batch on MySQL/MariaDB: guarded row updates and their entries, one transaction."""
+def _apply_mysql(
+    d: sql.Dialect, batch: list[Settlement], now: datetime, held: bool
+) -> set[uuid.UUID]:
+    """The batch on MySQL/MariaDB: guarded row updates, their entries and their runs'
+    tally, one transaction."""
     by_id = {d.job_id(s.job_id): s for s in batch}
     ids_sql, ids_params = d.in_list("id", list(by_id))
     done: set[uuid.UUID] = set()
     entries: list[Any] = []
+    runs: list[tuple[str, str, int, int | None]] = []  # for the tally
     with transaction.atomic(using=sql.alias()), d.conn.cursor() as cursor:
         cursor.execute(
             f"SELECT id, status, claimed_by, run_count, cancel_requested, cancel_actor"
@@ -264,41 +298,12 @@ def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[
         locked = {d.read_uuid(r[0]): r[1:] for r in cursor.fetchall()}
         for s in batch:
             row = locked.get(s.job_id)
-            if row is None:
+            ending = None if row is None else _mysql_update(d, cursor, s, row, now)
+            if ending is None:
                 continue
-            status, claimed_by, run_count, cancel_flag, cancel_actor = row
-            if (status, claimed_by, run_count) != (Status.CLAIMED, s.worker, s.run_no):
-                continue
-            instead = on_cancel_request(s) if cancel_flag else None
-            ending = (
-                (s.status, s.outcome, s.note.strip(), "")
-                if instead is None
-                else (instead.status, instead.outcome, instead.note, cancel_actor)
-            )
-            pending = ending[0] == Status.PENDING
-            cursor.execute(
-                f"UPDATE {sql.JOB} SET status = %s,"
-                f" visible_at = {'%s' if pending else 'visible_at'},"
-                " claimed_by = '', claim_expires_at = NULL,"
-                " failure_count = failure_count + %s, carry = COALESCE(%s, carry),"
-                " result = %s, finished_at = %s, cancel_requested = FALSE"
-                " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
-                [
-                    ending[0],
-                    *([d.dt(s.visible_at)] if pending else []),
-                    1 if s.failed else 0,
-                    None if s.carry is None else sql.dumps(s.carry),
-                    None if s.result is None else sql.dumps(s.result),
-                    None if pending else d.dt(now),
-                    d.job_id(s.job_id),
-                    Status.CLAIMED,
-                    s.worker,
-                    s.run_no,
-                ],
-            )
-            if cursor.rowcount != 1:
-                continue  # cannot happen while the row is locked; written defensively
             done.add(s.job_id)
+            micros = None if s.duration is None else duration_microseconds(s.duration)
+            runs.append((s.kind, ending[1], shard_of(s.worker, held=held), micros))
             entries += [
                 d.job_id(s.job_id),
                 s.kind,
@@ -306,7 +311,7 @@ def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[
                 ending[1],
                 d.dt(s.started_at),
                 d.dt(now),
-                None if s.duration is None else duration_microseconds(s.duration),
+                micros,
                 ending[2],
                 None if s.attachment is None else sql.dumps(s.attachment),
                 s.worker,
@@ -319,7 +324,47 @@ def _apply_mysql(d: sql.Dialect, batch: list[Settlement], now: datetime) -> set[
                 + ", ".join([one] * len(done)),
                 entries,
             )
+            cursor.execute(*tally_rows(runs))
     return done
+
+
+def _mysql_update(
+    d: sql.Dialect, cursor: Any, s: Settlement, row: Sequence[Any], now: datetime
+) -> tuple[str, str, str, str] | None:
+    """Apply one settlement to its locked row if the guard holds: its ending (status,
+    outcome, note, actor), or None when the claim is no longer this run's."""
+    status, claimed_by, run_count, cancel_flag, cancel_actor = row
+    if (status, claimed_by, run_count) != (Status.CLAIMED, s.worker, s.run_no):
+        return None
+    instead = on_cancel_request(s) if cancel_flag else None
+    ending = (
+        (s.status, s.outcome, s.note.strip(), "")
+        if instead is None
+        else (instead.status, instead.outcome, instead.note, cancel_actor)
+    )
+    pending = ending[0] == Status.PENDING
+    cursor.execute(
+        f"UPDATE {sql.JOB} SET status = %s,"
+        f" visible_at = {'%s' if pending else 'visible_at'},"
+        " claimed_by = '', claim_expires_at = NULL,"
+        " failure_count = failure_count + %s, carry = COALESCE(%s, carry),"
+        " result = %s, finished_at = %s, cancel_requested = FALSE"
+        " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
+        [
+            ending[0],
+            *([d.dt(s.visible_at)] if pending else []),
+            1 if s.failed else 0,
+            None if s.carry is None else sql.dumps(s.carry),
+            None if s.result is None else sql.dumps(s.result),
+            None if pending else d.dt(now),
+            d.job_id(s.job_id),
+            Status.CLAIMED,
+            s.worker,
+            s.run_no,
+        ],
+    )
+    # rowcount 1 always while the row is locked; checked defensively
+    return ending if cursor.rowcount == 1 else None
 
 
 def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:

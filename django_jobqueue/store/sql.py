@@ -209,8 +209,8 @@ _MYSQL_DEADLOCK = 1213
 
 def retrying_deadlocks(run: Callable[[], T], *, attempts: int = 5) -> T:
     """``run()`` (one transaction of its own), run again when MySQL/MariaDB chose it as
-    a deadlock's victim: two cleanups' upserts of the run tally can lock each other's
-    rows and gaps in opposite orders there. Elsewhere, and inside a caller's
+    a deadlock's victim: two cleanups' batches can lock each other's index gaps in
+    opposite orders there. Elsewhere, and inside a caller's
     transaction (rolled back whole: only the caller can retry), errors pass through."""
     conn = connection()
     retry = conn.vendor == "mysql" and not conn.in_atomic_block

@@ -21,7 +21,20 @@ def stats(
     *, window: timedelta = timedelta(hours=24), now: datetime | None = None
 ) -> dict[str, Any]:
     """A snapshot of the queue: backlog, claims, failures, workers, paused queues and recent
-    run statistics. Every count reads only the rows of its status (a partial index each)."""
+    run statistics. Every count reads only the rows of its status (a partial index each);
+    the run statistics and ``unclaimed_kinds`` read the journal over their window."""
+    now = now or timezone.now()
+    snapshot = gauges(now=now)
+    snapshot["unclaimed_kinds"] = _unclaimed_kinds(set(snapshot["oldest_pending_seconds"]), now=now)
+    snapshot["runs"] = run_stats(since=now - window)
+    snapshot["window_seconds"] = window.total_seconds()
+    return snapshot
+
+
+def gauges(*, now: datetime | None = None) -> dict[str, Any]:
+    """What ``stats()`` says of the queue now, without a look at the journal (what the
+    metrics view reads on every scrape): backlog, claims, dead and cancelled jobs,
+    paused queues, unserved kinds and workers."""
     now = now or timezone.now()
     jobs = sql.jobs()
     runnable = jobs.filter(status=Status.PENDING, visible_at__lte=now)
@@ -52,10 +65,7 @@ def stats(
             for p in QueuePause.objects.using(sql.alias()).order_by("queue")
         ],
         "unserved_kinds": _unserved(pending_by, live),
-        "unclaimed_kinds": _unclaimed_kinds(set(oldest), now=now),
         "workers": workers,
-        "runs": run_stats(since=now - window),
-        "window_seconds": window.total_seconds(),
     }
 
 

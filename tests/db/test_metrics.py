@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -48,8 +48,12 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def staff_client() -> Client:
-    user, _ = User.objects.get_or_create(username="ops", defaults={"is_staff": True})
+def staff_client(*, may_view_jobs: bool = True) -> Client:
+    """A logged-in staff user's client; with ``django_jobqueue.view_job`` unless told not."""
+    name = "ops" if may_view_jobs else "ops-no-perm"
+    user, _ = User.objects.get_or_create(username=name, defaults={"is_staff": True})
+    if may_view_jobs:
+        user.user_permissions.add(Permission.objects.get(codename="view_job"))
     client = Client()
     client.force_login(user)
     return client
@@ -173,6 +177,28 @@ def test_who_may_read_the_metrics() -> None:
     # A wrong token is refused even beside a staff session.
     assert staff_client().get(URL, HTTP_AUTHORIZATION="Bearer nope").status_code == 401
     assert staff_client().post(URL).status_code == 405
+
+
+@pytest.mark.django_db
+@override_settings(JOBQUEUE={"METRICS_TOKEN": TOKEN})
+def test_a_staff_session_needs_the_view_job_permission_and_the_token_still_works() -> None:
+    """A staff user the admin refuses everywhere (no permission at all) reads no
+    numbers; with ``view_job`` (or as a superuser) the metrics are served; the bearer
+    token needs no session."""
+    refused = staff_client(may_view_jobs=False).get(URL)
+    assert refused.status_code == 403
+    assert b"django_jobqueue.view_job" in refused.content
+    inactive = User.objects.create_user("gone", is_staff=True, is_active=False)
+    inactive.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client = Client()
+    client.force_login(inactive)
+    assert client.get(URL).status_code in (401, 403)
+
+    assert ("jobqueue_scheduled_jobs", ()) in scrape(staff_client())
+    root = Client()
+    root.force_login(User.objects.create_superuser("root", password="pw"))
+    assert ("jobqueue_scheduled_jobs", ()) in scrape(root)
+    assert ("jobqueue_scheduled_jobs", ()) in scrape(Client(), HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
 
 
 @pytest.mark.django_db

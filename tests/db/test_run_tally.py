@@ -1,34 +1,37 @@
-"""The run tally: every path that deletes journal entries (cleanup, delete_finished, the
-admin's delete action and delete view) adds the runs it deletes to RunTally in the same
-transaction, so the run counters and the duration histogram never fall; two cleanups at
-once count each deleted entry exactly once."""
+"""The run tally: every settlement adds its runs to RunTally in its own guarded write, so
+the metrics' counters and histogram are read from a few tally rows, never from the
+journal (issue 17, finding 6): a scrape costs the same however long the journal grows.
+Deleting journal entries (cleanup, the admin's delete) leaves the counters as they were;
+a settlement that rolls back or whose guard fails counts nothing."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import zlib
+from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.contrib.auth.models import User
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobqueue import Status, cleanup, store
-from django_jobqueue.ids import uuid7
+from django_jobqueue import Status, cleanup, conf, store
+from django_jobqueue.lifecycle import Run, completed, failure
+from django_jobqueue.metrics import exposition
 from django_jobqueue.models import Job, JournalEntry, RunTally
 from django_jobqueue.store import DURATION_BUCKETS, RunTotal, run_totals
-from tests.helpers import postgres_only, wait_for
+from django_jobqueue.store.monitoring import TALLY_SHARDS
+from tests.helpers import row_locking, run_burst
+from tests.taskapp import tasks
 
-pytestmark = pytest.mark.django_db(transaction=True)
-sqlite_too = pytest.mark.sqlite
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
-NOW = timezone.now()
-OLD = NOW - timedelta(days=10)
-CUT = NOW - timedelta(days=7)
-FINAL = {Status.COMPLETED: "completed", Status.DEAD: "dead", Status.CANCELLED: "cancelled"}
+WORKER = "w:1"
 # Durations on and beside the histogram's bounds (5 ms, 2.5 s, 1 h), and none at all.
 DURATIONS = [
     timedelta(microseconds=1),
@@ -42,264 +45,258 @@ DURATIONS = [
 ]
 
 
-def make_jobs(count: int, *, kinds: tuple[str, ...] = ("shop.a", "shop.b")) -> list[Job]:
-    """``count`` finished old jobs over ``kinds`` and the three terminal statuses, each with
-    a journal of runs (retried, paused, released, stale-recovered, its final outcome, with
-    durations around the buckets' bounds) and of entries that are no runs (merged, an
-    operator's requeue, an operator's cancel of a pending job)."""
-    statuses = list(FINAL)
-    jobs = [
-        Job(
-            id=uuid7(),
-            kind=kinds[i % len(kinds)],
-            status=statuses[i % len(statuses)],
-            created_at=OLD,
-            visible_at=OLD,
-            finished_at=OLD + timedelta(seconds=i),
-            payload={"i": i},
-        )
-        for i in range(count)
-    ]
-    Job.objects.bulk_create(jobs)
-    entries: list[JournalEntry] = []
-    for i, job in enumerate(jobs):
-        outcomes = ["merged", "retried", "paused", "requeued", "released", "stale-recovered"]
-        for n, outcome in enumerate([*outcomes, FINAL[job.status]]):
-            timed = outcome not in ("merged", "requeued", "released", "stale-recovered")
-            entries.append(
-                JournalEntry(
-                    job_id=job.id,
-                    kind=job.kind,
-                    run_no=n,
-                    outcome=outcome,
-                    duration=DURATIONS[(i + n) % len(DURATIONS)] if timed else None,
-                    worker="" if outcome in ("merged", "requeued") else "w:1",
-                )
-            )
-        if job.status == Status.CANCELLED and i % 2:
-            # Cancelled while pending, by an operator: journalled, but no run.
-            entries[-1].worker = ""
-            entries[-1].duration = None
-    JournalEntry.objects.bulk_create(entries)
-    return jobs
-
-
 def keyed(totals: list[RunTotal]) -> dict[tuple[str, str], RunTotal]:
     return {(t.kind, t.outcome): t for t in totals}
 
 
-def deleted_runs() -> int:
-    return sum(RunTally.objects.values_list("runs", flat=True))
+def runs_of(kind: str) -> dict[str, int]:
+    return {t.outcome: t.runs for t in run_totals() if t.kind == kind}
 
 
-@sqlite_too
-def test_a_cleanup_leaves_the_run_counters_and_the_histogram_as_they_were() -> None:
-    jobs = make_jobs(12)
-    kept = make_jobs(3, kinds=("shop.c",))
-    Job.objects.filter(id__in=[j.id for j in kept]).update(finished_at=NOW)
-    before = run_totals()
-    # Every kind and every run outcome is there, with durations in several buckets.
-    assert {t.outcome for t in before} == {
-        "retried",
-        "paused",
-        "released",
-        "stale-recovered",
-        "completed",
-        "dead",
-        "cancelled",
+def claim(count: int, kind: str = tasks.add.kind) -> list[store.Claimed]:
+    tasks.add.enqueue_many([{"a": n, "b": n} for n in range(count)])
+    claimed = store.claim_jobs(worker_id=WORKER, limit=count, kinds=[kind])
+    assert len(claimed) == count
+    return claimed
+
+
+def ran(c: store.Claimed, duration: timedelta | None) -> Run:
+    started = timezone.now() - (duration or timedelta(0))
+    return Run(
+        job_id=c.id,
+        kind=c.kind,
+        run_no=c.run_count,
+        worker=WORKER,
+        started_at=started,
+        duration=duration,
+    )
+
+
+def journal_queries(queries: list[dict[str, str]]) -> list[str]:
+    table = JournalEntry._meta.db_table
+    return [q["sql"] for q in queries if table in q["sql"]]
+
+
+def test_a_scrape_reads_no_journal_and_counts_runs_by_outcome_through_a_cleanup() -> None:
+    """Real worker runs end completed, retried, dead and paused; a scrape reads the
+    tally (no query names the journal table) and counts each outcome; after a cleanup
+    has deleted every finished job and its journal, the numbers are as they were."""
+    tasks.add.enqueue_many([{"a": n, "b": n} for n in range(5)])
+    tasks.always_fails.enqueue_many([{}] * 2)  # max_failures=3: retried, retried, dead
+    tasks.permanent.enqueue(reason="bad")
+    tasks.pause_later.enqueue(seconds=3600)  # paused once, pending an hour on
+    run_burst(concurrency=2)
+    expected = {
+        tasks.add.kind: {"completed": 5},
+        tasks.always_fails.kind: {"retried": 4, "dead": 2},
+        tasks.permanent.kind: {"dead": 1},
+        tasks.pause_later.kind: {"paused": 1},
     }
-    assert len({t.buckets for t in before}) > 3
-    runs_deleted = (
-        JournalEntry.objects.filter(job__in=jobs)
-        .exclude(outcome__in=["merged", "requeued"])
-        .exclude(outcome="cancelled", worker="")
-        .count()
-    )
+    assert {kind: runs_of(kind) for kind in expected} == expected
 
-    # Batches of 5: later batches add to tally rows that earlier ones created.
-    assert store.cleanup(finished_before=CUT, batch_size=5) == len(jobs)
-
-    assert not JournalEntry.objects.filter(job_id__in=[j.id for j in jobs]).exists()
-    assert JournalEntry.objects.filter(job_id__in=[j.id for j in kept]).count() == 3 * 7
-    assert run_totals() == before
-    assert deleted_runs() == runs_deleted
-    # No run is tallied for what is no run: merges, requeues, an operator's cancel.
-    assert set(RunTally.objects.values_list("outcome", flat=True)) <= {t.outcome for t in before}
-
-    # A second cleanup adds to the tally: the kept jobs' runs move there too.
-    Job.objects.filter(id__in=[j.id for j in kept]).update(finished_at=OLD)
-    assert cleanup(finished_before=CUT) == len(kept)
-    assert not JournalEntry.objects.exists()
-    assert run_totals() == before
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as scrape:
+            body, _ = exposition()
+        assert journal_queries(scrape.captured_queries) == []
+        text = body.decode()
+        assert f'jobqueue_runs_total{{kind="{tasks.add.kind}",outcome="completed"}} 5.0' in text
+        assert (
+            f'jobqueue_runs_total{{kind="{tasks.always_fails.kind}",outcome="retried"}} 4.0' in text
+        )
+        assert f'jobqueue_run_duration_seconds_count{{kind="{tasks.add.kind}"}} 5.0' in text
+        if JournalEntry.objects.filter(kind=tasks.add.kind).exists():
+            # Between the two scrapes a cleanup deletes every finished job's journal.
+            assert cleanup(finished_before=timezone.now() + timedelta(seconds=1)) == 8
+            assert set(JournalEntry.objects.values_list("kind", flat=True)) == {
+                tasks.pause_later.kind
+            }
+    assert {kind: runs_of(kind) for kind in expected} == expected
 
 
-@sqlite_too
-def test_the_histogram_of_deleted_runs_is_exact() -> None:
-    """One kind's completed runs at known durations: after the cleanup the count, the sum
-    (to the microsecond) and each cumulative bucket are what the durations say."""
-    durations = [d for d in DURATIONS if d is not None]
-    job = Job.objects.create(
-        kind="shop.timed", status=Status.COMPLETED, finished_at=OLD, created_at=OLD
-    )
-    JournalEntry.objects.bulk_create(
-        JournalEntry(job=job, kind=job.kind, outcome="completed", duration=d, worker="w:1")
-        for d in [*durations, None]
-    )
-    cleanup(finished_before=CUT)
+def test_the_histogram_of_settled_runs_is_exact() -> None:
+    """One batch of completed runs at known durations (several in one tally row): the
+    count, the sum to the microsecond and each cumulative bucket are what they say."""
+    claimed = claim(len(DURATIONS))
+    settlements = [completed(ran(c, d), result=0) for c, d in zip(claimed, DURATIONS, strict=True)]
+    assert store.settle(worker_id=WORKER, settlements=settlements) == [True] * len(DURATIONS)
 
-    [total] = [t for t in run_totals() if t.kind == "shop.timed"]
-    assert (total.outcome, total.runs, total.timed) == ("completed", len(durations) + 1, 7)
-    micros = sum(d // timedelta(microseconds=1) for d in durations)
-    assert total.seconds == micros / 1_000_000
+    [total] = [t for t in run_totals() if t.kind == tasks.add.kind]
+    timed = [d for d in DURATIONS if d is not None]
+    assert (total.outcome, total.runs, total.timed) == ("completed", len(DURATIONS), len(timed))
+    assert total.seconds == sum(d // timedelta(microseconds=1) for d in timed) / 1_000_000
     expected = tuple(
-        sum(1 for d in durations if d <= timedelta(seconds=bound)) for bound in DURATION_BUCKETS
+        sum(1 for d in timed if d <= timedelta(seconds=bound)) for bound in DURATION_BUCKETS
     )
     assert total.buckets == expected
     assert expected[0] == 2  # 1 µs and exactly 5 ms: a bound is inclusive
     assert expected[-1] == 6  # all but 1 h + 1 µs
 
 
-@sqlite_too
-def test_a_cleanup_that_rolls_back_tallies_nothing() -> None:
-    make_jobs(6)
-    before = run_totals()
+def test_a_settlement_that_rolls_back_or_lost_its_claim_counts_nothing() -> None:
+    first, second = claim(2)
 
-    def clean_then_fail() -> None:
+    def settle_then_fail() -> None:
         with transaction.atomic():
-            assert store.cleanup(finished_before=CUT, batch_size=4) == 6
-            assert deleted_runs() > 0
+            assert store.settle(
+                worker_id=WORKER, settlements=[completed(ran(first, None), result=0)]
+            )
+            assert runs_of(tasks.add.kind) == {"completed": 1}
             raise RuntimeError("roll back")
 
     with pytest.raises(RuntimeError, match="roll back"):
-        clean_then_fail()
-    assert not RunTally.objects.exists()
-    assert Job.objects.count() == 6
-    assert run_totals() == before
+        settle_then_fail()
+    assert runs_of(tasks.add.kind) == {}
+
+    # Another worker's claim: the guard fails, nothing is written, nothing counted.
+    stranger = completed(ran(second, None), result=0)
+    assert store.settle(worker_id="w:other", settlements=[stranger]) == [False]
+    assert runs_of(tasks.add.kind) == {}
+    assert store.settle(worker_id=WORKER, settlements=[completed(ran(second, None), result=0)]) == [
+        True
+    ]
+    assert runs_of(tasks.add.kind) == {"completed": 1}
 
 
-@sqlite_too
-def test_delete_finished_tallies_only_the_jobs_it_deletes() -> None:
-    jobs = make_jobs(6)
-    pending = Job.objects.create(kind="shop.a", status=Status.PENDING)
-    JournalEntry.objects.create(job=pending, kind="shop.a", outcome="retried", worker="w:1")
+def test_a_run_an_operator_cancelled_is_counted_as_cancelled() -> None:
+    """The ending the statement picks (the cancel instead of the run's own retry) is the
+    one counted, as it is the one journalled."""
+    [c] = claim(1)
+    store.cancel(job_id=c.id, actor="ops")
+    retry = failure(
+        ran(c, timedelta(seconds=1)),
+        failure_count=0,
+        policy=conf.get().policy(),
+        now=timezone.now(),
+        note="boom",
+    )
+    assert store.settle(worker_id=WORKER, settlements=[retry]) == [True]
+    assert Job.objects.get(id=c.id).status == Status.CANCELLED
+    assert runs_of(tasks.add.kind) == {"cancelled": 1}
+
+
+def test_stale_recovery_is_counted_and_the_admin_delete_keeps_the_counters() -> None:
+    claimed = claim(3)
+    later = timezone.now() + timedelta(hours=1)
+    assert store.recover_expired(now=later) == 3
+    again = store.claim_jobs(worker_id=WORKER, limit=3, kinds=[tasks.add.kind], now=later)
+    store.settle(worker_id=WORKER, settlements=[completed(ran(c, None), result=0) for c in again])
     before = run_totals()
+    assert {t.outcome: t.runs for t in before} == {"stale-recovered": 3, "completed": 3}
 
-    deleted = store.delete_finished(job_ids=[jobs[0].id, jobs[1].id, pending.id], batch_size=2)
-
-    assert set(deleted) == {jobs[0].id, jobs[1].id}
-    assert run_totals() == before
-    assert JournalEntry.objects.filter(job=pending).count() == 1  # an active job's journal stays
-    assert deleted_runs() == 2 * 5  # per job: retried, paused, released, stale-recovered, final
-
-
-@sqlite_too
-def test_the_admin_delete_action_and_delete_view_keep_the_counters() -> None:
-    jobs = make_jobs(6)
     admin = User.objects.create_superuser("root", password="pw")
     client = Client()
     client.force_login(admin)
     changelist = "/admin/django_jobqueue/job/"
-    before = run_totals()
-
-    action = {"action": "delete_selected", "_selected_action": [str(j.id) for j in jobs[:4]]}
+    action = {"action": "delete_selected", "_selected_action": [str(c.id) for c in claimed[:2]]}
     assert client.post(changelist, {**action, "post": "yes"}).status_code == 302
-    assert client.post(f"{changelist}{jobs[4].id}/delete/", {"post": "yes"}).status_code == 302
+    assert client.post(f"{changelist}{claimed[2].id}/delete/", {"post": "yes"}).status_code == 302
 
-    assert set(Job.objects.values_list("id", flat=True)) == {jobs[5].id}
-    assert run_totals() == before
-    assert deleted_runs() == 5 * 5
-
-
-def run_threads(*targets: Callable[[], Any]) -> list[Any]:
-    """Runs each target on its own thread and connection; their results, or raises the
-    first error."""
-    results: list[Any] = [None] * len(targets)
-    errors: list[BaseException] = []
-
-    def run(index: int, target: Callable[[], Any]) -> None:
-        try:
-            results[index] = target()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [
-        threading.Thread(target=run, args=(i, t), name=f"cleanup-{i}")
-        for i, t in enumerate(targets)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-    return results
-
-
-@sqlite_too
-def test_two_cleanups_at_once_count_each_deleted_entry_exactly_once() -> None:
-    """Two threads clean up the same old jobs in small batches at once: on PostgreSQL
-    each batch skips the other's locked jobs and both upsert the same tally rows (the
-    test below makes one wait for the other for certain); SQLite runs one batch at a
-    time, whichever thread's."""
-    jobs = make_jobs(300)
-    before = run_totals()
-    start = threading.Barrier(2)
-
-    def clean() -> int:
-        start.wait(10)
-        return store.cleanup(finished_before=CUT, batch_size=7)
-
-    counts = run_threads(clean, clean)
-
-    assert sum(counts) == len(jobs)
     assert not Job.objects.exists()
     assert not JournalEntry.objects.exists()
     assert run_totals() == before
 
 
-def backend_waits_on_a_lock(pid: int) -> bool:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
-        row = cursor.fetchone()
-    return bool(row and row[0])
+def test_the_migration_counts_the_runs_the_journal_held_before_it() -> None:
+    """Upgrading: the tally held only the deleted runs; the migration adds the journal's
+    runs (not an operator's cancel of a pending job, nor merges and requeues)."""
+    migration = __import__(
+        "django_jobqueue.migrations.0010_run_tally_counts_every_run", fromlist=["x"]
+    )
+    job = Job.objects.create(kind="shop.old", status=Status.COMPLETED)
+    JournalEntry.objects.bulk_create(
+        [
+            JournalEntry(job=job, kind="shop.old", outcome="retried", worker=WORKER),
+            JournalEntry(
+                job=job,
+                kind="shop.old",
+                outcome="completed",
+                worker=WORKER,
+                duration=timedelta(milliseconds=7),
+            ),
+            JournalEntry(job=job, kind="shop.old", outcome="merged"),
+            JournalEntry(job=job, kind="shop.old", outcome="cancelled"),  # no worker: no run
+        ]
+    )
+    RunTally.objects.create(kind="shop.old", outcome="retried", runs=5)  # deleted earlier
+
+    migration.tally_the_journal(apps, type("Editor", (), {"connection": connection})())
+
+    totals = keyed([t for t in run_totals() if t.kind == "shop.old"])
+    assert {k: t.runs for k, t in totals.items()} == {
+        ("shop.old", "retried"): 6,
+        ("shop.old", "completed"): 1,
+    }
+    done = totals[("shop.old", "completed")]
+    assert (done.timed, done.seconds, done.buckets[0], done.buckets[1]) == (1, 0.007, 0, 1)
 
 
-@postgres_only
-def test_a_cleanup_waits_for_another_that_tallies_the_same_new_row_then_adds_to_it() -> None:
-    """Cleanup A (completed jobs) and cleanup B (dead jobs) both delete `retried` runs of
-    one kind, whose tally row does not exist yet. A has inserted it and not committed: B's
-    upsert waits for A (no duplicate row, no unique violation), then adds to A's row."""
-    make_jobs(6, kinds=("shop.a",))
-    before = run_totals()
-    a_tallied = threading.Event()
-    a_commit = threading.Event()
-    b_pid: list[int] = []
+def named_thread(name: str, fn: Any) -> Future[Any]:
+    """Run ``fn`` on a thread called ``name`` (its own connection, closed after)."""
+    future: Future[Any] = Future()
 
-    def cleanup_a() -> int:
-        with transaction.atomic():
-            deleted = cleanup(finished_before=CUT, status="completed")
-            a_tallied.set()
-            assert a_commit.wait(20)
-        return deleted
-
-    def cleanup_b() -> int:
-        assert a_tallied.wait(20)
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            b_pid.append(cursor.fetchone()[0])
-        return cleanup(finished_before=CUT, status="dead")
-
-    def referee() -> None:
+    def run() -> None:
         try:
-            wait_for(lambda: bool(b_pid) and backend_waits_on_a_lock(b_pid[0]), timeout=20)
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
         finally:
-            a_commit.set()
+            connections.close_all()
 
-    counts = run_threads(cleanup_a, cleanup_b, referee)
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
-    assert counts[:2] == [2, 2]
-    assert RunTally.objects.get(kind="shop.a", outcome="retried").runs == 4
-    assert run_totals() == before
+
+def colliding_names() -> tuple[str, str]:
+    """Two thread names whose settlements by WORKER would hash to one tally row if the
+    shard were chosen by worker and thread alone."""
+
+    def h(name: str) -> int:
+        return zlib.crc32(f"{WORKER}/{name}".encode()) % TALLY_SHARDS
+
+    loop = "jobqueue-loop"
+    slot = next(f"jobqueue-slot-{i}" for i in range(10_000) if h(f"jobqueue-slot-{i}") == h(loop))
+    return loop, slot
+
+
+@row_locking
+def test_the_loops_turn_never_waits_on_the_tally_row_an_atomic_tasks_transaction_holds() -> None:
+    """An atomic task's settlement holds its tally row until its transaction commits (a
+    task may go on working after ``settle_now``). The worker loop's turn settling the
+    same kind and outcome at that moment, from a thread whose name hashes alike, goes
+    through at once: settlements in a caller's transaction take other shards."""
+    held, loose, first = claim(3)
+    loop_name, slot_name = colliding_names()
+    settled, release = threading.Event(), threading.Event()
+    # The loop has settled a run of the kind before, so its tally row exists (on MySQL,
+    # inserting a new row can wait on InnoDB's gap lock beside a row another open
+    # transaction inserted; an upsert of an existing row locks only that row).
+    named_thread(
+        loop_name,
+        lambda: store.exchange(
+            worker_id=WORKER, settlements=[completed(ran(first, None), result=0)]
+        ),
+    ).result(timeout=10)
+
+    def atomic_task() -> None:
+        with transaction.atomic():
+            assert store.settle(
+                worker_id=WORKER, settlements=[completed(ran(held, None), result=1)]
+            )
+            settled.set()
+            assert release.wait(30)
+
+    task = named_thread(slot_name, atomic_task)
+    try:
+        assert settled.wait(10)
+        turn = named_thread(
+            loop_name,
+            lambda: store.exchange(
+                worker_id=WORKER, settlements=[completed(ran(loose, None), result=2)]
+            ),
+        )
+        applied, _ = turn.result(timeout=5)  # waited on the task's row lock: a timeout
+        assert applied == [True]
+    finally:
+        release.set()
+    task.result(timeout=10)
+    assert runs_of(tasks.add.kind) == {"completed": 3}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -148,9 +149,34 @@ def test_a_run_hands_back_anything_and_its_job_ends_cleanly(value: Any, where: s
         assert same(entry.attachment, value)
 
 
+# The classes of command-line values that crashed the commands (issue 17): numbers
+# beyond every database's integers, durations beyond any date, bytes that are not UTF-8
+# (they arrive as lone surrogates), empty strings; and negative and non-finite numbers.
+huge_numbers = st.integers(2**31, 10**30).map(str) | st.sampled_from(
+    ["1e300", "-1e300", "9" * 4400, "99999999999999999999/s"]
+)
+long_durations = st.builds(
+    lambda n, unit: f"{n}{unit}", st.integers(36501, 10**20), st.sampled_from("wdhms")
+) | st.sampled_from(["1e12", "99999999999d", "1" + "0" * 5000 + "d", "9999-12-31T23:59-12:00"])
+invalid_utf8 = st.binary(min_size=1, max_size=6).map(lambda b: os.fsdecode(b"\xff" + b))
+odd_numbers = st.sampled_from(["", " ", "-1", "-0", "0", "nan", "inf", "-inf", "1e-300", "0x10"])
+hostile = huge_numbers | long_durations | invalid_utf8 | odd_numbers
+
 words = st.sampled_from(
     [
         "stats",
+        "health",
+        "limit",
+        "pause",
+        "resume",
+        "--max-heartbeat-age",
+        "--max-pending-age",
+        "--max-in-flight",
+        "--rate-limit",
+        "--clear",
+        "--created-before",
+        "--finished-after",
+        tasks.record.kind,
         "list",
         "show",
         "cancel",
@@ -178,17 +204,54 @@ words = st.sampled_from(
         "2026-01-01T00:00:00|x",
     ]
 )
-argument = words | any_text.filter(lambda t: t not in ("-h", "--help"))
+argument = words | hostile | any_text.filter(lambda t: t not in ("-h", "--help"))
 # a subcommand, then options each with a value: the shapes that reach the database
 shaped = st.tuples(
-    st.sampled_from(["list", "cleanup", "show", "cancel", "requeue", "stats"]),
+    st.sampled_from(
+        ["list", "cleanup", "show", "cancel", "requeue", "stats", "health", "pause", "resume"]
+    ),
     st.lists(st.tuples(words, argument), max_size=3),
 ).map(lambda t: [t[0], *(part for pair in t[1] for part in pair)])
+# the limit subcommand takes a kind first
+limited = st.tuples(
+    st.sampled_from([tasks.record.kind]) | hostile,
+    st.sampled_from(["--max-in-flight", "--rate-limit", "--clear"]),
+    hostile | st.sampled_from(["5", "none", "10/s"]),
+).map(lambda t: ["limit", t[0], *(t[1:] if t[1] != "--clear" else t[1:2])])
 
 
-@fuzz(200)
-@given(args=st.lists(argument, max_size=6) | shaped)
+@fuzz(250)
+@given(args=st.lists(argument, max_size=6) | shaped | limited)
 def test_jobqueue_command_arguments_give_a_result_or_a_command_error(args: list[str]) -> None:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.suppress(CommandError):
         call_command("jobqueue", *args, stdout=out, stderr=err)
+
+
+RUNWORKER_OPTIONS = [
+    "--queue",
+    "--kind",
+    "--concurrency",
+    "--cap",
+    "--max-jobs",
+    "--shutdown-timeout",
+    "--poll-interval",
+]
+runworker_value = (
+    hostile
+    | any_text.filter(lambda t: not t.startswith("-"))
+    | st.sampled_from(["1", "2", "0.5", "default", tasks.record.kind])
+    | hostile.map(lambda v: f"{tasks.record.kind}={v}")  # --cap KIND=N
+)
+
+
+@fuzz(60)
+@given(options=st.lists(st.tuples(st.sampled_from(RUNWORKER_OPTIONS), runworker_value), max_size=3))
+def test_runworker_arguments_run_a_burst_or_give_a_command_error(
+    options: list[tuple[str, str]],
+) -> None:
+    """Every option of ``runworker`` with the values above: a burst run on an empty
+    queue, or a ``CommandError`` (a usage error, when argparse refuses it)."""
+    args = [f"{option}={value}" for option, value in options]
+    with contextlib.suppress(CommandError):
+        call_command("runworker", "--burst", *args, stdout=io.StringIO(), stderr=io.StringIO())

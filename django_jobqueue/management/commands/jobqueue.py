@@ -30,13 +30,16 @@ from django_jobqueue.errors import (
 )
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import (
+    kind_name,
     limit_count,
     limit_rate,
     parse_age,
     parse_duration,
     parse_job_id,
     parse_moment,
+    plain_text,
     positive_int,
+    queue_name,
 )
 from django_jobqueue.management.report import (
     fmt_time,
@@ -95,7 +98,9 @@ class Command(BaseCommand):
             ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
             ("resume", "Let workers claim from these paused queues again."),
         ):
-            sub.add_parser(verb, help=what).add_argument("queues", nargs="+", metavar="QUEUE")
+            sub.add_parser(verb, help=what).add_argument(
+                "queues", nargs="+", type=queue_name, metavar="QUEUE"
+            )
         _limit_arguments(
             sub.add_parser(
                 "limit",
@@ -105,26 +110,13 @@ class Command(BaseCommand):
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
-        p = sub.add_parser(
-            "health",
-            help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no due "
-            "job has waited longer); else exit 1 with the reason on one line (for container "
-            "health checks).",
-        )
-        p.add_argument(
-            "--max-heartbeat-age",
-            type=parse_age,
-            default=timedelta(seconds=60),
-            metavar="S",
-            help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
-        )
-        p.add_argument(
-            "--max-pending-age",
-            type=parse_age,
-            default=None,
-            metavar="S",
-            help="Also unhealthy when a job due to run (outside paused queues) has waited "
-            "longer than S seconds (default: not checked).",
+        _health_arguments(
+            sub.add_parser(
+                "health",
+                help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no "
+                "due job has waited longer); else exit 1 with the reason on one line (for "
+                "container health checks).",
+            )
         )
 
     def execute(self, *args: Any, **options: Any) -> str | None:
@@ -429,8 +421,10 @@ class Command(BaseCommand):
 
 
 def _list_arguments(p: ArgumentParser) -> None:
-    p.add_argument("--kind", action="append", default=[], help="Only this kind (repeatable).")
-    p.add_argument("--queue", help="Only this queue.")
+    p.add_argument(
+        "--kind", action="append", type=kind_name, default=[], help="Only this kind (repeatable)."
+    )
+    p.add_argument("--queue", type=queue_name, help="Only this queue.")
     p.add_argument(
         "--status", action="append", default=[], choices=Status.values, help="(repeatable)"
     )
@@ -447,7 +441,9 @@ def _list_arguments(p: ArgumentParser) -> None:
             help=f"Only jobs {what} WHEN: an ISO datetime or a time ago (7d, 12h, 30m).",
         )
     p.add_argument("--limit", type=positive_int, default=50, help="Jobs per page (default 50).")
-    p.add_argument("--after", metavar="CURSOR", help="Continue after this page cursor.")
+    p.add_argument(
+        "--after", type=plain_text, metavar="CURSOR", help="Continue after this page cursor."
+    )
     p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
 
 
@@ -464,14 +460,20 @@ def _cleanup_arguments(p: ArgumentParser) -> None:
         choices=[str(s) for s in TERMINAL],
         help="Only this status (default: completed, dead and cancelled).",
     )
-    p.add_argument("--kind", help="Only this kind.")
+    p.add_argument("--kind", type=kind_name, help="Only this kind.")
     p.add_argument(
         "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
     )
 
 
 def _limit_arguments(p: ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", metavar="KIND", help="The kind (all limited kinds if none).")
+    p.add_argument(
+        "kind",
+        nargs="?",
+        type=kind_name,
+        metavar="KIND",
+        help="The kind (all limited kinds if none).",
+    )
     p.add_argument(
         "--max-in-flight",
         type=limit_count,
@@ -490,4 +492,22 @@ def _limit_arguments(p: ArgumentParser) -> None:
         "--clear",
         action="store_true",
         help="Remove KIND's run-time limits: JOBQUEUE['LIMITS'] and the task's options apply.",
+    )
+
+
+def _health_arguments(p: ArgumentParser) -> None:
+    p.add_argument(
+        "--max-heartbeat-age",
+        type=parse_age,
+        default=timedelta(seconds=60),
+        metavar="S",
+        help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
+    )
+    p.add_argument(
+        "--max-pending-age",
+        type=parse_age,
+        default=None,
+        metavar="S",
+        help="Also unhealthy when a job due to run (outside paused queues) has waited "
+        "longer than S seconds (default: not checked).",
     )

@@ -11,7 +11,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError, JobQueueError
-from django_jobqueue.management.arguments import positive_int, positive_seconds, seconds
+from django_jobqueue.management.arguments import (
+    concurrency,
+    kind_name,
+    positive_int,
+    positive_seconds,
+    queue_name,
+    seconds,
+)
 from django_jobqueue.registry import registry
 from django_jobqueue.worker import Worker
 
@@ -39,6 +46,10 @@ def _cap(text: str) -> tuple[str, int]:
     if not sep or not kind:
         raise ArgumentTypeError(f"--cap takes KIND=N, got {text!r}")
     try:
+        kind = kind_name(kind)
+    except ArgumentTypeError as exc:
+        raise ArgumentTypeError(f"--cap: KIND {exc}") from None
+    try:
         return kind, positive_int(number)
     except ArgumentTypeError as exc:
         raise ArgumentTypeError(f"--cap {kind}: N {exc}") from None
@@ -52,6 +63,7 @@ class Command(BaseCommand):
             "--queue",
             action="append",
             dest="queues",
+            type=queue_name,
             default=[],
             help="Only claim from this queue (repeatable; default: all).",
         )
@@ -59,12 +71,13 @@ class Command(BaseCommand):
             "--kind",
             action="append",
             dest="kinds",
+            type=kind_name,
             default=[],
             help="Only claim this kind (repeatable; default: all known kinds).",
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=concurrency,
             default=None,
             help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).",
         )
