@@ -68,10 +68,12 @@ class Summary:
     last_rate: float  # and in the last window of the producer's run
     first_p99_ms: float | None  # the median of the windows' samples' p99
     last_p99_ms: float | None
-    third_bytes: int  # the jobs table's total size a third of the way in
+    start_bytes: int  # the jobs table's total size at the first sample
+    third_bytes: int  # a third of the way in
     two_thirds_bytes: int  # two thirds of the way in
     end_bytes: int  # at the end of the producer's run
     max_bytes: int  # the largest it was over the producer's run
+    start_index_bytes: int
     third_index_bytes: int
     two_thirds_index_bytes: int
     end_index_bytes: int
@@ -96,10 +98,12 @@ class Summary:
                 f"throughput: first {self.window:.0f} s {self.first_rate:.0f} jobs/s, last"
                 f" {self.last_rate:.0f} jobs/s (ratio {self.rate_ratio:.2f})",
                 f"p99 pickup: first window {ms(self.first_p99_ms)}, last {ms(self.last_p99_ms)}",
-                f"jobs table total (MiB): at a third {self.third_bytes / MIB:.1f}, two thirds"
+                f"jobs table total (MiB): at the start {self.start_bytes / MIB:.1f}, a third"
+                f" {self.third_bytes / MIB:.1f}, two thirds"
                 f" {self.two_thirds_bytes / MIB:.1f}, the end {self.end_bytes / MIB:.1f}"
                 f" (end / third {self.size_ratio:.2f}), at most {self.max_bytes / MIB:.1f};"
-                f" its indexes {self.third_index_bytes / MIB:.1f},"
+                f" its indexes {self.start_index_bytes / MIB:.1f},"
+                f" {self.third_index_bytes / MIB:.1f},"
                 f" {self.two_thirds_index_bytes / MIB:.1f}, {self.end_index_bytes / MIB:.1f}",
                 f"autovacuums of the jobs table: {self.autovacuums}; HOT updates"
                 f" {100 * self.hot_share:.1f} %",
@@ -137,10 +141,12 @@ def summarise(samples: list[Sample], seconds: float, index_sizes: dict[str, int]
         last_rate=_rate(last),
         first_p99_ms=_median_p99(first),
         last_p99_ms=_median_p99(last),
+        start_bytes=produce[0].total_bytes,
         third_bytes=third.total_bytes,
         two_thirds_bytes=two_thirds.total_bytes,
         end_bytes=end.total_bytes,
         max_bytes=max(s.total_bytes for s in produce),
+        start_index_bytes=produce[0].index_bytes,
         third_index_bytes=third.index_bytes,
         two_thirds_index_bytes=two_thirds.index_bytes,
         end_index_bytes=end.index_bytes,
