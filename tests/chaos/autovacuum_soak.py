@@ -13,13 +13,16 @@ Every ``--sample-every`` seconds it records, from the server:
 - dead tuples, HOT updates and autovacuum/autoanalyze counts (``pg_stat_user_tables``);
 - the backlog (pending and claimed jobs).
 
-When the producer is done the workers drain what is left; then every enqueued job must
-have completed exactly once (journal entries plus the run tally of those pruned).
+Before the measured run, ``--warmup`` seconds of the same load are drained and the
+jobs table is ANALYZEd (a table in use has statistics). When the producer is done the
+workers drain what is left; then every enqueued job must have completed exactly once
+(journal entries plus the run tally of those pruned). An interval is read from the
+journal, so ``--keep`` must be longer than ``--sample-every`` (and a little more).
 
 Used by the CI test (``tests/chaos/test_autovacuum_soak.py``, 3 minutes) and as a script
 (it needs the PostgreSQL server binaries; the DATABASE_URL server is not used)::
 
-    python -m tests.chaos.autovacuum_soak --minutes 30 --rate 1000 --json soak.json
+    python -m tests.chaos.autovacuum_soak --minutes 30 --rate 500 --json soak.json
 
 It prints a table of the samples and a summary (first and last sixth of the run: five
 minutes of thirty), and writes everything as JSON.
@@ -430,7 +433,7 @@ def run_soak(config: SoakConfig, log_dir: Path) -> SoakReport:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--keep", type=float, default=60.0, help="RETENTION, seconds")
     parser.add_argument("--prune-every", type=float, default=15.0)
@@ -441,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("autovacuum-soak.json"))
     parser.add_argument("--logs", type=Path, default=None, help="worker logs (default: a temp dir)")
     options = parser.parse_args(argv)
+    if options.keep <= options.sample_every + LAG:
+        parser.error(f"--keep must be longer than --sample-every + {LAG} s")
     unavailable = pgserver.unavailable()
     if unavailable:
         raise SystemExit(f"cannot make a throw-away PostgreSQL: {unavailable}")
