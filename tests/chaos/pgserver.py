@@ -104,12 +104,13 @@ class ThrowawayPostgres:
         except OSError:
             return ""
 
-    def init(self) -> None:
+    def init(self, *settings: str) -> None:
+        """``initdb``; ``settings`` (``"name=value"``) are passed to the server as ``-c``."""
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8")
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root}"
             " -c fsync=off -c full_page_writes=off -c max_connections=100"
-        )
+        ) + "".join(f" -c {shlex.quote(s)}" for s in settings)
         self._pg_ctl_start = ["-o", options]
 
     def _pg_ctl(self, action: str, *extra: str) -> None:
