@@ -73,7 +73,7 @@ def test_the_jobs_table_levels_off_once_autovacuum_visits_it(report: SoakReport)
 @pytest.mark.timeout(600)
 def test_autovacuum_never_truncates_the_jobs_table_under_load(report: SoakReport) -> None:
     # Truncating takes an ACCESS EXCLUSIVE lock on the table, for pages needed again
-    # at once (migration 0009). Three minutes see two or three visits; before the
+    # at once (migration 0011). Three minutes see two or three visits; before the
     # migration the second gave back a fifth to a quarter of the pages.
     assert len(report.vacuums) >= 2, report.text()
     assert [v.removed for v in report.vacuums] == [0] * len(report.vacuums), report.text()

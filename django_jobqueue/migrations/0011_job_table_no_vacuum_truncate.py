@@ -33,6 +33,6 @@ def reset_options(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_jobqueue", "0008_mysql")]
+    dependencies = [("django_jobqueue", "0010_run_tally_counts_every_run")]
 
     operations = [migrations.RunPython(set_options, reset_options, elidable=False)]
