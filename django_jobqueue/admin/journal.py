@@ -24,6 +24,22 @@ from .listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 
 FAILURES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
 
+# An entry's own (read-only) page: its attachment shown as the job page shows values,
+# secret-named fields hidden, never Django's raw rendering of the JSON field.
+ENTRY_FIELDS = (
+    "job_link",
+    "kind",
+    "run_no",
+    "outcome_badge",
+    "started",
+    "recorded",
+    "run_duration",
+    "note",
+    "attachment_shown",
+    "worker",
+    "actor",
+)
+
 
 if TYPE_CHECKING:  # the stubs make ModelAdmin generic; at run time it is not subscriptable
     ModelAdmin = admin.ModelAdmin[JournalEntry]
@@ -100,22 +116,8 @@ class JournalEntryAdmin(ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
     actions = None
-    # The entry's own (read-only) page: its attachment shown as the job page shows values,
-    # secret-named fields hidden, never Django's raw rendering of the JSON field.
-    fields = [
-        "job_link",
-        "kind",
-        "run_no",
-        "outcome_badge",
-        "started",
-        "recorded",
-        "run_duration",
-        "note",
-        "attachment_shown",
-        "worker",
-        "actor",
-    ]
-    readonly_fields = fields
+    fields = ENTRY_FIELDS
+    readonly_fields = ENTRY_FIELDS
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
         return sql.journal_entries()
