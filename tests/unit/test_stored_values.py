@@ -3,6 +3,7 @@ the depth walk, decoding stored text, and the one rule for times (clamped)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -55,7 +56,9 @@ def test_dumps_refuses_a_value_deeper_than_max_depth_naming_the_path_and_the_lim
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("[" * 5000 + "]" * 5000, "nested too deeply to decode"),
+        # Past the json module's own recursion limit (on Python 3.11; 3.12+ decodes it,
+        # then the depth check refuses it): either way, too deep, said so.
+        ("[" * 5000 + "]" * 5000, "nested (too deeply to decode|more than 200 levels deep)"),
         ("[" * 300 + "]" * 300, f"nested more than {READ_DEPTH} levels deep"),
         ('{"a": ', "not valid JSON"),
         (b"\xff\xfe", "not valid JSON"),
@@ -66,7 +69,7 @@ def test_stored_text_that_cannot_be_decoded_reads_as_undecodable_saying_why(
 ) -> None:
     value = decode(text)
     assert isinstance(value, Undecodable)
-    assert why in value.error
+    assert re.search(why, value.error), value.error
     assert pretty_json(value) == f"(undecodable: {value.error})"
 
 
