@@ -16,7 +16,7 @@ Every ``--sample-every`` seconds it records, from the server:
 Before the measured run, ``--warmup`` seconds of the same load are drained and the
 jobs table is ANALYZEd (a table in use has statistics). When the producer is done the
 workers drain what is left; then every enqueued job must have completed exactly once
-(journal entries plus the run tally of those pruned). An interval is read from the
+(the run tally, which every settlement adds to and pruning keeps). An interval is read from the
 journal, so ``--keep`` must be longer than ``--sample-every`` (and a little more).
 
 Used by the CI test (``tests/chaos/test_autovacuum_soak.py``, 3 minutes) and as a script
@@ -89,7 +89,7 @@ class SoakReport:
     samples: list[Sample] = field(default_factory=list)
     sent: int = 0
     producer_lag: float = 0.0  # seconds the producer was ever behind its schedule
-    completed_runs: int = 0  # completed journal entries plus the pruned ones' tally
+    completed_runs: int = 0  # completed runs in the run tally (pruned ones included)
     other_runs: int = 0  # runs that ended any other way (none expected)
     left: int = 0  # jobs not completed at the end
     exit_codes: list[int | None] = field(default_factory=list)
@@ -290,21 +290,24 @@ def sample_while(
 
 
 def tally(conn: Any, report: SoakReport) -> None:
-    """How the runs ended, live journal and pruned runs' tally together; what is left."""
+    """How the runs ended, from the run tally (every settlement adds its run to it, and
+    pruning keeps it); the live journal must agree with it; what is left."""
     [(done, other)] = query(
         conn,
         "SELECT count(*) FILTER (WHERE outcome = 'completed'),"
         f" count(*) FILTER (WHERE outcome <> 'completed') FROM {JOURNAL}",
     )
-    [(pruned_done, pruned_other)] = query(
+    [(tallied_done, tallied_other)] = query(
         conn,
         "SELECT coalesce(sum(runs) FILTER (WHERE outcome = 'completed'), 0),"
         " coalesce(sum(runs) FILTER (WHERE outcome <> 'completed'), 0)"
         " FROM django_jobqueue_runtally",
     )
     [(left,)] = query(conn, f"SELECT count(*) FROM {JOB} WHERE status <> 'completed'")
-    report.completed_runs = int(done) + int(pruned_done)
-    report.other_runs = int(other) + int(pruned_other)
+    # The journal still holds the runs not yet pruned: never more than the tally counted.
+    assert int(done) <= int(tallied_done), (done, tallied_done)
+    report.completed_runs = int(tallied_done)
+    report.other_runs = max(int(tallied_other), int(other))
     report.left = int(left)
 
 
