@@ -29,16 +29,10 @@ from django_jobqueue.errors import (
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.management import subparsers
 from django_jobqueue.management.arguments import (
-    kind_name,
-    limit_count,
-    limit_rate,
-    parse_age,
     parse_duration,
     parse_job_id,
-    parse_moment,
-    plain_text,
-    positive_int,
     queue_name,
 )
 from django_jobqueue.management.report import (
@@ -48,7 +42,7 @@ from django_jobqueue.management.report import (
     render_stats,
     table,
 )
-from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.models import Status
 from django_jobqueue.periodic import overview as schedule_overview
 from django_jobqueue.redaction import redact
 from django_jobqueue.registry import registry
@@ -80,7 +74,9 @@ class Command(BaseCommand):
             default=timedelta(hours=24),
             help="Run statistics over this much recent history (default 24h).",
         )
-        _list_arguments(sub.add_parser("list", help="List jobs, oldest first, a page at a time."))
+        subparsers.list_arguments(
+            sub.add_parser("list", help="List jobs, oldest first, a page at a time.")
+        )
 
         p = sub.add_parser("show", help="One job's fields and its journal.")
         p.add_argument("job_id", type=parse_job_id, metavar="ID")
@@ -93,7 +89,9 @@ class Command(BaseCommand):
         p.add_argument(
             "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
         )
-        _cleanup_arguments(sub.add_parser("cleanup", help="Delete finished jobs (and journals)."))
+        subparsers.cleanup_arguments(
+            sub.add_parser("cleanup", help="Delete finished jobs (and journals).")
+        )
         for verb, what in (
             ("pause", "Stop workers claiming from these queues (enqueue goes on)."),
             ("resume", "Let workers claim from these paused queues again."),
@@ -101,7 +99,7 @@ class Command(BaseCommand):
             sub.add_parser(verb, help=what).add_argument(
                 "queues", nargs="+", type=queue_name, metavar="QUEUE"
             )
-        _limit_arguments(
+        subparsers.limit_arguments(
             sub.add_parser(
                 "limit",
                 help="Show the global limits per kind, or set or clear a kind's at run time.",
@@ -110,7 +108,7 @@ class Command(BaseCommand):
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
-        _health_arguments(
+        subparsers.health_arguments(
             sub.add_parser(
                 "health",
                 help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no "
@@ -418,96 +416,3 @@ class Command(BaseCommand):
         what = "".join(f"{word} " for word in (options["status"], options["kind"]) if word)
         done = "would be deleted (dry run)" if options["dry_run"] else "deleted"
         self.stdout.write(f"{count} {what}job(s) finished before {fmt_time(cutoff)} {done}")
-
-
-def _list_arguments(p: ArgumentParser) -> None:
-    p.add_argument(
-        "--kind", action="append", type=kind_name, default=[], help="Only this kind (repeatable)."
-    )
-    p.add_argument("--queue", type=queue_name, help="Only this queue.")
-    p.add_argument(
-        "--status", action="append", default=[], choices=Status.values, help="(repeatable)"
-    )
-    for name, what in (
-        ("--created-after", "created at or after"),
-        ("--created-before", "created before"),
-        ("--finished-after", "finished at or after"),
-        ("--finished-before", "finished before"),
-    ):
-        p.add_argument(
-            name,
-            type=parse_moment,
-            metavar="WHEN",
-            help=f"Only jobs {what} WHEN: an ISO datetime or a time ago (7d, 12h, 30m).",
-        )
-    p.add_argument("--limit", type=positive_int, default=50, help="Jobs per page (default 50).")
-    p.add_argument(
-        "--after", type=plain_text, metavar="CURSOR", help="Continue after this page cursor."
-    )
-    p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
-
-
-def _cleanup_arguments(p: ArgumentParser) -> None:
-    p.add_argument(
-        "--older-than",
-        type=parse_duration,
-        required=True,
-        metavar="AGE",
-        help="Delete jobs that finished more than AGE ago (7d, 12h, 2w...).",
-    )
-    p.add_argument(
-        "--status",
-        choices=[str(s) for s in TERMINAL],
-        help="Only this status (default: completed, dead and cancelled).",
-    )
-    p.add_argument("--kind", type=kind_name, help="Only this kind.")
-    p.add_argument(
-        "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
-    )
-
-
-def _limit_arguments(p: ArgumentParser) -> None:
-    p.add_argument(
-        "kind",
-        nargs="?",
-        type=kind_name,
-        metavar="KIND",
-        help="The kind (all limited kinds if none).",
-    )
-    p.add_argument(
-        "--max-in-flight",
-        type=limit_count,
-        default=limiting.UNCHANGED,
-        metavar="N",
-        help="At most N jobs of KIND claimed at once, all workers together; none lifts it.",
-    )
-    p.add_argument(
-        "--rate-limit",
-        type=limit_rate,
-        default=limiting.UNCHANGED,
-        metavar="RATE",
-        help="Enqueues of KIND beyond RATE (100/s, 30/m, 500/h) raise RateLimited; none lifts it.",
-    )
-    p.add_argument(
-        "--clear",
-        action="store_true",
-        help="Remove KIND's run-time limits: JOBQUEUE['LIMITS'] and the task's options apply.",
-    )
-
-
-def _health_arguments(p: ArgumentParser) -> None:
-    p.add_argument(
-        "--max-heartbeat-age",
-        type=parse_age,
-        default=timedelta(seconds=60),
-        metavar="S",
-        help="Unhealthy when no running worker beat within S seconds (or 2m...; default 60).",
-    )
-    p.add_argument(
-        "--max-pending-age",
-        type=parse_age,
-        default=None,
-        metavar="S",
-        help="Also unhealthy when a job due to run (outside paused queues) has waited "
-        "longer than S seconds (default: not checked).",
-    )
