@@ -8,9 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .backoff import Backoff
-from .context import Context
-from .errors import (
+from django_jobqueue.errors import (
     ClaimLost,
     ConfigurationError,
     DuplicateKind,
@@ -27,20 +25,24 @@ from .errors import (
     SettleError,
     UnknownKind,
 )
-from .handle import HistoryPage, JobHandle, Pending
-from .limiting import UNCHANGED, KindLimits
-from .outcomes import Merge, Pause, Permanent
-from .periodic import periodic
-from .signals import job_enqueued, job_finished, job_started
-from .states import Outcome, Priority, Status
-from .task import Task, enqueue, enqueue_many, task
+from django_jobqueue.run.backoff import Backoff
+from django_jobqueue.run.context import Context
+from django_jobqueue.run.control import Pause, Permanent
+from django_jobqueue.signals import job_enqueued, job_finished, job_started
+from django_jobqueue.states import Outcome, Priority, Status
+from django_jobqueue.task.definition import Task, enqueue_many, task
+from django_jobqueue.task.enqueue import enqueue
+from django_jobqueue.task.handle import HistoryPage, JobHandle, Pending
+from django_jobqueue.task.limiting import UNCHANGED, KindLimits
+from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.periodic import periodic
 
 if TYPE_CHECKING:
     import uuid
     from collections.abc import Sequence
     from datetime import datetime
 
-    from .store.history import HistoryFilters
+    from django_jobqueue.store.history import HistoryFilters
 
 __all__ = [
     "Backoff",
@@ -94,21 +96,21 @@ __all__ = [
 
 def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
     """Cancel a pending job, or ask the worker running a claimed one to stop it."""
-    from . import store
+    from django_jobqueue import store
 
     return JobHandle(store.cancel(job_id=job_id, actor=actor))
 
 
 def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> JobHandle:
     """Send a dead or cancelled job (a completed one with ``force=True``) back to pending."""
-    from . import store
+    from django_jobqueue import store
 
     return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor))
 
 
 def run_now(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
     """Make a pending job that is scheduled for later runnable now."""
-    from . import store
+    from django_jobqueue import store
 
     return JobHandle(store.run_now(job_id=job_id, actor=actor))
 
@@ -118,21 +120,21 @@ def pause_queue(name: str, *, actor: str = "") -> bool:
 
     Returns True if the queue was running until now.
     """
-    from . import store
+    from django_jobqueue import store
 
     return store.pause_queue(queue=name, actor=actor)
 
 
 def resume_queue(name: str) -> bool:
     """Let workers claim from queue ``name`` again; True if it was paused."""
-    from . import store
+    from django_jobqueue import store
 
     return store.resume_queue(queue=name)
 
 
 def job(job_id: uuid.UUID | str) -> JobHandle:
     """A handle on an existing job (``.status``, ``.result``, ``.journal()``)."""
-    from . import store
+    from django_jobqueue import store
 
     return JobHandle(store.get_job(job_id=job_id))
 
@@ -145,7 +147,7 @@ def history(**filters: Unpack[HistoryFilters]) -> HistoryPage:
     (default 100) and ``after`` (the previous page's ``next_cursor``). Keyset
     pagination on (created at, id), stable while rows come and go.
     """
-    from . import store
+    from django_jobqueue import store
 
     page = store.history(**filters)
     return HistoryPage(jobs=[JobHandle(row) for row in page.jobs], next_cursor=page.next_cursor)
@@ -162,14 +164,14 @@ def cleanup(
 
     With ``dry_run``, only counts what would be deleted.
     """
-    from . import store
+    from django_jobqueue import store
 
     return store.cleanup(finished_before=finished_before, kind=kind, status=status, dry_run=dry_run)
 
 
 def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
     """A snapshot of backlog, claims, failures, workers and run statistics over ``window``."""
-    from . import store
+    from django_jobqueue import store
 
     return store.stats(window=window)
 
@@ -185,7 +187,7 @@ def set_limit(
     task's options. None lifts a limit; a limit not given stays as it is. Workers follow
     within seconds. Returns the limits now in force for the kind.
     """
-    from . import limiting
+    from django_jobqueue.task import limiting
 
     return limiting.set_limit(kind, max_in_flight=max_in_flight, rate_limit=rate_limit, actor=actor)
 
@@ -193,13 +195,13 @@ def set_limit(
 def clear_limit(kind: str) -> bool:
     """Remove a kind's run-time limits: the settings and the task's options decide again.
     True if it had any."""
-    from . import limiting
+    from django_jobqueue.task import limiting
 
     return limiting.clear_limit(kind)
 
 
 def limits() -> list[KindLimits]:
     """Every kind with a global limit in force (or a run-time limit set), by kind."""
-    from . import limiting
+    from django_jobqueue.task import limiting
 
     return limiting.limits(max_age=0)

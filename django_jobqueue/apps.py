@@ -13,6 +13,6 @@ class JobQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
+        from django_jobqueue import checks  # noqa: F401 - registers the system checks
 
         autodiscover_modules("tasks")

@@ -29,11 +29,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.db.utils import load_backend
 
-from . import conf
-from .errors import ConfigurationError, JobQueueError
-from .periodic import schedules
-from .pooling import pooled_reason
-from .registry import TaskDef, registry
+from django_jobqueue import conf
+from django_jobqueue.errors import ConfigurationError, JobQueueError
+from django_jobqueue.store.pooling import pooled_reason
+from django_jobqueue.task.periodic import schedules
+from django_jobqueue.task.registry import TaskDef, registry
 
 
 def _settings() -> conf.Settings | None:

@@ -17,11 +17,11 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import validation
-from .cron import Cron, zone
-from .errors import ConfigurationError
-from .lifecycle import Policy
-from .states import TERMINAL
+from django_jobqueue import validation
+from django_jobqueue.errors import ConfigurationError
+from django_jobqueue.run.lifecycle import Policy
+from django_jobqueue.states import TERMINAL
+from django_jobqueue.task.cron import Cron, zone
 
 
 def _default_concurrency() -> int:

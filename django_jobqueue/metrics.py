@@ -43,8 +43,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "pip install 'django-jobqueue[metrics]' (or prometheus-client)"
     ) from exc
 
-from . import conf, store
-from .registry import registry
+from django_jobqueue import conf, store
+from django_jobqueue.task.registry import registry
 
 PREFIX = "jobqueue"
 # What a session user needs to read the metrics: the permission to view jobs in the admin.

@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from .ids import uuid7
-from .states import ACTIVE, TERMINAL, Outcome, Priority, Status
-from .validation import decode
+from django_jobqueue.ids import uuid7
+from django_jobqueue.states import ACTIVE, TERMINAL, Outcome, Priority, Status
+from django_jobqueue.validation import decode
 
 __all__ = [
     "ACTIVE",

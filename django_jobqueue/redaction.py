@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import conf
+from django_jobqueue import conf
 
 MARK = "********"
 

@@ -40,14 +40,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from . import conf
-from .registry import registry
+from django_jobqueue import conf
+from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:
-    from .executor import RunResult
-    from .handle import JobHandle
-    from .lifecycle import Settlement
-    from .store import Claimed, EnqueueRequest
+    from django_jobqueue.run.lifecycle import Settlement
+    from django_jobqueue.store import Claimed, EnqueueRequest
+    from django_jobqueue.task.handle import JobHandle
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -145,8 +144,8 @@ def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -
 
 def started(job: Claimed, *, worker: str) -> None:
     """Send ``job_started`` for a run about to begin (the caller checked for receivers)."""
-    from .handle import JobHandle
-    from .store import NewJob
+    from django_jobqueue.store import NewJob
+    from django_jobqueue.task.handle import JobHandle
 
     _send(
         job_started,
@@ -163,8 +162,8 @@ def started(job: Claimed, *, worker: str) -> None:
 def finished(settlements: Sequence[Settlement], applied: Sequence[bool]) -> None:
     """Send ``job_finished`` for each settlement that was written (the caller checked for
     receivers); one whose claim was lost meanwhile ended nothing."""
-    from .handle import JobHandle
-    from .store import NewJob
+    from django_jobqueue.store import NewJob
+    from django_jobqueue.task.handle import JobHandle
 
     for s, ok in zip(settlements, applied, strict=True):
         if not ok:
@@ -184,22 +183,23 @@ def finished(settlements: Sequence[Settlement], applied: Sequence[bool]) -> None
         )
 
 
-def finished_in_transaction(result: RunResult, *, worker: str) -> None:
+def finished_in_transaction(
+    job: Claimed, value: Any, duration: timedelta | None, *, worker: str
+) -> None:
     """Send ``job_finished`` for a run that settled itself, completed, in its own
     transaction (an atomic task, ``ctx.settle_now()``), once that has committed."""
-    from .handle import JobHandle
-    from .store import NewJob
+    from django_jobqueue.store import NewJob
+    from django_jobqueue.task.handle import JobHandle
 
-    job = result.job
     _send(
         job_finished,
         "job_finished",
         job.kind,
         job.id,
-        job=JobHandle(NewJob(job.id, job.kind, status="completed", result=result.value)),
+        job=JobHandle(NewJob(job.id, job.kind, status="completed", result=value)),
         run_no=job.run_count,
         outcome="completed",
-        duration=result.duration,
+        duration=duration,
         note="",
         worker=worker,
     )

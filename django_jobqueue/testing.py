@@ -21,14 +21,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import atomic, conf, signals, store, validation
-from .context import Context
-from .executor import decide
-from .handle import JobHandle
-from .models import Job
-from .registry import policy_for, registry
-from .states import Status
-from .task import FunctionTask, Task
+from django_jobqueue import conf, signals, store, validation
+from django_jobqueue.models import Job
+from django_jobqueue.run import transactional
+from django_jobqueue.run.context import Context
+from django_jobqueue.run.executor import decide
+from django_jobqueue.states import Status
+from django_jobqueue.task.definition import FunctionTask, Task
+from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.registry import policy_for, registry
 
 TaskRef = str | FunctionTask | type[Task]
 
@@ -128,7 +129,7 @@ def run_jobs(
         if signals.job_started.receivers:
             signals.started(job, worker=worker_id)
         ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        result = atomic.run(
+        result = transactional.run(
             registry.find(job.kind),
             job,
             ctx,
@@ -138,7 +139,9 @@ def run_jobs(
         )
         if result.settled:
             if signals.job_finished.receivers:
-                signals.finished_in_transaction(result, worker=worker_id)
+                signals.finished_in_transaction(
+                    result.job, result.value, result.duration, worker=worker_id
+                )
         elif not result.lost:
             settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
             applied = store.settle(worker_id=worker_id, settlements=[settlement])

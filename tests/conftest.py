@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from django_jobqueue.registry import Registry, registry
+from django_jobqueue.task.registry import Registry, registry
 from tests.helpers import WorkerThread
 
 

@@ -15,7 +15,7 @@ from django.db import connections
 
 import django_jobqueue
 from django_jobqueue.models import JournalEntry
-from django_jobqueue.worker import Worker
+from django_jobqueue.worker.loop import Worker
 
 
 def journal_of(job_id: uuid.UUID | str) -> list[JournalEntry]:

@@ -9,7 +9,7 @@ from bench.djtasksapp.tasks import noop, stamp
 from django_jobqueue import store
 from django_jobqueue.backend import JobQueueBackend, tier
 from django_jobqueue.backend.compat import task_backends
-from django_jobqueue.options import Options, build_request
+from django_jobqueue.task.options import Options, build_request
 
 
 def install() -> None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from django_jobqueue.admin.jobs import JobAdmin
+from django_jobqueue.admin.journal import JournalEntryAdmin
 from django_jobqueue.models import Job, JournalEntry
-
-from .jobs import JobAdmin
-from .journal import JournalEntryAdmin
 
 __all__ = ["JobAdmin", "JournalEntryAdmin"]
 

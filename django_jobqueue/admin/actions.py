@@ -23,14 +23,13 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from django_jobqueue import store
+from django_jobqueue.admin.common import actor
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job
 from django_jobqueue.store import sql
 
-from .common import actor
-
 if TYPE_CHECKING:
-    from .jobs import JobAdmin
+    from django_jobqueue.admin.jobs import JobAdmin
 
 # A bulk action changes at most this many jobs; past it, narrow the filter (or, to
 # delete finished jobs by age, use the clean-up form, which works in batches).

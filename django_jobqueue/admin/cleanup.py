@@ -21,12 +21,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_jobqueue import store
+from django_jobqueue.admin.common import local, log
 from django_jobqueue.models import TERMINAL, Job
 
-from .common import local, log
-
 if TYPE_CHECKING:
-    from .jobs import JobAdmin
+    from django_jobqueue.admin.jobs import JobAdmin
 
 
 class CleanupForm(forms.Form):

@@ -17,17 +17,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from django_jobqueue import limiting, store
+from django_jobqueue import store
+from django_jobqueue.admin.chart import chart
+from django_jobqueue.admin.common import actor, badge, local, log
+from django_jobqueue.admin.listing import QueueFilter
 from django_jobqueue.errors import JobQueueError
 from django_jobqueue.formatting import fmt_age, fmt_seconds
-from django_jobqueue.periodic import overview
-
-from .chart import chart
-from .common import actor, badge, local, log
-from .listing import QueueFilter
+from django_jobqueue.task import limiting
+from django_jobqueue.task.periodic import overview
 
 if TYPE_CHECKING:
-    from .jobs import JobAdmin
+    from django_jobqueue.admin.jobs import JobAdmin
 
 WINDOW = timedelta(hours=24)
 

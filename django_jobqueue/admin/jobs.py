@@ -16,16 +16,21 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobqueue import store
+from django_jobqueue.admin import actions as job_actions
+from django_jobqueue.admin import cleanup, dashboard, guard
+from django_jobqueue.admin.common import age, badge, duration, json_block, local, short_id
+from django_jobqueue.admin.listing import (
+    EstimatingPaginator,
+    QueueFilter,
+    RecentRangeFilter,
+    kind_filter,
+    search_jobs,
+)
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.redaction import redact_payload
-from django_jobqueue.registry import registry
 from django_jobqueue.store import sql
-
-from . import actions as job_actions
-from . import cleanup, dashboard, guard
-from .common import age, badge, duration, json_block, local, short_id
-from .listing import EstimatingPaginator, QueueFilter, RecentRangeFilter, kind_filter, search_jobs
+from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:  # the stubs make ModelAdmin generic; at run time it is not subscriptable
     ModelAdmin = admin.ModelAdmin[Job]

@@ -15,12 +15,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from django_jobqueue.admin import guard
+from django_jobqueue.admin.common import badge, duration, local, pretty_json, short_id
+from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 from django_jobqueue.models import JournalEntry, Outcome
 from django_jobqueue.store import sql
-
-from . import guard
-from .common import badge, duration, local, pretty_json, short_id
-from .listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 
 FAILURES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
 

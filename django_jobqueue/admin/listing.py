@@ -19,7 +19,7 @@ from django.utils import timezone
 from rangefilter.filters import DateTimeRangeQuickSelectListFilter
 
 from django_jobqueue import store
-from django_jobqueue.registry import registry
+from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:  # generic in the stubs only
     BasePaginator = Paginator[Any]

@@ -7,8 +7,8 @@ backport (``pip install "django-jobqueue[tasks-backport]"``).
 
 from __future__ import annotations
 
-from .base import JobQueueBackend
-from .options import JobQueueTask, tier
-from .results import LeaseExpired
+from django_jobqueue.backend.base import JobQueueBackend
+from django_jobqueue.backend.options import JobQueueTask, tier
+from django_jobqueue.backend.results import LeaseExpired
 
 __all__ = ["JobQueueBackend", "JobQueueTask", "LeaseExpired", "tier"]

@@ -14,15 +14,8 @@ from django.apps import apps
 from django.core import checks
 
 from django_jobqueue import signals, store
-from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
-from django_jobqueue.handle import JobHandle
-from django_jobqueue.lifecycle import clamped
-from django_jobqueue.options import Options, build_request, check_json, encode_payload
-from django_jobqueue.registry import registry
-from django_jobqueue.registry import validate_queue as check_queue
-
-from . import results
-from .compat import (
+from django_jobqueue.backend import results
+from django_jobqueue.backend.compat import (
     BaseTaskBackend,
     InvalidTaskBackend,
     Task,
@@ -31,8 +24,14 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
-from .options import BackendOptions, JobQueueTask, check_retry_options, tier
-from .runner import DjangoTaskDef
+from django_jobqueue.backend.options import BackendOptions, JobQueueTask, check_retry_options, tier
+from django_jobqueue.backend.runner import DjangoTaskDef
+from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
+from django_jobqueue.run.lifecycle import clamped
+from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.options import Options, build_request, check_json, encode_payload
+from django_jobqueue.task.registry import registry
+from django_jobqueue.task.registry import validate_queue as check_queue
 
 P = ParamSpec("P")
 R = TypeVar("R")

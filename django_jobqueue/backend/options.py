@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 from django.utils.module_loading import import_string
 
 from django_jobqueue import validation
+from django_jobqueue.backend.compat import InvalidTask, InvalidTaskBackend, Task
 from django_jobqueue.states import Priority
 
-from .compat import InvalidTask, InvalidTaskBackend, Task
-
 if TYPE_CHECKING:
-    from .compat import TaskResult
+    from django_jobqueue.backend.compat import TaskResult
 
 Backoff = Callable[[BaseException, "TaskResult[..., Any]"], "float | None"]
 

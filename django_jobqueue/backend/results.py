@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from django_jobqueue.backend.compat import Task, TaskError, TaskResult, TaskResultStatus
 from django_jobqueue.states import Outcome, Status
-
-from .compat import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry

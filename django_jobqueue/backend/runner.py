@@ -23,13 +23,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from django_jobqueue import store
-from django_jobqueue.lifecycle import Policy, exhausted
-from django_jobqueue.outcomes import Pause, Permanent, RetryAfter
-from django_jobqueue.registry import UNSET, PayloadMismatch, TaskDef
-from django_jobqueue.store import Claimed
-
-from . import results
-from .compat import (
+from django_jobqueue.backend import results
+from django_jobqueue.backend.compat import (
     InvalidTask,
     InvalidTaskBackend,
     Task,
@@ -41,11 +36,15 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .options import BackendOptions, Backoff, JobQueueTask, tier
+from django_jobqueue.backend.options import BackendOptions, Backoff, JobQueueTask, tier
+from django_jobqueue.run.control import Pause, Permanent, RetryAfter
+from django_jobqueue.run.lifecycle import Policy, exhausted
+from django_jobqueue.store import Claimed
+from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
-    from django_jobqueue.context import Context
     from django_jobqueue.models import JournalEntry
+    from django_jobqueue.run.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 

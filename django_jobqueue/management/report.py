@@ -15,7 +15,7 @@ from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
 from django_jobqueue.redaction import redact, redact_payload
-from django_jobqueue.registry import registry
+from django_jobqueue.task.registry import registry
 from django_jobqueue.validation import Undecodable
 
 

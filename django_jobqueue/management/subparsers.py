@@ -6,7 +6,6 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from datetime import timedelta
 
-from django_jobqueue import limiting
 from django_jobqueue.management.arguments import (
     kind_name,
     limit_count,
@@ -19,6 +18,7 @@ from django_jobqueue.management.arguments import (
     queue_name,
 )
 from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.task import limiting
 
 
 def list_arguments(p: ArgumentParser) -> None:

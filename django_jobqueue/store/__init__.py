@@ -10,10 +10,10 @@ change writes its journal entry in the same transaction.
 
 from __future__ import annotations
 
-from .browse import COUNT_CAP, Count, count, distinct_values, planned_rows
-from .claim import Claimed, claim_jobs, claim_statement
-from .cleanup import cleanup, delete_finished
-from .enqueue import (
+from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
+from django_jobqueue.store.claim import Claimed, claim_jobs, claim_statement
+from django_jobqueue.store.cleanup import cleanup, delete_finished
+from django_jobqueue.store.enqueue import (
     Disposition,
     EnqueueRequest,
     MergePlan,
@@ -23,11 +23,24 @@ from .enqueue import (
     enqueue_many,
     merge_candidates,
 )
-from .history import Page, as_uuid, get_job, history, journal
-from .limits import LIMITS_CHANGED, Override, clear_limit, in_flight, set_limit, take_tokens
-from .limits import overrides as limit_overrides
-from .monitoring import DURATION_BUCKETS, RunTotal, freshest_heartbeat, oldest_due, run_totals
-from .operations import (
+from django_jobqueue.store.history import Page, as_uuid, get_job, history, journal
+from django_jobqueue.store.limits import (
+    LIMITS_CHANGED,
+    Override,
+    clear_limit,
+    in_flight,
+    set_limit,
+    take_tokens,
+)
+from django_jobqueue.store.limits import overrides as limit_overrides
+from django_jobqueue.store.monitoring import (
+    DURATION_BUCKETS,
+    RunTotal,
+    freshest_heartbeat,
+    oldest_due,
+    run_totals,
+)
+from django_jobqueue.store.operations import (
     cancel,
     cancel_refusal,
     delete_refusal,
@@ -36,8 +49,8 @@ from .operations import (
     run_now,
     run_now_refusal,
 )
-from .queues import pause_queue, paused_queues, resume_queue
-from .schedules import (
+from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
+from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
     last_jobs,
@@ -45,7 +58,7 @@ from .schedules import (
     schedule_states,
     tick_key,
 )
-from .settle import (
+from django_jobqueue.store.settle import (
     apply,
     cancel_requested,
     extend_leases,
@@ -53,9 +66,9 @@ from .settle import (
     recover_expired,
     settle,
 )
-from .stats import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
-from .turn import exchange
-from .workers import WORKER_PRUNE_AFTER, beat, register_worker
+from django_jobqueue.store.stats import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
+from django_jobqueue.store.turn import exchange
+from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import Model, QuerySet
 
-from . import sql
+from django_jobqueue.store import sql
 
 COUNT_CAP = 2_000
 

@@ -35,9 +35,8 @@ from django.utils import timezone
 
 from django_jobqueue import conf
 from django_jobqueue.models import Status
-
-from . import sql
-from .limits import LOCK_SPACE, lock_key
+from django_jobqueue.store import sql
+from django_jobqueue.store.limits import LOCK_SPACE, lock_key
 
 
 @dataclass(slots=True)

@@ -13,10 +13,9 @@ from datetime import datetime
 from django.db import transaction
 
 from django_jobqueue.models import TERMINAL, Job
-
-from . import sql
-from .history import as_uuid, names
-from .monitoring import delete_journal
+from django_jobqueue.store import sql
+from django_jobqueue.store.history import as_uuid, names
+from django_jobqueue.store.monitoring import delete_journal
 
 
 def cleanup(

@@ -23,15 +23,13 @@ from typing import Any, Literal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from django_jobqueue import notify
 from django_jobqueue.errors import RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
-from django_jobqueue.lifecycle import later
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
+from django_jobqueue.run.lifecycle import later
+from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store.limits import take_tokens
 from django_jobqueue.validation import Rate
-
-from . import sql
-from .limits import take_tokens
 
 Disposition = Literal["inserted", "merged", "reused"]
 
@@ -443,7 +441,7 @@ def _apply_merge(
         attachment={"incoming": request.payload},
     )
     if changes:
-        notify.notify(sql.alias(), candidate.queue)
+        wakeups.notify(sql.alias(), candidate.queue)
     return True
 
 

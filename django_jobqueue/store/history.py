@@ -15,8 +15,7 @@ from django.utils import timezone
 from django_jobqueue import validation
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
-
-from . import sql
+from django_jobqueue.store import sql
 
 
 def get_job(*, job_id: uuid.UUID | str) -> Job:

@@ -30,11 +30,10 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from django_jobqueue import notify, validation
+from django_jobqueue import validation
 from django_jobqueue.models import KindLimit, RateBucket, Status
+from django_jobqueue.store import sql, wakeups
 from django_jobqueue.validation import Rate
-
-from . import sql
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -118,7 +117,7 @@ def set_limit(*, kind: str, changes: dict[str, Any], actor: str = "") -> Overrid
         row.changed_at = timezone.now()
         row.changed_by = actor
         row.save(using=alias)
-        notify.notify(alias, LIMITS_CHANGED)
+        wakeups.notify(alias, LIMITS_CHANGED)
     return _override(row)
 
 
@@ -128,7 +127,7 @@ def clear_limit(*, kind: str) -> bool:
     alias = sql.alias()
     with transaction.atomic(using=alias):
         deleted, _ = KindLimit.objects.using(alias).filter(kind=kind).delete()
-        notify.notify(alias, LIMITS_CHANGED)
+        wakeups.notify(alias, LIMITS_CHANGED)
     return deleted > 0
 
 

@@ -25,8 +25,7 @@ from typing import Any
 from django.db.models import Max, Min
 
 from django_jobqueue.models import QueuePause, RunTally, Status, WorkerHeartbeat
-
-from . import sql
+from django_jobqueue.store import sql
 
 # Upper bounds (seconds) of the run-duration histogram's buckets; +Inf is implied.
 # RunTally has one column per bound (``TALLY_BUCKETS``): a change here needs a migration.

@@ -15,12 +15,10 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from django_jobqueue import notify
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
-
-from . import sql
-from .history import as_uuid
+from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store.history import as_uuid
 
 
 def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
@@ -76,7 +74,7 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
                 job_id=job.id,
             ) from exc
         _operator_entry(job, Outcome.REQUEUED, actor, f"requeued from {previous}", now)
-        notify.notify(alias, job.queue)
+        wakeups.notify(alias, job.queue)
     return job
 
 
@@ -94,7 +92,7 @@ def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
         _operator_entry(
             job, Outcome.RUN_NOW, actor, f"run now (was scheduled for {was.isoformat()})", now
         )
-        notify.notify(alias, job.queue)
+        wakeups.notify(alias, job.queue)
     return job
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from django_jobqueue import notify, validation
+from django_jobqueue import validation
 from django_jobqueue.models import QueuePause
-
-from . import sql
+from django_jobqueue.store import sql, wakeups
 
 QUEUE_NAME_MAX = 100
 
@@ -28,7 +27,7 @@ def pause_queue(*, queue: str, actor: str = "") -> bool:
         _, created = QueuePause.objects.using(alias).get_or_create(
             queue=name, defaults={"paused_at": timezone.now(), "paused_by": actor}
         )
-        notify.notify(alias, name)
+        wakeups.notify(alias, name)
     return created
 
 
@@ -38,7 +37,7 @@ def resume_queue(*, queue: str) -> bool:
     alias = sql.alias()
     with transaction.atomic(using=alias):
         deleted, _ = QueuePause.objects.using(alias).filter(queue=name).delete()
-        notify.notify(alias, name)
+        wakeups.notify(alias, name)
     return deleted > 0
 
 

@@ -21,9 +21,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from django_jobqueue.models import Schedule
-
-from . import sql
-from .enqueue import EnqueueRequest, enqueue
+from django_jobqueue.store import sql
+from django_jobqueue.store.enqueue import EnqueueRequest, enqueue
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,10 @@ from django.utils import timezone
 from django.utils.duration import duration_microseconds
 
 from django_jobqueue import conf
-from django_jobqueue.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
 from django_jobqueue.models import Outcome, Status
-
-from . import sql
-from .monitoring import bucket_of, shard_of, tally_insert, tally_rows
+from django_jobqueue.run.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
+from django_jobqueue.store import sql
+from django_jobqueue.store.monitoring import bucket_of, shard_of, tally_insert, tally_rows
 
 logger = logging.getLogger("django_jobqueue")
 

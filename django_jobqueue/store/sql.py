@@ -26,7 +26,7 @@ from django.utils.dateparse import parse_datetime
 
 from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
-from django_jobqueue.pooling import pooled_reason
+from django_jobqueue.store.pooling import pooled_reason
 
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table

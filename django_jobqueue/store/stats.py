@@ -11,8 +11,7 @@ from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
 from django_jobqueue.models import Job, JournalEntry, Outcome, QueuePause, Status, WorkerHeartbeat
-
-from . import sql
+from django_jobqueue.store import sql
 
 WORKER_GONE_AFTER = timedelta(seconds=60)
 

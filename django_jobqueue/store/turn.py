@@ -18,11 +18,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from django_jobqueue.lifecycle import Settlement
-
-from .claim import Claimed, claim_jobs, prepare
-from .settle import SETTLE_CTES, apply, as_worker, document, outcome, unique
-from .sql import use_generic_plans
+from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.store.claim import Claimed, claim_jobs, prepare
+from django_jobqueue.store.settle import SETTLE_CTES, apply, as_worker, document, outcome, unique
+from django_jobqueue.store.sql import use_generic_plans
 
 
 def exchange(

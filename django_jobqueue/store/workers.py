@@ -9,8 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from django_jobqueue.models import WorkerHeartbeat
-
-from . import sql
+from django_jobqueue.store import sql
 
 # A worker not seen for this long (stopped or gone) is forgotten when the next one starts.
 WORKER_PRUNE_AFTER = timedelta(days=1)

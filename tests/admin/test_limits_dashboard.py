@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from django_jobqueue import Status, clear_limit, limiting, set_limit
+from django_jobqueue import Status, clear_limit, set_limit
+from django_jobqueue.task import limiting
 from tests.admin.conftest import set_state
 from tests.taskapp import tasks
 

@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 
 from django_jobqueue import periodic, store, task
 from django_jobqueue.models import Job
-from django_jobqueue.registry import Registry
+from django_jobqueue.task.registry import Registry
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 

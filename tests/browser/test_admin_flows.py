@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
-from django_jobqueue.task import registry
+from django_jobqueue.task.registry import registry
 from testproject.shop import tasks as shop
 from tests.helpers import run_burst
 from tests.taskapp import tasks

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from django_jobqueue import Status, limiting, set_limit
+from django_jobqueue import Status, set_limit
 from django_jobqueue.models import Job
+from django_jobqueue.task import limiting
 from tests.concurrency.procs import WorkerProcesses
 from tests.concurrency.test_caps import intervals, most_at_once
 from tests.helpers import WorkerThread, postgres_only, wait_for

@@ -17,8 +17,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from django_jobqueue import Status
-from django_jobqueue.maintenance import Timings
 from django_jobqueue.models import Job
+from django_jobqueue.worker.services.base import Timings
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import WorkerThread, postgres_only, wait_for
 from tests.taskapp import tasks

@@ -19,7 +19,7 @@ from django.utils import timezone
 import django_jobqueue
 from django_jobqueue import InvalidOption, Status, task
 from django_jobqueue.models import Job
-from django_jobqueue.registry import Registry
+from django_jobqueue.task.registry import Registry
 from tests.helpers import WorkerThread, journal_of, postgres_only, row_locking, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Effect

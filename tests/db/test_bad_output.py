@@ -17,8 +17,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from django_jobqueue import InvalidOption, InvalidPayload, Status, enqueue, job
-from django_jobqueue.lifecycle import LATEST, NOTE_LIMIT
 from django_jobqueue.models import Job
+from django_jobqueue.run.lifecycle import LATEST, NOTE_LIMIT
 from tests.helpers import is_postgres, journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 

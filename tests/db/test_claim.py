@@ -10,13 +10,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
-from django_jobqueue.context import Context
-from django_jobqueue.executor import decide, execute
 from django_jobqueue.ids import uuid7
-from django_jobqueue.lifecycle import Settlement
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.registry import policy_for, registry
+from django_jobqueue.run.context import Context
+from django_jobqueue.run.executor import decide, execute
+from django_jobqueue.run.lifecycle import Settlement
 from django_jobqueue.store.settle import SETTLE_CTES, document
+from django_jobqueue.task.registry import policy_for, registry
 from tests.helpers import journal_of, mysql_only, postgres_only
 from tests.taskapp import tasks
 

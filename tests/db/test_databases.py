@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.registry import registry
+from django_jobqueue.task.registry import registry
 from tests.helpers import WorkerThread, in_thread, is_mysql, mysql_only, wait_for
 from tests.taskapp import tasks
 

@@ -6,10 +6,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from django_jobqueue import atomic, store
-from django_jobqueue.context import Context
+from django_jobqueue import store
 from django_jobqueue.models import Job
-from django_jobqueue.registry import registry
+from django_jobqueue.run import transactional
+from django_jobqueue.run.context import Context
+from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from testproject.shop.models import Customer, Order
 from testproject.shop.tasks import mark_paid, send_receipt
@@ -75,7 +76,7 @@ def test_mark_paid_whose_claim_was_lost_neither_pays_nor_enqueues() -> None:
     # run ended: run it as that worker, with its stale claim.
     [claimed] = store.claim_jobs(worker_id="old", limit=1, kinds=[mark_paid.kind])
     Job.objects.filter(id=handle.id).update(claimed_by="new", run_count=2)
-    result = atomic.run(
+    result = transactional.run(
         registry.find(mark_paid.kind),
         claimed,
         Context.for_job(claimed),

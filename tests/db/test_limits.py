@@ -26,7 +26,6 @@ from django_jobqueue import (
     conf,
     enqueue_many,
     job_enqueued,
-    limiting,
     limits,
     periodic,
     set_limit,
@@ -34,7 +33,8 @@ from django_jobqueue import (
     task,
 )
 from django_jobqueue.models import Job, JournalEntry, KindLimit, RateBucket, Schedule, Status
-from django_jobqueue.registry import Registry
+from django_jobqueue.task import limiting
+from django_jobqueue.task.registry import Registry
 from django_jobqueue.testing import captured_jobs
 from django_jobqueue.validation import Rate
 from tests.helpers import (

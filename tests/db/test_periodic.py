@@ -21,10 +21,10 @@ from django.test import override_settings
 from django_jobqueue import Status, periodic, store, task
 from django_jobqueue.checks import check_periodic_schedules
 from django_jobqueue.models import Job, Schedule
-from django_jobqueue.periodic import ScheduleDef
-from django_jobqueue.registry import Registry
-from django_jobqueue.scheduler import Scheduler
-from django_jobqueue.worker import Worker
+from django_jobqueue.task.periodic import ScheduleDef
+from django_jobqueue.task.registry import Registry
+from django_jobqueue.worker.loop import Worker
+from django_jobqueue.worker.services.scheduler import Scheduler
 from tests.helpers import WorkerThread, wait_for
 
 pytestmark = [pytest.mark.sqlite]

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job
-from django_jobqueue.worker import Worker
+from django_jobqueue.worker.loop import Worker
 from tests.concurrency.procs import database_url
 from tests.helpers import row_locking
 from tests.taskapp import tasks

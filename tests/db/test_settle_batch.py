@@ -15,8 +15,8 @@ import pytest
 from django.utils import timezone
 
 from django_jobqueue import Status, store
-from django_jobqueue.lifecycle import Run, Settlement, completed
 from django_jobqueue.models import Job
+from django_jobqueue.run.lifecycle import Run, Settlement, completed
 from tests.helpers import journal_of
 from tests.taskapp import tasks
 

@@ -15,11 +15,11 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from django_jobqueue import Status, job_enqueued, job_finished, job_started, periodic, task
-from django_jobqueue.handle import JobHandle
 from django_jobqueue.models import Job, Schedule
-from django_jobqueue.registry import Registry
-from django_jobqueue.scheduler import Scheduler
+from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.registry import Registry
 from django_jobqueue.testing import run_jobs
+from django_jobqueue.worker.services.scheduler import Scheduler
 from tests.helpers import run_burst
 from tests.taskapp import tasks
 

@@ -22,9 +22,9 @@ from django.utils.timezone import now as timezone_now
 
 import django_jobqueue
 from django_jobqueue import InvalidPayload, Status
-from django_jobqueue.lifecycle import EARLIEST, LATEST
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.options import depth_limit
+from django_jobqueue.run.lifecycle import EARLIEST, LATEST
+from django_jobqueue.task.options import depth_limit
 from django_jobqueue.validation import Undecodable
 from tests.djtasks import tasks as djtasks
 from tests.helpers import is_mysql, is_postgres, journal_of, postgres_only, run_burst

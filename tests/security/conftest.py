@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from django_jobqueue import limiting
-from django_jobqueue.registry import registry
+from django_jobqueue.task import limiting
+from django_jobqueue.task.registry import registry
 from tests.security.world import World, build_world
 
 

@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from django_jobqueue import task
 from django_jobqueue.checks import claim_support_errors, mysql_warnings, unknown_kind_warnings
-from django_jobqueue.registry import registry
+from django_jobqueue.task.registry import registry
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from django_jobqueue.executor import RunResult, decide
 from django_jobqueue.ids import uuid7
-from django_jobqueue.lifecycle import (
+from django_jobqueue.run.executor import RunResult, decide
+from django_jobqueue.run.lifecycle import (
     Policy,
     Run,
     Settlement,

@@ -24,9 +24,9 @@ from django_jobqueue import (
     periodic,
     task,
 )
-from django_jobqueue.cron import Cron, due_ticks
-from django_jobqueue.periodic import schedules
-from django_jobqueue.registry import Registry
+from django_jobqueue.task.cron import Cron, due_ticks
+from django_jobqueue.task.periodic import schedules
+from django_jobqueue.task.registry import Registry
 
 S = timedelta(seconds=1)
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # a Monday, on every minute/5-minute tick

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db.utils import load_backend
 
-from django_jobqueue.pooling import pooled_reason
+from django_jobqueue.store.pooling import pooled_reason
 from django_jobqueue.store.sql import Dialect
 
 pytestmark = pytest.mark.sqlite

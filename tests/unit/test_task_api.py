@@ -20,9 +20,9 @@ from django_jobqueue import (
     task,
 )
 from django_jobqueue.ids import uuid7
-from django_jobqueue.options import Options
-from django_jobqueue.registry import PayloadMismatch, registry
-from django_jobqueue.worker import priority_floor
+from django_jobqueue.task.options import Options
+from django_jobqueue.task.registry import PayloadMismatch, registry
+from django_jobqueue.worker.loop import priority_floor
 from tests.taskapp import tasks
 
 

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
-from django_jobqueue import conf, limiting, store
+from django_jobqueue import conf, store
 from django_jobqueue.errors import (
     ConfigurationError,
     InvalidLimit,
@@ -43,9 +43,10 @@ from django_jobqueue.management.report import (
     table,
 )
 from django_jobqueue.models import Status
-from django_jobqueue.periodic import overview as schedule_overview
 from django_jobqueue.redaction import redact
-from django_jobqueue.registry import registry
+from django_jobqueue.task import limiting
+from django_jobqueue.task.periodic import overview as schedule_overview
+from django_jobqueue.task.registry import registry
 
 
 def operator() -> str:

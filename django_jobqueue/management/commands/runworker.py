@@ -19,8 +19,8 @@ from django_jobqueue.management.arguments import (
     queue_name,
     seconds,
 )
-from django_jobqueue.registry import registry
-from django_jobqueue.worker import Worker
+from django_jobqueue.task.registry import registry
+from django_jobqueue.worker.loop import Worker
 
 
 class LineFormatter(logging.Formatter):

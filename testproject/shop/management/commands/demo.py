@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from django_jobqueue import JobHandle, enqueue
-from django_jobqueue.worker import Worker
+from django_jobqueue.worker.loop import Worker
 from testproject.shop.tasks import ExportOrders, charge_card, import_legacy, send_receipt
 
 TERMINAL = {"completed", "dead", "cancelled"}

@@ -16,12 +16,12 @@ from functools import partial
 
 from django.utils import timezone
 
-from . import signals, store
-from .cron import GRACE, due_ticks
-from .handle import JobHandle
-from .maintenance import DbCall, Service
-from .periodic import ScheduleDef
-from .store import ScheduleState
+from django_jobqueue import signals, store
+from django_jobqueue.store import ScheduleState
+from django_jobqueue.task.cron import GRACE, due_ticks
+from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.periodic import ScheduleDef
+from django_jobqueue.worker.services.base import DbCall, Service
 
 logger = logging.getLogger("django_jobqueue")
 

@@ -11,16 +11,17 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import conf, limiting, validation
-from .errors import InvalidOption, InvalidPayload, MergeError
-from .lifecycle import clamped
-from .outcomes import Merge
-from .registry import TaskDef, registry, validate_priority, validate_queue
+from django_jobqueue import conf, validation
+from django_jobqueue.errors import InvalidOption, InvalidPayload, MergeError
+from django_jobqueue.run.lifecycle import clamped
+from django_jobqueue.task import limiting
+from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.registry import TaskDef, registry, validate_priority, validate_queue
 
 if TYPE_CHECKING:
-    from .models import Job
-    from .store import EnqueueRequest, MergePlan
-    from .task import Task
+    from django_jobqueue.models import Job
+    from django_jobqueue.store import EnqueueRequest, MergePlan
+    from django_jobqueue.task.definition import Task
 
 
 def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
@@ -28,7 +29,7 @@ def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
     ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
     (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
     being one of them)."""
-    from .store import sql
+    from django_jobqueue.store import sql
 
     settings = conf.get()
     setting = settings.max_json_depth
@@ -137,7 +138,7 @@ def build_request(
 ) -> EnqueueRequest:
     """The storage layer's request for one job; a class task with a dedup key brings
     its merge decision along as a callable."""
-    from .store import EnqueueRequest
+    from django_jobqueue.store import EnqueueRequest
 
     dedup_key = None
     if task is not None:
@@ -162,8 +163,8 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
     checked, as a plan for the storage layer (None: insert independently)."""
 
     def decide(candidate: Job) -> MergePlan | None:
-        from . import store
-        from .handle import Pending
+        from django_jobqueue import store
+        from django_jobqueue.task.handle import Pending
 
         kind = task.kind
         try:
@@ -208,7 +209,7 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
 
 def _merged_with(task: Task, decision: Merge) -> MergePlan:
     """The plan for ``Merge.with_()``: its task and carry checked as an enqueue's are."""
-    from . import store
+    from django_jobqueue import store
 
     kind = task.kind
     new = decision.task

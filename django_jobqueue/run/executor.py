@@ -18,15 +18,25 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from django.utils import timezone
 
-from . import validation
-from .lifecycle import NOTE_LIMIT, Policy, Run, Settlement, completed, dead, failure, later, paused
-from .options import depth_limit
-from .outcomes import Pause, Permanent, RetryAfter
-from .registry import PayloadMismatch, TaskDef
+from django_jobqueue import validation
+from django_jobqueue.run.control import Pause, Permanent, RetryAfter
+from django_jobqueue.run.lifecycle import (
+    NOTE_LIMIT,
+    Policy,
+    Run,
+    Settlement,
+    completed,
+    dead,
+    failure,
+    later,
+    paused,
+)
+from django_jobqueue.task.options import depth_limit
+from django_jobqueue.task.registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .store import Claimed
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.store import Claimed
 
 logger = logging.getLogger("django_jobqueue")
 

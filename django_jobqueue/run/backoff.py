@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import timedelta
 
-from . import validation
+from django_jobqueue import validation
 
 
 def fib(n: int) -> int:

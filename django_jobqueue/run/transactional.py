@@ -30,15 +30,15 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import store, validation
-from .errors import ClaimLost, SettleError
-from .executor import RunResult, execute, failed_outright, output_problem
-from .lifecycle import NOTE_LIMIT, Run, completed
+from django_jobqueue import store, validation
+from django_jobqueue.errors import ClaimLost, SettleError
+from django_jobqueue.run.executor import RunResult, execute, failed_outright, output_problem
+from django_jobqueue.run.lifecycle import NOTE_LIMIT, Run, completed
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .registry import TaskDef
-    from .store import Claimed
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.store import Claimed
+    from django_jobqueue.task.registry import TaskDef
 
 logger = logging.getLogger("django_jobqueue")
 

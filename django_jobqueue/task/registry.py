@@ -16,17 +16,17 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import conf, validation
-from .backoff import Backoff
-from .errors import DuplicateKind, InvalidOption, UnknownKind
-from .lifecycle import Policy
-from .states import Priority
-from .validation import Rate
+from django_jobqueue import conf, validation
+from django_jobqueue.errors import DuplicateKind, InvalidOption, UnknownKind
+from django_jobqueue.run.backoff import Backoff
+from django_jobqueue.run.lifecycle import Policy
+from django_jobqueue.states import Priority
+from django_jobqueue.validation import Rate
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .periodic import ScheduleDef
-    from .task import Task
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.task.definition import Task
+    from django_jobqueue.task.periodic import ScheduleDef
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import conf, validation
-from .errors import InvalidLimit
-from .registry import TaskDef, registry
-from .validation import Rate
+from django_jobqueue import conf, validation
+from django_jobqueue.errors import InvalidLimit
+from django_jobqueue.task.registry import TaskDef, registry
+from django_jobqueue.validation import Rate
 
 if TYPE_CHECKING:
-    from .store import Override
+    from django_jobqueue.store import Override
 
 REFRESH = 2.0  # seconds a process trusts its copy of the run-time limits
 
@@ -68,7 +68,7 @@ def overrides(*, max_age: float | None = REFRESH) -> dict[str, Override]:
     now = time.monotonic()
     if cached is not None and (max_age is None or now - cached[1] < max_age):
         return cached[0]
-    from . import store  # here, so that importing the package reads no models
+    from django_jobqueue import store  # here, so that importing the package reads no models
 
     found = store.limit_overrides()
     _cache = (found, now)
@@ -186,7 +186,7 @@ def set_limit(
             f"{kind}: give max_in_flight or rate_limit (None lifts a limit), or use clear_limit()",
             kind=kind,
         )
-    from . import store
+    from django_jobqueue import store
 
     store.set_limit(kind=kind, changes=changes, actor=actor)
     forget()
@@ -197,7 +197,7 @@ def clear_limit(kind: str) -> bool:
     """Remove ``kind``'s run-time limits (see ``django_jobqueue.clear_limit``)."""
     if not isinstance(kind, str) or not kind:
         raise InvalidLimit(f"clear_limit() takes a kind name, got {kind!r}", kind=str(kind))
-    from . import store
+    from django_jobqueue import store
 
     cleared = store.clear_limit(kind=kind)
     forget()

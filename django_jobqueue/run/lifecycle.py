@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import backoff, validation
-from .states import Outcome, Status
+from django_jobqueue import validation
+from django_jobqueue.run import backoff
+from django_jobqueue.states import Outcome, Status
 
 
 @dataclass(frozen=True)

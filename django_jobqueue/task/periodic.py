@@ -18,16 +18,22 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
 
-from . import conf, validation
-from .cron import Cron, zone, zone_name
-from .errors import ConfigurationError, InvalidArguments, InvalidOption, JobQueueError, UnknownKind
-from .options import Options, build_request, check_json, encode_payload
-from .registry import TaskDef, registry
+from django_jobqueue import conf, validation
+from django_jobqueue.errors import (
+    ConfigurationError,
+    InvalidArguments,
+    InvalidOption,
+    JobQueueError,
+    UnknownKind,
+)
+from django_jobqueue.task.cron import Cron, zone, zone_name
+from django_jobqueue.task.options import Options, build_request, check_json, encode_payload
+from django_jobqueue.task.registry import TaskDef, registry
 
 if TYPE_CHECKING:
     import uuid
 
-    from .store import EnqueueRequest
+    from django_jobqueue.store import EnqueueRequest
 
 SCHEDULE_NAME_MAX = conf.SCHEDULE_NAME_MAX
 
@@ -73,7 +79,7 @@ class ScheduleDef:
 
     def request(self, tick: datetime) -> EnqueueRequest:
         """The enqueue request of this schedule's job for ``tick``."""
-        from . import store
+        from django_jobqueue import store
 
         defn = self.task()
         payload = self.payload()
@@ -301,7 +307,7 @@ def overview(*, now: datetime | None = None) -> list[ScheduleRow]:
     """Each schedule with its next run and its last tick's job (read only)."""
     from django.utils import timezone as dj_timezone
 
-    from . import store
+    from django_jobqueue import store
 
     now = now or dj_timezone.now()
     defined = schedules()

@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import Job, JournalEntry
-    from .store import Disposition, NewJob
-    from .task import Task
+    from django_jobqueue.models import Job, JournalEntry
+    from django_jobqueue.store import Disposition, NewJob
+    from django_jobqueue.task.definition import Task
 
 
 class JobHandle:
@@ -31,7 +31,7 @@ class JobHandle:
 
     @property
     def job(self) -> Job:
-        from .models import Job
+        from django_jobqueue.models import Job
 
         if not isinstance(self._job, Job):
             self.refresh()
@@ -78,13 +78,13 @@ class JobHandle:
         return dict(carry) if isinstance(carry, dict) else {}
 
     def refresh(self) -> JobHandle:
-        from . import store
+        from django_jobqueue import store
 
         self._job = store.get_job(job_id=self.id)
         return self
 
     def journal(self) -> list[JournalEntry]:
-        from . import store
+        from django_jobqueue import store
 
         return store.journal(job_id=self.id)
 

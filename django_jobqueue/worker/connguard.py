@@ -31,7 +31,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
-from .executor import RunResult
+from django_jobqueue.run.executor import RunResult
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -87,7 +87,7 @@ class ThreadConnections:
     leaves them clean for the next run. Made on the thread it guards."""
 
     def __init__(self) -> None:
-        connection_created.connect(_connected, dispatch_uid="django_jobqueue.connguard")
+        connection_created.connect(_connected, dispatch_uid="django_jobqueue.worker.connguard")
         self._held: list[tuple[BaseDatabaseWrapper, SessionWatch]] = []
         for alias in connections:
             conn = connections[alias]

@@ -3,7 +3,7 @@
 This layer knows nothing of the database. It turns a call into a validated
 ``EnqueueRequest`` (kind, JSON payload, options) and hands it to ``store``; at run
 time it turns a stored payload back into a call. Definitions are kept in
-:mod:`~django_jobqueue.registry`.
+:mod:`~django_jobqueue.task.registry`.
 """
 
 from __future__ import annotations
@@ -14,45 +14,25 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
-from . import signals
-from .backoff import Backoff
-from .errors import EnqueueError, InvalidArguments, InvalidOption, InvalidPayload, UnknownKind
-from .options import Options, build_request, encode_payload
-from .outcomes import Merge
-from .periodic import periodic, register_schedule
-from .registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
-from .states import Priority
+from django_jobqueue.errors import (
+    EnqueueError,
+    InvalidArguments,
+    InvalidOption,
+    InvalidPayload,
+    UnknownKind,
+)
+from django_jobqueue.run.backoff import Backoff
+from django_jobqueue.states import Priority
+from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.options import Options, build_request, encode_payload
+from django_jobqueue.task.periodic import periodic, register_schedule
+from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
+from django_jobqueue.task.submit import items_error, submit, submit_many
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .handle import JobHandle, Pending
-    from .store import EnqueueRequest
-
-
-def _submit(request: EnqueueRequest) -> JobHandle:
-    # Imported here so that the task layer stays free of the database at import time.
-    from . import store
-    from .handle import JobHandle
-
-    row, disposition = store.enqueue(request)
-    handle = JobHandle(row, disposition)
-    signals.enqueued([request], [handle])
-    return handle
-
-
-def _submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
-    from . import store
-    from .handle import JobHandle
-
-    handles = [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
-    signals.enqueued(requests, handles)
-    return handles
-
-
-def _items_error(index: int, exc: EnqueueError) -> EnqueueError:
-    """The same error, its message naming the item of a bulk enqueue that caused it."""
-    facts = {**exc.facts, "index": index}
-    return type(exc)(f"item {index}: {exc}", **facts)
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.store import EnqueueRequest
+    from django_jobqueue.task.handle import JobHandle, Pending
 
 
 # --- function tasks -----------------------------------------------------------------------
@@ -213,7 +193,7 @@ class BoundCall:
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         payload, text = self.defn.encode(args, kwargs)
-        return _submit(build_request(self.defn, payload, self.options, payload_json=text))
+        return submit(build_request(self.defn, payload, self.options, payload_json=text))
 
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Enqueue one job per item (a dict of keyword arguments): every item is checked
@@ -235,7 +215,7 @@ class BoundCall:
             try:
                 payload, text = self.defn.encode((), item)
             except EnqueueError as exc:
-                raise _items_error(index, exc) from exc
+                raise items_error(index, exc) from exc
             requests.append(
                 request(
                     one.kind,
@@ -249,7 +229,7 @@ class BoundCall:
                     rate=one.rate,
                 )
             )
-        return _submit_many(requests)
+        return submit_many(requests)
 
 
 @overload
@@ -278,7 +258,7 @@ def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a function as a task: ``@task`` or ``@task(priority=..., queue=...)``.
 
     ``cron="*/5 * * * *"`` also runs it on that schedule (no arguments, the project's
-    time zone); :func:`~django_jobqueue.periodic` takes arguments and more options.
+    time zone); :func:`~django_jobqueue.task.periodic` takes arguments and more options.
     """
 
     cron = options.pop("cron", None)
@@ -447,7 +427,7 @@ class BoundTask:
         return BoundTask(self.task, Options.build(self.options, **options))
 
     def enqueue(self) -> JobHandle:
-        return _submit(self.request())
+        return submit(self.request())
 
     def request(self) -> EnqueueRequest:
         defn = self.task._definition()
@@ -476,32 +456,5 @@ def enqueue_many(
         try:
             requests.append(bound.request())
         except EnqueueError as exc:
-            raise _items_error(index, exc) from exc
-    return _submit_many(requests)
-
-
-def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) -> JobHandle:
-    """Enqueue a ``Task`` instance, a ``@task`` function with arguments, or a kind by name."""
-    if isinstance(task_or_kind, Task):
-        if args or kwargs:
-            raise InvalidArguments(
-                "enqueue(task_instance) takes no further arguments; set them on the instance",
-                kind=task_or_kind.kind,
-            )
-        return task_or_kind.enqueue()
-    if isinstance(task_or_kind, FunctionTask):
-        return task_or_kind.enqueue(*args, **kwargs)
-    if isinstance(task_or_kind, str):
-        defn = registry.get(task_or_kind)
-        if isinstance(defn, FunctionTask):
-            return defn.enqueue(*args, **kwargs)
-        assert isinstance(defn, ClassTask)
-        try:
-            instance = defn.cls(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidArguments(f"{defn.kind}: {exc}", kind=defn.kind) from exc
-        return instance.enqueue()
-    raise InvalidArguments(
-        f"enqueue() takes a Task instance, a @task function or a kind name, not "
-        f"{type(task_or_kind).__name__}"
-    )
+            raise items_error(index, exc) from exc
+    return submit_many(requests)

@@ -24,31 +24,33 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from . import atomic, conf, signals, store, validation
-from .context import Context
-from .dbguard import DbGuard, is_connection_error
-from .executor import RunResult, decide
-from .lifecycle import Policy, Run, Settlement, released, settlement_refused, timed_out
-from .maintenance import (
-    MIN_WAIT,
-    CancelChecks,
-    Heartbeat,
-    LeaseExtension,
-    LimitRefresh,
-    Maintenance,
-    Recovery,
-    Retention,
-    Running,
-    Service,
-    Timeouts,
-    Timings,
+from django_jobqueue import conf, signals, store, validation
+from django_jobqueue.run import transactional
+from django_jobqueue.run.context import Context
+from django_jobqueue.run.executor import RunResult, decide
+from django_jobqueue.run.lifecycle import (
+    Policy,
+    Run,
+    Settlement,
+    released,
+    settlement_refused,
+    timed_out,
 )
-from .notify import Listener
-from .periodic import schedules
-from .registry import policy_for, registry
-from .scheduler import Scheduler
-from .slots import Slots
-from .store import Claimed
+from django_jobqueue.store import Claimed
+from django_jobqueue.store.wakeups import Listener
+from django_jobqueue.task.periodic import schedules
+from django_jobqueue.task.registry import policy_for, registry
+from django_jobqueue.worker.dbguard import DbGuard, is_connection_error
+from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Service, Timings
+from django_jobqueue.worker.services.cancels import CancelChecks
+from django_jobqueue.worker.services.heartbeat import Heartbeat
+from django_jobqueue.worker.services.leases import LeaseExtension
+from django_jobqueue.worker.services.limits import LimitRefresh
+from django_jobqueue.worker.services.recovery import Recovery
+from django_jobqueue.worker.services.retention import Retention
+from django_jobqueue.worker.services.scheduler import Scheduler
+from django_jobqueue.worker.services.timeouts import Timeouts
+from django_jobqueue.worker.slots import Slots
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -117,7 +119,7 @@ class Worker:
         self._stopping = threading.Event()
         self._slots = Slots(
             run=partial(
-                atomic.run,
+                transactional.run,
                 alias=self.alias,
                 worker_id=self.worker_id,
                 max_output_bytes=settings.max_output_bytes,
@@ -457,7 +459,9 @@ class Worker:
             return
         self.processed += 1
         if signals.job_finished.receivers:
-            signals.finished_in_transaction(result, worker=self.worker_id)
+            signals.finished_in_transaction(
+                result.job, result.value, result.duration, worker=self.worker_id
+            )
         if logger.isEnabledFor(logging.INFO):
             logger.info(
                 "settled job=%s kind=%s outcome=completed duration=%.3fs (in its own transaction)",

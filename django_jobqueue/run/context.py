@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import SettleError
+from django_jobqueue.errors import SettleError
 
 
 class Context:

@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from . import signals, validation
-from .connguard import ThreadConnections
-from .executor import RunResult, error_text, failed_outright
-from .lifecycle import NOTE_LIMIT
-from .maintenance import Running
-from .registry import TaskDef, registry
+from django_jobqueue import signals, validation
+from django_jobqueue.run.executor import RunResult, error_text, failed_outright
+from django_jobqueue.run.lifecycle import NOTE_LIMIT
+from django_jobqueue.task.registry import TaskDef, registry
+from django_jobqueue.worker.connguard import ThreadConnections
+from django_jobqueue.worker.services.base import Running
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .store import Claimed
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.store import Claimed
 
 # How a slot runs one job (``atomic.run`` with the worker's settings bound).
 RunJob = Callable[[TaskDef | None, "Claimed", "Context"], RunResult]

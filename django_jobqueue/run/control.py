@@ -1,18 +1,17 @@
-"""How a task steers its job: ``Pause`` and ``Permanent`` signals, and ``Merge`` decisions.
+"""How a task steers its run: the ``Pause``, ``Permanent`` and ``RetryAfter`` signals.
 
 These are control flow raised or returned by task code, not errors of ours.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING
 
-from . import validation
+from django_jobqueue import validation
 
 if TYPE_CHECKING:
-    from .task import Task
+    pass
 
 
 class TaskSignal(Exception):
@@ -50,42 +49,3 @@ class RetryAfter(TaskSignal):
             raise ValueError(f"RetryAfter delay must not be negative, got {delay}")
         self.delay = delay
         super().__init__("no retry" if delay is None else f"retry in {delay}")
-
-
-MergeAction = Literal["keep", "replace", "with", "independent"]
-
-
-@dataclass(frozen=True)
-class Merge:
-    """What to do with an incoming task whose dedup key matches a pending job."""
-
-    action: MergeAction
-    task: Task | None = None
-    carry: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if self.action not in get_args(MergeAction):
-            raise ValueError(
-                f"Merge action must be one of {', '.join(get_args(MergeAction))}, got "
-                f"{self.action!r}: build one with Merge.keep(), replace(), with_() or independent()"
-            )
-
-    @classmethod
-    def keep(cls) -> Merge:
-        """Keep the pending job as it is; drop the incoming task."""
-        return cls("keep")
-
-    @classmethod
-    def replace(cls) -> Merge:
-        """Overwrite the pending job's payload with the incoming task's; carry starts afresh."""
-        return cls("replace")
-
-    @classmethod
-    def with_(cls, task: Task, *, carry: dict[str, Any] | None = None) -> Merge:
-        """Give the pending job a computed payload (and carry, if given)."""
-        return cls("with", task=task, carry=carry)
-
-    @classmethod
-    def independent(cls) -> Merge:
-        """Do not merge: insert the incoming task as a job of its own."""
-        return cls("independent")

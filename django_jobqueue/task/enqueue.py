@@ -1,0 +1,41 @@
+"""enqueue() and enqueue_many(): a task instance, a @task function or a kind by name, submitted."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django_jobqueue.errors import (
+    InvalidArguments,
+)
+from django_jobqueue.task.registry import registry
+
+if TYPE_CHECKING:
+    from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.definition import ClassTask, FunctionTask, Task
+
+
+def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) -> JobHandle:
+    """Enqueue a ``Task`` instance, a ``@task`` function with arguments, or a kind by name."""
+    if isinstance(task_or_kind, Task):
+        if args or kwargs:
+            raise InvalidArguments(
+                "enqueue(task_instance) takes no further arguments; set them on the instance",
+                kind=task_or_kind.kind,
+            )
+        return task_or_kind.enqueue()
+    if isinstance(task_or_kind, FunctionTask):
+        return task_or_kind.enqueue(*args, **kwargs)
+    if isinstance(task_or_kind, str):
+        defn = registry.get(task_or_kind)
+        if isinstance(defn, FunctionTask):
+            return defn.enqueue(*args, **kwargs)
+        assert isinstance(defn, ClassTask)
+        try:
+            instance = defn.cls(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"{defn.kind}: {exc}", kind=defn.kind) from exc
+        return instance.enqueue()
+    raise InvalidArguments(
+        f"enqueue() takes a Task instance, a @task function or a kind name, not "
+        f"{type(task_or_kind).__name__}"
+    )

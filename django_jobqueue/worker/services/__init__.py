@@ -1,0 +1,1 @@
+"""The worker's maintenance services, one per module, driven by ``base.Maintenance``."""

@@ -1,0 +1,31 @@
+"""Retention: finished jobs and journal entries past their retention, pruned."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from django_jobqueue import store
+
+if TYPE_CHECKING:
+    pass
+from django_jobqueue.worker.services.base import DbCall, Service
+
+
+class Retention(Service):
+    """Delete finished jobs older than each status's ``RETENTION``."""
+
+    name = "retention"
+
+    def __init__(self, db: DbCall, *, interval: float, keep: Mapping[str, timedelta]) -> None:
+        self.db = db
+        self.interval = interval
+        self.keep = keep
+
+    def run(self) -> None:
+        for status, keep in self.keep.items():
+            self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
