@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
+from django_jobqueue.store.dialects import PostgreSQL
 from django_jobqueue.store.pooling import pooled_reason
-from django_jobqueue.store.sql import Dialect
 
 pytestmark = pytest.mark.sqlite
 
@@ -31,10 +32,21 @@ def test_what_looks_pooled() -> None:
     assert pooled_reason(sqlite) is None
 
 
-def dialect(**entry: Any) -> Dialect:
+class Detached(PostgreSQL):
+    """PostgreSQL's dialect on a wrapper that never connects (not in DATABASES)."""
+
+    def __init__(self, wrapper: BaseDatabaseWrapper) -> None:
+        super().__init__("x")
+        self._wrapper = wrapper
+
+    @property
+    def conn(self) -> BaseDatabaseWrapper:
+        return self._wrapper
+
+
+def dialect(**entry: Any) -> PostgreSQL:
     settings_dict = {**POSTGRES, "OPTIONS": {}, **entry}
-    wrapper = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "x")
-    return Dialect(wrapper)
+    return Detached(load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "x"))
 
 
 @pytest.mark.parametrize(

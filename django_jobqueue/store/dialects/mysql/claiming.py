@@ -1,0 +1,9 @@
+"""MySQL's claiming half of its dialect (see ``dialects.base``)."""
+
+from __future__ import annotations
+
+from django_jobqueue.store.dialects.base.claiming import ClaimingStatements
+
+
+class MySQLClaiming(ClaimingStatements):
+    """MySQL: claims, turns and settlements."""

@@ -1,0 +1,9 @@
+"""MySQL's storage half of its dialect (see ``dialects.base``)."""
+
+from __future__ import annotations
+
+from django_jobqueue.store.dialects.base.storage import StorageStatements
+
+
+class MySQLStorage(StorageStatements):
+    """MySQL: inserts, tokens, journal deletion, percentiles, wake-ups, errors, transactions."""

@@ -1,0 +1,75 @@
+"""PostgreSQL: one-statement claims and settlements, server-side binding and prepared
+statements through psycopg, LISTEN/NOTIFY wake-ups."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cached_property
+from typing import Any, ClassVar
+
+from django_jobqueue.store.dialects.base import PAUSED, Dialect
+from django_jobqueue.store.dialects.postgresql.claiming import PostgreSQLClaiming
+from django_jobqueue.store.dialects.postgresql.storage import PostgreSQLStorage
+from django_jobqueue.store.pooling import pooled_reason
+
+
+class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, Dialect):
+    vendor: ClassVar[str] = "postgresql"
+    postgres: ClassVar[bool] = True
+    json: ClassVar[str] = "%s::jsonb"
+    # The paused names are read once per statement (an InitPlan) and each candidate is
+    # only compared with them, so the claim keeps its index scan. Written as array
+    # containment, whose selectivity the planner takes as small whatever the queue
+    # column's statistics (a plain "queue <> ALL(...)" on a table of one queue was
+    # estimated to remove every row, and the claim index was dropped for a sort).
+    not_paused: ClassVar[str] = f"NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM {PAUSED}))"
+
+    @cached_property
+    def pooled(self) -> bool:
+        """Behind a transaction pooler (PgBouncer) each transaction may run on another
+        server session: no session state may be relied on (see use_generic_plans)."""
+        return pooled_reason(self.conn.settings_dict) is not None
+
+    @cached_property
+    def prepare(self) -> bool:
+        """Prepared statements, unless the project binds server-side (and so chose its
+        own threshold) or turned them off explicitly, or the database looks pooled and
+        the project did not turn them on explicitly (a PgBouncer older than 1.21, or
+        without max_prepared_statements, loses them between transactions)."""
+        options = self.conn.settings_dict.get("OPTIONS") or {}
+        if "prepare_threshold" in options:
+            prepare = options["prepare_threshold"] is not None
+        else:
+            prepare = not self.pooled
+        return prepare and options.get("server_side_binding") is not True
+
+    def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Through psycopg's own cursor: values bound server-side (nothing rendered into
+        the text) and the statement prepared, so the few hot statements are parsed and
+        planned once per connection. Errors are Django's, as through a Django cursor."""
+        import psycopg  # only ever reached on PostgreSQL, where Django needs it too
+
+        conn = self.conn
+        conn.ensure_connection()
+        raw = conn.connection
+        prepare = self.prepare
+        if prepare and raw.prepare_threshold is None:
+            # Django turns psycopg's preparing off (None); a threshold no statement
+            # reaches turns it back on for the statements that ask, and only those.
+            raw.prepare_threshold = sys.maxsize
+        # Django's connection hands out client-side binding cursors: ask for a plain one.
+        with conn.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            cursor.execute(statement, params, prepare=True if prepare else None)
+            return cursor.fetchall() if cursor.description else []
+
+    def job_id(self, value: uuid.UUID) -> Any:
+        return value
+
+    def dt(self, value: datetime | None) -> Any:
+        return value
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]

@@ -1,0 +1,9 @@
+"""SQLite's storage half of its dialect (see ``dialects.base``)."""
+
+from __future__ import annotations
+
+from django_jobqueue.store.dialects.base.storage import StorageStatements
+
+
+class SQLiteStorage(StorageStatements):
+    """SQLite: inserts, tokens, journal deletion, percentiles, wake-ups, errors, transactions."""
