@@ -1,23 +1,18 @@
-"""Claiming: order, restrictions, the epoch guard, and the index the claim uses."""
+"""Claiming: order, restrictions and the epoch guard (the plans are in test_plans.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
-from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import decide, execute
-from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store.settle import SETTLE_CTES, document
 from django_jobqueue.task.registry import policy_for, registry
-from tests.helpers import journal_of, mysql_only, postgres_only
+from tests.helpers import journal_of
 from tests.taskapp import tasks
 
 KINDS = registry.kinds
@@ -145,138 +140,6 @@ def test_extend_leases_is_guarded_by_run_number() -> None:
     assert Job.objects.get(id=handle.id).claim_expires_at == until
 
 
-def _fill_realistic_table(count: int = 60_000) -> None:
-    """``count`` rows: a finished history, a scheduled and a runnable backlog, running jobs."""
-    now = timezone.now()
-    kinds = [tasks.add.kind, tasks.noop.kind, tasks.record.kind]
-    rows = []
-    for i in range(count):
-        status = Status.COMPLETED if i % 3 == 0 else Status.PENDING
-        if i % 50 == 2:
-            status = Status.CLAIMED
-        visible = now + timedelta(hours=1) if i % 3 == 1 else now - timedelta(seconds=i)
-        rows.append(
-            Job(
-                id=uuid7(),
-                kind=kinds[i % 3],
-                priority=i % 3,
-                status=status,
-                visible_at=visible,
-                claim_expires_at=now + timedelta(seconds=i) if status == Status.CLAIMED else None,
-                claimed_by="w:1" if status == Status.CLAIMED else "",
-                finished_at=now if status == Status.COMPLETED else None,
-                dedup_key=str(i % 100) if i % 5 == 0 else None,
-            )
-        )
-    Job.objects.bulk_create(rows, batch_size=5000)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "ANALYZE TABLE django_jobqueue_job"
-            if connection.vendor == "mysql"
-            else "ANALYZE django_jobqueue_job"
-        )
-        if connection.vendor == "mysql":
-            cursor.fetchall()
-
-
-def _plan(sql: str, params: Sequence[object]) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(
-    "preferring", [None, {1: 2}, {1: 2, 2: 1}], ids=["one-tier", "two-tiers", "three-tiers"]
-)
-def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -> None:
-    _fill_realistic_table()
-    built = store.claim_statement(
-        worker_id="w",
-        limit=10,
-        kinds=KINDS(),
-        queues=None,
-        exclude_kinds=(),
-        kind_limits=None,
-        floor=0,
-        preferring=preferring,
-        leases=None,
-        lease=timedelta(minutes=5),
-        now=timezone.now(),
-    )
-    assert built is not None
-    with transaction.atomic():
-        plan = _plan(*built)
-    # One index scan per tier, each already in claim order: no sort before the LIMIT.
-    tiers = 1 + len(preferring or {})
-    assert plan.count("jobqueue_job_claim") == tiers, plan
-    assert "Sort" not in plan, plan
-    assert "Seq Scan on django_jobqueue_job " not in plan, plan
-    # The paused queues are read once per tier (a few rows), not once per candidate.
-    assert plan.count("Seq Scan on django_jobqueue_queuepause") <= tiers, plan
-
-
-@mysql_only
-@pytest.mark.django_db(transaction=True)
-def test_claim_on_mariadb_reads_the_status_led_claim_index_in_order() -> None:
-    _fill_realistic_table(15_000)
-    built = store.claim_statement(worker_id="w", limit=10, kinds=KINDS(), now=timezone.now())
-    assert built is not None
-    statement, params = built
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + statement, params)
-        columns = [c[0] for c in cursor.description]
-        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-    [job_table] = [r for r in rows if r["table"] == "j"]
-    assert job_table["key"] == "jobqueue_job_claim", rows  # status-led there (0008)
-    assert job_table["type"] in ("ref", "range"), rows  # entered at status = pending
-    assert "filesort" not in (job_table["Extra"] or ""), rows  # read in claim order
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-def test_claim_keeps_the_claim_index_while_a_queue_is_paused() -> None:
-    _fill_realistic_table()
-    store.pause_queue(queue="default")
-    store.pause_queue(queue="mail")
-    built = store.claim_statement(
-        worker_id="w", limit=10, kinds=KINDS(), lease=timedelta(minutes=5), now=timezone.now()
-    )
-    assert built is not None
-    with transaction.atomic():
-        plan = _plan(*built)
-    assert plan.count("jobqueue_job_claim") == 1, plan
-    assert "Sort" not in plan, plan
-    assert "Seq Scan on django_jobqueue_job " not in plan, plan
-    assert store.claim_jobs(worker_id="w", limit=10, kinds=KINDS()) == []  # all paused
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-def test_recovery_and_next_visible_use_their_indexes() -> None:
-    _fill_realistic_table()
-    expired = Job.objects.filter(status=Status.CLAIMED, claim_expires_at__lt=timezone.now())
-    sql, params = expired.order_by("claim_expires_at")[:500].query.sql_with_params()
-    assert "jobqueue_job_lease" in _plan(sql, params)
-    nxt = Job.objects.filter(status=Status.PENDING, visible_at__gt=timezone.now()).order_by(
-        "visible_at"
-    )[:1]
-    sql, params = nxt.query.sql_with_params()
-    assert "jobqueue_job_next" in _plan(sql, params)
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-def test_merge_candidate_lookup_uses_the_dedup_index() -> None:
-    _fill_realistic_table()
-    candidate = store.merge_candidates(kind=tasks.add.kind, dedup_key="7").select_for_update()[:1]
-    with transaction.atomic():
-        sql, params = candidate.query.sql_with_params()
-        plan = _plan(sql, params)
-    assert "jobqueue_job_dedup" in plan, plan
-
-
 @pytest.mark.sqlite
 @pytest.mark.django_db(transaction=True)
 def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -> None:
@@ -316,28 +179,3 @@ def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> No
     assert Job.objects.get(id=second.id).status == Status.CLAIMED
     assert not JournalEntry.objects.filter(job_id=second.id).exists()
     assert Job.objects.get(id=third.id).claimed_by == "w"
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-def test_settling_finds_its_rows_by_primary_key_not_by_the_lease_index() -> None:
-    _fill_realistic_table()
-    jobs = store.claim_jobs(worker_id="w", limit=8, kinds=KINDS())
-    now = timezone.now()
-    batch = [
-        Settlement(
-            job_id=j.id,
-            kind=j.kind,
-            run_no=j.run_count,
-            outcome="completed",
-            status=Status.COMPLETED,
-            worker="w",
-        )
-        for j in jobs
-    ]
-    statement = f"WITH {SETTLE_CTES} SELECT id FROM j"
-    with transaction.atomic():
-        plan = _plan(statement, [document(batch, now)])
-        transaction.set_rollback(True)
-    assert "django_jobqueue_job_pkey" in plan, plan
-    assert "jobqueue_job_lease" not in plan, plan
