@@ -24,7 +24,9 @@ from tests.helpers import WorkerThread, journal_of, postgres_only, row_locking, 
 from tests.taskapp import tasks
 from tests.taskapp.models import Effect
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def effects(job_id: Any) -> list[int]:
@@ -36,6 +38,7 @@ def outcomes(job_id: Any) -> list[tuple[int, str]]:
     return [(e.run_no, e.outcome) for e in journal_of(job_id)]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_atomic_run_commits_its_writes_with_its_completion() -> None:
     handle = tasks.atomic_effect.enqueue()
     assert run_burst() == 1
@@ -48,6 +51,7 @@ def test_an_atomic_run_commits_its_writes_with_its_completion() -> None:
     assert entry.started_at is not None
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_failing_atomic_run_leaves_no_rows_and_its_retry_writes_them_once() -> None:
     handle = tasks.atomic_effect.enqueue(fail_first=2)
     run_burst()
@@ -59,6 +63,7 @@ def test_a_failing_atomic_run_leaves_no_rows_and_its_retry_writes_them_once() ->
     assert "planned failure 1 of 2" in journal_of(handle.id)[0].note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_pause_rolls_the_writes_back_and_keeps_the_carry() -> None:
     handle = tasks.atomic_pause.enqueue()
     run_burst()
@@ -69,6 +74,7 @@ def test_a_pause_rolls_the_writes_back_and_keeps_the_carry() -> None:
     assert outcomes(handle.id) == [(1, "paused"), (2, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_permanent_rolls_the_writes_back_and_the_job_dies() -> None:
     handle = tasks.atomic_permanent.enqueue()
     run_burst()
@@ -77,6 +83,7 @@ def test_permanent_rolls_the_writes_back_and_the_job_dies() -> None:
     assert outcomes(handle.id) == [(1, "dead")]
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "write_first",
     [
@@ -117,6 +124,7 @@ def test_a_run_whose_claim_was_taken_over_commits_nothing(write_first: bool) -> 
     assert outcomes(handle.id) == [(1, "stale-recovered"), (2, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_run_released_at_shutdown_commits_nothing_when_it_ends_later() -> None:
     started, go = tasks.atomic_gate("release")
     handle = tasks.atomic_effect.enqueue(gate="release")
@@ -136,6 +144,7 @@ def test_a_run_released_at_shutdown_commits_nothing_when_it_ends_later() -> None
     assert outcomes(handle.id) == [(1, "released"), (2, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "write_first",
     [
@@ -158,6 +167,7 @@ def test_an_operator_cancel_reaches_an_atomic_run_and_rolls_it_back(write_first:
     assert outcomes(handle.id)[-1] == (1, "cancelled")
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 @override_settings(JOBQUEUE={"LEASE": 1.5, "POLL_INTERVAL": 1})
 def test_the_lease_is_renewed_while_an_atomic_run_holds_its_transaction() -> None:
@@ -175,6 +185,7 @@ def test_the_lease_is_renewed_while_an_atomic_run_holds_its_transaction() -> Non
     assert effects(handle.id) == [1]
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(JOBQUEUE={"ATOMIC_WARN_AFTER": 0.2, "POLL_INTERVAL": 0.1})
 def test_a_long_atomic_run_is_logged_with_its_kind(caplog: pytest.LogCaptureFixture) -> None:
     handle = tasks.atomic_effect.enqueue(hold=1.5)
@@ -189,6 +200,7 @@ def test_a_long_atomic_run_is_logged_with_its_kind(caplog: pytest.LogCaptureFixt
 # --- ctx.settle_now() ----------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_settle_now_commits_the_completion_with_the_tasks_own_transaction() -> None:
     handle = tasks.settles_now.enqueue(how="ok")
     assert run_burst() == 1
@@ -199,6 +211,7 @@ def test_settle_now_commits_the_completion_with_the_tasks_own_transaction() -> N
     assert outcomes(handle.id) == [(1, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("how", "says"),
     [
@@ -271,6 +284,7 @@ def test_a_class_task_can_be_atomic(task_registry: Registry) -> None:
     assert task_registry.get("tests.ledger").atomic is True
 
 
+@pytest.mark.django_db(transaction=True)
 def test_settle_now_inside_an_atomic_task_keeps_the_early_result() -> None:
     handle = tasks.atomic_settles_early.enqueue()
     assert run_burst() == 1
@@ -280,6 +294,7 @@ def test_settle_now_inside_an_atomic_task_keeps_the_early_result() -> None:
     assert outcomes(handle.id) == [(1, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
 @postgres_only
 def test_an_atomic_run_that_swallowed_a_database_error_fails_and_commits_nothing() -> None:
     # PostgreSQL aborts the transaction at the failed statement: the settlement cannot
@@ -294,6 +309,7 @@ def test_an_atomic_run_that_swallowed_a_database_error_fails_and_commits_nothing
     assert "current transaction is aborted" in entry.note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_job_finished_reports_the_value_an_atomic_run_settled() -> None:
     finished: list[Any] = []
 

@@ -23,7 +23,7 @@ from django_jobqueue.models import Job, JournalEntry
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {

@@ -22,7 +22,9 @@ from django_jobqueue.run.lifecycle import LATEST, NOTE_LIMIT
 from tests.helpers import is_postgres, journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 # how -> (the job's status, words its last journal note must contain)
 EXPECTED = {
@@ -55,6 +57,7 @@ def small_outputs() -> Iterator[None]:
         yield
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("small_outputs")
 def test_every_bad_output_ends_its_job_with_a_note_naming_it_and_the_worker_goes_on() -> None:
     assert set(EXPECTED) == set(tasks.MISBEHAVIOURS)
@@ -77,6 +80,7 @@ def test_every_bad_output_ends_its_job_with_a_note_naming_it_and_the_worker_goes
     assert journal_of(good.id)[0].worker == "w:1"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_bad_output_keeps_the_stored_carry_and_drops_only_what_cannot_be_stored() -> None:
     handle = tasks.misbehave.enqueue(how="attaches a lone surrogate")
     run_burst(concurrency=1)
@@ -85,6 +89,7 @@ def test_bad_output_keeps_the_stored_carry_and_drops_only_what_cannot_be_stored(
     assert handle.refresh().carry == {}
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_pause_beyond_any_date_waits_until_the_latest_time_instead_of_crashing() -> None:
     handle = tasks.pause_later.enqueue(seconds=8e13)  # about 2.5 million years
     run_burst(concurrency=1, max_jobs=1)
@@ -206,6 +211,7 @@ def refusing_trigger() -> Iterator[None]:
             cursor.execute(statement)
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("refusing_trigger")
 def test_a_settlement_the_database_refuses_is_settled_as_a_failure_and_the_worker_goes_on() -> None:
     refused = tasks.refused.enqueue()
@@ -221,6 +227,7 @@ def test_a_settlement_the_database_refuses_is_settled_as_a_failure_and_the_worke
     assert [h.refresh().status for h in others] == [Status.COMPLETED] * 3
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("cooperative", [True, False], ids=["cooperative", "stubborn"])
 def test_a_run_past_its_timeout_is_retried_then_dead_and_concurrency_stays_honest(
     worker_thread: object, cooperative: bool

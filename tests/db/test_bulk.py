@@ -20,9 +20,12 @@ from tests.helpers import postgres_only, run_burst
 from tests.taskapp import tasks
 from tests.taskapp.tasks import Sync
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_enqueue_many_writes_every_item_and_returns_handles_in_order() -> None:
     handles = tasks.add.enqueue_many([{"a": n, "b": n} for n in range(1200)])
     assert [h.disposition for h in handles] == ["inserted"] * 1200
@@ -122,6 +125,7 @@ def test_task_class_enqueue_many_takes_only_its_own_instances() -> None:
 
 
 @postgres_only
+@pytest.mark.django_db(transaction=True)  # the NOTIFY goes out on a real commit
 def test_a_bulk_insert_sends_one_notify_per_queue_on_commit() -> None:
     listener = connection.get_new_connection(connection.get_connection_params())
     listener.autocommit = True

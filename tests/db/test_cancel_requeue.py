@@ -27,7 +27,9 @@ from tests.helpers import WorkerThread, journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def outcomes(job_id: uuid.UUID) -> list[str]:
@@ -45,6 +47,7 @@ def ticket() -> Iterator[str]:
 # --- cancel -------------------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_cancel_pending_job_is_immediate_and_journals_the_actor() -> None:
     handle = tasks.add.enqueue(1, 2)
     before = timezone.now()
@@ -130,6 +133,7 @@ def test_cancel_claimed_job_marks_it_and_a_failed_run_settles_cancelled_not_retr
     assert "RuntimeError: boom" in entry.note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_cancel_of_a_running_cooperative_job_ends_it_cancelled_within_five_seconds(
     worker_thread: Callable[..., WorkerThread],
 ) -> None:
@@ -165,6 +169,7 @@ def test_cancel_of_a_running_cooperative_job_ends_it_cancelled_within_five_secon
     wait_for(lambda: Job.objects.filter(id=after.id, status=Status.COMPLETED).exists())
 
 
+@pytest.mark.django_db(transaction=True)
 def test_cancel_of_a_running_job_that_then_completes_leaves_it_completed(
     worker_thread: Callable[..., WorkerThread],
 ) -> None:
@@ -181,6 +186,7 @@ def test_cancel_of_a_running_job_that_then_completes_leaves_it_completed(
     assert outcomes(handle.id) == ["completed"]
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("status", ["completed", "dead"])
 def test_cancel_of_a_finished_job_is_refused(status: str) -> None:
     handle = tasks.add.enqueue(1, 2) if status == "completed" else tasks.permanent.enqueue()
@@ -212,6 +218,7 @@ def test_cancel_and_requeue_of_an_unknown_id_raise_job_not_found(job_id: Any) ->
 # --- requeue ------------------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_requeue_brings_a_dead_job_back_and_it_completes(ticket: str) -> None:
     handle = tasks.until_fixed.enqueue(ticket)
     run_burst()
@@ -246,6 +253,7 @@ def test_requeue_brings_a_dead_job_back_and_it_completes(ticket: str) -> None:
     assert Execution.objects.filter(job_id=handle.id).count() == 3
 
 
+@pytest.mark.django_db(transaction=True)
 def test_requeue_brings_a_cancelled_job_back() -> None:
     handle = tasks.add.enqueue(2, 5)
     cancel(handle.id, actor="alice")
@@ -265,6 +273,7 @@ def test_requeue_brings_a_cancelled_job_back() -> None:
     assert journal[1].note == "requeued from cancelled by bob"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_requeue_of_a_completed_job_needs_force() -> None:
     handle = tasks.add.enqueue(1, 2)
     run_burst()

@@ -19,7 +19,7 @@ KINDS = registry.kinds
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_claim_order_is_priority_then_age() -> None:
     low = tasks.add.using(priority=Priority.LOW).enqueue(0, 1)
     normal_old = tasks.add.enqueue(0, 2)
@@ -35,7 +35,7 @@ def test_claim_order_is_priority_then_age() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
     later = tasks.add.using(delay=timedelta(minutes=1)).enqueue(1, 1)
     mail = tasks.add.using(queue="mail").enqueue(1, 2)
@@ -65,7 +65,7 @@ def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_task_lease_overrides_the_default_lease() -> None:
     tasks.short_lease_sleep.enqueue(0)
     [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS(), leases=registry.leases())
@@ -83,7 +83,7 @@ def _run(job: Job, worker_id: str) -> list[bool]:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 @pytest.mark.parametrize("second_worker", ["w:1", "w:2"])
 def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
     handle = tasks.add.enqueue(2, 2)
@@ -111,7 +111,7 @@ def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_settle_batch_applies_each_guard_separately() -> None:
     a = tasks.add.enqueue(1, 1)
     b = tasks.add.enqueue(2, 2)
@@ -129,7 +129,7 @@ def test_settle_batch_applies_each_guard_separately() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_extend_leases_is_guarded_by_run_number() -> None:
     handle = tasks.add.enqueue(1, 1)
     [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS())
@@ -141,7 +141,7 @@ def test_extend_leases_is_guarded_by_run_number() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -> None:
     capped = [tasks.capped.using(priority=Priority.HIGH).enqueue(0) for _ in range(30)]
     others = [tasks.add.enqueue(n, n) for n in range(3)]
@@ -152,7 +152,7 @@ def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> None:
     first, second, third = (tasks.add.enqueue(n, n) for n in range(3))
     jobs = store.claim_jobs(worker_id="w", limit=2, kinds=KINDS())

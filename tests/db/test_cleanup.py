@@ -23,7 +23,9 @@ from tests.helpers import WorkerThread, postgres_only, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = pytest.mark.django_db
 sqlite_too = pytest.mark.sqlite
 
 NOW = timezone.now()
@@ -288,6 +290,7 @@ class Collect(logging.Handler):
         self.records.append(record)
 
 
+@pytest.mark.django_db(transaction=True)
 @postgres_only
 @pytest.mark.timeout(120)
 def test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock(
@@ -399,6 +402,7 @@ def test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock(
     assert len(during) >= 10, "the worker did not keep processing during the cleanup"
 
 
+@pytest.mark.django_db(transaction=True)
 @postgres_only
 def test_lock_wait_instruments_see_a_real_lock_wait() -> None:
     """The two instruments of the test above, shown to work: a backend with

@@ -89,7 +89,7 @@ def test_max_in_flight_holds_for_claims_racing_on_many_connections() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_the_database_itself_refuses_a_second_active_job_with_a_key() -> None:
     """Past the enqueue code: an ORM write of a second active row with the key fails,
     and the key is free again once its job is finished."""
@@ -104,7 +104,7 @@ def test_the_database_itself_refuses_a_second_active_job_with_a_key() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_idempotency_keys_are_compared_byte_for_byte() -> None:
     lower = tasks.add.using(idempotency_key="abc").enqueue(1, 2)
     upper = tasks.add.using(idempotency_key="ABC").enqueue(1, 2)
@@ -133,7 +133,7 @@ def test_two_sessions_enqueueing_one_key_at_once_make_one_job() -> None:
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_bulk_enqueue_larger_than_mysqls_packet_limit_is_written_whole() -> None:
     """24 payloads of 800 kB: 19 MB, more than MySQL's default max_allowed_packet (16 MiB)
     in one statement; the bulk insert splits by size there."""

@@ -23,7 +23,9 @@ from tests.djtasks import tasks
 from tests.helpers import WorkerThread, run_burst, wait_for
 from tests.taskapp import tasks as own_tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 try:
     from django.tasks.exceptions import TaskResultMismatch
@@ -119,6 +121,7 @@ def test_enqueue_returns_a_ready_result_whose_id_finds_the_job() -> None:
     assert job.kind == "tests.djtasks.tasks.add"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_get_result_gives_back_the_same_task_object() -> None:
     result = tasks.add.enqueue(2, 3)
     run_burst()
@@ -133,6 +136,7 @@ def test_get_result_gives_back_the_same_task_object() -> None:
     assert (fetched.task.priority, fetched.task.queue_name) == (-5, "reports")
 
 
+@pytest.mark.django_db(transaction=True)
 def test_running_result_names_its_worker_and_start() -> None:
     result = tasks.slow_first_attempt.enqueue(seconds=3)
     worker = WorkerThread(concurrency=1, worker_id="busy-worker").start()
@@ -175,6 +179,7 @@ def test_enqueue_inside_a_rolled_back_transaction_leaves_nothing() -> None:
         tasks.add.get_result(result_id)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_aenqueue_and_aget_result() -> None:
     async def scenario() -> str:
         result = await tasks.async_add.aenqueue(1, 2)
@@ -196,6 +201,7 @@ def test_aenqueue_and_aget_result() -> None:
 # --- operators --------------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_cancel_requeue_and_stats_work_on_django_tasks() -> None:
     result = tasks.add.enqueue(20, 22)
     assert stats()["pending"] == [
@@ -218,6 +224,7 @@ def test_cancel_requeue_and_stats_work_on_django_tasks() -> None:
     assert stats()["runs"]["tests.djtasks.tasks.add"]["outcomes"] == {"completed": 1}
 
 
+@pytest.mark.django_db(transaction=True)
 def test_failed_django_task_is_dead_and_requeue_runs_it_again() -> None:
     result = tasks.fail.enqueue("once")
     run_burst()

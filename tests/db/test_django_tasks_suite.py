@@ -20,7 +20,9 @@ from tests.djtasks import tasks
 from tests.djtasks.suite import capture_signals, summary
 from tests.helpers import run_burst
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 CASES: dict[str, tuple[Task, tuple[Any, ...], dict[str, Any]]] = {
@@ -53,6 +55,7 @@ def run_on_both(
     )
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("case", list(CASES))
 def test_shared_suite_case_ends_the_same_on_both_backends(case: str) -> None:
     task, args, kwargs = CASES[case]
@@ -61,6 +64,7 @@ def test_shared_suite_case_ends_the_same_on_both_backends(case: str) -> None:
     assert len(immediate["signals"]) == 3  # enqueued, started, finished
 
 
+@pytest.mark.django_db(transaction=True)
 def test_shared_suite_failure_signals_carry_the_exception_being_handled() -> None:
     immediate, ours = run_on_both(tasks.fail, ("boom",), {})
     assert (
@@ -75,6 +79,7 @@ def test_shared_suite_failure_signals_carry_the_exception_being_handled() -> Non
     assert immediate["errors"] == [ValueError]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_shared_suite_non_json_return_value_fails_with_type_error() -> None:
     immediate, ours = run_on_both(tasks.unserialisable, (), {})
     assert ours["status"] == immediate["status"] == "FAILED"
@@ -84,6 +89,7 @@ def test_shared_suite_non_json_return_value_fails_with_type_error() -> None:
     assert "not JSON-serialisable" in entry.note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_shared_suite_takes_context_sees_attempt_one_and_running() -> None:
     immediate, ours = run_on_both(tasks.attempt_info, (), {"label": "x"})
     assert (
@@ -99,6 +105,7 @@ def test_shared_suite_takes_context_sees_attempt_one_and_running() -> None:
     )
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("priority", "tier"), [(100, Priority.HIGH), (-100, Priority.LOW), (0, Priority.NORMAL)]
 )
@@ -109,6 +116,7 @@ def test_shared_suite_priority_extremes(priority: int, tier: int) -> None:
     assert Job.objects.get().priority == tier
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("queue", settings.TASK_QUEUES)
 def test_shared_suite_each_queue(queue: str) -> None:
     immediate, ours = run_on_both(tasks.add.using(queue_name=queue), (1, 2), {})
@@ -128,6 +136,7 @@ def test_shared_suite_unknown_queue_is_rejected_by_both_before_enqueue() -> None
     assert not Job.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_shared_suite_run_after_in_the_future_waits_then_ends_like_immediate() -> None:
     # ImmediateBackend cannot defer (supports_defer is False): it is compared with the
     # same call run at once, and ours must not run before run_after.

@@ -16,7 +16,9 @@ from testproject.shop.models import Customer, Order
 from testproject.shop.tasks import mark_paid, send_receipt
 from tests.helpers import WorkerThread, wait_for
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def test_signup_commits_the_customer_and_its_job_together() -> None:
@@ -47,6 +49,7 @@ def test_signup_without_email_is_rejected_without_writing() -> None:
     assert Job.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 def test_mark_paid_pays_the_order_and_enqueues_one_receipt_with_its_completion() -> None:
     customer = Customer.objects.create(email="grace@example.com")
     order = Order.objects.create(customer=customer, total_cents=4200)

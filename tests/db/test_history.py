@@ -18,7 +18,9 @@ from django_jobqueue.models import Job
 from tests.helpers import journal_of, run_burst
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 Key = tuple[datetime, uuid.UUID]
 
@@ -297,6 +299,7 @@ def test_history_rejects_a_non_positive_limit(limit: int) -> None:
 # --- one job ------------------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
     handle = tasks.fail_times.enqueue(times=2)
     run_burst()

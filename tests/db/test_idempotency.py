@@ -25,7 +25,9 @@ from tests.helpers import (
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = pytest.mark.django_db
 sqlite_too = pytest.mark.sqlite
 
 
@@ -66,6 +68,7 @@ def test_idempotency_key_reuses_a_claimed_job() -> None:
     assert JournalEntry.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 @sqlite_too
 @pytest.mark.parametrize("finish", ["completed", "cancelled", "dead"])
 def test_idempotency_key_is_free_again_once_the_job_is_terminal(finish: str) -> None:
@@ -133,6 +136,7 @@ def test_idempotency_key_must_be_a_short_non_empty_string(key: Any) -> None:
     assert Job.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 @sqlite_too
 def test_requeue_is_refused_while_another_active_job_holds_the_key() -> None:
     dead = tasks.permanent.using(idempotency_key="k").enqueue()
@@ -148,6 +152,7 @@ def test_requeue_is_refused_while_another_active_job_holds_the_key() -> None:
     assert [e.outcome for e in dead.journal()] == ["dead"]  # no requeued entry written
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 def test_twenty_concurrent_enqueues_with_one_key_make_exactly_one_row() -> None:
     n = 20
@@ -173,6 +178,7 @@ def test_twenty_concurrent_enqueues_with_one_key_make_exactly_one_row() -> None:
     assert JournalEntry.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_the_rest() -> None:
     """The other enqueue has inserted the key but not committed when ours looks it up, so
@@ -221,7 +227,7 @@ def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_t
 
 
 @pytest.mark.sqlite
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_merged_request_hands_its_idempotency_key_to_the_surviving_job() -> None:
     tasks.MERGE_MODE["mode"] = "union"
     try:

@@ -15,13 +15,16 @@ from django_jobqueue.models import Job
 from tests.helpers import journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def outcomes(job_id: object) -> list[str]:
     return [e.outcome for e in journal_of(job_id)]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_return_value_completes_and_stores_result() -> None:
     handle = tasks.add.enqueue(2, 3)
     run_burst()
@@ -40,6 +43,7 @@ def test_return_value_completes_and_stores_result() -> None:
     assert entry.worker
 
 
+@pytest.mark.django_db(transaction=True)
 def test_pause_returns_to_pending_later_with_carry_and_no_failure() -> None:
     handle = tasks.pause_later.enqueue(seconds=3600)
     before = timezone.now()
@@ -54,6 +58,7 @@ def test_pause_returns_to_pending_later_with_carry_and_no_failure() -> None:
     assert entry.note == "later"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_pause_until_done_keeps_carry_between_runs() -> None:
     handle = tasks.paginate.enqueue(pages=3)
     run_burst()
@@ -64,6 +69,7 @@ def test_pause_until_done_keeps_carry_between_runs() -> None:
     assert outcomes(job.id) == ["paused", "paused", "completed"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_exception_retries_after_backoff_counting_a_failure_and_keeping_carry() -> None:
     with override_settings(JOBQUEUE={"BACKOFF_BASE": 60, "BACKOFF_CAP": 600, "BACKOFF_JITTER": 0}):
         handle = tasks.fail_times.enqueue(times=1)
@@ -82,6 +88,7 @@ def test_exception_retries_after_backoff_counting_a_failure_and_keeping_carry() 
     assert entry.attachment == {"run": 1}
 
 
+@pytest.mark.django_db(transaction=True)
 def test_retry_then_success() -> None:
     handle = tasks.fail_times.enqueue(times=2)
     run_burst()
@@ -92,6 +99,7 @@ def test_retry_then_success() -> None:
     assert [e.run_no for e in journal_of(job.id)] == [1, 2, 3]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_permanent_goes_dead_at_once() -> None:
     handle = tasks.permanent.enqueue("no such file")
     run_burst()
@@ -104,6 +112,7 @@ def test_permanent_goes_dead_at_once() -> None:
     assert entry.note == "no such file"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_max_failures_backstop_makes_the_job_dead() -> None:
     handle = tasks.always_fails.enqueue()
     run_burst()
@@ -114,6 +123,7 @@ def test_max_failures_backstop_makes_the_job_dead() -> None:
     assert "max_failures=3" in journal_of(job.id)[-1].note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_worker_wide_max_failures_applies_to_tasks_without_their_own() -> None:
     with override_settings(JOBQUEUE={"MAX_FAILURES": 2, "BACKOFF_BASE": 0, "BACKOFF_CAP": 0}):
         handle = tasks.fail_times.enqueue(times=5)
@@ -122,6 +132,7 @@ def test_worker_wide_max_failures_applies_to_tasks_without_their_own() -> None:
     assert outcomes(handle.id) == ["retried", "dead"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_max_failures_none_disables_the_backstop() -> None:
     with override_settings(JOBQUEUE={"MAX_FAILURES": 2, "BACKOFF_BASE": 0, "BACKOFF_CAP": 0}):
         handle = tasks.fails_forever.enqueue()
@@ -132,6 +143,7 @@ def test_max_failures_none_disables_the_backstop() -> None:
     assert outcomes(job.id) == ["retried"] * 5
 
 
+@pytest.mark.django_db(transaction=True)
 def test_graceful_release_returns_job_now_without_failure(worker_thread) -> None:  # type: ignore[no-untyped-def]
     handle = tasks.stubborn.enqueue(seconds=3)
     w = worker_thread(shutdown_timeout=0.2)
@@ -145,6 +157,7 @@ def test_graceful_release_returns_job_now_without_failure(worker_thread) -> None
     assert outcomes(job.id) == ["released"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_expired_lease_is_recovered_with_a_failure_and_backoff() -> None:
     handle = tasks.add.enqueue(1, 1)
     [claimed] = store.claim_jobs(worker_id="ghost:1", limit=1, kinds=[tasks.add.kind])
@@ -163,6 +176,7 @@ def test_expired_lease_is_recovered_with_a_failure_and_backoff() -> None:
     assert outcomes(handle.id) == ["stale-recovered", "completed"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_async_task_runs_on_an_event_loop() -> None:
     handle = tasks.async_add.enqueue(20, 22)
     run_burst()
@@ -170,6 +184,7 @@ def test_async_task_runs_on_an_event_loop() -> None:
     assert handle.result == 42
 
 
+@pytest.mark.django_db(transaction=True)
 def test_unserialisable_return_value_fails_the_run_naming_the_type() -> None:
     handle = enqueue(tasks.returns_unserialisable)
     run_burst(max_jobs=1)
@@ -181,6 +196,7 @@ def test_unserialisable_return_value_fails_the_run_naming_the_type() -> None:
     assert "return value is not JSON-serialisable (object)" in entry.note
 
 
+@pytest.mark.django_db(transaction=True)
 def test_payload_that_no_longer_fits_settles_dead_and_the_worker_goes_on() -> None:
     bad = tasks.add.enqueue(1, 2)
     Job.objects.filter(id=bad.id).update(payload={"a": 1, "c": 3})
@@ -193,6 +209,7 @@ def test_payload_that_no_longer_fits_settles_dead_and_the_worker_goes_on() -> No
     assert good.refresh().status == Status.COMPLETED
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("level", [logging.INFO, logging.DEBUG])
 def test_each_settlement_is_logged_on_one_line_and_claims_at_debug(
     caplog: pytest.LogCaptureFixture, level: int
@@ -219,6 +236,7 @@ def test_each_settlement_is_logged_on_one_line_and_claims_at_debug(
     assert len(lines) == 2
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_task_calling_sys_exit_fails_its_run_and_the_worker_goes_on() -> None:
     bad = tasks.exits.enqueue()
     good = tasks.add.enqueue(1, 1)

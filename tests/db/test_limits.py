@@ -49,6 +49,8 @@ from tests.helpers import (
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 LIMITED = tasks.limited.kind
@@ -89,7 +91,7 @@ def test_enqueue_beyond_the_rate_raises_rate_limited_and_writes_nothing() -> Non
     assert list(Job.objects.filter(kind=RATED).values_list("payload__n", flat=True)) == [0, 1, 2]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True)  # job_enqueued is sent on a real commit
 def test_a_rate_limited_enqueue_sends_no_signal_and_is_not_captured() -> None:
     heard: list[object] = []
 

@@ -32,7 +32,9 @@ from tests.helpers import (
 from tests.taskapp import tasks
 from tests.taskapp.tasks import ClaimingSync, Sync
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = pytest.mark.django_db
 sqlite_too = pytest.mark.sqlite
 
 
@@ -281,6 +283,7 @@ def test_merge_ignores_a_claimed_job_with_the_same_key(merge_mode: Callable[[str
     assert Job.objects.get(id=handle.id).payload["items"] == ["b"]
 
 
+@pytest.mark.django_db(transaction=True)
 @sqlite_too
 def test_merge_ignores_finished_jobs_with_the_same_key(merge_mode: Callable[[str], None]) -> None:
     merge_mode("union")
@@ -320,6 +323,7 @@ def test_merge_falls_back_to_insert_when_the_candidate_is_claimed_while_merge_de
     assert fresh.dedup_key == "1"
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 def test_merge_falls_back_to_insert_when_another_session_claims_the_candidate_first(
     merge_mode: Callable[[str], None],
@@ -453,6 +457,7 @@ def test_merge_with_a_task_of_another_kind_is_a_merge_error(
 # --- concurrency --------------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 @pytest.mark.parametrize("seeded", [False, True], ids=["no-candidate", "pending-candidate"])
 def test_concurrent_enqueues_with_one_dedup_key_never_lose_a_payload(

@@ -26,7 +26,9 @@ from tests.admin.conftest import set_state
 from tests.helpers import is_postgres, run_burst
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def claim(**options: object) -> list[uuid.UUID]:
@@ -49,6 +51,7 @@ def test_a_paused_queue_is_not_claimed_and_others_are() -> None:
     assert claim() == [mail]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_enqueue_into_a_paused_queue_works_and_a_worker_leaves_it_alone() -> None:
     pause_queue("mail", actor="ops")
     job = tasks.add.using(queue="mail").enqueue(2, 3)
@@ -105,6 +108,7 @@ def test_jobqueue_command_pauses_resumes_and_stats_shows_it() -> None:
     assert list(QueuePause.objects.values_list("queue", flat=True)) == ["reports"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_run_now_makes_a_scheduled_job_runnable_with_its_journal_entry() -> None:
     job = tasks.add.using(delay=timedelta(hours=2)).enqueue(1, 1)
     assert run_burst() == 0

@@ -119,7 +119,7 @@ def test_schedulers_of_eight_workers_racing_over_three_ticks_enqueue_one_job_eac
     ]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_late_caller_does_not_enqueue_a_tick_again_after_its_job_finished(
     every_minute: ScheduleDef,
 ) -> None:
@@ -136,7 +136,7 @@ def test_a_late_caller_does_not_enqueue_a_tick_again_after_its_job_finished(
     assert len(jobs_of(every_minute)) == 1
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_tick_whose_enqueue_fails_is_not_recorded_so_it_can_be_done_again(
     every_minute: ScheduleDef,
 ) -> None:

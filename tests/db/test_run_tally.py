@@ -29,7 +29,9 @@ from django_jobqueue.store.monitoring import TALLY_SHARDS
 from tests.helpers import row_locking, run_burst
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 WORKER = "w:1"
 # Durations on and beside the histogram's bounds (5 ms, 2.5 s, 1 h), and none at all.
@@ -77,6 +79,7 @@ def journal_queries(queries: list[dict[str, str]]) -> list[str]:
     return [q["sql"] for q in queries if table in q["sql"]]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_scrape_reads_no_journal_and_counts_runs_by_outcome_through_a_cleanup() -> None:
     """Real worker runs end completed, retried, dead and paused; a scrape reads the
     tally (no query names the journal table) and counts each outcome; after a cleanup
@@ -258,6 +261,7 @@ def colliding_names() -> tuple[str, str]:
     return loop, slot
 
 
+@pytest.mark.django_db(transaction=True)
 @row_locking
 def test_the_loops_turn_never_waits_on_the_tally_row_an_atomic_tasks_transaction_holds() -> None:
     """An atomic task's settlement holds its tally row until its transaction commits (a

@@ -30,7 +30,9 @@ from tests.djtasks import tasks as djtasks
 from tests.helpers import is_mysql, is_postgres, journal_of, postgres_only, run_burst
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 # What a webhook's body parsed by json.loads can be: 1.9 kB nested 960 deep (built
 # directly: json.loads itself runs out of stack this deep inside pytest's collection).
@@ -93,6 +95,7 @@ def test_a_too_deep_argument_leaves_the_callers_transaction_usable() -> None:
     assert set(Job.objects.values_list("id", flat=True)) == {first.id, second.id}
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_argument_exactly_as_deep_as_allowed_is_stored_and_runs_one_deeper_is_refused() -> None:
     depth, _ = limit()
     handle = tasks.record.enqueue(n=tasks._nested(depth - 1))
@@ -123,6 +126,7 @@ def test_the_django_tasks_backend_refuses_a_too_deep_argument_naming_it() -> Non
     assert nothing_written()
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("where", "named"),
     [
@@ -185,6 +189,7 @@ def test_a_django_task_run_after_beyond_what_can_be_stored_is_clamped_the_same(
     assert djtasks.add.get_result(result.id).status == "READY"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_job_due_since_year_0_is_claimed_and_run_by_a_worker_that_goes_on() -> None:
     ours = [tasks.add.using(run_at=when).enqueue(1, n) for n, when in enumerate(AT_ONCE)]
     django_task = djtasks.add.using(run_after=AT_ONCE[0]).enqueue(2, 2)
@@ -258,6 +263,7 @@ def test_a_row_that_cannot_be_decoded_is_read_as_such_and_the_commands_print_it(
     assert "Pending" in jobqueue("stats")
 
 
+@pytest.mark.django_db(transaction=True)
 @UNDECODABLE
 @pytest.mark.skipif(
     is_mysql(),
@@ -293,6 +299,7 @@ def write_time(job_id: Any, text: str) -> None:
 
 
 @postgres_only
+@pytest.mark.django_db(transaction=True)  # the refused INSERT aborts the transaction it is in
 @pytest.mark.parametrize("text", OUT_OF_RANGE, ids=["year-10000", "year-0"])
 def test_raw_sql_cannot_store_a_time_python_cannot_read(text: str) -> None:
     handle = tasks.add.enqueue(1, 2)
@@ -301,6 +308,7 @@ def test_raw_sql_cannot_store_a_time_python_cannot_read(text: str) -> None:
     assert Job.objects.get(id=handle.id).visible_at <= timezone_now()
 
 
+@pytest.mark.django_db(transaction=True)
 @postgres_only
 def test_the_migration_clamps_rows_an_older_version_stored_out_of_range_then_checks() -> None:
     migration = importlib.import_module("django_jobqueue.migrations.0009_job_times_readable")

@@ -17,7 +17,9 @@ from django_jobqueue.models import Job, QueuePause
 from tests.concurrency.procs import REPO_ROOT, database_url
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 HUGE = "99999999999999999999"  # beyond every database's integer columns
 KIND = tasks.record.kind
@@ -121,6 +123,7 @@ def test_other_values_beyond_what_a_command_takes_are_refused_naming_the_option(
     assert says in message
 
 
+@pytest.mark.django_db(transaction=True)
 def test_invalid_utf8_on_a_real_command_line_is_a_usage_error_not_a_traceback() -> None:
     """The bytes themselves, as a shell passes ``--queue $'\\xff'``: exit status 2 and
     one line naming the option, no traceback."""

@@ -24,7 +24,9 @@ from django_jobqueue.models import Job
 from tests.helpers import journal_of, run_burst
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+# Each test rolls back; those marked transaction=True start a worker (it closes its
+# connection when it stops), a thread, a process or a second session: they need commits.
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
 def fuzz(examples: int) -> settings:
@@ -121,6 +123,7 @@ def test_enqueue_round_trips_or_refuses_with_our_error_writing_nothing(
 WHERE = ["return", "carry", "attach", "raise", "pause"]
 
 
+@pytest.mark.django_db(transaction=True)
 @fuzz(40)
 @given(value=values, where=st.sampled_from(WHERE))
 def test_a_run_hands_back_anything_and_its_job_ends_cleanly(value: Any, where: str) -> None:
@@ -245,6 +248,7 @@ runworker_value = (
 )
 
 
+@pytest.mark.django_db(transaction=True)
 @fuzz(60)
 @given(options=st.lists(st.tuples(st.sampled_from(RUNWORKER_OPTIONS), runworker_value), max_size=3))
 def test_runworker_arguments_run_a_burst_or_give_a_command_error(
