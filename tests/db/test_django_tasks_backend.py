@@ -79,6 +79,8 @@ def test_arguments_that_do_not_fit_the_function_are_refused_at_enqueue() -> None
 @pytest.mark.parametrize(
     "result_id",
     ["", "not-a-uuid", str(uuid.uuid4()), "0" * 65, "0" * 32 + "x"],
+    # Named, not shown: a random id would differ between pytest-xdist's workers.
+    ids=["empty", "not-a-uuid", "unknown-uuid", "65-digits", "not-hex"],
 )
 def test_unknown_or_malformed_id_does_not_exist(result_id: str) -> None:
     tasks.add.enqueue(1, 2)
