@@ -1,19 +1,226 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from scratch: its own virtualenv, install, lint, type
 # check, migrations check, then pytest on PostgreSQL, the SQLite-marked tests on SQLite,
-# and the database tier on MariaDB/MySQL.
+# the database tier on MariaDB/MySQL, the benchmark's short form, and the tests that
+# can differ under Django 6 in a second virtualenv.
 # PostgreSQL comes from DATABASE_URL (default: the local server, user postgres);
 # MariaDB/MySQL from MYSQL_DATABASE_URL (default: the local server, user root).
+#
+# The legs run in three lanes at once (most of a leg's time is spent waiting: on
+# runworker children, on the database, on a lease or a poll running out), each lane
+# one leg after another, every leg on databases of its own:
+#   1. pytest on PostgreSQL (the whole suite; the longest leg);
+#   2. ruff, mypy and the migrations check, then SQLite, then MariaDB/MySQL, then the
+#      benchmark's short form;
+#   3. the Django 6 virtualenv, then the Django 6 legs on PostgreSQL (the database name
+#      plus "_django6") and on SQLite (a file of its own).
+# Each leg writes its own log; when all are done the logs are printed in the order
+# above, each whole, and the script fails if any leg failed, naming it. LANES=1 runs
+# the legs one after another instead, printing as they go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV="${TEST_VENV:-.venv}"
+VENV6="${TEST_VENV_DJANGO6:-.venv-django6}"
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/jobqueue}"
+MYSQL_DATABASE_URL="${MYSQL_DATABASE_URL:-mysql://root@127.0.0.1:3306/jobqueue}"
+# --- the legs ------------------------------------------------------------------------
+
+leg_checks() {
+  echo "== ruff"
+  ruff check .
+  ruff format --check .
+  echo "== mypy"
+  mypy django_jobqueue bench
+  echo "== migrations up to date"
+  DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings python -m django makemigrations --check --dry-run
+}
+
+# A database URL with its database's name suffixed: a part of a leg, or a leg, running
+# beside another gets databases of its own (pytest-django creates "test_" + the name).
+suffixed() {
+  python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path=p.path + sys.argv[2])))' "$1" "$2"
+}
+
+# The PostgreSQL leg in four parts at once, each on databases of its own (most of their
+# time is spent waiting on children, leases, polls and the server, not on the CPUs):
+# - the in-process tiers in two pytest-xdist workers, a module to a worker (--dist
+#   loadfile keeps a module's shared fixtures, like the plan tests' big table, built
+#   once); the runworker and command children a few of them start point at their
+#   worker's own test database;
+# - three processes for the tiers of processes, faults and timing, each tier whole in
+#   one, balanced by their durations: the fault campaigns and the browser; the real
+#   concurrency tier and PgBouncer; the admin on a million jobs and the 200,000-job
+#   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
+# A tier in none of the lists fails the leg: none is left out unseen.
+INPROCESS=(tests/unit tests/db tests/admin tests/security tests/model tests/fuzz testproject)
+FAULTS=(tests/chaos tests/browser)
+CONCURRENCY=(tests/concurrency tests/pgbouncer)
+BIG_CLEANUP=tests/db/test_cleanup.py::test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock
+HEAVY=(tests/scale "$BIG_CLEANUP")
+leg_postgres() {
+  local tier
+  for tier in tests/*/; do
+    tier="${tier%/}"
+    compgen -G "$tier/test_*.py" >/dev/null || continue
+    case " ${INPROCESS[*]} ${FAULTS[*]} ${CONCURRENCY[*]} ${HEAVY[*]} " in
+      *" $tier "*) ;;
+      *) echo "== FAILED: $tier is in no part of the PostgreSQL leg (scripts/test.sh)"; return 1 ;;
+    esac
+  done
+  echo "== pytest (PostgreSQL)"
+  local pids=() part status=0
+  pytest -n 2 --dist loadfile "${INPROCESS[@]}" --deselect "$BIG_CLEANUP" "$@" \
+    >"$LOGS/postgres-inprocess.log" 2>&1 &
+  pids+=($!)
+  pytest "${FAULTS[@]}" "$@" >"$LOGS/postgres-faults.log" 2>&1 &
+  pids+=($!)
+  DATABASE_URL="$(suffixed "$DATABASE_URL" _concurrency)" pytest "${CONCURRENCY[@]}" "$@" \
+    >"$LOGS/postgres-concurrency.log" 2>&1 &
+  pids+=($!)
+  DATABASE_URL="$(suffixed "$DATABASE_URL" _heavy)" pytest "${HEAVY[@]}" "$@" \
+    >"$LOGS/postgres-heavy.log" 2>&1 &
+  pids+=($!)
+  for part in "${pids[@]}"; do wait "$part" || status=1; done
+  echo "== pytest (PostgreSQL, in-process tiers in two xdist workers: ${INPROCESS[*]})"
+  cat "$LOGS/postgres-inprocess.log"
+  echo "== pytest (PostgreSQL, faults: ${FAULTS[*]})"
+  cat "$LOGS/postgres-faults.log"
+  echo "== pytest (PostgreSQL, concurrency: ${CONCURRENCY[*]})"
+  cat "$LOGS/postgres-concurrency.log"
+  echo "== pytest (PostgreSQL, heavy: ${HEAVY[*]})"
+  cat "$LOGS/postgres-heavy.log"
+  return $status
+}
+
+leg_sqlite() {
+  echo "== pytest (SQLite)"
+  # Two xdist workers, a module to each, each on a database file of its own.
+  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "$@"
+}
+
+# MariaDB/MySQL: the database, admin and security tiers (their PostgreSQL-only tests skip), and
+# four runworker processes draining 2,000 jobs and a SIGKILLed worker's job recovered.
+# An unreachable server fails the leg here, saying so, rather than skipping it.
+leg_mysql() {
+  echo "== pytest (MariaDB/MySQL: database, admin and security tiers, drain and crash recovery)"
+  DATABASE_URL="$MYSQL_DATABASE_URL" python -c '
+import os, sys
+import dj_database_url, MySQLdb
+s = dj_database_url.parse(os.environ["DATABASE_URL"])
+try:
+    MySQLdb.connect(host=s["HOST"] or "127.0.0.1", port=int(s["PORT"] or 3306),
+                    user=s["USER"] or "root", password=s["PASSWORD"] or "").close()
+except Exception as exc:
+    sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
+'
+  # Two xdist workers, a module to each, on test databases of their own (the drain's and
+  # the crash recovery's runworker children point at their worker's).
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/admin tests/security \
+    tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py "$@"
+}
+
+# The benchmark's short form (about a minute), so it never rots: it fails only when a
+# measure cannot run, never on speed (it shares the machine with the other lanes, so its
+# figures are not ones to compare). BENCH=0 skips it.
+leg_bench() {
+  if [ "${BENCH:-1}" = "0" ]; then
+    echo "== benchmark skipped (BENCH=0)"
+    return 0
+  fi
+  echo "== benchmark (python -m bench --quick)"
+  python -m bench --quick --json "${TMPDIR:-/tmp}/jobqueue-bench-quick.json"
+}
+
+# Under Django 6 run the tests whose outcome can depend on Django's version, and only
+# those: the Django Tasks backend (core django.tasks instead of the backport: its unit,
+# database and worker tests), the admin (templates, changelists, actions and filters
+# are Django's), the system checks and settings, the unit tier (it imports every
+# module, and is quick), migrations (makemigrations --check under Django 6), the
+# example project, and the database tier's SQLite-marked tests on SQLite, where the
+# store leaves the most to the ORM (on PostgreSQL claims, settlements, turns and bulk
+# inserts are the store's own SQL, sent as written under any Django). Not re-run under
+# Django 6: the PostgreSQL flavour of the database tier and the security, concurrency,
+# chaos, fuzz, model, browser, scale and PgBouncer tiers, which test the queue's own SQL,
+# processes and faults (the legs above run them all; re-running the database tier on
+# PostgreSQL here cost four to five minutes).
+DJANGO6_POSTGRES=(tests/unit tests/admin tests/db/test_django_tasks_backend.py
+  tests/db/test_django_tasks_retries.py tests/db/test_django_tasks_suite.py
+  tests/db/test_checks_database.py tests/db/test_example_project.py testproject
+  tests/concurrency/test_django_tasks_workers.py)
+leg_django6() {
+  "$VENV6/bin/python" -m pip install --quiet -e ".[dev]" "django>=6.1,<7"
+  local url6
+  url6="$(suffixed "$DATABASE_URL" _django6)"
+  echo "== migrations up to date (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'))"
+  DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings "$VENV6/bin/python" -m django makemigrations --check --dry-run
+  echo "== pytest (Django 6, PostgreSQL: unit tier, admin, Django Tasks backend and workers, checks, example project)"
+  DATABASE_URL="$url6" "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "$@"
+  echo "== pytest (Django 6, SQLite: unit and database tiers)"
+  DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
+    "$VENV6/bin/python" -m pytest -m sqlite tests/unit tests/db "$@"
+}
+
+
+# "test.sh --leg NAME [pytest args]": one leg, in a process of its own (so that set -e
+# holds in it: bash ignores it inside a function whose status is being tested), with
+# the environment the full run set up.
+if [ "${1:-}" = "--leg" ]; then
+  leg="$2"
+  shift 2
+  "leg_$leg" "$@"
+  exit
+fi
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/jobqueue-test.XXXXXX")"
+export LOGS VENV6 MYSQL_DATABASE_URL
+
+STARTED=$SECONDS
+SELF="$PWD/scripts/test.sh"
+
+# Django 6.x (core django.tasks) needs Python >= 3.12. A machine without such a Python
+# fails here, loudly: the Django 6 legs are part of the suite, not an extra.
+find_py312() {
+  for py in python3.13 python3.12; do
+    if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$py"; return 0
+    fi
+  done
+  if command -v pyenv >/dev/null 2>&1; then
+    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.1[2-9]\.' | sort -V -r); do
+      echo "$(pyenv prefix "$v")/bin/python3"; return 0
+    done
+  fi
+  return 1
+}
+if ! PY6="$(find_py312)"; then
+  echo "== FAILED: the Django 6 leg needs Python >= 3.12 (python3.12/3.13 on PATH, or pyenv); none found" >&2
+  exit 1
+fi
+
+# The package's requirements with the given extras, one a line, read from pyproject.toml.
+requirements() {
+  "$PY6" - "$@" <<'EOF'
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project["optional-dependencies"]
+print("\n".join([*project["dependencies"], *(r for e in sys.argv[1:] for r in extras[e])]))
+EOF
+}
+# The Django 6 virtualenv's requirements install while the main one does (the package
+# itself joins later: two editable installs of one checkout at once would race on its
+# egg-info).
+(
+  [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
+  "$VENV6/bin/python" -m pip install --quiet --upgrade pip
+  requirements dev >"$LOGS/django6-requirements.txt"
+  "$VENV6/bin/python" -m pip install --quiet -r "$LOGS/django6-requirements.txt" "django>=6.1,<7"
+) >"$LOGS/django6-install.log" 2>&1 &
+DJANGO6_INSTALL=$!
+
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e ".[dev,bench]"
 export PATH="$PWD/$VENV/bin:$PATH"
-export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/jobqueue}"
-MYSQL_DATABASE_URL="${MYSQL_DATABASE_URL:-mysql://root@127.0.0.1:3306/jobqueue}"
 
 # The MariaDB leg's driver, mysqlclient, compiles against the system's client library:
 # its build dependencies are installed here when missing (and we may); without them the
@@ -56,71 +263,63 @@ if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
   fi
 fi
 export SCREENSHOTS_DIR="${SCREENSHOTS_DIR:-${TMPDIR:-/tmp}/jobqueue-screenshots}"
+echo "== installed in $((SECONDS - STARTED)) s; legs' logs in $LOGS"
 
-echo "== ruff"
-ruff check .
-ruff format --check .
-echo "== mypy"
-mypy django_jobqueue bench
-echo "== migrations up to date"
-DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings python -m django makemigrations --check --dry-run
+# --- running them ----------------------------------------------------------------------
 
-echo "== pytest (PostgreSQL)"
-pytest "$@"
-echo "== pytest (SQLite)"
-DATABASE_URL="sqlite:///unused.sqlite3" pytest -m sqlite "$@"
-# MariaDB/MySQL: the database, admin and security tiers (their PostgreSQL-only tests skip), and
-# four runworker processes draining 2,000 jobs and a SIGKILLed worker's job recovered.
-# An unreachable server fails the leg here, saying so, rather than skipping it.
-echo "== pytest (MariaDB/MySQL: database, admin and security tiers, drain and crash recovery)"
-DATABASE_URL="$MYSQL_DATABASE_URL" python -c '
-import os, sys
-import dj_database_url, MySQLdb
-s = dj_database_url.parse(os.environ["DATABASE_URL"])
-try:
-    MySQLdb.connect(host=s["HOST"] or "127.0.0.1", port=int(s["PORT"] or 3306),
-                    user=s["USER"] or "root", password=s["PASSWORD"] or "").close()
-except Exception as exc:
-    sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
-'
-DATABASE_URL="$MYSQL_DATABASE_URL" pytest tests/db tests/admin tests/security tests/concurrency/test_drain.py \
-  tests/concurrency/test_crash_recovery.py "$@"
-echo "== browser screenshots: $SCREENSHOTS_DIR"
-
-# The benchmark's short form (about a minute), so it never rots: it fails only when a
-# measure cannot run, never on speed. BENCH=0 skips it.
-if [ "${BENCH:-1}" != "0" ]; then
-  echo "== benchmark (python -m bench --quick)"
-  python -m bench --quick --json "${TMPDIR:-/tmp}/jobqueue-bench-quick.json"
-fi
-
-# Django 6.x (core django.tasks) needs Python >= 3.12: run the unit, database and admin
-# tiers on PostgreSQL, the Django Tasks backend's worker tests, and the SQLite-marked
-# tests of the unit and database tiers again under the newest Django (the fuzz, chaos,
-# browser and scale campaigns ran above; they do not depend on Django's version). A machine without such a Python fails here, loudly: this leg
-# is part of the suite, not an extra.
-find_py312() {
-  for py in python3.13 python3.12; do
-    if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-      command -v "$py"; return 0
-    fi
-  done
-  if command -v pyenv >/dev/null 2>&1; then
-    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.1[2-9]\.' | sort -V -r); do
-      echo "$(pyenv prefix "$v")/bin/python3"; return 0
-    done
+FAILED=()
+# Runs one leg into its log; says how it went and how long it took.
+run_leg() {
+  local name="$1" started=$SECONDS
+  shift
+  if bash "$SELF" --leg "$name" "$@" >"$LOGS/$name.log" 2>&1; then
+    echo "== leg $name: ok in $((SECONDS - started)) s"
+  else
+    echo "== leg $name: FAILED in $((SECONDS - started)) s" | tee -a "$LOGS/$name.log"
+    touch "$LOGS/$name.failed"
+    return 1
   fi
-  return 1
 }
-if ! PY6="$(find_py312)"; then
-  echo "== FAILED: the Django 6 leg needs Python >= 3.12 (python3.12/3.13 on PATH, or pyenv); none found" >&2
+# A lane: its legs in turn, every one run even after one failed (their logs are all shown).
+lane() {
+  local status=0 leg
+  for leg in "$@"; do
+    run_leg "$leg" "${ARGS[@]}" || status=1
+  done
+  return $status
+}
+# The Django 6 virtualenv's requirements, installing since the start: waited for by
+# this shell, whose child the install is, before the Django 6 lane starts.
+django6_installed() {
+  if ! wait "$DJANGO6_INSTALL"; then
+    { echo "== installing the Django 6 virtualenv failed"; cat "$LOGS/django6-install.log"
+      echo "== leg django6: FAILED"; } >"$LOGS/django6.log"
+    touch "$LOGS/django6.failed"
+    return 1
+  fi
+}
+ARGS=("$@")
+LEGS=(postgres checks sqlite mysql bench django6)
+
+if [ "${LANES:-3}" = "1" ]; then
+  for leg in "${LEGS[@]}"; do
+    if [ "$leg" != django6 ] || django6_installed; then run_leg "$leg" "${ARGS[@]}" || true; fi
+    cat "$LOGS/$leg.log"
+  done
+else
+  lane postgres & LANE1=$!
+  lane checks sqlite mysql bench & LANE2=$!
+  LANE3=
+  if django6_installed; then lane django6 & LANE3=$!; fi
+  for pid in $LANE1 $LANE2 $LANE3; do wait "$pid" || true; done
+  for leg in "${LEGS[@]}"; do cat "$LOGS/$leg.log"; done
+fi
+for leg in "${LEGS[@]}"; do
+  if [ -e "$LOGS/$leg.failed" ]; then FAILED+=("$leg"); fi
+done
+echo "== browser screenshots: $SCREENSHOTS_DIR"
+echo "== all legs done in $((SECONDS - STARTED)) s"
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "== FAILED: ${FAILED[*]} (logs in $LOGS)" >&2
   exit 1
 fi
-VENV6="${TEST_VENV_DJANGO6:-.venv-django6}"
-[ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
-"$VENV6/bin/python" -m pip install --quiet --upgrade pip
-"$VENV6/bin/python" -m pip install --quiet -e ".[dev]" "django>=6.1,<7"
-echo "== pytest (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'), PostgreSQL: unit, database and admin tiers, Django Tasks workers)"
-"$VENV6/bin/python" -m pytest tests/unit tests/db tests/admin tests/concurrency/test_django_tasks_workers.py "$@"
-echo "== pytest (Django 6, SQLite: unit and database tiers)"
-DATABASE_URL="sqlite:///unused.sqlite3" "$VENV6/bin/python" -m pytest -m sqlite tests/unit tests/db "$@"
