@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -23,6 +22,7 @@ from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
 from django_jobqueue.store.dialects import Dialect as Dialect
 from django_jobqueue.store.dialects import for_alias
+from django_jobqueue.store.dialects.base.fragment import Fragment as Fragment
 
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
@@ -120,30 +120,6 @@ def retrying_deadlocks(run: Callable[[], T], *, attempts: int = 5) -> T:
             logging.getLogger("django_jobqueue").info("deadlock victim; running it again")
             time.sleep(0.01 * attempt)
     raise AssertionError("unreachable")
-
-
-_generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def use_generic_plans(d: Dialect) -> None:
-    """Have this connection plan its prepared statements once (a worker loop's own).
-
-    PostgreSQL re-plans a prepared statement on every run while it guesses that a
-    plan for the actual values would be much cheaper; on a table of a million
-    pending rows it guessed so for the claim and spent more time planning than
-    running. The hot statements' plans (index order for the claim, primary keys for
-    settling) do not depend on the values, so the plan made once is the one wanted.
-    Set per connection, and again after a reconnect; never on a pooled connection,
-    whose session setting would stay behind on whichever server session ran it.
-    """
-    if not d.prepare or d.pooled:
-        return
-    d.conn.ensure_connection()
-    raw = d.conn.connection
-    if raw in _generic_plans:
-        return
-    d.run("SET plan_cache_mode = force_generic_plan", [])
-    _generic_plans.add(raw)
 
 
 def placeholders(count: int) -> str:

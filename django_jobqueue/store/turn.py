@@ -1,14 +1,11 @@
-"""A worker's turn in one round trip: settle the runs that ended and claim as many jobs
-as that leaves slots for. Only the worker loop takes turns, on its own connection,
-which therefore plans its prepared statements once (``sql.use_generic_plans``).
+"""A worker's turn: settle the runs that ended and claim as many jobs as that leaves
+slots for, in one round trip where the database allows (one statement on PostgreSQL:
+see its dialect's ``claiming``). Only the worker loop takes turns, on its own
+connection, which therefore plans its prepared statements once.
 
-On PostgreSQL both go in one statement (the settlement CTEs, then the claim's), so a
-busy worker pays one round trip and one commit per turn instead of two. Each part
-keeps its own guarantees: a settlement whose claim was lost writes nothing, and the
-claim skips locked rows. The claim cannot see the rows this statement settles back to
-pending; the next turn can. Nor does it count, for a kind with a global
-``max_in_flight``, the claims this statement settles as ended: it leaves their slots to
-the next turn, never claims beyond the limit.
+Each part keeps its own guarantees: a settlement whose claim was lost writes nothing,
+and the claim skips locked rows. The claim cannot see the rows the same turn settles
+back to pending; the next turn can.
 """
 
 from __future__ import annotations
@@ -19,9 +16,8 @@ from typing import Any
 from django.utils import timezone
 
 from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store.claim import Claimed, claim_jobs, prepare
-from django_jobqueue.store.settle import SETTLE_CTES, apply, as_worker, document, outcome, unique
-from django_jobqueue.store.sql import use_generic_plans
+from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
+from django_jobqueue.store.settle import TALLY, apply, as_worker, outcome, settle_rows
 
 
 def exchange(
@@ -31,24 +27,33 @@ def exchange(
     ``claim_jobs(worker_id=worker_id, **claim)`` would. Returns, per settlement, whether
     it was applied, and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
-    prepared = prepare(worker_id=worker_id, **claim) if claim.get("limit", 0) > 0 else None
-    if prepared is not None:
-        use_generic_plans(prepared.dialect)
+    prepared = _prepared(worker_id, claim)
+    if prepared is None:
+        return apply(mine), []
+    prepared.dialect.use_generic_plans()
     if not mine:
-        if prepared is None:
-            return [], []
         return [], prepared.run()
-    if prepared is None or not prepared.dialect.postgres:
-        applied = apply(mine)
-        return applied, claim_jobs(worker_id=worker_id, **claim) if prepared else []
     d = prepared.dialect
-    batch = unique(mine)
-    statement = (
-        f"WITH {SETTLE_CTES}, {', '.join(prepared.ctes)}, claimed AS ({prepared.update})"
-        " SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
-        " LEFT JOIN claimed AS c ON TRUE"
-    )
-    rows = d.run(statement, [document(batch, timezone.now()), *prepared.params])
-    done = {d.read_uuid(v) for v in (rows[0][0] or [])} if rows else set()
-    claimed = prepared.read([r[1:] for r in rows if r[1] is not None])
-    return outcome(mine, done), claimed
+    rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
+    done, claimed = d.turn(rows, TALLY, prepared.spec)
+    return outcome(mine, done), prepared.read(claimed)
+
+
+def turn_statement(
+    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+) -> tuple[str, list[Any]] | None:
+    """The one statement ``exchange`` would send for these arguments, for EXPLAIN; None
+    where a turn is not one statement (or would not claim)."""
+    prepared = _prepared(worker_id, claim)
+    if prepared is None or not settlements:
+        return None
+    mine = [as_worker(s, worker_id) for s in settlements]
+    rows = settle_rows(mine, timezone.now(), held=False)
+    statement = prepared.dialect.turn_statement(rows, TALLY, prepared.spec)
+    return None if statement is None else statement.statement()
+
+
+def _prepared(worker_id: str, claim: dict[str, Any]) -> PreparedClaim | None:
+    if claim.get("limit", 0) <= 0:
+        return None
+    return prepare(worker_id=worker_id, **claim)
