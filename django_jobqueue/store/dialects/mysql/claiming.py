@@ -92,7 +92,8 @@ class MySQLClaiming(ClaimingStatements):
                 + chosen
             )
             self.run(*update.statement())
-            return self.run(*(f"SELECT {CLAIMED} FROM {JOB} WHERE " + chosen).statement())
+            # A list, as the interface says (MySQLdb's rows come as a tuple).
+            return list(self.run(*(f"SELECT {CLAIMED} FROM {JOB} WHERE " + chosen).statement()))
 
     def _caps(self, spec: ClaimSpec) -> dict[str, int]:
         """Each capped kind's most for this claim: its ``caps`` entry, and for a limited
