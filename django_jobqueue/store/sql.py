@@ -1,6 +1,7 @@
-"""What the hand-written statements of the hot paths share: the jobs database, table and
-column names, and the few value conversions that differ between PostgreSQL, SQLite and
-MySQL/MariaDB.
+"""What the store's hand-written statements share: the jobs database (its alias, its
+connection, its querysets), the table names, the decoding of JSON columns, and the
+database's dialect (``dialect()``), which holds everything that differs between
+PostgreSQL, SQLite and MySQL/MariaDB. ``Fragment`` is SQL text with its parameters.
 
 The hot paths (enqueue, claim, settle, recovery) bypass the ORM: building and
 compiling a query costs more Python than the database spends running it. Values are
@@ -68,6 +69,9 @@ def loads(value: Any) -> Any:
     return validation.decode(value)
 
 
+# Transitional: ``json_depth_cap`` and ``retrying_deadlocks`` (and ``lockable``) are
+# becoming methods of the dialects' storage half, where their callers will ask; they
+# go from here then, and with them the last vendor comparisons of this module.
 _depth_caps: dict[str, tuple[int, str] | None] = {}
 
 
