@@ -32,8 +32,14 @@ from django.utils import timezone
 
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
-from django_jobqueue.run.executor import RunResult, execute, failed_outright, output_problem
-from django_jobqueue.run.lifecycle import NOTE_LIMIT, Run, completed
+from django_jobqueue.run.executor import (
+    RunResult,
+    execute,
+    failed_outright,
+    output_problem,
+    run_of,
+)
+from django_jobqueue.run.lifecycle import NOTE_LIMIT, completed
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
@@ -106,10 +112,8 @@ class InTransaction:
             raise SettleError(f"{job.kind}: " + "; ".join(problems), kind=job.kind, job_id=job.id)
         duration = timedelta(seconds=time.monotonic() - self.began)
         settlement = completed(
-            Run(
-                job_id=job.id,
-                kind=job.kind,
-                run_no=job.run_count,
+            run_of(
+                job,
                 worker=self.worker_id,
                 started_at=timezone.now() - duration,
                 duration=duration,
@@ -219,9 +223,7 @@ def _run_atomic(
         if result is None:
             # The transaction could not begin (a dead connection): the task never ran.
             logger.warning("job=%s kind=%s: atomic run could not start: %s", job.id, job.kind, text)
-            return failed_outright(
-                job, ctx, exc, note=f"the run's transaction could not start: {text}"
-            )
+            return failed_outright(job, exc, note=f"the run's transaction could not start: {text}")
         # The settlement or the commit failed (a lost connection, a serialization
         # failure): nothing is known to have committed, so the run is settled as failed,
         # through the guard, which refuses it if the commit did reach the server.
