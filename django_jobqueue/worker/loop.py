@@ -1,8 +1,11 @@
 """The worker loop: claim → dispatch → settle, with wake-ups, leases and graceful shutdown.
 
 One loop thread talks to the database through ``store``; jobs run on a fixed set of
-daemon threads. The loop never dies of a lost database connection: it closes the
-connection, backs off, and carries on, keeping unsettled results to write later.
+daemon threads, each through the run pipeline (``run.pipeline``, the one
+``testing.run_jobs`` uses too). The loop never dies of a lost database connection: it
+closes the connection, backs off, and carries on, keeping unsettled results to write
+later. Its pure parts sit beside it: what to claim (``claiming``), the settlements off
+the beaten path (``settling``), its options and services (``startup``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from functools import partial
 from types import FrameType
+from typing import Any
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
@@ -279,7 +283,7 @@ class Worker:
             self._dispatch(job)
         return len(batch), len(claimed), free
 
-    def _claim_options(self, free: int) -> dict[str, object] | None:
+    def _claim_options(self, free: int) -> dict[str, Any] | None:
         """What to claim for ``free`` slots (None: nothing to claim now)."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
@@ -360,7 +364,8 @@ class Worker:
                 continue
             # It settled itself in its own transaction, or found its claim lost there.
             del self._running[job.id]
-            self.processed += ended.result.settled
+            if ended.result.settled:
+                self.processed += 1
 
     def _flush(self) -> None:
         """Settle what ended, claiming nothing (at shutdown and at the end of a burst)."""
@@ -410,10 +415,9 @@ class Worker:
         # Whatever still runs is handed back: pending now, no failure counted.
         finished = {s.job_id for s in self._unsettled}
         self._unsettled += handed_back(
-            list(self._running.values()),
+            [r for r in self._running.values() if r.job.id not in finished],
             worker_id=self.worker_id,
             now=timezone.now(),
-            skip=lambda r: r.job.id in finished,
         )
         for attempt in range(5):
             self._flush()

@@ -4,7 +4,7 @@ alone; and the runs still going at shutdown, handed back."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import DatabaseError
@@ -41,13 +41,8 @@ def settle_alone(
         return False  # still claimed: recovered when its lease runs out
 
 
-def handed_back(
-    running: Iterable[Running], *, worker_id: str, now: datetime, skip: Callable[[Running], bool]
-) -> list[Settlement]:
-    """The runs still going at shutdown (but those ``skip`` says have ended), released:
-    pending now, no failure counted."""
+def handed_back(running: Iterable[Running], *, worker_id: str, now: datetime) -> list[Settlement]:
+    """The runs still going at shutdown, released: pending now, no failure counted."""
     return [
-        released(run_of(r.job, worker=worker_id), now=now, note="worker shut down")
-        for r in running
-        if not skip(r)
+        released(run_of(r.job, worker=worker_id), now=now, note="worker shut down") for r in running
     ]
