@@ -53,7 +53,7 @@ def own_runworker_options() -> set[str]:
 
 
 def test_settings_reference_has_a_row_for_every_key_and_no_other() -> None:
-    documented = table_names(read("settings.md"))
+    documented = table_names(read("reference/settings.md"))
     assert set(conf.DEFAULTS) - documented == set(), "settings missing from docs/settings.md"
     assert documented - set(conf.DEFAULTS) == set(), "docs/settings.md lists unknown settings"
 
@@ -61,7 +61,7 @@ def test_settings_reference_has_a_row_for_every_key_and_no_other() -> None:
 def test_running_workers_flag_table_has_every_runworker_option_and_no_other() -> None:
     own = own_runworker_options()
     assert {"--queue", "--kind", "--concurrency", "--burst"} <= own  # the parser was read
-    documented = table_names(section(read("running-workers.md"), "Flags"))
+    documented = table_names(section(read("howto/running-workers.md"), "Flags"))
     assert own - documented == set(), "runworker options missing from the flags table"
     parser = runworker.Command().create_parser("manage.py", "runworker")
     known = {s for action in parser._actions for s in action.option_strings}
@@ -69,13 +69,13 @@ def test_running_workers_flag_table_has_every_runworker_option_and_no_other() ->
 
 
 def test_running_workers_synopsis_names_every_runworker_option() -> None:
-    text = read("running-workers.md")
+    text = read("howto/running-workers.md")
     for option in own_runworker_options():
         assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text), option
 
 
 def test_concepts_has_a_row_for_every_status_and_every_journal_outcome() -> None:
-    text = read("concepts.md")
+    text = read("explanation/concepts.md")
     statuses = table_names(section(text, "Job states"))
     outcomes = table_names(section(text, "Journal outcomes"))
     assert set(Status.values) == statuses
@@ -89,7 +89,7 @@ def _slug(heading: str) -> str:
 
 
 def test_relative_links_in_docs_and_readme_lead_to_files_and_headings() -> None:
-    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
@@ -140,7 +140,7 @@ def documented_parameters(obj: object) -> list[str]:
 
 
 def test_api_reference_has_an_entry_for_every_public_name_and_no_other() -> None:
-    text = read("reference.md")
+    text = read("reference/api.md")
     level3 = re.findall(r"^### .*$", text, re.M)
     assert [h for h in level3 if not ENTRY.fullmatch(h)] == [], (
         "docs/reference.md: level-3 headings must be exactly ### `name`"
@@ -155,7 +155,7 @@ def test_api_reference_has_an_entry_for_every_public_name_and_no_other() -> None
 
 
 def test_api_reference_names_every_parameter_of_every_public_callable() -> None:
-    text = read("reference.md")
+    text = read("reference/api.md")
     undocumented = []
     checked = 0
     for name in django_jobqueue.__all__:
