@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import enum
+import importlib
 import inspect
 import re
 from pathlib import Path
@@ -69,8 +70,8 @@ def own_runworker_options() -> set[str]:
 
 def test_settings_reference_has_a_row_for_every_key_and_no_other() -> None:
     documented = table_names(read("reference/settings.md"))
-    assert set(conf.DEFAULTS) - documented == set(), "settings missing from docs/reference/settings.md"
-    assert documented - set(conf.DEFAULTS) == set(), "docs/reference/settings.md lists unknown settings"
+    assert set(conf.DEFAULTS) - documented == set(), "settings missing from the reference"
+    assert documented - set(conf.DEFAULTS) == set(), "the reference lists unknown settings"
 
 
 def test_runworker_flag_table_has_every_runworker_option_and_no_other() -> None:
@@ -321,3 +322,49 @@ def test_docs_paths_named_by_the_code_and_scripts_exist() -> None:
     }
     assert ("django_jobqueue/checks.py", "docs/explanation/databases.md") in named  # read
     assert sorted(n for n in named if not (ROOT / n[1]).exists()) == []
+
+
+# A dotted name the docs give (`django_jobqueue.run.lifecycle.on_cancel_request`), and a
+# source path (`django_jobqueue/worker/services/`); permissions (``app.codename``) aside.
+DOTTED = re.compile(r"\bdjango_jobqueue(?:\.[A-Za-z_]\w*)+")
+SOURCE_PATH = re.compile(r"`(django_jobqueue/[\w/.]*)`")
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names a module, or an attribute of one, that exists now."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_the_module_paths_the_docs_name_exist() -> None:
+    from django_jobqueue.models import Job
+
+    permissions = {f"django_jobqueue.{codename}" for codename, _ in Job._meta.permissions}
+    permissions |= {f"django_jobqueue.{verb}_job" for verb in ("add", "change", "delete", "view")}
+    named = {
+        (page.relative_to(ROOT).as_posix(), name)
+        for page in [ROOT / "README.md", *DOCS.rglob("*.md")]
+        for pattern in (DOTTED, SOURCE_PATH)
+        for name in pattern.findall(page.read_text(encoding="utf-8"))
+    }
+    assert ("docs/howto/operations.md", "django_jobqueue.run.lifecycle.on_cancel_request") in named
+    missing = sorted(
+        (page, name)
+        for page, name in named
+        if not (
+            name in permissions
+            or CHECK_ID.fullmatch(name)
+            or ((ROOT / name).exists() if "/" in name else resolves(name))
+        )
+    )
+    assert missing == [], "the docs name modules or files that no longer exist"
