@@ -134,6 +134,24 @@ def test_jobqueue_synopsis_has_every_subcommand_with_its_options_and_no_other() 
     assert wrong == []
 
 
+def test_jobqueue_subcommand_table_has_a_row_for_each_naming_exactly_its_options() -> None:
+    subcommands = jobqueue_subcommands()
+    body = section(read("reference/commands.md"), "`jobqueue`")
+    rows = {
+        match.group(1): match.group(0)
+        for match in re.finditer(r"^\|\s*`(\w+)[^`]*`\s*\|.*$", body, re.M)
+    }
+    assert set(rows) == set(subcommands)
+    named = {name: set(re.findall(r"(?<![\w-])--[a-z][\w-]*", row)) for name, row in rows.items()}
+    wrong = [
+        f"{name}: {o} missing" for name, opts in subcommands.items() for o in opts - named[name]
+    ]
+    wrong += [
+        f"{name}: {o} unknown" for name, opts in named.items() for o in opts - subcommands[name]
+    ]
+    assert sorted(wrong) == []
+
+
 def test_states_reference_has_a_row_for_every_status_and_every_journal_outcome() -> None:
     text = read("reference/states.md")
     statuses = table_names(section(text, "Statuses"))
