@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import enum
+import functools
 import importlib
 import inspect
 import re
@@ -268,7 +269,8 @@ def test_api_reference_shows_every_member_of_each_choices_class(choices: type) -
 CHECK_ID = re.compile(r"django_jobqueue\.[A-Z]\d{3}")
 
 
-def registered_check_ids() -> set[str]:
+@functools.cache
+def registered_check_ids() -> frozenset[str]:
     """Every system check id the package gives a message (``id=`` of a call), wherever
     it is: checks.py, and the Django Tasks backend's own check."""
     ids = set()
@@ -282,7 +284,7 @@ def registered_check_ids() -> set[str]:
                 and CHECK_ID.fullmatch(node.value.value)
             ):
                 ids.add(node.value.value)
-    return ids
+    return frozenset(ids)
 
 
 def test_checks_reference_has_a_row_for_every_system_check_id_and_no_other() -> None:
