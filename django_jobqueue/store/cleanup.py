@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import TERMINAL, Job
 from django_jobqueue.store import sql
 from django_jobqueue.store.history import as_uuid, names
@@ -34,8 +35,9 @@ def cleanup(
     statuses = [status] if isinstance(status, str) else list(status or TERMINAL)
     bad = sorted(set(statuses) - set(TERMINAL))
     if bad:
-        raise ValueError(
-            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}"
+        raise InvalidFilter(
+            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}",
+            argument="status",
         )
     qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
     if kind:

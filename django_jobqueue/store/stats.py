@@ -10,6 +10,7 @@ from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
+from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import Job, JournalEntry, Outcome, QueuePause, Status, WorkerHeartbeat
 from django_jobqueue.store import sql
 
@@ -214,7 +215,7 @@ def throughput(
         "hour": (TruncHour, timedelta(hours=1)),
     }
     if bucket not in truncs:
-        raise ValueError(f"bucket is minute or hour, got {bucket!r}")
+        raise InvalidFilter(f"bucket is minute or hour, got {bucket!r}", argument="bucket")
     trunc, step = truncs[bucket]
     now = now or timezone.now()
     counted: dict[datetime, dict[str, int]] = {}
