@@ -6,7 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from django_jobqueue.errors import (
     ClaimLost,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from django_jobqueue.store.history import HistoryFilters
+    from django_jobqueue.store.snapshot import Stats
 
 __all__ = [
     "Backoff",
@@ -175,8 +176,9 @@ def cleanup(
     return store.cleanup(finished_before=finished_before, kind=kind, status=status, dry_run=dry_run)
 
 
-def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
-    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``."""
+def stats(window: timedelta = timedelta(hours=24)) -> Stats:
+    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``:
+    a frozen ``Stats`` whose ``to_dict()`` is what ``jobqueue stats --json`` prints."""
     from django_jobqueue import store
 
     return store.stats(window=window)
