@@ -35,9 +35,9 @@ from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
 from django_jobqueue.task.definition import Task, enqueue_many, task
 from django_jobqueue.task.enqueue import enqueue
-from django_jobqueue.task.handle import HistoryPage, JobHandle, Pending
+from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
-from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.merge import Merge, Pending
 from django_jobqueue.task.periodic import periodic
 
 if TYPE_CHECKING:

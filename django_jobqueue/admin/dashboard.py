@@ -28,13 +28,13 @@ from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import overview
 
 if TYPE_CHECKING:
-    from django_jobqueue.admin.jobs import JobAdmin
+    from django_jobqueue.admin.common import JobPages
     from django_jobqueue.store.snapshot import Stats, WorkerInfo
 
 WINDOW = timedelta(hours=24)
 
 
-def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     def dashboard_view(request: HttpRequest) -> HttpResponse:
         if not modeladmin.has_view_permission(request):
             raise PermissionDenied
@@ -175,7 +175,7 @@ def _schedules(now: Any) -> tuple[list[dict[str, Any]], str]:
     ], ""
 
 
-def queue_view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+def queue_view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     @require_POST
     def pause_or_resume(request: HttpRequest) -> HttpResponse:
         if not modeladmin.has_pause_permission(request):

@@ -92,7 +92,9 @@ class ScheduleDef:
             payload_json=text,
         )
 
-    def same_as(self, other: ScheduleDef) -> bool:
+    def same_as(self, other: object) -> bool:
+        if not isinstance(other, ScheduleDef):
+            return False
         return (
             self.name,
             self.kind,
@@ -269,11 +271,13 @@ def schedules() -> list[ScheduleDef]:
     """Every schedule, those of code first, then those of the PERIODIC setting; each
     checked (a class task's arguments too). Raises ConfigurationError for a setting
     that does not fit the tasks, InvalidArguments/InvalidPayload for a code schedule."""
-    found = registry.schedules()
+    # The registry keeps only ScheduleDefs (periodic() and the Task hook add them), typed
+    # loosely so that it need not import this module.
+    found = [s for s in registry.schedules() if isinstance(s, ScheduleDef)]
     for schedule in found:
         if schedule.source == "code":
             schedule.payload()
-    names = {s.name: s for s in found}
+    names: dict[str, ScheduleDef] = {s.name: s for s in found}
     for entry in conf.get().periodic:
         schedule = from_settings(entry)
         clash = names.get(schedule.name)

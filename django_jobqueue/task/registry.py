@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import DuplicateKind, InvalidOption, UnknownKind
@@ -25,8 +25,25 @@ from django_jobqueue.validation import Rate
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
-    from django_jobqueue.task.definition import Task
-    from django_jobqueue.task.periodic import ScheduleDef
+    from django_jobqueue.task.merge import Mergeable
+
+
+class Schedule(Protocol):
+    """What the registry keeps of a periodic schedule (``periodic.ScheduleDef`` is one):
+    enough to refuse a second, different schedule under the same name."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def same_as(self, other: object) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+S = TypeVar("S", bound=Schedule)
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
@@ -129,7 +146,7 @@ class TaskDef:
         InvalidArguments when they do not fit the task."""
         raise NotImplementedError
 
-    def instance(self, payload: dict[str, Any]) -> Task | None:
+    def instance(self, payload: dict[str, Any]) -> Mergeable | None:
         """The typed task for a payload (class-based tasks only)."""
         return None
 
@@ -165,7 +182,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._by_kind: dict[str, TaskDef] = {}
-        self._schedules: dict[str, ScheduleDef] = {}
+        self._schedules: dict[str, Schedule] = {}
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -192,7 +209,7 @@ class Registry:
     def kinds(self) -> list[str]:
         return sorted(self._by_kind)
 
-    def add_schedule(self, schedule: ScheduleDef) -> ScheduleDef:
+    def add_schedule(self, schedule: S) -> S:
         """Keep ``schedule``; one of the same name must be the same schedule (a module
         imported twice), else InvalidOption."""
         existing = self._schedules.get(schedule.name)
@@ -207,7 +224,7 @@ class Registry:
         self._schedules[schedule.name] = schedule
         return schedule
 
-    def schedules(self) -> list[ScheduleDef]:
+    def schedules(self) -> list[Schedule]:
         """The schedules registered in code, in registration order."""
         return list(self._schedules.values())
 
