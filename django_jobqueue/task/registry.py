@@ -84,9 +84,9 @@ class TaskDef:
         atomic: bool = False,
         asynchronous: bool = False,
     ) -> None:
-        def error(option: str) -> Callable[[str], InvalidOption]:
-            return partial(InvalidOption, kind=kind, option=option)
-
+        """Check every option (InvalidOption naming it, before anything is registered),
+        then keep them."""
+        error = _option_error(kind)
         validation.bounded_text(kind, name="kind", error=error("kind"), max_length=200)
         validate_priority(priority, kind=kind)
         validate_queue(queue, kind=kind)
@@ -97,14 +97,8 @@ class TaskDef:
                 error=error("max_failures"),
                 allow_none=True,
             )
-        if lease is not None:
-            lease = validation.duration(
-                lease, name=f"{kind}: lease", error=error("lease"), allow_zero=False
-            )
-        if timeout is not None:
-            timeout = validation.duration(
-                timeout, name=f"{kind}: timeout", error=error("timeout"), allow_zero=False
-            )
+        lease = _duration(lease, kind=kind, option="lease")
+        timeout = _duration(timeout, kind=kind, option="timeout")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
         validation.positive_int(
@@ -117,15 +111,7 @@ class TaskDef:
             rate_limit = validation.rate(
                 rate_limit, name=f"{kind}: rate_limit", error=error("rate_limit")
             )
-        if not isinstance(atomic, bool):
-            raise error("atomic")(f"{kind}: atomic must be True or False, got {atomic!r}")
-        if atomic and asynchronous:
-            # An async task's ORM calls run on other threads (sync_to_async), on other
-            # connections: outside the transaction the run's settlement is written in.
-            raise error("atomic")(
-                f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
-                "task's database calls run outside the run's transaction"
-            )
+        _check_atomic(atomic, kind=kind, asynchronous=asynchronous)
         self.kind = kind
         self.origin = origin
         self.queue = queue
@@ -160,6 +146,37 @@ class TaskDef:
             timeout=self.timeout,
             backoff_base=default.backoff_base if backoff.base is None else backoff.base,
             backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
+        )
+
+
+def _option_error(kind: str) -> Callable[[str], Callable[[str], InvalidOption]]:
+    """The error for a bad task option of ``kind``: ``error("lease")("message")``."""
+
+    def error(option: str) -> Callable[[str], InvalidOption]:
+        return partial(InvalidOption, kind=kind, option=option)
+
+    return error
+
+
+def _duration(value: timedelta | None, *, kind: str, option: str) -> timedelta | None:
+    """A lease or timeout: None (the default) or a positive duration."""
+    if value is None:
+        return None
+    return validation.duration(
+        value, name=f"{kind}: {option}", error=_option_error(kind)(option), allow_zero=False
+    )
+
+
+def _check_atomic(atomic: object, *, kind: str, asynchronous: bool) -> None:
+    error = _option_error(kind)("atomic")
+    if not isinstance(atomic, bool):
+        raise error(f"{kind}: atomic must be True or False, got {atomic!r}")
+    if atomic and asynchronous:
+        # An async task's ORM calls run on other threads (sync_to_async), on other
+        # connections: outside the transaction the run's settlement is written in.
+        raise error(
+            f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
+            "task's database calls run outside the run's transaction"
         )
 
 
