@@ -202,8 +202,9 @@ def _build(
     catch_up: Any,
     name: Any,
     lazy: bool = False,
-    source: str = "code",
 ) -> ScheduleDef:
+    """A schedule registered in code, every option checked (those of the PERIODIC
+    setting are checked by ``conf`` and built by ``from_settings``)."""
     kind = defn.kind
 
     def error(option: str) -> Any:
@@ -242,7 +243,6 @@ def _build(
         args=tuple(args),
         kwargs=dict(kwargs),
         catch_up=catch_up,
-        source=source,
     )
     if not lazy:
         schedule.payload()
@@ -250,21 +250,26 @@ def _build(
 
 
 def from_settings(entry: conf.PeriodicEntry) -> ScheduleDef:
-    """A schedule of the PERIODIC setting, its kind and arguments checked against the
-    task registry; a problem is a ConfigurationError naming the entry."""
+    """A schedule of the PERIODIC setting. ``conf`` checked the entry itself when it read
+    the settings (its keys, name, cron, time zone, arguments as JSON, catch_up), so they
+    are not checked again here; what is left needs the task registry: that the kind is
+    registered and the arguments fit its task. A problem is a ConfigurationError naming
+    the entry."""
     try:
-        return _build(
-            registry.get(entry.kind),
-            entry.cron,
-            args=entry.args,
-            kwargs=entry.kwargs,
-            timezone=entry.timezone,
-            catch_up=entry.catch_up,
+        schedule = ScheduleDef(
             name=entry.name,
+            kind=registry.get(entry.kind).kind,
+            expression=entry.cron,
+            tz=None if entry.timezone is None else ZoneInfo(entry.timezone),
+            args=entry.args,
+            kwargs=dict(entry.kwargs),
+            catch_up=entry.catch_up,
             source="settings",
         )
+        schedule.payload()
     except JobQueueError as exc:
         raise ConfigurationError(f"{entry.where}: {exc}", key="PERIODIC") from exc
+    return schedule
 
 
 def schedules() -> list[ScheduleDef]:
