@@ -131,7 +131,7 @@ _RANGES = {
 }
 
 
-def _several(value: object) -> list[object]:
+def several(value: object) -> list[object]:
     """A filter's one value or several (a value that is neither is checked as one)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
         return [value]
@@ -142,13 +142,13 @@ def _filtered(filters: HistoryFilters) -> QuerySet[Job]:
     qs = sql.jobs()
     kind = filters.get("kind")
     if kind:
-        qs = qs.filter(kind__in=[names("kind", k) for k in _several(kind)])
+        qs = qs.filter(kind__in=[names("kind", k) for k in several(kind)])
     queue = filters.get("queue")
     if queue:
         qs = qs.filter(queue=names("queue", queue))
     status = filters.get("status")
     if status:
-        statuses = _several(status)
+        statuses = several(status)
         unknown = sorted(map(str, set(statuses) - set(Status.values)))
         if unknown:
             raise InvalidFilter(

@@ -126,9 +126,14 @@ def test_cleanup_refuses_a_live_status_or_a_bad_kind_and_deletes_nothing() -> No
         django_jobqueue.cleanup(finished_before=timezone.now(), status="pending")
     assert info.value.argument == "status"
     assert "not pending" in str(info.value)
+    with pytest.raises(InvalidFilter, match="not 3") as info:
+        django_jobqueue.cleanup(finished_before=timezone.now(), status=3)  # type: ignore[arg-type]
+    assert info.value.argument == "status"
     with pytest.raises(InvalidFilter, match="kind") as info:
         django_jobqueue.cleanup(finished_before=timezone.now(), kind="k" * 201)
     assert info.value.argument == "kind"
+    with pytest.raises(InvalidFilter, match="finished_before must be a datetime, got '7d'"):
+        django_jobqueue.cleanup(finished_before="7d")  # type: ignore[arg-type]
     assert counts() == before == (1, 0)
 
 
