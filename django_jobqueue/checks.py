@@ -446,7 +446,7 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             Error(
                 str(exc),
                 id="django_jobqueue.E005",
-                hint="See docs/periodic-jobs.md: each schedule names a registered task "
+                hint="See docs/howto/periodic-jobs.md: each schedule names a registered task "
                 "kind and arguments that fit it.",
             )
         ]
@@ -457,7 +457,7 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
 
 
 def mysql_warnings(alias: str, database: Mapping[str, Any]) -> list[CheckMessage]:
-    """W010 on MySQL/MariaDB, saying what differs there (docs/databases.md has the
+    """W010 on MySQL/MariaDB, saying what differs there (docs/explanation/databases.md has the
     table); W011 too when the isolation level is above READ COMMITTED."""
     if not str(database.get("ENGINE", "")).endswith("mysql"):
         return []
@@ -485,7 +485,7 @@ def mysql_warnings(alias: str, database: Mapping[str, Any]) -> list[CheckMessage
             "rather than partial (the idempotency key's uniqueness is a generated column's "
             "unique index), a claim or settlement takes a few statements instead of one, "
             "and JSON is stored as checked text.",
-            hint="See docs/databases.md for the feature-by-database table; add "
+            hint="See docs/explanation/databases.md for the feature-by-database table; add "
             "'django_jobqueue.W010' to SILENCED_SYSTEM_CHECKS once you have read it.",
             id="django_jobqueue.W010",
         ),

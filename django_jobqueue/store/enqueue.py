@@ -23,7 +23,7 @@ from typing import Any, Literal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from django_jobqueue.errors import RateLimited
+from django_jobqueue.errors import KeyContended, RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.run.lifecycle import later
@@ -190,7 +190,9 @@ def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Jo
         if existing is not None:
             return existing, "reused"
         # The holder finished between the two statements: the key is free again.
-    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+    raise KeyContended(
+        f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
+    )
 
 
 def _insert_keyed_mysql(
@@ -210,7 +212,9 @@ def _insert_keyed_mysql(
         existing = active_by_key(key)
         if existing is not None:
             return existing, "reused"
-    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+    raise KeyContended(
+        f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
+    )
 
 
 # The unique index of migration 0008 (MySQL/MariaDB name it in a duplicate-key error).
