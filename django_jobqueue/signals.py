@@ -23,8 +23,8 @@ logged and the next one still runs; it never breaks an enqueue, a run or a worke
 of the Django Tasks backend, its registry entry).
 
 Enqueues are also shown, at the call and in whatever thread made them, to the test
-kit's ``captured_jobs()`` through ``observe_enqueues``. The run side (``job_started``,
-``job_finished``) is sent by ``run.announce``, the run pipeline's; the signals live here.
+kit's ``captured_jobs()`` through ``observe_enqueues``. The Signal objects live here;
+``job_started`` and ``job_finished`` are sent by ``run.announce``, for the run pipeline.
 """
 
 from __future__ import annotations
