@@ -29,7 +29,7 @@ _FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value i
 _BULK = (
     f"INSERT INTO {JOB} ({COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    f" (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, {_FRESH}"
+    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8, {_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
@@ -55,7 +55,10 @@ class PostgreSQLStorage(StorageStatements):
         return True
 
     def insert_jobs(self, rows: Sequence[NewRow]) -> None:
-        if rows:
+        """One row (an enqueue's) as VALUES; more in one statement whatever the count."""
+        if len(rows) == 1:
+            super().insert_jobs(rows)
+        elif rows:
             self.run(_BULK, [_bulk_document(rows)])
 
     def _clock(self) -> tuple[str, list[Any]]:
@@ -124,7 +127,8 @@ class _Listening:
 
 
 def _bulk_document(rows: Sequence[NewRow]) -> str:
-    """``[[id, kind, queue, payload, priority, created_at, visible_at], …]`` as JSON text."""
+    """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
+    idempotency_key], …]`` as JSON text (the keys left out when there are none)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -141,9 +145,16 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
             found = stamps[moment] = moment.isoformat()
         return found
 
+    def keys(r: NewRow) -> str:
+        if r.dedup_key is None and r.idempotency_key is None:
+            return ""  # r->>7 and r->>8 past the end are NULL
+        return "," + ",".join(
+            "null" if k is None else q(k) for k in (r.dedup_key, r.idempotency_key)
+        )
+
     parts = [
         f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
-        f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"]'
+        f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"{keys(r)}]'
         for r in rows
     ]
     return "[" + ",".join(parts) + "]"
