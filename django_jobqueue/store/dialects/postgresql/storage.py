@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
+from django.core.exceptions import EmptyResultSet
 from django.db.models import QuerySet
 
 from django_jobqueue import validation
@@ -68,7 +69,10 @@ class PostgreSQLStorage(StorageStatements):
     def percentiles(
         self, qs: QuerySet[JournalEntry]
     ) -> dict[str, tuple[float | None, float | None]]:
-        inner, params = qs.values("kind", "duration").query.sql_with_params()
+        try:
+            inner, params = qs.values("kind", "duration").query.sql_with_params()
+        except EmptyResultSet:  # a queryset that cannot match (``none()``)
+            return {}
         seconds = "EXTRACT(EPOCH FROM d.duration)"
         query = (
             f"SELECT d.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
