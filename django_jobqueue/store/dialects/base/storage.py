@@ -194,13 +194,20 @@ class StorageStatements:
         """The constraint's condition as this database's index has it: compiled from the
         model (``Q``) as Django compiles it for the index, with its values written in as
         literals. ON CONFLICT infers the partial index only from constants (a bound
-        parameter matches no index); they come from the model's code, never a caller."""
-        assert isinstance(unique.condition, Q)
-        query = Query(model=Job, alias_cols=False)
-        where = query.build_where(unique.condition)
-        compiled, params = where.as_sql(query.get_compiler(connection=self.conn), self.conn)
-        editor = self.conn.schema_editor()
-        return str(compiled % tuple(editor.quote_value(p) for p in params))
+        parameter matches no index); they come from the model's code, never a caller.
+        Compiled once per dialect (a keyed enqueue asks every time)."""
+        known: dict[str, str] = self.__dict__.setdefault("_conditions", {})
+        found = known.get(unique.name)
+        if found is None:
+            assert isinstance(unique.condition, Q)
+            query = Query(model=Job, alias_cols=False)
+            where = query.build_where(unique.condition)
+            compiled, params = where.as_sql(query.get_compiler(connection=self.conn), self.conn)
+            editor = self.conn.schema_editor()
+            found = known[unique.name] = str(
+                compiled % tuple(editor.quote_value(p) for p in params)
+            )
+        return found
 
     # --- rate tokens -------------------------------------------------------------------
 
