@@ -12,7 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -49,20 +49,11 @@ class NewRow:
     idempotency_key: str | None = None
 
 
-# A new row's columns: those a NewRow gives, then those every new row starts with (SQL
-# literals: the model's defaults for a pending job nobody has run). One list, so the
-# column names, the row template and the parameters cannot drift apart.
-ROW_COLUMNS: tuple[str, ...] = (
-    "id",
-    "kind",
-    "queue",
-    "payload",
-    "priority",
-    "created_at",
-    "visible_at",
-    "dedup_key",
-    "idempotency_key",
-)
+# A new row's columns: those a NewRow gives (its fields, in order: the row template and
+# the parameters are built from this one list, so they cannot drift apart), then those
+# every new row starts with (SQL literals: the model's defaults for a pending job nobody
+# has run).
+ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(NewRow))
 FRESH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "'pending'"),
     ("claimed_by", "''"),
@@ -149,17 +140,13 @@ class StorageStatements:
         return f"INSERT INTO {JOB} ({COLUMN_LIST}) VALUES " + ", ".join([one] * rows)
 
     def row_params(self, row: NewRow) -> list[Any]:
-        return [
-            self.job_id(row.id),
-            row.kind,
-            row.queue,
-            row.payload,
-            row.priority,
-            self.dt(row.created_at),
-            self.dt(row.visible_at),
-            row.dedup_key,
-            row.idempotency_key,
-        ]
+        """``row``'s values in ``ROW_COLUMNS`` order, as this database binds them."""
+        bind: dict[str, Callable[[Any], Any]] = {
+            "id": self.job_id,
+            "created_at": self.dt,
+            "visible_at": self.dt,
+        }
+        return [bind.get(name, _as_is)(getattr(row, name)) for name in ROW_COLUMNS]
 
     def insert_jobs(self, rows: Sequence[NewRow]) -> None:
         """Insert plain new jobs (no idempotency key): multi-row VALUES, in statements
@@ -325,6 +312,10 @@ class StorageStatements:
         """Around an atomic run's ``transaction.atomic()``: how its transaction must
         begin (as the connection says, by default)."""
         yield
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def percentile(values: list[float], q: float) -> float | None:
