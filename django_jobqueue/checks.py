@@ -67,7 +67,8 @@ def database_warnings(
 ) -> list[CheckMessage]:
     """W001 (SQLite without IMMEDIATE transactions: a second writer fails with
     "database is locked" instead of waiting its turn), W002 (SQLite running jobs in
-    parallel), W010 and W011 (MySQL/MariaDB): each database's dialect knows its own."""
+    parallel), W010 and W011 (MySQL/MariaDB): each database's dialect knows its own
+    (docs/explanation/databases.md has what differs, database by database)."""
     try:
         dialect = dialects.for_settings(database)
     except ImproperlyConfigured:
@@ -394,7 +395,7 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             Error(
                 str(exc),
                 id="django_jobqueue.E005",
-                hint="See docs/periodic-jobs.md: each schedule names a registered task "
+                hint="See docs/howto/periodic-jobs.md: each schedule names a registered task "
                 "kind and arguments that fit it.",
             )
         ]

@@ -12,9 +12,10 @@ from datetime import datetime
 
 from django.db import transaction
 
+from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import TERMINAL, Job
 from django_jobqueue.store import sql
-from django_jobqueue.store.history import as_uuid, names
+from django_jobqueue.store.history import as_uuid, names, several
 from django_jobqueue.store.monitoring import delete_journal
 
 
@@ -31,12 +32,19 @@ def cleanup(
     Only completed, dead and cancelled jobs are ever deleted. Returns the count (with
     ``dry_run``, the count that would be deleted).
     """
-    statuses = [status] if isinstance(status, str) else list(status or TERMINAL)
-    bad = sorted(set(statuses) - set(TERMINAL))
-    if bad:
-        raise ValueError(
-            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}"
+    if not isinstance(finished_before, datetime):
+        raise InvalidFilter(
+            f"finished_before must be a datetime, got {finished_before!r}",
+            argument="finished_before",
         )
+    given = several(status) if status else list(TERMINAL)
+    bad = sorted(map(str, set(given) - set(TERMINAL)))
+    if bad:
+        raise InvalidFilter(
+            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}",
+            argument="status",
+        )
+    statuses = [str(s) for s in given]
     qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
     if kind:
         qs = qs.filter(kind=names("kind", kind))

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import UniqueConstraint
 from django.utils import timezone
 
-from django_jobqueue.errors import RateLimited
+from django_jobqueue.errors import KeyContended, RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.run.lifecycle import later
@@ -173,7 +173,9 @@ def _insert_keyed(job: Job, request: EnqueueRequest) -> tuple[Job, Disposition]:
         if existing is not None:
             return existing, "reused"
         # The holder finished between the two statements: the key is free again.
-    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
+    raise KeyContended(
+        f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
+    )
 
 
 def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:

@@ -191,7 +191,7 @@ SETTLE_CTES = (
     f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {_GUARD}"
     " RETURNING t.id, t.status, t.cancel_actor),"
     f" entries AS (INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
-    f" {_JOURNAL_SELECT.format(newline='chr(10)', duration='make_interval(secs => s.duration)')}"
+    f" {_JOURNAL_SELECT.format(duration='make_interval(secs => s.duration)')}"
     " FROM j JOIN s ON s.id = j.id),"
     # The runs counted, in the same statement: the metrics never read the journal.
     f" tallied AS ({tally_insert(_TALLIED.format(joined='j JOIN s ON s.id = j.id'))})"
@@ -263,7 +263,7 @@ def _apply_sqlite(d: sql.Dialect, rows: list[tuple[Any, ...]]) -> set[uuid.UUID]
         if done:
             cursor.execute(
                 f"{s_cte} INSERT INTO {sql.JOURNAL} ({_JOURNAL_COLUMNS})"
-                f" {_JOURNAL_SELECT.format(newline='char(10)', duration='s.duration')}"
+                f" {_JOURNAL_SELECT.format(duration='s.duration')}"
                 f" FROM s JOIN {sql.JOB} AS j ON j.id = s.id"
                 f" WHERE j.id IN ({sql.placeholders(len(done))})",
                 [*params, *done],

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
@@ -53,8 +53,6 @@ from django_jobqueue.worker.services.timeouts import Timeouts
 from django_jobqueue.worker.slots import Slots
 
 logger = logging.getLogger("django_jobqueue")
-
-T = TypeVar("T")
 
 
 def priority_floor(slot: int, ratio: int | None) -> int:

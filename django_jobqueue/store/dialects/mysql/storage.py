@@ -54,7 +54,7 @@ class MySQLStorage(StorageStatements):
     def configuration_problems(
         cls, alias: str, database: Mapping[str, Any], *, concurrency: int
     ) -> list[CheckMessage]:
-        """W010 saying what differs here (docs/databases.md has the table); W011 too
+        """W010 saying what differs here (docs/explanation/databases.md has the table); W011 too
         when the isolation level is above READ COMMITTED."""
         options = database.get("OPTIONS") or {}
         isolation = str(options.get("isolation_level") or "read committed")
@@ -81,7 +81,7 @@ class MySQLStorage(StorageStatements):
                 "are whole rather than partial (the idempotency key's uniqueness is a "
                 "generated column's unique index), a claim or settlement takes a few "
                 "statements instead of one, and JSON is stored as checked text.",
-                hint="See docs/databases.md for the feature-by-database table; add "
+                hint="See docs/explanation/databases.md for the feature-by-database table; add "
                 "'django_jobqueue.W010' to SILENCED_SYSTEM_CHECKS once you have read it.",
                 id="django_jobqueue.W010",
             )
