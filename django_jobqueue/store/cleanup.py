@@ -51,19 +51,20 @@ def cleanup(
     if dry_run:
         return qs.count()
     alias = sql.alias()
+    d = sql.dialect()
     total = 0
 
     def batch() -> tuple[int, int]:
         with transaction.atomic(using=alias):
             ids = list(
-                sql.lockable(qs.order_by("finished_at"), skip_locked=True).values_list(
-                    "id", flat=True
-                )[:batch_size]
+                d.locked(qs.order_by("finished_at"), skip_locked=True).values_list("id", flat=True)[
+                    :batch_size
+                ]
             )
             return len(ids), _delete(ids, statuses) if ids else 0
 
     while True:
-        found, deleted = sql.retrying_deadlocks(batch)
+        found, deleted = d.retrying_deadlocks(batch)
         total += deleted
         if found < batch_size:
             break
@@ -80,6 +81,7 @@ def delete_finished(
     """
     ids = [as_uuid(i) for i in job_ids]
     alias = sql.alias()
+    d = sql.dialect()
     deleted: list[uuid.UUID] = []
     for start in range(0, len(ids), batch_size):
 
@@ -88,11 +90,11 @@ def delete_finished(
                 chunk = sql.jobs().filter(
                     id__in=ids[start : start + batch_size], status__in=TERMINAL
                 )
-                locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
+                locked = list(d.locked(chunk, skip_locked=False).values_list("id", flat=True))
                 _delete(locked, list(TERMINAL))
             return locked
 
-        deleted += sql.retrying_deadlocks(batch)
+        deleted += d.retrying_deadlocks(batch)
     return deleted
 
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
@@ -185,37 +184,7 @@ def run_stats(*, since: datetime) -> dict[str, KindRuns]:
 
 def _percentiles(qs: QuerySet[JournalEntry]) -> dict[str, tuple[float | None, float | None]]:
     """Per kind, the p50 and p95 of the entries' durations in seconds, in one query."""
-    alias = sql.alias()
-    if connections[alias].vendor == "postgresql":
-        inner, params = qs.values("kind", "duration").query.sql_with_params()
-        seconds = "EXTRACT(EPOCH FROM d.duration)"
-        query = (
-            f"SELECT d.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
-            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
-            " GROUP BY d.kind"
-        )
-        with connections[alias].cursor() as cursor:
-            cursor.execute(query, params)
-            rows = cursor.fetchall()
-        return {
-            kind: (None if p50 is None else float(p50), None if p95 is None else float(p95))
-            for kind, p50, p95 in rows
-        }
-    by_kind: dict[str, list[float]] = {}
-    for kind, d in qs.values_list("kind", "duration"):
-        if d is not None:
-            by_kind.setdefault(kind, []).append(d.total_seconds())
-    return {kind: (_pct(sorted(v), 0.5), _pct(sorted(v), 0.95)) for kind, v in by_kind.items()}
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile, as PostgreSQL's percentile_cont."""
-    if not values:
-        return None
-    pos = (len(values) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (pos - low)
+    return sql.dialect().percentiles(qs)
 
 
 def throughput(

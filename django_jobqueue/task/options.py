@@ -28,11 +28,11 @@ def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
     ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
     (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
     being one of them)."""
-    from django_jobqueue.store import sql
+    from django_jobqueue.store.dialects import for_alias
 
     settings = conf.get()
     setting = settings.max_json_depth
-    cap = sql.json_depth_cap(settings.database)
+    cap = for_alias(settings.database).json_depth_cap()
     if cap is not None and cap[0] - own_level < setting:
         return cap[0] - own_level, f"the most {cap[1]} hold"
     return setting, "MAX_JSON_DEPTH"
