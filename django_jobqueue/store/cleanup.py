@@ -12,9 +12,10 @@ from datetime import datetime
 
 from django.db import transaction
 
+from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import TERMINAL, Job
 from django_jobqueue.store import sql
-from django_jobqueue.store.history import as_uuid, names
+from django_jobqueue.store.history import as_uuid, names, several
 from django_jobqueue.store.monitoring import delete_journal
 
 
@@ -31,31 +32,39 @@ def cleanup(
     Only completed, dead and cancelled jobs are ever deleted. Returns the count (with
     ``dry_run``, the count that would be deleted).
     """
-    statuses = [status] if isinstance(status, str) else list(status or TERMINAL)
-    bad = sorted(set(statuses) - set(TERMINAL))
-    if bad:
-        raise ValueError(
-            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}"
+    if not isinstance(finished_before, datetime):
+        raise InvalidFilter(
+            f"finished_before must be a datetime, got {finished_before!r}",
+            argument="finished_before",
         )
+    given = several(status) if status else list(TERMINAL)
+    bad = sorted(map(str, set(given) - set(TERMINAL)))
+    if bad:
+        raise InvalidFilter(
+            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}",
+            argument="status",
+        )
+    statuses = [str(s) for s in given]
     qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
     if kind:
         qs = qs.filter(kind=names("kind", kind))
     if dry_run:
         return qs.count()
     alias = sql.alias()
+    d = sql.dialect()
     total = 0
 
     def batch() -> tuple[int, int]:
         with transaction.atomic(using=alias):
             ids = list(
-                sql.lockable(qs.order_by("finished_at"), skip_locked=True).values_list(
-                    "id", flat=True
-                )[:batch_size]
+                d.locked(qs.order_by("finished_at"), skip_locked=True).values_list("id", flat=True)[
+                    :batch_size
+                ]
             )
             return len(ids), _delete(ids, statuses) if ids else 0
 
     while True:
-        found, deleted = sql.retrying_deadlocks(batch)
+        found, deleted = d.retrying_deadlocks(batch)
         total += deleted
         if found < batch_size:
             break
@@ -72,6 +81,7 @@ def delete_finished(
     """
     ids = [as_uuid(i) for i in job_ids]
     alias = sql.alias()
+    d = sql.dialect()
     deleted: list[uuid.UUID] = []
     for start in range(0, len(ids), batch_size):
 
@@ -80,11 +90,11 @@ def delete_finished(
                 chunk = sql.jobs().filter(
                     id__in=ids[start : start + batch_size], status__in=TERMINAL
                 )
-                locked = list(sql.lockable(chunk, skip_locked=False).values_list("id", flat=True))
+                locked = list(d.locked(chunk, skip_locked=False).values_list("id", flat=True))
                 _delete(locked, list(TERMINAL))
             return locked
 
-        deleted += sql.retrying_deadlocks(batch)
+        deleted += d.retrying_deadlocks(batch)
     return deleted
 
 

@@ -21,13 +21,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
+from django.db.models import UniqueConstraint
 from django.utils import timezone
 
-from django_jobqueue.errors import RateLimited
+from django_jobqueue.errors import KeyContended, RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.run.lifecycle import later
 from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store.dialects.base.storage import NewRow
 from django_jobqueue.store.limits import take_tokens
 from django_jobqueue.validation import Rate
 
@@ -37,25 +39,14 @@ Disposition = Literal["inserted", "merged", "reused"]
 # server's memory for it modest.
 BULK_BATCH = 5000
 
-_COLUMNS = (
-    "id",
-    "kind",
-    "queue",
-    "payload",
-    "priority",
-    "status",
-    "created_at",
-    "visible_at",
-    "claimed_by",
-    "run_count",
-    "failure_count",
-    "carry",
-    "dedup_key",
-    "idempotency_key",
-    "cancel_requested",
-    "cancel_actor",
+# The model's partial unique constraint that lets one active job hold an idempotency key:
+# the keyed insert's conflict target and its condition are taken from it, so the
+# statement and the index cannot disagree.
+IDEMPOTENCY = next(
+    c
+    for c in Job._meta.constraints
+    if isinstance(c, UniqueConstraint) and c.name == "jobqueue_job_idempotency_active"
 )
-_COLUMN_LIST = ", ".join(_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -162,59 +153,29 @@ def _enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
         if merged is not None:
             return merged
     job = _new_row(request, now)
-    d = sql.dialect()
     if request.idempotency_key is None:
-        d.run(_insert_sql(d, 1), _row_params(d, job, request))
+        sql.dialect().insert_jobs([_insert_row(job, request)])
         return job, "inserted"
-    return _insert_keyed(d, job, request)
+    return _insert_keyed(job, request)
 
 
-def _insert_keyed(d: sql.Dialect, job: Job, request: EnqueueRequest) -> tuple[Job, Disposition]:
-    """Insert unless another active job holds the idempotency key; then reuse that one.
-
-    ``ON CONFLICT DO NOTHING`` on the key's partial unique index, so a lost race
-    neither raises nor spoils the caller's transaction.
-    """
+def _insert_keyed(job: Job, request: EnqueueRequest) -> tuple[Job, Disposition]:
+    """Insert unless another active job holds the idempotency key; then reuse that one
+    (the dialect's insert neither raises on the key nor spoils the caller's transaction)."""
     key = request.idempotency_key
     assert key is not None
-    if d.mysql:
-        return _insert_keyed_mysql(d, job, request, key)
-    conflict = (
-        " ON CONFLICT (idempotency_key) WHERE (idempotency_key IS NOT NULL"
-        " AND status IN ('pending', 'claimed')) DO NOTHING RETURNING id"
-    )
+    d = sql.dialect()
+    row = _insert_row(job, request)
     for _ in range(3):
-        if d.run(_insert_sql(d, 1) + conflict, _row_params(d, job, request)):
+        if d.insert_keyed(row, unique=IDEMPOTENCY):
             return job, "inserted"
         existing = active_by_key(key)
         if existing is not None:
             return existing, "reused"
         # The holder finished between the two statements: the key is free again.
-    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
-
-
-def _insert_keyed_mysql(
-    d: sql.Dialect, job: Job, request: EnqueueRequest, key: str
-) -> tuple[Job, Disposition]:
-    """MySQL/MariaDB: the key's unique index is on a generated column (migration 0008)
-    and ``ON DUPLICATE KEY`` cannot say which key clashed, so the INSERT runs in a
-    savepoint and a duplicate of that index means another active job holds the key."""
-    for _ in range(3):
-        try:
-            with transaction.atomic(using=sql.alias()):
-                d.run(_insert_sql(d, 1), _row_params(d, job, request))
-            return job, "inserted"
-        except IntegrityError as exc:
-            if _MYSQL_KEY_INDEX not in str(exc):
-                raise
-        existing = active_by_key(key)
-        if existing is not None:
-            return existing, "reused"
-    raise RuntimeError(f"idempotency key {key!r} kept changing hands; try again")
-
-
-# The unique index of migration 0008 (MySQL/MariaDB name it in a duplicate-key error).
-_MYSQL_KEY_INDEX = "jobqueue_job_idempotency_active"
+    raise KeyContended(
+        f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
+    )
 
 
 def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:
@@ -253,70 +214,25 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
         d = sql.dialect()
         for start in range(0, len(plain), BULK_BATCH):
             chunk = plain[start : start + BULK_BATCH]
-            _insert_bulk(d, [(row.id, request) for _, row, request in chunk], now)
+            d.insert_jobs([_bulk_row(row.id, request, now) for _, row, request in chunk])
             for i, row, _ in chunk:
                 out[i] = (row, "inserted")
     return [item for item in out if item is not None]
 
 
-def _insert_bulk(
-    d: sql.Dialect, rows: Sequence[tuple[uuid.UUID, EnqueueRequest]], now: datetime
-) -> None:
-    if d.postgres:
-        # One statement whatever the count, and one parameter: the rows as a JSON array
-        # written straight from each payload's JSON text (nothing encoded twice).
-        d.run(_BULK_POSTGRES, [_bulk_document(rows, now)])
-        return
-    # SQLite and MySQL/MariaDB: multi-row VALUES, within SQLite's limit on bound
-    # parameters (MySQL's is twice that) and, on MySQL, well within the server's
-    # max_allowed_packet (16 MiB by default) however large the payloads.
-    step = max(1, 32766 // len(_COLUMNS))
-    budget = _MYSQL_STATEMENT_BYTES if d.mysql else None
-    count, size = 0, 0
-    params: list[Any] = []
-    for job_id, r in rows:
-        row = _row_params(d, _new_row(r, now, job_id=job_id), r)
-        length = len(row[3])  # the payload's JSON text, by far the largest value
-        if count and (count == step or (budget is not None and size + length > budget)):
-            d.run(_insert_sql(d, count), params)
-            count, size, params = 0, 0, []
-        params.extend(row)
-        count += 1
-        size += length
-    if count:
-        d.run(_insert_sql(d, count), params)
-
-
-_MYSQL_STATEMENT_BYTES = 4 * 1024 * 1024
-
-
-_BULK_POSTGRES = (
-    f"INSERT INTO {sql.JOB} ({_COLUMN_LIST})"
-    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint, 'pending',"
-    " (r->>5)::timestamptz, (r->>6)::timestamptz, '', 0, 0, '{}'::jsonb, NULL, NULL, false, ''"
-    " FROM jsonb_array_elements(%s::jsonb) AS r"
-)
-
-
-def _bulk_document(rows: Sequence[tuple[uuid.UUID, EnqueueRequest]], now: datetime) -> str:
-    """``[[id, kind, queue, payload, priority, created_at, visible_at], …]`` as JSON text."""
-    quoted: dict[str, str] = {}
-    stamp = now.isoformat()
-
-    def q(text: str) -> str:
-        found = quoted.get(text)
-        if found is None:
-            found = quoted[text] = sql.dumps(text)
-        return found
-
-    parts = []
-    for job_id, r in rows:
-        payload = r.payload_json if r.payload_json is not None else sql.dumps(r.payload)
-        visible = stamp if r.run_at is None and not r.delay else r.visible_at(now).isoformat()
-        parts.append(
-            f'["{job_id}",{q(r.kind)},{q(r.queue)},{payload},{r.priority},"{stamp}","{visible}"]'
-        )
-    return "[" + ",".join(parts) + "]"
+def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime) -> NewRow:
+    payload = (
+        request.payload_json if request.payload_json is not None else sql.dumps(request.payload)
+    )
+    return NewRow(
+        id=job_id,
+        kind=request.kind,
+        queue=request.queue,
+        payload=payload,
+        priority=request.priority,
+        created_at=now,
+        visible_at=request.visible_at(now),
+    )
 
 
 def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None = None) -> Job:
@@ -334,27 +250,19 @@ def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None
     )
 
 
-def _insert_sql(d: sql.Dialect, rows: int) -> str:
-    one = f"(%s, %s, %s, {d.json}, %s, %s, %s, %s, '', 0, 0, {d.json}, %s, %s, %s, '')"
-    return f"INSERT INTO {sql.JOB} ({_COLUMN_LIST}) VALUES " + ", ".join([one] * rows)
-
-
-def _row_params(d: sql.Dialect, job: Job, request: EnqueueRequest) -> list[Any]:
+def _insert_row(job: Job, request: EnqueueRequest) -> NewRow:
     payload = request.payload_json if request.payload_json is not None else sql.dumps(job.payload)
-    return [
-        d.job_id(job.id),
-        job.kind,
-        job.queue,
-        payload,
-        job.priority,
-        job.status,
-        d.dt(job.created_at),
-        d.dt(job.visible_at),
-        "{}",
-        job.dedup_key,
-        job.idempotency_key,
-        False,
-    ]
+    return NewRow(
+        id=job.id,
+        kind=job.kind,
+        queue=job.queue,
+        payload=payload,
+        priority=job.priority,
+        created_at=job.created_at,
+        visible_at=job.visible_at,
+        dedup_key=job.dedup_key,
+        idempotency_key=job.idempotency_key,
+    )
 
 
 def active_by_key(key: str) -> Job | None:
@@ -391,7 +299,8 @@ def _merge(request: EnqueueRequest, *, now: datetime) -> tuple[Job, Disposition]
             # Waits for (rather than skips) a row another enqueue is merging into, so two
             # merges of one key are applied one after the other and neither is lost.
             candidate = (
-                sql.lockable(sql.jobs().filter(id=candidate_id), skip_locked=False)
+                sql.dialect()
+                .locked(sql.jobs().filter(id=candidate_id), skip_locked=False)
                 .filter(status=Status.PENDING)
                 .first()
             )
@@ -447,6 +356,7 @@ def _apply_merge(
 
 __all__ = [
     "BULK_BATCH",
+    "IDEMPOTENCY",
     "Disposition",
     "EnqueueRequest",
     "MergePlan",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TypedDict, Unpack
 
 from django.conf import settings as django_settings
@@ -13,7 +14,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from django_jobqueue import validation
-from django_jobqueue.errors import JobNotFound
+from django_jobqueue.errors import InvalidFilter, JobNotFound, UnknownFilter
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.store import sql
 
@@ -34,8 +35,10 @@ def journal(*, job_id: uuid.UUID | str, last: int | None = None) -> list[Journal
 
 
 def names(what: str, value: object) -> str:
-    """A kind or queue a filter names: text the database can compare (ValueError if not)."""
-    return validation.bounded_text(value, name=what, error=ValueError, max_length=200)
+    """A kind or queue a filter names: text the database can compare (InvalidFilter if not)."""
+    return validation.bounded_text(
+        value, name=what, error=partial(InvalidFilter, argument=what), max_length=200
+    )
 
 
 def as_uuid(value: uuid.UUID | str) -> uuid.UUID:
@@ -64,9 +67,11 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         stamp, raw_id = cursor.split("|", 1)
         at, last_id = datetime.fromisoformat(stamp), uuid.UUID(raw_id)
     except ValueError:
-        raise ValueError(f"Invalid history cursor {cursor!r}") from None
+        raise InvalidFilter(f"Invalid history cursor {cursor!r}", argument="after") from None
     if django_settings.USE_TZ and timezone.is_naive(at):
-        raise ValueError(f"Invalid history cursor {cursor!r}: its time has no timezone")
+        raise InvalidFilter(
+            f"Invalid history cursor {cursor!r}: its time has no timezone", argument="after"
+        )
     return at, last_id
 
 
@@ -93,14 +98,15 @@ def history(**filters: Unpack[HistoryFilters]) -> Page:
     """
     unknown = sorted(set(filters) - set(HistoryFilters.__annotations__))
     if unknown:
-        raise TypeError(
+        raise UnknownFilter(
             f"history() got unknown filter(s) {', '.join(unknown)}; "
-            f"known: {', '.join(HistoryFilters.__annotations__)}"
+            f"known: {', '.join(HistoryFilters.__annotations__)}",
+            argument=unknown[0],
         )
     limit = filters.get("limit", 100)
     newest_first = filters.get("newest_first", False)
-    if limit < 1:
-        raise ValueError(f"limit must be positive, got {limit}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidFilter(f"limit must be a positive int, got {limit!r}", argument="limit")
     qs = _filtered(filters)
     after = filters.get("after")
     if after:
@@ -125,23 +131,29 @@ _RANGES = {
 }
 
 
+def several(value: object) -> list[object]:
+    """A filter's one value or several (a value that is neither is checked as one)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
 def _filtered(filters: HistoryFilters) -> QuerySet[Job]:
     qs = sql.jobs()
     kind = filters.get("kind")
     if kind:
-        qs = qs.filter(
-            kind__in=[names("kind", k) for k in ([kind] if isinstance(kind, str) else kind)]
-        )
+        qs = qs.filter(kind__in=[names("kind", k) for k in several(kind)])
     queue = filters.get("queue")
     if queue:
         qs = qs.filter(queue=names("queue", queue))
     status = filters.get("status")
     if status:
-        statuses = [status] if isinstance(status, str) else list(status)
-        unknown = sorted(set(statuses) - set(Status.values))
+        statuses = several(status)
+        unknown = sorted(map(str, set(statuses) - set(Status.values)))
         if unknown:
-            raise ValueError(
-                f"Unknown status {', '.join(unknown)}; known: {', '.join(Status.values)}"
+            raise InvalidFilter(
+                f"Unknown status {', '.join(unknown)}; known: {', '.join(Status.values)}",
+                argument="status",
             )
         qs = qs.filter(status__in=statuses)
     for key, lookup in _RANGES.items():

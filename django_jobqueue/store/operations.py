@@ -135,7 +135,7 @@ def delete_refusal(job: Job) -> str | None:
 
 def _locked(job_id: uuid.UUID | str) -> Job:
     try:
-        return sql.lockable(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
+        return sql.dialect().locked(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
     except Job.DoesNotExist:
         raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
 

@@ -2,70 +2,80 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
+from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import Job, JournalEntry, Outcome, QueuePause, Status, WorkerHeartbeat
 from django_jobqueue.store import sql
+from django_jobqueue.store.snapshot import (
+    Gauges,
+    KindRuns,
+    PausedQueue,
+    PendingCount,
+    Stats,
+    WorkerInfo,
+)
 
 WORKER_GONE_AFTER = timedelta(seconds=60)
 
 
-def stats(
-    *, window: timedelta = timedelta(hours=24), now: datetime | None = None
-) -> dict[str, Any]:
+def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = None) -> Stats:
     """A snapshot of the queue: backlog, claims, failures, workers, paused queues and recent
     run statistics. Every count reads only the rows of its status (a partial index each);
     the run statistics and ``unclaimed_kinds`` read the journal over their window."""
     now = now or timezone.now()
     snapshot = gauges(now=now)
-    snapshot["unclaimed_kinds"] = _unclaimed_kinds(set(snapshot["oldest_pending_seconds"]), now=now)
-    snapshot["runs"] = run_stats(since=now - window)
-    snapshot["window_seconds"] = window.total_seconds()
-    return snapshot
+    return Stats(
+        **{f.name: getattr(snapshot, f.name) for f in dataclasses.fields(Gauges)},
+        unclaimed_kinds=tuple(_unclaimed_kinds(set(snapshot.oldest_pending_seconds), now=now)),
+        runs=run_stats(since=now - window),
+        window_seconds=window.total_seconds(),
+    )
 
 
-def gauges(*, now: datetime | None = None) -> dict[str, Any]:
+def gauges(*, now: datetime | None = None) -> Gauges:
     """What ``stats()`` says of the queue now, without a look at the journal (what the
     metrics view reads on every scrape): backlog, claims, dead and cancelled jobs,
     paused queues, unserved kinds and workers."""
     now = now or timezone.now()
     jobs = sql.jobs()
     runnable = jobs.filter(status=Status.PENDING, visible_at__lte=now)
-    pending_by = [
-        {"kind": row["kind"], "queue": row["queue"], "count": row["n"]}
+    pending_by = tuple(
+        PendingCount(kind=row["kind"], queue=row["queue"], count=row["n"])
         for row in runnable.values("kind", "queue")
         .annotate(n=Count("id"))
         .order_by("kind", "queue")
-    ]
+    )
     oldest = {
         row["kind"]: (now - row["oldest"]).total_seconds()
         for row in runnable.values("kind").annotate(oldest=Min("visible_at")).order_by("kind")
     }
     claimed_by = _by_kind(jobs.filter(status=Status.CLAIMED))
     workers, live = _workers(now)
-    return {
-        "at": now,
-        "pending": pending_by,
-        "pending_total": sum(row["count"] for row in pending_by),
-        "oldest_pending_seconds": oldest,
-        "scheduled": jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
-        "claimed": sum(claimed_by.values()),
-        "claimed_by_kind": claimed_by,
-        "dead": _by_kind(jobs.filter(status=Status.DEAD)),
-        "cancelled": jobs.filter(status=Status.CANCELLED).count(),
-        "paused_queues": [
-            {"queue": p.queue, "paused_at": p.paused_at, "paused_by": p.paused_by}
+    return Gauges(
+        at=now,
+        pending=pending_by,
+        pending_total=sum(row.count for row in pending_by),
+        oldest_pending_seconds=oldest,
+        scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
+        claimed=sum(claimed_by.values()),
+        claimed_by_kind=claimed_by,
+        dead=_by_kind(jobs.filter(status=Status.DEAD)),
+        cancelled=jobs.filter(status=Status.CANCELLED).count(),
+        paused_queues=tuple(
+            PausedQueue(queue=p.queue, paused_at=p.paused_at, paused_by=p.paused_by)
             for p in QueuePause.objects.using(sql.alias()).order_by("queue")
-        ],
-        "unserved_kinds": _unserved(pending_by, live),
-        "workers": workers,
-    }
+        ),
+        unserved_kinds=tuple(_unserved(pending_by, live)),
+        workers=tuple(workers),
+    )
 
 
 def _by_kind(qs: QuerySet[Job]) -> dict[str, int]:
@@ -75,8 +85,8 @@ def _by_kind(qs: QuerySet[Job]) -> dict[str, int]:
     }
 
 
-def _workers(now: datetime) -> tuple[list[dict[str, Any]], list[WorkerHeartbeat]]:
-    """Every worker row, latest seen first, as dicts; and the live ones."""
+def _workers(now: datetime) -> tuple[list[WorkerInfo], list[WorkerHeartbeat]]:
+    """Every worker row, latest seen first; and the live ones."""
     workers = []
     live: list[WorkerHeartbeat] = []
     for w in WorkerHeartbeat.objects.using(sql.alias()).order_by("-last_seen_at"):
@@ -84,31 +94,31 @@ def _workers(now: datetime) -> tuple[list[dict[str, Any]], list[WorkerHeartbeat]
         if alive:
             live.append(w)
         workers.append(
-            {
-                "id": w.id,
-                "host": w.host,
-                "pid": w.pid,
-                "queues": w.queues,
-                "kinds": w.kinds,
-                "concurrency": w.concurrency,
-                "started_at": w.started_at,
-                "last_seen_at": w.last_seen_at,
-                "jobs_done": w.jobs_done,
-                "state": "alive" if alive else "gone",
-            }
+            WorkerInfo(
+                id=w.id,
+                host=w.host,
+                pid=w.pid,
+                queues=w.queues,
+                kinds=w.kinds,
+                concurrency=w.concurrency,
+                started_at=w.started_at,
+                last_seen_at=w.last_seen_at,
+                jobs_done=w.jobs_done,
+                state="alive" if alive else "gone",
+            )
         )
     return workers, live
 
 
-def _unserved(pending_by: list[dict[str, Any]], live: list[WorkerHeartbeat]) -> list[str]:
+def _unserved(pending_by: Sequence[PendingCount], live: list[WorkerHeartbeat]) -> list[str]:
     """Kinds with runnable jobs that no live worker serves: a worker serves a row when it
     runs the kind and reads the row's queue (no queues listed means every queue)."""
     return sorted(
         {
-            row["kind"]
+            row.kind
             for row in pending_by
             if not any(
-                row["kind"] in w.kinds and (not w.queues or row["queue"] in w.queues) for w in live
+                row.kind in w.kinds and (not w.queues or row.queue in w.queues) for w in live
             )
         }
     )
@@ -146,61 +156,35 @@ _RUN_OUTCOMES = (
 )
 
 
-def run_stats(*, since: datetime) -> dict[str, dict[str, Any]]:
+def run_stats(*, since: datetime) -> dict[str, KindRuns]:
     """Per kind, over journal entries recorded since ``since``: runs by outcome, p50/p95
     duration in seconds, and failure rate (failed runs / runs)."""
     entries = sql.journal_entries().filter(recorded_at__gte=since, outcome__in=_RUN_OUTCOMES)
     # An operator's cancel of a pending job is journalled as "cancelled" but no worker ran
     # it (runs, including recovered ones, always name their worker): not a run.
     entries = entries.exclude(outcome=Outcome.CANCELLED, worker="")
-    result: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, dict[str, int]] = {}
     for row in entries.values("kind", "outcome").annotate(n=Count("id")).order_by("kind"):
-        kind_stats = result.setdefault(
-            row["kind"], {"runs": 0, "outcomes": {}, "p50": None, "p95": None, "failure_rate": 0.0}
-        )
-        kind_stats["outcomes"][row["outcome"]] = row["n"]
-        kind_stats["runs"] += row["n"]
+        outcomes.setdefault(row["kind"], {})[row["outcome"]] = row["n"]
     percentiles = _percentiles(entries.filter(duration__isnull=False))
-    for kind, kind_stats in result.items():
-        failed = sum(kind_stats["outcomes"].get(o, 0) for o in _FAILED_OUTCOMES)
-        kind_stats["failure_rate"] = failed / kind_stats["runs"] if kind_stats["runs"] else 0.0
-        kind_stats["p50"], kind_stats["p95"] = percentiles.get(kind, (None, None))
+    result: dict[str, KindRuns] = {}
+    for kind, counts in outcomes.items():
+        runs = sum(counts.values())
+        failed = sum(counts.get(o, 0) for o in _FAILED_OUTCOMES)
+        p50, p95 = percentiles.get(kind, (None, None))
+        result[kind] = KindRuns(
+            runs=runs,
+            outcomes=counts,
+            p50=p50,
+            p95=p95,
+            failure_rate=failed / runs if runs else 0.0,
+        )
     return result
 
 
 def _percentiles(qs: QuerySet[JournalEntry]) -> dict[str, tuple[float | None, float | None]]:
     """Per kind, the p50 and p95 of the entries' durations in seconds, in one query."""
-    alias = sql.alias()
-    if connections[alias].vendor == "postgresql":
-        inner, params = qs.values("kind", "duration").query.sql_with_params()
-        seconds = "EXTRACT(EPOCH FROM d.duration)"
-        query = (
-            f"SELECT d.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
-            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
-            " GROUP BY d.kind"
-        )
-        with connections[alias].cursor() as cursor:
-            cursor.execute(query, params)
-            rows = cursor.fetchall()
-        return {
-            kind: (None if p50 is None else float(p50), None if p95 is None else float(p95))
-            for kind, p50, p95 in rows
-        }
-    by_kind: dict[str, list[float]] = {}
-    for kind, d in qs.values_list("kind", "duration"):
-        if d is not None:
-            by_kind.setdefault(kind, []).append(d.total_seconds())
-    return {kind: (_pct(sorted(v), 0.5), _pct(sorted(v), 0.95)) for kind, v in by_kind.items()}
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile, as PostgreSQL's percentile_cont."""
-    if not values:
-        return None
-    pos = (len(values) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (pos - low)
+    return sql.dialect().percentiles(qs)
 
 
 def throughput(
@@ -214,7 +198,7 @@ def throughput(
         "hour": (TruncHour, timedelta(hours=1)),
     }
     if bucket not in truncs:
-        raise ValueError(f"bucket is minute or hour, got {bucket!r}")
+        raise InvalidFilter(f"bucket is minute or hour, got {bucket!r}", argument="bucket")
     trunc, step = truncs[bucket]
     now = now or timezone.now()
     counted: dict[datetime, dict[str, int]] = {}

@@ -1,7 +1,7 @@
-"""Every run starts on a clean connection: what a run leaves on its slot thread's
-connections never reaches the next run.
+"""Every run starts on a clean connection: what a run leaves on its thread's connections
+never reaches the next run (a worker's slot thread's, or ``testing.run_jobs``'s caller's).
 
-After each run the slot looks at each of its thread's connections. One left inside an
+After each run the pipeline looks at each of its thread's connections. One left inside an
 atomic block or with autocommit not as configured holds a transaction the run never
 committed: it is rolled back and closed, and the run is not completed (its writes are
 gone), so it settles as a failure naming the alias. One whose session settings the run
@@ -83,29 +83,57 @@ def _connected(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> N
 
 
 class ThreadConnections:
-    """One slot thread's connections, watched from the thread's start; ``after_run``
-    leaves them clean for the next run. Made on the thread it guards."""
+    """One thread's connections, watched from the guard's start; ``after_run`` leaves
+    them as they were for the next run. Made on the thread it guards.
+
+    A worker's slot thread starts with nothing open. ``testing.run_jobs`` may start
+    inside its caller's transaction (a test's): that transaction is the caller's, so
+    only what a run opened above it is rolled back, and nothing is closed under it.
+    ``close`` takes the watch off again, for a guard that ends before its thread does.
+    """
 
     def __init__(self) -> None:
-        connection_created.connect(_connected, dispatch_uid="django_jobqueue.worker.connguard")
-        self._held: list[tuple[BaseDatabaseWrapper, SessionWatch]] = []
+        connection_created.connect(_connected, dispatch_uid="django_jobqueue.run.connguard")
+        # Each connection, its watch and how many atomic blocks the caller holds open.
+        self._held: list[tuple[BaseDatabaseWrapper, SessionWatch, int]] = []
         for alias in connections:
             conn = connections[alias]
             watch = SessionWatch()
             conn.execute_wrappers.append(watch)
-            self._held.append((conn, watch))
+            self._held.append((conn, watch, len(conn.atomic_blocks)))
+
+    def __enter__(self) -> ThreadConnections:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn, watch, _ in self._held:
+            conn.execute_wrappers.remove(watch)
+        self._held = []
+
+    def before_run(self) -> None:
+        """Forget the statements sent between runs (a caller's claims and settlements on
+        this thread): only the run's own may close a connection."""
+        for _, watch, _ in self._held:
+            watch.changed = False
 
     def after_run(self, result: RunResult) -> RunResult:
         """The run's result, failed if the run left a transaction open (rolled back now);
         every connection the run left unfit for the next one closed."""
         left: list[str] = []
-        for conn, watch in self._held:
+        closed = False
+        for conn, watch, depth in self._held:
             if conn.connection is None:
                 continue  # never connected, or closed: the next run connects afresh
-            open_ = left_open(conn)
+            open_ = left_open(conn, depth)
             if open_:
                 left.append(f"left a transaction open on {conn.alias!r} ({open_})")
-                discard(conn)
+                discard(conn, depth)
+                closed = closed or not depth
+            elif depth:
+                pass  # inside the caller's transaction: not ours to close
             elif watch.changed:
                 _close(conn)
             elif conn.errors_occurred:
@@ -115,18 +143,26 @@ class ThreadConnections:
             return result
         job = result.job
         logger.warning(
-            "job=%s kind=%s run=%d %s: rolled back, connection closed",
+            "job=%s kind=%s run=%d %s: rolled back%s",
             job.id,
             job.kind,
             job.run_count,
             "; ".join(left),
+            ", connection closed" if closed else "",
         )
         return not_completed(result, "; ".join(left))
 
 
-def left_open(conn: BaseDatabaseWrapper) -> str:
-    """What a run left open on a connection that was clean when it started ('' if
-    nothing): an atomic block never exited, or autocommit not as configured."""
+def left_open(conn: BaseDatabaseWrapper, depth: int = 0) -> str:
+    """What a run left open on a connection that held ``depth`` atomic blocks when it
+    started ('' if nothing): an atomic block never exited, or autocommit not as
+    configured (which only a connection outside any atomic block can change)."""
+    if depth:
+        return (
+            "an atomic block was entered and never exited"
+            if len(conn.atomic_blocks) > depth
+            else ""
+        )
     if conn.in_atomic_block:
         return "an atomic block was entered and never exited"
     if conn.autocommit != conn.settings_dict["AUTOCOMMIT"]:
@@ -138,10 +174,20 @@ class _Leaked(Exception):
     """Passed to the atomic blocks a run never exited, so that they roll back."""
 
 
-def discard(conn: BaseDatabaseWrapper) -> None:
+def discard(conn: BaseDatabaseWrapper, depth: int = 0) -> None:
     """Roll back what a run left open on ``conn`` and close it. The atomic blocks it never
     exited are exited as if by an exception (each rolls back as Django would); whatever
-    goes wrong on the way, the connection ends closed and Django's state reset."""
+    goes wrong on the way, the connection ends closed and Django's state reset. Inside
+    the caller's ``depth`` blocks, only the run's own are exited, and it stays open."""
+    if depth:
+        try:
+            for block in reversed(conn.atomic_blocks[depth:]):
+                block.__exit__(_Leaked, _Leaked(), None)
+        except Exception as exc:  # the caller's transaction can then only roll back
+            logger.warning("rolling back a leaked block on %r failed: %s", conn.alias, exc)
+            del conn.atomic_blocks[depth:]
+            conn.needs_rollback = True
+        return
     try:
         for block in reversed(list(conn.atomic_blocks)):
             block.__exit__(_Leaked, _Leaked(), None)
