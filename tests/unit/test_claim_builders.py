@@ -293,3 +293,11 @@ def test_only_postgresql_turns_in_one_statement(dialect: Dialect) -> None:
     rows = [settle_row(completed(_run(), result=1), NOW, held=False)]
     built = dialect.turn_statement(rows, TALLY, spec())
     assert (built is not None) is isinstance(dialect, PostgreSQL)
+
+
+@pytest.mark.parametrize(
+    "flag", ["postgres", "mysql", "json", "skip_locked", "not_paused", "materialized"]
+)
+def test_the_dialects_answer_by_method_not_by_flag(dialect: Dialect, flag: str) -> None:
+    """The transitional flags are gone: what they said, a method of the dialect says."""
+    assert not hasattr(dialect, flag)

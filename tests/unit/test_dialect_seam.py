@@ -28,11 +28,6 @@ PACKAGE = Path(django_jobqueue.__file__).parent
 # history, each written for the databases of its day).
 ALLOWED = (PACKAGE / "store" / "dialects", PACKAGE / "migrations")
 
-# Temporary, for the merge to remove: d1's modules (the claim, the turn, settling and
-# store/sql.py) still branch on the dialect's transitional flags until their statements
-# move into the dialects' claiming halves. Only these four file names, never more.
-D1_PENDING = frozenset({"claim.py", "settle.py", "turn.py", "sql.py"})
-
 # A vendor named or compared, and a dialect answering by flag instead of by method.
 VENDOR = re.compile(
     r"\bvendor\s*(==|!=)|\.vendor\s+(not\s+)?in\b|(==|!=)\s*\w*\.?vendor\b"
@@ -57,31 +52,18 @@ def _offences(pattern: re.Pattern[str]) -> dict[str, list[str]]:
     return found
 
 
-def _outside_pending(found: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {where: lines for where, lines in found.items() if Path(where).name not in D1_PENDING}
-
-
 def test_no_vendor_comparison_outside_the_dialects() -> None:
-    found = _outside_pending(_offences(VENDOR))
+    found = _offences(VENDOR)
     assert not found, "ask the dialect instead:\n" + "\n".join(
         f"{where}:{line}" for where, lines in found.items() for line in lines
     )
 
 
 def test_no_dialect_flag_outside_the_dialects() -> None:
-    found = _outside_pending(_offences(FLAG))
+    found = _offences(FLAG)
     assert not found, "a method of the dialect, not a flag:\n" + "\n".join(
         f"{where}:{line}" for where, lines in found.items() for line in lines
     )
-
-
-def test_the_allow_list_names_only_files_that_still_need_it() -> None:
-    """Each D1_PENDING file exists, and once one is clean the list must shrink."""
-    pending = {Path(p).name for p in (*_offences(VENDOR), *_offences(FLAG))}
-    names = {p.name for p in (PACKAGE / "store").glob("*.py")}
-    assert names >= D1_PENDING
-    assert pending <= D1_PENDING, pending - D1_PENDING
-    assert pending >= D1_PENDING, f"clean now, drop from D1_PENDING: {D1_PENDING - pending}"
 
 
 def test_the_patterns_catch_what_they_are_for() -> None:

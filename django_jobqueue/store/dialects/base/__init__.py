@@ -28,8 +28,6 @@ class Dialect(ClaimingStatements, StorageStatements):
     """One database's way of running the queue's statements, for one connection alias."""
 
     vendor: ClassVar[str] = ""
-    # JSON text as a statement binds it (PostgreSQL casts it to jsonb).
-    json: ClassVar[str] = "%s"
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -41,11 +39,6 @@ class Dialect(ClaimingStatements, StorageStatements):
     def conn(self) -> BaseDatabaseWrapper:
         """This thread's connection to the alias (Django's connections are per thread)."""
         return connections[self.alias]
-
-    # Transitional flags: the store's modules still branch on these; each branch moves
-    # into a method of the dialects, and then the flags go.
-    postgres: ClassVar[bool] = False
-    mysql: ClassVar[bool] = False
 
     @property
     def pooled(self) -> bool:

@@ -18,8 +18,6 @@ from django_jobqueue.store.pooling import pooled_reason
 
 class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, Dialect):
     vendor: ClassVar[str] = "postgresql"
-    postgres: ClassVar[bool] = True
-    json: ClassVar[str] = "%s::jsonb"
 
     @cached_property
     def pooled(self) -> bool:
