@@ -89,7 +89,7 @@ class ClaimingStatements:
         """The statement of the claim that reads the claim index (for EXPLAIN): here the
         one statement that is the whole claim."""
         ctes, update = self.claim_parts(spec)
-        return "WITH " + Fragment.join(", ", ctes) + " " + update
+        return Fragment.concat("WITH ", Fragment.join(", ", ctes), " ", update)
 
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
         """Apply each row whose guard holds, with its journal entry and its run counted,
@@ -136,28 +136,30 @@ class ClaimingStatements:
             cumulative += slots
             ctes.append(self._tier(spec, i, floor, cumulative))
         picked = " UNION ALL ".join(f"SELECT id FROM t{i}" for i in range(len(spec.tiers)))
-        update = (
+        update = Fragment.concat(
             Fragment(
                 f"UPDATE {JOB} AS j SET status = 'claimed', claimed_by = %s, claim_expires_at = ",
                 [spec.worker_id],
-            )
-            + self.expiry(spec, "j.kind")
-            + f", run_count = j.run_count + 1 WHERE {self.picked_ids(picked)} RETURNING {CLAIMED}"
+            ),
+            self.expiry(spec, "j.kind"),
+            f", run_count = j.run_count + 1 WHERE {self.picked_ids(picked)} RETURNING {CLAIMED}",
         )
         return ctes, update
 
     def candidates(self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int) -> Fragment:
         """The condition of a claimable row of ``kinds`` at priority ``floor`` or above."""
         kind_sql, kind_params = self.in_list("j.kind", kinds)
-        where = Fragment(
-            f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
-            [self.dt(spec.now), *kind_params],
-        )
+        where: list[Fragment | str] = [
+            Fragment(
+                f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
+                [self.dt(spec.now), *kind_params],
+            )
+        ]
         if spec.queues:
-            where += " AND " + Fragment(*self.in_list("j.queue", spec.queues))
+            where += [" AND ", Fragment(*self.in_list("j.queue", spec.queues))]
         if floor:
-            where += Fragment(" AND j.priority >= %s", [floor])
-        return where
+            where.append(Fragment(" AND j.priority >= %s", [floor]))
+        return Fragment.concat(*where)
 
     def expiry(self, spec: ClaimSpec, kind: str) -> Fragment:
         """The lease expiry of a claimed row (``kind``: its kind column)."""
@@ -167,23 +169,27 @@ class ClaimingStatements:
         whens = Fragment.join(
             " ", (Fragment("WHEN %s THEN %s", [k, self.dt(at)]) for k, at in spec.expiries.items())
         )
-        return self.timestamp(f"CASE {kind} " + whens + " ELSE " + default + " END")
+        return self.timestamp(Fragment.concat(f"CASE {kind} ", whens, " ELSE ", default, " END"))
 
     def _tier(self, spec: ClaimSpec, i: int, floor: int, cumulative: int) -> Fragment:
         """Tier ``i``'s CTE: its candidates, less what earlier tiers picked, up to the
         slots up to and including it."""
         previous = [f"t{j}" for j in range(i)]
-        where = self.candidates(spec, kinds=spec.kinds, floor=floor)
+        select: list[Fragment | str] = [
+            f"SELECT j.id, j.kind FROM {JOB} j WHERE ",
+            self.candidates(spec, kinds=spec.kinds, floor=floor),
+        ]
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
-            where += f" AND j.id NOT IN ({union})"
+            select.append(f" AND j.id NOT IN ({union})")
         if spec.caps or spec.limited:
-            where += self._capped(spec, floor, previous)
+            select.append(self._capped(spec, floor, previous))
         limit = str(cumulative)
         if previous:
             limit += " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
-        select = f"SELECT j.id, j.kind FROM {JOB} j WHERE " + where + f" {ORDER} LIMIT {limit}"
-        return f"t{i} AS MATERIALIZED (" + self.skipping_locked(select) + ")"
+        select.append(f" {ORDER} LIMIT {limit}")
+        locked = self.skipping_locked(Fragment.concat(*select))
+        return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
 
     def _capped(self, spec: ClaimSpec, floor: int, previous: list[str]) -> Fragment:
         """Rows of a capped kind only from that kind's first (cap − already picked)
@@ -193,7 +199,7 @@ class ClaimingStatements:
         branches = Fragment.join(
             " UNION ALL ", (self._capped_kind(spec, k, floor, previous) for k in kinds)
         )
-        return " AND (NOT " + names + " OR j.id IN (" + branches + "))"
+        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branches, "))")
 
     def _capped_kind(self, spec: ClaimSpec, kind: str, floor: int, previous: list[str]) -> Fragment:
         """The ids one capped kind may be claimed from. Its cap is this claim's ``caps``
@@ -207,12 +213,16 @@ class ClaimingStatements:
         if previous:
             counts = (f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
             taken = Fragment.join(" + ", (Fragment(c, [kind]) for c in counts))
-            room += " - (" + taken + ")"
+            room = Fragment.concat(room, " - (", taken, ")")
         if kind in spec.limited:  # never below zero: SQLite reads a negative LIMIT as none
             room = self.greatest(room, Fragment("0"))
-        where = self.candidates(spec, kinds=[kind], floor=floor)
-        select = f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE " + where
-        return select + f" {ORDER} LIMIT " + room + ") AS c"
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            self.candidates(spec, kinds=[kind], floor=floor),
+            f" {ORDER} LIMIT ",
+            room,
+            ") AS c",
+        )
 
     # --- the hooks of the one-statement claim ---------------------------------------------
 

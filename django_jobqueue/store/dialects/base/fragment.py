@@ -45,6 +45,21 @@ class Fragment:
         return bool(self.sql)
 
     @staticmethod
+    def concat(*parts: Fragment | str) -> Fragment:
+        """The parts one after another (text as it is, fragments with their parameters):
+        one new fragment for a whole statement's pieces, where ``+`` would make one per
+        piece (the claim is built on every turn)."""
+        texts: list[str] = []
+        params: list[Any] = []
+        for part in parts:
+            if isinstance(part, str):
+                texts.append(part)
+            else:
+                texts.append(part.sql)
+                params.extend(part.params)
+        return Fragment("".join(texts), params)
+
+    @staticmethod
     def join(separator: str, parts: Iterable[Fragment]) -> Fragment:
         """The parts with ``separator`` between them, their parameters in the same order."""
         pieces = list(parts)
