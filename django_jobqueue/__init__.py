@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from django_jobqueue.store.history import HistoryFilters
+    from django_jobqueue.store.reading import HistoryFilters
     from django_jobqueue.store.snapshot import Stats
 
 __all__ = [

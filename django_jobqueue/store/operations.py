@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.store import sql, wakeups
-from django_jobqueue.store.history import as_uuid
+from django_jobqueue.store.reading import as_uuid
 
 
 def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:

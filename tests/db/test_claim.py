@@ -15,7 +15,7 @@ from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import decide, execute
 from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store.settle import settle_statement
+from django_jobqueue.store.settling import settle_statement
 from django_jobqueue.task.registry import policy_for, registry
 from tests.helpers import journal_of, mysql_only, postgres_only
 from tests.taskapp import tasks

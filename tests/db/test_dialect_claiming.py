@@ -27,7 +27,7 @@ from django_jobqueue.store import sql
 from django_jobqueue.store.claim import prepare
 from django_jobqueue.store.dialects import Dialect
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
-from django_jobqueue.store.settle import TALLY, settle_rows
+from django_jobqueue.store.settling import TALLY, settle_rows
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]

@@ -30,7 +30,7 @@ from django_jobqueue.store.dialects import (
     for_alias,
 )
 from django_jobqueue.store.dialects.base.storage import ROW_COLUMNS, NewRow
-from django_jobqueue.store.enqueue import IDEMPOTENCY
+from django_jobqueue.store.inserting import IDEMPOTENCY
 from django_jobqueue.store.wakeups import CHANNEL, supported
 from tests.helpers import in_thread
 

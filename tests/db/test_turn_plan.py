@@ -1,5 +1,5 @@
 """The plan of the statement a busy PostgreSQL worker sends every turn: its settlements
-and its next claim in one statement (``store.turn``).
+and its next claim in one statement (``store.exchanging``).
 
 On a realistic table (a finished history, a scheduled and a runnable backlog, running
 jobs: 60,000 rows, analyzed), the settling part must find its rows by primary key and
@@ -29,7 +29,7 @@ from django_jobqueue import Status, store
 from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
-from django_jobqueue.store.turn import turn_statement
+from django_jobqueue.store.exchanging import turn_statement
 from django_jobqueue.task.registry import registry
 from tests.helpers import postgres_only
 from tests.taskapp import tasks

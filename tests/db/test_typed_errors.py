@@ -29,7 +29,7 @@ from tests.djtasks import tasks as django_tasks
 from tests.taskapp import tasks
 
 # The module, not the function ``store`` re-exports under its name.
-enqueue_store = importlib.import_module("django_jobqueue.store.enqueue")
+enqueue_store = importlib.import_module("django_jobqueue.store.inserting")
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 

@@ -29,7 +29,7 @@ from django_jobqueue.store.dialects.base.settling import COLUMNS
 from django_jobqueue.store.dialects.postgresql.claiming import document
 from django_jobqueue.store.limits import LOCK_SPACE, lock_key
 from django_jobqueue.store.monitoring import TALLY_SHARDS
-from django_jobqueue.store.settle import TALLY, settle_row
+from django_jobqueue.store.settling import TALLY, settle_row
 
 pytestmark = pytest.mark.sqlite
 

@@ -19,7 +19,7 @@ from django.db.utils import load_backend
 import django_jobqueue
 from django_jobqueue.models import Job
 from django_jobqueue.store.dialects import Dialect, PostgreSQL, SQLite
-from django_jobqueue.store.enqueue import IDEMPOTENCY
+from django_jobqueue.store.inserting import IDEMPOTENCY
 
 pytestmark = pytest.mark.sqlite
 

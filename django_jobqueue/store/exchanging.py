@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from django_jobqueue.run.lifecycle import Settlement
 from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
-from django_jobqueue.store.settle import TALLY, apply, as_worker, outcome, settle_rows
+from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
 
 
 def exchange(

@@ -15,8 +15,8 @@ from django.db import transaction
 from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import TERMINAL, Job
 from django_jobqueue.store import sql
-from django_jobqueue.store.history import as_uuid, names, several
 from django_jobqueue.store.monitoring import delete_journal
+from django_jobqueue.store.reading import as_uuid, names, several
 
 
 def cleanup(
