@@ -40,7 +40,7 @@ def _fill_tally() -> None:
     of every kind on every shard."""
     from django_jobqueue.models import RunTally
     from django_jobqueue.store.monitoring import TALLY_SHARDS
-    from django_jobqueue.store.stats import _RUN_OUTCOMES
+    from django_jobqueue.store.statistics import _RUN_OUTCOMES
 
     RunTally.objects.bulk_create(
         RunTally(kind=f"shop.kind_{k}", outcome=str(outcome), shard=shard, runs=1000)

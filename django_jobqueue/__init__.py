@@ -6,7 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from django_jobqueue.errors import (
     ClaimLost,
@@ -14,15 +14,18 @@ from django_jobqueue.errors import (
     DuplicateKind,
     EnqueueError,
     InvalidArguments,
+    InvalidFilter,
     InvalidLimit,
     InvalidOption,
     InvalidPayload,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
+    KeyContended,
     MergeError,
     RateLimited,
     SettleError,
+    UnknownFilter,
     UnknownKind,
 )
 from django_jobqueue.run.backoff import Backoff
@@ -32,9 +35,9 @@ from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
 from django_jobqueue.task.definition import Task, enqueue_many, task
 from django_jobqueue.task.enqueue import enqueue
-from django_jobqueue.task.handle import HistoryPage, JobHandle, Pending
+from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
-from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.merge import Merge, Pending
 from django_jobqueue.task.periodic import periodic
 
 if TYPE_CHECKING:
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from django_jobqueue.store.history import HistoryFilters
+    from django_jobqueue.store.reading import HistoryFilters
+    from django_jobqueue.store.snapshot import Stats
 
 __all__ = [
     "Backoff",
@@ -53,6 +57,7 @@ __all__ = [
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
+    "InvalidFilter",
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
@@ -60,6 +65,7 @@ __all__ = [
     "JobHandle",
     "JobNotFound",
     "JobQueueError",
+    "KeyContended",
     "Merge",
     "MergeError",
     "Outcome",
@@ -71,6 +77,7 @@ __all__ = [
     "SettleError",
     "Status",
     "Task",
+    "UnknownFilter",
     "UnknownKind",
     "cancel",
     "cleanup",
@@ -169,8 +176,9 @@ def cleanup(
     return store.cleanup(finished_before=finished_before, kind=kind, status=status, dry_run=dry_run)
 
 
-def stats(window: timedelta = timedelta(hours=24)) -> dict[str, Any]:
-    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``."""
+def stats(window: timedelta = timedelta(hours=24)) -> Stats:
+    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``:
+    a frozen ``Stats`` whose ``to_dict()`` is what ``jobqueue stats --json`` prints."""
     from django_jobqueue import store
 
     return store.stats(window=window)

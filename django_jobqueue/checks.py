@@ -26,12 +26,10 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
-from django.db.utils import load_backend
 
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError, JobQueueError
-from django_jobqueue.store.pooling import pooled_reason
+from django_jobqueue.store import dialects
 from django_jobqueue.task.periodic import schedules
 from django_jobqueue.task.registry import TaskDef, registry
 
@@ -54,30 +52,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 @register()
-def check_sqlite_transaction_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Deferred SQLite transactions make a second writer fail with "database is locked"
-    instead of waiting its turn; IMMEDIATE ones queue claims up."""
+def check_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """What the jobs database's settings earn on its kind of database (W001, W002,
+    W010, W011): the database's dialect says."""
     current = _settings()
     if current is None:
         return []
-    return sqlite_warnings(current.database, settings.DATABASES[current.database])
+    database = settings.DATABASES[current.database]
+    return database_warnings(current.database, database, concurrency=current.concurrency)
 
 
-def sqlite_warnings(alias: str, database: dict[str, Any]) -> list[CheckMessage]:
-    if not database.get("ENGINE", "").endswith("sqlite3"):
-        return []
-    mode = str(database.get("OPTIONS", {}).get("transaction_mode", "")).upper()
-    if mode == "IMMEDIATE":
-        return []
-    return [
-        Warning(
-            f"Database {alias!r} is SQLite without transaction_mode IMMEDIATE: a worker "
-            "claiming beside another writer fails with 'database is locked' and retries "
-            "instead of waiting its turn.",
-            hint=f'Set DATABASES[{alias!r}]["OPTIONS"]["transaction_mode"] = "IMMEDIATE".',
-            id="django_jobqueue.W001",
-        )
-    ]
+def database_warnings(
+    alias: str, database: Mapping[str, Any], *, concurrency: int = 1
+) -> list[CheckMessage]:
+    """W001 (SQLite without IMMEDIATE transactions: a second writer fails with
+    "database is locked" instead of waiting its turn), W002 (SQLite running jobs in
+    parallel), W010 and W011 (MySQL/MariaDB): each database's dialect knows its own
+    (docs/explanation/databases.md has what differs, database by database)."""
+    try:
+        dialect = dialects.for_settings(database)
+    except ImproperlyConfigured:
+        return []  # an ENGINE that does not import: Django's own error when it connects
+    if dialect is None:
+        return []  # E003 reports it
+    return dialect.configuration_problems(alias, database, concurrency=concurrency)
 
 
 @register()
@@ -100,85 +98,53 @@ def check_admin_apps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
 
 # --- E003: the jobs database can run the claim ---------------------------------------------
 
-#: The databases the claim is written for, and the oldest version of each it runs on:
-#: PostgreSQL 12 for MATERIALIZED CTEs (SKIP LOCKED came in 9.5), SQLite 3.35 for
-#: RETURNING and MATERIALIZED (SQLite serialises writers, so it needs no SKIP LOCKED),
-#: MySQL 8.0.1 for SKIP LOCKED (MariaDB, the same vendor to Django: 10.6).
-MINIMUM_VERSIONS: dict[str, tuple[int, ...]] = {
-    "postgresql": (12,),
-    "sqlite": (3, 35),
-    "mysql": (8, 0, 1),
-}
-MARIADB_MINIMUM = (10, 6)
-
-
-def vendor_of(database: Mapping[str, Any]) -> str | None:
-    """The vendor of a ``DATABASES`` entry's backend, read from its ENGINE without
-    connecting; None when the backend cannot be imported (Django reports that)."""
-    try:
-        backend = load_backend(str(database.get("ENGINE", "")))
-    except ImproperlyConfigured:
-        return None
-    vendor: str = backend.DatabaseWrapper.vendor
-    return vendor
+#: The oldest version of each database the claim runs on, by Django's vendor name (the
+#: dialects' own: PostgreSQL 12 for MATERIALIZED CTEs, SQLite 3.35 for RETURNING and
+#: MATERIALIZED, MySQL 8.0.1 and MariaDB 10.6 for SKIP LOCKED).
+MINIMUM_VERSIONS = dialects.MINIMUM_VERSIONS
 
 
 def claim_support_errors(
     alias: str,
-    vendor: str,
+    dialect: type[dialects.Dialect] | None,
     *,
     engine: str = "",
-    version: tuple[int, ...] | None = None,
-    mariadb: bool = False,
+    server: tuple[str, tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> list[CheckMessage]:
-    """E003 when the jobs database is of a kind, or a version, the claim does not run on
-    (``mariadb``: the mysql vendor is MariaDB, whose versions count differently)."""
-    supported = ", ".join(
-        f"{name} {'.'.join(map(str, least))}+" for name, least in MINIMUM_VERSIONS.items()
-    )
-    supported += f" (MariaDB {'.'.join(map(str, MARIADB_MINIMUM))}+)"
-    least = MARIADB_MINIMUM if mariadb else MINIMUM_VERSIONS.get(vendor)
-    if mariadb:
-        vendor = "MariaDB"
-    if least is None:
+    """E003 when the jobs database is of a kind the claim does not run on (``dialect``
+    None), or its ``server`` (name, version, oldest the claim runs on: the dialect's
+    ``server()``) is too old."""
+    if dialect is None:
         return [
             Error(
-                f"The jobs database {alias!r} ({engine or vendor}) is not one the job queue "
-                f"can claim jobs on; it runs on {supported}.",
+                f"The jobs database {alias!r} ({engine}) is not one the job queue can claim "
+                f"jobs on; it runs on {dialects.supported_servers()}.",
                 hint="Point JOBQUEUE['DATABASE'] at a PostgreSQL (or, for development, "
                 "SQLite) alias in DATABASES.",
                 id="django_jobqueue.E003",
             )
         ]
-    if version is not None and tuple(version) < least:
-        found = ".".join(map(str, version))
-        wanted = ".".join(map(str, least))
-        return [
-            Error(
-                f"The jobs database {alias!r} is {vendor} {found}: the claim "
-                f"({_CLAIM_NEEDS.get(vendor, _CLAIM_NEEDS['postgresql'])}) needs "
-                f"{vendor} {wanted} or newer.",
-                hint=f"Upgrade {vendor} to {wanted} or newer, or point JOBQUEUE['DATABASE'] "
-                "at a database that is.",
-                id="django_jobqueue.E003",
-            )
-        ]
-    return []
-
-
-_CLAIM_NEEDS = {
-    "postgresql": "UPDATE ... RETURNING over MATERIALIZED, SKIP LOCKED subqueries",
-    "sqlite": "UPDATE ... RETURNING over MATERIALIZED subqueries",
-    "mysql": "SELECT ... FOR UPDATE SKIP LOCKED",
-    "MariaDB": "SELECT ... FOR UPDATE SKIP LOCKED",
-}
+    if server is None or tuple(server[1]) >= server[2]:
+        return []
+    name, version, least = server
+    found = ".".join(map(str, version))
+    wanted = ".".join(map(str, least))
+    return [
+        Error(
+            f"The jobs database {alias!r} is {name} {found}: the claim "
+            f"({dialect.claim_needs}) needs {name} {wanted} or newer.",
+            hint=f"Upgrade {name} to {wanted} or newer, or point JOBQUEUE['DATABASE'] "
+            "at a database that is.",
+            id="django_jobqueue.E003",
+        )
+    ]
 
 
 @register()
 def check_claim_support(
     app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """The vendor always; the version too when checks may query the database
+    """The kind of database always; the version too when checks may query the database
     (``check --database ALIAS``, and ``migrate``)."""
     current = _settings()
     if current is None:
@@ -186,46 +152,14 @@ def check_claim_support(
     alias = current.database
     database = settings.DATABASES[alias]
     engine = str(database.get("ENGINE", ""))
-    vendor = vendor_of(database)
-    if vendor is None:
+    try:
+        dialect = dialects.for_settings(database)
+    except ImproperlyConfigured:
         return []  # an ENGINE that does not import: Django's own error when it connects
-    errors = claim_support_errors(alias, vendor, engine=engine)
-    if errors or alias not in (databases or ()):
-        return errors
-    connection = connections[alias]
-    version = tuple(connection.get_database_version())
-    mariadb = vendor == "mysql" and bool(getattr(connection, "mysql_is_mariadb", False))
-    return claim_support_errors(alias, vendor, engine=engine, version=version, mariadb=mariadb)
-
-
-# --- W002: SQLite runs one job at a time ---------------------------------------------------
-
-
-def sqlite_concurrency_warnings(
-    alias: str, database: Mapping[str, Any], concurrency: int
-) -> list[CheckMessage]:
-    """W002: SQLite has one writer at a time; jobs in parallel queue on its lock."""
-    if not str(database.get("ENGINE", "")).endswith("sqlite3") or concurrency <= 1:
-        return []
-    return [
-        Warning(
-            f"The jobs database {alias!r} is SQLite and workers run {concurrency} jobs at "
-            "once: SQLite lets one connection write at a time, so jobs that write wait on "
-            "each other and, past the database timeout, fail with 'database is locked'.",
-            hint="Set JOBQUEUE['CONCURRENCY'] = 1 (or run runworker --concurrency 1), or "
-            "use PostgreSQL for parallel jobs. The default concurrency follows the CPU count.",
-            id="django_jobqueue.W002",
-        )
-    ]
-
-
-@register()
-def check_sqlite_concurrency(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    current = _settings()
-    if current is None:
-        return []
-    database = settings.DATABASES[current.database]
-    return sqlite_concurrency_warnings(current.database, database, current.concurrency)
+    if dialect is None or alias not in (databases or ()):
+        return claim_support_errors(alias, dialect, engine=engine)
+    server = dialects.for_alias(alias).server()
+    return claim_support_errors(alias, dialect, engine=engine, server=server)
 
 
 # --- W003: LISTEN through a transaction pooler ---------------------------------------------
@@ -240,7 +174,7 @@ def listen_warnings(
     database looks pooled and ``listen_alias`` (LISTEN_DATABASE) is not set, or the
     alias it names looks pooled too. Such a LISTEN is lost whenever the pooler lends
     the session to another client, and workers fall back to their poll interval."""
-    reason = pooled_reason(databases[alias])
+    reason = _pooled_reason(databases[alias])
     if reason is None and listen_alias is None:
         return []
     if listen_alias is None:
@@ -257,9 +191,7 @@ def listen_warnings(
             )
         ]
     listen = databases[listen_alias]
-    if "postgresql" in str(databases[alias].get("ENGINE", "")) and "postgresql" not in str(
-        listen.get("ENGINE", "")
-    ):
+    if _listens(databases[alias]) and not _listens(listen):
         return [
             Warning(
                 f"JOBQUEUE['LISTEN_DATABASE'] names {listen_alias!r}, which is not "
@@ -270,7 +202,7 @@ def listen_warnings(
                 id="django_jobqueue.W003",
             )
         ]
-    listen_reason = pooled_reason(listen)
+    listen_reason = _pooled_reason(listen)
     if listen_reason is None:
         return []
     return [
@@ -282,6 +214,23 @@ def listen_warnings(
             id="django_jobqueue.W003",
         )
     ]
+
+
+def _dialect_of(database: Mapping[str, Any]) -> type[dialects.Dialect] | None:
+    try:
+        return dialects.for_settings(database)
+    except ImproperlyConfigured:
+        return None
+
+
+def _pooled_reason(database: Mapping[str, Any]) -> str | None:
+    dialect = _dialect_of(database)
+    return None if dialect is None else dialect.pooled_reason(database)
+
+
+def _listens(database: Mapping[str, Any]) -> bool:
+    dialect = _dialect_of(database)
+    return dialect is not None and dialect.listens()
 
 
 @register()
@@ -446,55 +395,8 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             Error(
                 str(exc),
                 id="django_jobqueue.E005",
-                hint="See docs/periodic-jobs.md: each schedule names a registered task "
+                hint="See docs/howto/periodic-jobs.md: each schedule names a registered task "
                 "kind and arguments that fit it.",
             )
         ]
     return []
-
-
-# --- W010, W011: MySQL/MariaDB ---------------------------------------------------------------
-
-
-def mysql_warnings(alias: str, database: Mapping[str, Any]) -> list[CheckMessage]:
-    """W010 on MySQL/MariaDB, saying what differs there (docs/databases.md has the
-    table); W011 too when the isolation level is above READ COMMITTED."""
-    if not str(database.get("ENGINE", "")).endswith("mysql"):
-        return []
-    isolation = str((database.get("OPTIONS") or {}).get("isolation_level") or "read committed")
-    messages: list[CheckMessage] = []
-    if isolation.lower() not in ("read committed", "read uncommitted"):
-        messages.append(
-            Warning(
-                f"The jobs database {alias!r} is MySQL/MariaDB at isolation level "
-                f"{isolation!r}: an enqueue whose idempotency key another transaction has "
-                "just taken cannot see that job from its older snapshot (it fails instead "
-                "of reusing it), and locking reads take gap locks that slow concurrent "
-                "claims.",
-                hint=f"Remove DATABASES[{alias!r}]['OPTIONS']['isolation_level'] (Django's "
-                "default for MySQL is 'read committed') or set it to 'read committed'.",
-                id="django_jobqueue.W011",
-            )
-        )
-    return [
-        *messages,
-        Warning(
-            f"The jobs database {alias!r} is MySQL/MariaDB: jobs are claimed with SKIP "
-            "LOCKED and settled under their guard as on PostgreSQL, but idle workers poll "
-            "(no LISTEN/NOTIFY: a new job waits up to POLL_INTERVAL), the indexes are whole "
-            "rather than partial (the idempotency key's uniqueness is a generated column's "
-            "unique index), a claim or settlement takes a few statements instead of one, "
-            "and JSON is stored as checked text.",
-            hint="See docs/databases.md for the feature-by-database table; add "
-            "'django_jobqueue.W010' to SILENCED_SYSTEM_CHECKS once you have read it.",
-            id="django_jobqueue.W010",
-        ),
-    ]
-
-
-@register()
-def check_mysql(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    current = _settings()
-    if current is None:
-        return []
-    return mysql_warnings(current.database, settings.DATABASES[current.database])

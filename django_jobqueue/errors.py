@@ -71,6 +71,29 @@ class RateLimited(EnqueueError):
     retry_after: float | None = None  # seconds until enough tokens are back (None: never)
 
 
+class KeyContended(EnqueueError, RuntimeError):
+    """The idempotency key kept changing hands while enqueueing (its holder finished and
+    another took it, again and again); nothing was written: try again.
+
+    A RuntimeError too, as this raised one before it had a type of its own.
+    """
+
+
+class InvalidFilter(JobQueueError, ValueError):
+    """A filter of history(), cleanup() or throughput() is invalid; nothing was read or
+    deleted. ``argument`` names the filter.
+
+    A ValueError too, as these raised one before they had a type of their own.
+    """
+
+
+class UnknownFilter(InvalidFilter, TypeError):
+    """history() was given a filter it does not know.
+
+    A TypeError too (as an unexpected keyword argument is), as it raised one before.
+    """
+
+
 class InvalidLimit(JobQueueError, ValueError):
     """A limit (max_in_flight, rate_limit) is out of range or names no known kind."""
 

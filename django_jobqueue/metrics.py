@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
@@ -45,6 +45,9 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
 
 from django_jobqueue import conf, store
 from django_jobqueue.task.registry import registry
+
+if TYPE_CHECKING:
+    from django_jobqueue.store.snapshot import Gauges
 
 PREFIX = "jobqueue"
 # What a session user needs to read the metrics: the permission to view jobs in the admin.
@@ -91,75 +94,83 @@ class JobQueueCollector(Collector):
         # The run statistics are the counters' business: the gauges never read the journal.
         snapshot = store.gauges()
         known = registry.kinds()
+        yield from _jobs(snapshot, known)
+        yield from _workers(snapshot)
 
-        pending = GaugeMetricFamily(
-            f"{PREFIX}_pending_jobs",
-            "Jobs runnable now (pending and due), by kind and queue.",
-            labels=["kind", "queue"],
-        )
-        seen = {(row["kind"], row["queue"]): row["count"] for row in snapshot["pending"]}
-        for kind in known:
-            seen.setdefault((kind, registry.get(kind).queue), 0)
-        for (kind, queue), count in sorted(seen.items()):
-            pending.add_metric([kind, queue], count)
-        yield pending
 
-        oldest = GaugeMetricFamily(
-            f"{PREFIX}_oldest_pending_seconds",
-            "How long the longest-waiting runnable job of each kind has been due.",
-            labels=["kind"],
-        )
-        for kind, seconds in sorted(snapshot["oldest_pending_seconds"].items()):
-            oldest.add_metric([kind], max(seconds, 0.0))
-        yield oldest
+def _jobs(snapshot: Gauges, known: list[str]) -> Iterator[Metric]:
+    """The job gauges; every kind this process knows is present, at zero if it has none."""
+    pending = GaugeMetricFamily(
+        f"{PREFIX}_pending_jobs",
+        "Jobs runnable now (pending and due), by kind and queue.",
+        labels=["kind", "queue"],
+    )
+    seen = {(row.kind, row.queue): row.count for row in snapshot.pending}
+    for kind in known:
+        seen.setdefault((kind, registry.get(kind).queue), 0)
+    for (kind, queue), count in sorted(seen.items()):
+        pending.add_metric([kind, queue], count)
+    yield pending
 
-        yield GaugeMetricFamily(
-            f"{PREFIX}_scheduled_jobs",
-            "Pending jobs not yet due (delayed, paused, backing off).",
-            value=snapshot["scheduled"],
-        )
-        for name, key, what in (
-            ("claimed_jobs", "claimed_by_kind", "Jobs claimed by a worker now, by kind."),
-            ("dead_jobs", "dead", "Dead jobs the database holds, by kind."),
-        ):
-            gauge = GaugeMetricFamily(f"{PREFIX}_{name}", what, labels=["kind"])
-            counts = {**dict.fromkeys(known, 0), **snapshot[key]}
-            for kind, count in sorted(counts.items()):
-                gauge.add_metric([kind], count)
-            yield gauge
-        yield GaugeMetricFamily(
-            f"{PREFIX}_cancelled_jobs",
-            "Cancelled jobs the database holds.",
-            value=snapshot["cancelled"],
-        )
+    oldest = GaugeMetricFamily(
+        f"{PREFIX}_oldest_pending_seconds",
+        "How long the longest-waiting runnable job of each kind has been due.",
+        labels=["kind"],
+    )
+    for kind, seconds in sorted(snapshot.oldest_pending_seconds.items()):
+        oldest.add_metric([kind], max(seconds, 0.0))
+    yield oldest
 
-        workers = GaugeMetricFamily(
-            f"{PREFIX}_workers",
-            "Workers by state: alive (a heartbeat within a minute, not stopped) or gone.",
-            labels=["state"],
-        )
-        states = {"alive": 0, "gone": 0}
-        for w in snapshot["workers"]:
-            states[w["state"]] += 1
-        for state, count in states.items():
-            workers.add_metric([state], count)
-        yield workers
+    yield GaugeMetricFamily(
+        f"{PREFIX}_scheduled_jobs",
+        "Pending jobs not yet due (delayed, paused, backing off).",
+        value=snapshot.scheduled,
+    )
+    for name, by_kind, what in (
+        ("claimed_jobs", snapshot.claimed_by_kind, "Jobs claimed by a worker now, by kind."),
+        ("dead_jobs", snapshot.dead, "Dead jobs the database holds, by kind."),
+    ):
+        gauge = GaugeMetricFamily(f"{PREFIX}_{name}", what, labels=["kind"])
+        counts = {**dict.fromkeys(known, 0), **by_kind}
+        for kind, count in sorted(counts.items()):
+            gauge.add_metric([kind], count)
+        yield gauge
+    yield GaugeMetricFamily(
+        f"{PREFIX}_cancelled_jobs",
+        "Cancelled jobs the database holds.",
+        value=snapshot.cancelled,
+    )
 
-        paused = GaugeMetricFamily(
-            f"{PREFIX}_queue_paused", "1 for each paused queue.", labels=["queue"]
-        )
-        for row in snapshot["paused_queues"]:
-            paused.add_metric([row["queue"]], 1)
-        yield paused
 
-        unserved = GaugeMetricFamily(
-            f"{PREFIX}_unserved_kind",
-            "1 for each kind with runnable jobs that no live worker serves.",
-            labels=["kind"],
-        )
-        for kind in snapshot["unserved_kinds"]:
-            unserved.add_metric([kind], 1)
-        yield unserved
+def _workers(snapshot: Gauges) -> Iterator[Metric]:
+    """Workers by state, paused queues and unserved kinds."""
+    workers = GaugeMetricFamily(
+        f"{PREFIX}_workers",
+        "Workers by state: alive (a heartbeat within a minute, not stopped) or gone.",
+        labels=["state"],
+    )
+    states = {"alive": 0, "gone": 0}
+    for w in snapshot.workers:
+        states[w.state] += 1
+    for state, count in states.items():
+        workers.add_metric([state], count)
+    yield workers
+
+    paused = GaugeMetricFamily(
+        f"{PREFIX}_queue_paused", "1 for each paused queue.", labels=["queue"]
+    )
+    for row in snapshot.paused_queues:
+        paused.add_metric([row.queue], 1)
+    yield paused
+
+    unserved = GaugeMetricFamily(
+        f"{PREFIX}_unserved_kind",
+        "1 for each kind with runnable jobs that no live worker serves.",
+        labels=["kind"],
+    )
+    for kind in snapshot.unserved_kinds:
+        unserved.add_metric([kind], 1)
+    yield unserved
 
 
 def _le(bound: float) -> str:

@@ -4,8 +4,11 @@ default; case, ``-``, ``_`` and spaces ignored, so ``X-Api-Key`` and ``apiKey`` 
 ``api_key``) are replaced by a marker wherever they are nested, and so
 are a Django task's positional arguments whose parameter name contains one.
 
-Only what is displayed is redacted (the admin, ``manage.py jobqueue show``, logs); the
-stored job, and so what the task receives, is never altered.
+Only what the admin's pages and ``manage.py jobqueue show`` display is redacted; the
+stored job, and so what the task receives, is never altered. Logs are not redacted:
+the worker's lines name a job's id, kind and outcome, never its payload, carry or
+result, but an exception's text (a failure's journal note, the DEBUG traceback) is
+written as the task raised it.
 """
 
 from __future__ import annotations

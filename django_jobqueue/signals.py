@@ -23,7 +23,8 @@ logged and the next one still runs; it never breaks an enqueue, a run or a worke
 of the Django Tasks backend, its registry entry).
 
 Enqueues are also shown, at the call and in whatever thread made them, to the test
-kit's ``captured_jobs()`` through ``observe_enqueues``.
+kit's ``captured_jobs()`` through ``observe_enqueues``. The Signal objects live here;
+``job_started`` and ``job_finished`` are sent by ``run.announce``, for the run pipeline.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -44,8 +44,7 @@ from django_jobqueue import conf
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.lifecycle import Settlement
-    from django_jobqueue.store import Claimed, EnqueueRequest
+    from django_jobqueue.store import EnqueueRequest
     from django_jobqueue.task.handle import JobHandle
 
 logger = logging.getLogger("django_jobqueue")
@@ -65,7 +64,7 @@ def sender_of(kind: str) -> object:
     return getattr(defn, "cls", defn)
 
 
-def _send(signal: Signal, name: str, kind: str, job_id: uuid.UUID, **kwargs: Any) -> None:
+def deliver(signal: Signal, name: str, kind: str, job_id: uuid.UUID, **kwargs: Any) -> None:
     """Send robustly; log each receiver that raised, naming the signal and the job."""
     try:
         responses = signal.send_robust(sender_of(kind), kind=kind, **kwargs)
@@ -126,7 +125,7 @@ def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -
 
     def send() -> None:
         for request, handle in pairs:
-            _send(
+            deliver(
                 job_enqueued,
                 "job_enqueued",
                 request.kind,
@@ -137,69 +136,3 @@ def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -
             )
 
     transaction.on_commit(send, using=conf.get().database, robust=True)
-
-
-# --- started / finished ---------------------------------------------------------------
-
-
-def started(job: Claimed, *, worker: str) -> None:
-    """Send ``job_started`` for a run about to begin (the caller checked for receivers)."""
-    from django_jobqueue.store import NewJob
-    from django_jobqueue.task.handle import JobHandle
-
-    _send(
-        job_started,
-        "job_started",
-        job.kind,
-        job.id,
-        job=JobHandle(NewJob(job.id, job.kind, status=job.status)),
-        queue=job.queue,
-        run_no=job.run_count,
-        worker=worker,
-    )
-
-
-def finished(settlements: Sequence[Settlement], applied: Sequence[bool]) -> None:
-    """Send ``job_finished`` for each settlement that was written (the caller checked for
-    receivers); one whose claim was lost meanwhile ended nothing."""
-    from django_jobqueue.store import NewJob
-    from django_jobqueue.task.handle import JobHandle
-
-    for s, ok in zip(settlements, applied, strict=True):
-        if not ok:
-            continue
-        duration: timedelta | None = s.duration
-        _send(
-            job_finished,
-            "job_finished",
-            s.kind,
-            s.job_id,
-            job=JobHandle(NewJob(s.job_id, s.kind, status=s.status, result=s.result)),
-            run_no=s.run_no,
-            outcome=s.outcome,
-            duration=duration,
-            note=s.note,
-            worker=s.worker,
-        )
-
-
-def finished_in_transaction(
-    job: Claimed, value: Any, duration: timedelta | None, *, worker: str
-) -> None:
-    """Send ``job_finished`` for a run that settled itself, completed, in its own
-    transaction (an atomic task, ``ctx.settle_now()``), once that has committed."""
-    from django_jobqueue.store import NewJob
-    from django_jobqueue.task.handle import JobHandle
-
-    _send(
-        job_finished,
-        "job_finished",
-        job.kind,
-        job.id,
-        job=JobHandle(NewJob(job.id, job.kind, status="completed", result=value)),
-        run_no=job.run_count,
-        outcome="completed",
-        duration=duration,
-        note="",
-        worker=worker,
-    )

@@ -1,10 +1,11 @@
 """Helpers for your project's tests: assert what was enqueued, capture what a block
 enqueues, run pending jobs inline.
 
-``run_jobs`` claims, runs and settles jobs in the calling thread through the same
-store and executor as a worker (and sends the same signals), so it works inside a
-test's transaction (``TestCase``, pytest-django's ``db``), drains the jobs that jobs
-enqueue, and ``now=`` runs jobs scheduled for later.
+``run_jobs`` claims, runs and settles jobs in the calling thread through the same run
+pipeline as a worker (``run.pipeline``: the same signals, the same guard on the
+connections, the same lifecycle decisions), so it works inside a test's transaction
+(``TestCase``, pytest-django's ``db``), drains the jobs that jobs enqueue, and ``now=``
+runs jobs scheduled for later.
 """
 
 from __future__ import annotations
@@ -16,20 +17,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.utils import timezone
 
 from django_jobqueue import conf, signals, store, validation
 from django_jobqueue.models import Job
-from django_jobqueue.run import transactional
-from django_jobqueue.run.context import Context
-from django_jobqueue.run.executor import decide
+from django_jobqueue.run.connguard import ThreadConnections
+from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.states import Status
 from django_jobqueue.task.definition import FunctionTask, Task
 from django_jobqueue.task.handle import JobHandle
-from django_jobqueue.task.registry import policy_for, registry
+from django_jobqueue.task.registry import registry
 
 TaskRef = str | FunctionTask | type[Task]
 
@@ -100,55 +99,53 @@ def run_jobs(
     """
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
         raise ValueError(f"max_jobs must be a positive int, got {max_jobs!r}")
-    worker_id = f"testing:{os.getpid()}"
     settings = conf.get()
+    pipe = Pipeline(
+        worker_id=f"testing:{os.getpid()}",
+        alias=settings.database,
+        max_output_bytes=settings.max_output_bytes,
+    )
     wanted = [_kind(k) for k in kinds] if kinds else registry.kinds()
     ran: list[JobHandle] = []
-    while True:
-        at = now or timezone.now()
-        if len(ran) >= max_jobs:
-            due = store.oldest_due(now=at, kinds=wanted, queues=queues)
-            if due is None:
+    # The worker's slots' guard, on the caller's connections: a transaction a run leaves
+    # open is rolled back (above the test's own, which stays open) and fails the run.
+    with ThreadConnections() as guard:
+        while True:
+            at = now or timezone.now()
+            if len(ran) >= max_jobs:
+                _check_drained(max_jobs, at=at, kinds=wanted, queues=queues)
                 break
-            raise TooManyJobs(
-                f"run_jobs ran max_jobs={max_jobs} jobs and jobs are still runnable: do jobs "
-                "keep enqueuing jobs (or pausing) without end? Pass a larger max_jobs if "
-                "this many runs are expected."
+            claimed = store.claim_jobs(
+                worker_id=pipe.worker_id,
+                limit=1,
+                kinds=wanted,
+                queues=queues,
+                leases=registry.leases(),
+                now=at,
             )
-        claimed = store.claim_jobs(
-            worker_id=worker_id,
-            limit=1,
-            kinds=wanted,
-            queues=queues,
-            leases=registry.leases(),
-            now=at,
-        )
-        if not claimed:
-            break
-        job = claimed[0]
-        if signals.job_started.receivers:
-            signals.started(job, worker=worker_id)
-        ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
-        result = transactional.run(
-            registry.find(job.kind),
-            job,
-            ctx,
-            alias=settings.database,
-            worker_id=worker_id,
-            max_output_bytes=settings.max_output_bytes,
-        )
-        if result.settled:
-            if signals.job_finished.receivers:
-                signals.finished_in_transaction(
-                    result.job, result.value, result.duration, worker=worker_id
+            if not claimed:
+                break
+            job = claimed[0]
+            settlement = pipe.to_write(pipe.run_one(job, pipe.context(job), guard))
+            if settlement is not None:  # written at once, alone: no batch to wait for
+                pipe.settled(
+                    [settlement],
+                    store.settle(worker_id=pipe.worker_id, settlements=[settlement]),
                 )
-        elif not result.lost:
-            settlement = decide(result, policy=policy_for(job.kind), worker_id=worker_id)
-            applied = store.settle(worker_id=worker_id, settlements=[settlement])
-            if signals.job_finished.receivers:
-                signals.finished([settlement], applied)
-        ran.append(JobHandle(store.get_job(job_id=job.id)))
+            ran.append(JobHandle(store.get_job(job_id=job.id)))
     return ran
+
+
+def _check_drained(
+    max_jobs: int, *, at: datetime, kinds: list[str], queues: Sequence[str] | None
+) -> None:
+    """After ``max_jobs`` runs: raise ``TooManyJobs`` if a job is still runnable."""
+    if store.oldest_due(now=at, kinds=kinds, queues=queues) is not None:
+        raise TooManyJobs(
+            f"run_jobs ran max_jobs={max_jobs} jobs and jobs are still runnable: do jobs "
+            "keep enqueuing jobs (or pausing) without end? Pass a larger max_jobs if "
+            "this many runs are expected."
+        )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ export JOBQUEUE_LOG_LEVEL="${JOBQUEUE_LOG_LEVEL:-WARNING}"
 "$VENV/bin/python" testproject/manage.py demo
 cat <<HINT
 
-To browse these jobs in the admin (docs/admin.md):
+To browse these jobs in the admin (docs/howto/admin.md):
   SQLITE_PATH=$SQLITE_PATH DJANGO_SETTINGS_MODULE=testproject.settings $VENV/bin/python testproject/manage.py createsuperuser
   SQLITE_PATH=$SQLITE_PATH DJANGO_SETTINGS_MODULE=testproject.settings $VENV/bin/python testproject/manage.py runserver
 and open http://127.0.0.1:8000/admin/django_jobqueue/job/

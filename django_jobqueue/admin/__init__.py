@@ -1,7 +1,7 @@
 """The Django admin for the queue: jobs, the journal, a dashboard and the clean-up form.
 
 Every action calls the storage layer (``django_jobqueue.store``); nothing here decides
-what a job's state allows. See docs/admin.md.
+what a job's state allows. See docs/howto/admin.md.
 """
 
 from __future__ import annotations

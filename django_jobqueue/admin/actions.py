@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -23,17 +23,30 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from django_jobqueue import store
-from django_jobqueue.admin.common import actor
+from django_jobqueue.admin.common import JobPages, actor
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job
 from django_jobqueue.store import sql
 
 if TYPE_CHECKING:
-    from django_jobqueue.admin.jobs import JobAdmin
+    from django.contrib.admin.models import LogEntry
 
 # A bulk action changes at most this many jobs; past it, narrow the filter (or, to
 # delete finished jobs by age, use the clean-up form, which works in batches).
 MAX_SELECTED = 1000
+
+
+class ActingAdmin(JobPages, Protocol):
+    """What the actions use of the jobs' ModelAdmin (``ActingAdmin``, which imports this
+    module for its actions: typing them against it would be a circle)."""
+
+    model: type[Job]
+
+    def has_action_permission(self, request: HttpRequest, action: JobAction) -> bool: ...
+
+    def log_change(self, request: HttpRequest, obj: Job, message: Any) -> LogEntry: ...
+
+    def log_deletions(self, request: HttpRequest, queryset: QuerySet[Job]) -> list[LogEntry]: ...
 
 
 @dataclass(frozen=True)
@@ -119,11 +132,11 @@ ACTIONS: dict[str, JobAction] = {
 
 def bulk(
     action: JobAction,
-) -> Callable[[JobAdmin, HttpRequest, QuerySet[Job]], HttpResponse | None]:
+) -> Callable[[ActingAdmin, HttpRequest, QuerySet[Job]], HttpResponse | None]:
     """The changelist action for ``action``: a confirmation page first, then the change."""
 
     def run(
-        modeladmin: JobAdmin, request: HttpRequest, queryset: QuerySet[Job]
+        modeladmin: ActingAdmin, request: HttpRequest, queryset: QuerySet[Job]
     ) -> HttpResponse | None:
         jobs = list(queryset.order_by("-created_at", "-id")[: MAX_SELECTED + 1])
         if len(jobs) > MAX_SELECTED:
@@ -137,14 +150,14 @@ def bulk(
 
     run.__name__ = action.name
     run.short_description = f"{action.verb} selected jobs"  # type: ignore[attr-defined]
-    # JobAdmin.has_<name>_permission (Django's own has_delete_permission for delete).
+    # ActingAdmin.has_<name>_permission (Django's own has_delete_permission for delete).
     allowed = "delete" if action.name == "delete_selected" else action.name
     run.allowed_permissions = (allowed,)  # type: ignore[attr-defined]
     return run
 
 
 def confirm_or_apply(
-    modeladmin: JobAdmin,
+    modeladmin: ActingAdmin,
     request: HttpRequest,
     action: JobAction,
     jobs: list[Job],
@@ -192,7 +205,12 @@ def plan(action: JobAction, jobs: list[Job]) -> dict[str, Any]:
 
 
 def apply(
-    modeladmin: JobAdmin, request: HttpRequest, action: JobAction, jobs: list[Job], *, force: bool
+    modeladmin: ActingAdmin,
+    request: HttpRequest,
+    action: JobAction,
+    jobs: list[Job],
+    *,
+    force: bool,
 ) -> None:
     wanted = [j.id for j in jobs if action.refusal(j, force) is None]
     who = actor(request)

@@ -25,7 +25,7 @@ from django_jobqueue.admin.common import local, log
 from django_jobqueue.models import TERMINAL, Job
 
 if TYPE_CHECKING:
-    from django_jobqueue.admin.jobs import JobAdmin
+    from django_jobqueue.admin.common import JobPages
 
 
 class CleanupForm(forms.Form):
@@ -64,7 +64,7 @@ class CleanupForm(forms.Form):
         }
 
 
-def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     def cleanup_view(request: HttpRequest) -> HttpResponse:
         if not modeladmin.has_cleanup_permission(request):
             raise PermissionDenied

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from django.http import HttpRequest
 from django.utils import timezone
@@ -18,6 +18,29 @@ from django.utils.safestring import SafeString
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.redaction import redact
 from django_jobqueue.validation import Undecodable
+
+if TYPE_CHECKING:
+    from django.contrib.admin import AdminSite
+    from django.db.models.options import Options
+    from django.forms import Media
+
+
+class JobPages(Protocol):
+    """What the dashboard and the cleanup page use of the jobs' ModelAdmin (``JobAdmin``,
+    which imports them to route its URLs: typing them against it would be a circle)."""
+
+    admin_site: AdminSite
+    opts: Options[Any]
+
+    @property
+    def media(self) -> Media: ...
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool: ...
+
+    def has_pause_permission(self, request: HttpRequest) -> bool: ...
+
+    def has_cleanup_permission(self, request: HttpRequest) -> bool: ...
+
 
 # Status and outcome colours: one palette for the changelists, the detail page and the
 # dashboard (text stays black or white on each for contrast).

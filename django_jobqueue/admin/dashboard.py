@@ -4,6 +4,7 @@ pause/resume, and the periodic schedules."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,12 +28,13 @@ from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import overview
 
 if TYPE_CHECKING:
-    from django_jobqueue.admin.jobs import JobAdmin
+    from django_jobqueue.admin.common import JobPages
+    from django_jobqueue.store.snapshot import Stats, WorkerInfo
 
 WINDOW = timedelta(hours=24)
 
 
-def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     def dashboard_view(request: HttpRequest) -> HttpResponse:
         if not modeladmin.has_view_permission(request):
             raise PermissionDenied
@@ -54,11 +56,11 @@ def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
                 "limits": _limits(s),
                 "hour": chart(hour, label_every=10, fmt="%H:%M"),
                 "day": chart(day, label_every=4, fmt="%H:00"),
-                "live": [_worker(w, now) for w in s["workers"] if w["state"] == "alive"],
-                "gone": [_worker(w, now) for w in s["workers"] if w["state"] != "alive"],
+                "live": [_worker(w, now) for w in s.workers if w.alive],
+                "gone": [_worker(w, now) for w in s.workers if not w.alive],
                 "queues": _queues(s),
                 "can_pause": modeladmin.has_pause_permission(request),
-                "unserved": s["unserved_kinds"],
+                "unserved": s.unserved_kinds,
                 "schedules": schedules,
                 "schedules_error": schedules_error,
             },
@@ -67,49 +69,49 @@ def view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
     return dashboard_view
 
 
-def _cards(s: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _cards(s: Stats) -> list[tuple[str, str, str]]:
     """(label, value, tone) per card."""
-    oldest = max(s["oldest_pending_seconds"].values(), default=None)
-    dead = sum(s["dead"].values())
+    oldest = max(s.oldest_pending_seconds.values(), default=None)
+    dead = sum(s.dead.values())
     return [
-        ("pending now", f"{s['pending_total']:,}", "pending"),
-        ("scheduled", f"{s['scheduled']:,}", "pending"),
-        ("claimed", f"{s['claimed']:,}", "claimed"),
+        ("pending now", f"{s.pending_total:,}", "pending"),
+        ("scheduled", f"{s.scheduled:,}", "pending"),
+        ("claimed", f"{s.claimed:,}", "claimed"),
         ("dead", f"{dead:,}", "dead" if dead else "quiet"),
-        ("cancelled", f"{s['cancelled']:,}", "cancelled"),
+        ("cancelled", f"{s.cancelled:,}", "cancelled"),
         ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
     ]
 
 
-def _kinds(s: dict[str, Any]) -> list[dict[str, Any]]:
+def _kinds(s: Stats) -> list[dict[str, Any]]:
     pending: dict[str, int] = {}
-    for row in s["pending"]:
-        pending[row["kind"]] = pending.get(row["kind"], 0) + row["count"]
-    names = sorted({*pending, *s["claimed_by_kind"], *s["dead"], *s["runs"]})
+    for row in s.pending:
+        pending[row.kind] = pending.get(row.kind, 0) + row.count
+    names = sorted({*pending, *s.claimed_by_kind, *s.dead, *s.runs})
     rows = []
     for kind in names:
-        runs = s["runs"].get(kind, {})
+        runs = s.runs.get(kind)
         rows.append(
             {
                 "kind": kind,
                 "pending": pending.get(kind, 0),
-                "claimed": s["claimed_by_kind"].get(kind, 0),
-                "dead": s["dead"].get(kind, 0),
-                "runs": runs.get("runs", 0),
-                "p50": fmt_seconds(runs.get("p50")),
-                "p95": fmt_seconds(runs.get("p95")),
-                "failure_rate": f"{runs.get('failure_rate', 0.0):.1%}" if runs else "-",
-                "unserved": kind in s["unserved_kinds"],
+                "claimed": s.claimed_by_kind.get(kind, 0),
+                "dead": s.dead.get(kind, 0),
+                "runs": runs.runs if runs else 0,
+                "p50": fmt_seconds(runs.p50 if runs else None),
+                "p95": fmt_seconds(runs.p95 if runs else None),
+                "failure_rate": f"{runs.failure_rate:.1%}" if runs else "-",
+                "unserved": kind in s.unserved_kinds,
             }
         )
     return rows
 
 
-def _limits(s: dict[str, Any]) -> list[dict[str, Any]]:
+def _limits(s: Stats) -> list[dict[str, Any]]:
     """Each kind with a global limit: its limits, where each is set, and its claims now."""
     rows = []
     for k in limiting.limits(max_age=0):
-        claimed = s["claimed_by_kind"].get(k.kind, 0)
+        claimed = s.claimed_by_kind.get(k.kind, 0)
         rows.append(
             {
                 "kind": k.kind,
@@ -124,26 +126,26 @@ def _limits(s: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _worker(w: dict[str, Any], now: Any) -> dict[str, Any]:
+def _worker(w: WorkerInfo, now: Any) -> dict[str, Any]:
     return {
-        **w,
-        "seen": f"{fmt_age((now - w['last_seen_at']).total_seconds())} ago",
-        "queues_text": ", ".join(w["queues"]) or "all queues",
+        **dataclasses.asdict(w),
+        "seen": f"{fmt_age((now - w.last_seen_at).total_seconds())} ago",
+        "queues_text": ", ".join(w.queues) or "all queues",
     }
 
 
-def _queues(s: dict[str, Any]) -> list[dict[str, Any]]:
-    paused = {p["queue"]: p for p in s["paused_queues"]}
+def _queues(s: Stats) -> list[dict[str, Any]]:
+    paused = {p.queue: p for p in s.paused_queues}
     pending: dict[str, int] = {}
-    for row in s["pending"]:
-        pending[row["queue"]] = pending.get(row["queue"], 0) + row["count"]
+    for row in s.pending:
+        pending[row.queue] = pending.get(row.queue, 0) + row.count
     names = sorted({*QueueFilter.known(), *pending, *paused})
     return [
         {
             "name": name,
             "pending": pending.get(name, 0),
             "paused": paused.get(name),
-            "paused_at": local(paused[name]["paused_at"]) if name in paused else "",
+            "paused_at": local(paused[name].paused_at) if name in paused else "",
         }
         for name in names
     ]
@@ -173,7 +175,7 @@ def _schedules(now: Any) -> tuple[list[dict[str, Any]], str]:
     ], ""
 
 
-def queue_view(modeladmin: JobAdmin) -> Callable[[HttpRequest], HttpResponse]:
+def queue_view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     @require_POST
     def pause_or_resume(request: HttpRequest) -> HttpResponse:
         if not modeladmin.has_pause_permission(request):

@@ -1,7 +1,7 @@
 """django_jobqueue as a backend for Django's Tasks framework (``django.tasks``).
 
 ``TASKS = {"default": {"BACKEND": "django_jobqueue.backend.JobQueueBackend"}}``: see
-docs/django-tasks.md. Needs Django 6.0+, or Django 5.2 with the ``django-tasks``
+docs/howto/django-tasks.md. Needs Django 6.0+, or Django 5.2 with the ``django-tasks``
 backport (``pip install "django-jobqueue[tasks-backport]"``).
 """
 

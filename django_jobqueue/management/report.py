@@ -7,7 +7,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -17,6 +17,9 @@ from django_jobqueue.models import Job, Status
 from django_jobqueue.redaction import redact, redact_payload
 from django_jobqueue.task.registry import registry
 from django_jobqueue.validation import Undecodable
+
+if TYPE_CHECKING:
+    from django_jobqueue.store.snapshot import Stats, WorkerInfo
 
 
 def fmt_window(seconds: float) -> str:
@@ -105,9 +108,9 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
     return fields
 
 
-def render_stats(s: dict[str, Any]) -> list[str]:
+def render_stats(s: Stats) -> list[str]:
     """The stats snapshot as a readable report."""
-    at: datetime = s["at"]
+    at = s.at
     return [
         f"Queue at {fmt_time(at)}",
         "",
@@ -117,62 +120,64 @@ def render_stats(s: dict[str, Any]) -> list[str]:
         "",
         *_unserved(s),
         "",
-        *_workers(s["workers"], at),
+        *_workers(s.workers, at),
         "",
         *_runs(s),
     ]
 
 
-def _backlog(s: dict[str, Any]) -> list[str]:
+def _backlog(s: Stats) -> list[str]:
     out = [
-        f"Pending (runnable now): {s['pending_total']}   scheduled for later: {s['scheduled']}"
-        f"   claimed (running): {s['claimed']}"
+        f"Pending (runnable now): {s.pending_total}   scheduled for later: {s.scheduled}"
+        f"   claimed (running): {s.claimed}"
     ]
-    if s["pending"]:
-        rows = []
+    if s.pending:
+        rows: list[list[Any]] = []
         seen: set[str] = set()
-        for row in s["pending"]:
-            first = row["kind"] not in seen
-            seen.add(row["kind"])
-            oldest = s["oldest_pending_seconds"].get(row["kind"]) if first else None
-            rows.append([row["kind"] if first else "", row["queue"], row["count"], fmt_age(oldest)])
+        for row in s.pending:
+            first = row.kind not in seen
+            seen.add(row.kind)
+            oldest = s.oldest_pending_seconds.get(row.kind) if first else None
+            rows.append([row.kind if first else "", row.queue, row.count, fmt_age(oldest)])
         out += table(["KIND", "QUEUE", "PENDING", "OLDEST"], rows)
-    paused = s.get("paused_queues", [])
     out.append(
         "Paused queues: "
-        + (", ".join(f"{p['queue']} (since {fmt_time(p['paused_at'])})" for p in paused) or "none")
+        + (
+            ", ".join(f"{p.queue} (since {fmt_time(p.paused_at)})" for p in s.paused_queues)
+            or "none"
+        )
     )
     return out
 
 
-def _dead(s: dict[str, Any]) -> list[str]:
-    out = [f"Dead: {sum(s['dead'].values())}"]
-    if s["dead"]:
-        out += table(["KIND", "DEAD"], [[k, n] for k, n in s["dead"].items()])
+def _dead(s: Stats) -> list[str]:
+    out = [f"Dead: {sum(s.dead.values())}"]
+    if s.dead:
+        out += table(["KIND", "DEAD"], [[k, n] for k, n in s.dead.items()])
     return out
 
 
-def _unserved(s: dict[str, Any]) -> list[str]:
-    unserved, unclaimed = s["unserved_kinds"], s["unclaimed_kinds"]
+def _unserved(s: Stats) -> list[str]:
+    unserved, unclaimed = s.unserved_kinds, s.unclaimed_kinds
     return [
         "Pending kinds no live worker serves: " + (", ".join(unserved) or "none"),
         "Pending kinds no worker claimed in the last hour: " + (", ".join(unclaimed) or "none"),
     ]
 
 
-def _workers(workers: list[dict[str, Any]], at: datetime) -> list[str]:
-    alive = sum(1 for w in workers if w["state"] == "alive")
+def _workers(workers: Sequence[WorkerInfo], at: datetime) -> list[str]:
+    alive = sum(1 for w in workers if w.alive)
     out = [f"Workers: {alive} alive, {len(workers) - alive} gone"]
     if workers:
         rows = [
             [
-                w["id"],
-                w["state"],
-                ",".join(w["queues"]) or "all",
-                w["concurrency"],
-                fmt_age((at - w["started_at"]).total_seconds()) + " ago",
-                fmt_age((at - w["last_seen_at"]).total_seconds()) + " ago",
-                w["jobs_done"],
+                w.id,
+                w.state,
+                ",".join(w.queues) or "all",
+                w.concurrency,
+                fmt_age((at - w.started_at).total_seconds()) + " ago",
+                fmt_age((at - w.last_seen_at).total_seconds()) + " ago",
+                w.jobs_done,
             ]
             for w in workers
         ]
@@ -181,19 +186,19 @@ def _workers(workers: list[dict[str, Any]], at: datetime) -> list[str]:
     return out
 
 
-def _runs(s: dict[str, Any]) -> list[str]:
-    out = [f"Runs in the last {fmt_window(s['window_seconds'])}:"]
-    if not s["runs"]:
+def _runs(s: Stats) -> list[str]:
+    out = [f"Runs in the last {fmt_window(s.window_seconds)}:"]
+    if not s.runs:
         return [*out, "  none"]
     rows = [
         [
             kind,
-            r["runs"],
-            " ".join(f"{o}={n}" for o, n in sorted(r["outcomes"].items())),
-            fmt_seconds(r["p50"]),
-            fmt_seconds(r["p95"]),
-            f"{r['failure_rate'] * 100:.1f}%",
+            r.runs,
+            " ".join(f"{o}={n}" for o, n in sorted(r.outcomes.items())),
+            fmt_seconds(r.p50),
+            fmt_seconds(r.p95),
+            f"{r.failure_rate * 100:.1f}%",
         ]
-        for kind, r in sorted(s["runs"].items())
+        for kind, r in sorted(s.runs.items())
     ]
     return out + table(["KIND", "RUNS", "OUTCOMES", "P50", "P95", "FAILED"], rows)

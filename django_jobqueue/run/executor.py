@@ -56,7 +56,6 @@ class RunResult:
     value: Any = None
     note: str = ""
     resume_in: timedelta = timedelta(0)
-    cancelled: bool = False  # the run saw ctx.cancelled set before it ended
     retry_in: timedelta | None = None  # a failure's own retry delay (RetryAfter)
     # Its completion committed in the run's own transaction (atomic tasks, settle_now):
     # nothing is left to write.
@@ -116,7 +115,6 @@ def execute(
             duration=clock() - started,
             carry=ctx.carry,
             attachment=ctx.attachment,
-            cancelled=ctx.cancelled.is_set(),
             **kw,
         )
 
@@ -196,9 +194,7 @@ def _child_exit(exc: BaseException | None) -> NoReturn:
     os._exit(code)
 
 
-def failed_outright(
-    job: Claimed, ctx: Context, exc: BaseException, *, note: str | None = None
-) -> RunResult:
+def failed_outright(job: Claimed, exc: BaseException, *, note: str | None = None) -> RunResult:
     """A run the executor itself could not classify (a bug of ours, not the task's), or
     that could not start (``note`` says why): a failed run, its carry as stored, so the
     slot thread lives on."""
@@ -209,7 +205,6 @@ def failed_outright(
         started_at=now,
         duration=timedelta(0),
         carry=stored_carry(job),
-        cancelled=ctx.cancelled.is_set(),
         note=note or f"the worker could not finish this run ({type(exc).__qualname__})",
     )
 
@@ -246,6 +241,27 @@ def _checked(run: RunResult, limit: int) -> RunResult:
     return run
 
 
+def run_of(
+    job: Claimed,
+    *,
+    worker: str,
+    started_at: datetime | None = None,
+    duration: timedelta | None = None,
+    attachment: Any = None,
+) -> Run:
+    """Which run of a claimed job a settlement ends: the one place a ``Run`` is read off
+    a claimed row, so every ending names the run its claim's guard checks."""
+    return Run(
+        job_id=job.id,
+        kind=job.kind,
+        run_no=job.run_count,
+        worker=worker,
+        started_at=started_at,
+        duration=duration,
+        attachment=attachment,
+    )
+
+
 def decide(
     run: RunResult, *, policy: Policy, worker_id: str, now: datetime | None = None
 ) -> Settlement:
@@ -253,10 +269,8 @@ def decide(
     cannot settle as it ended (a bug of ours) is settled as a failed run saying so."""
     now = now or timezone.now()
     job = run.job
-    which = Run(
-        job_id=job.id,
-        kind=job.kind,
-        run_no=job.run_count,
+    which = run_of(
+        job,
         worker=worker_id,
         started_at=run.started_at,
         duration=run.duration,

@@ -18,11 +18,9 @@ wait on a run's transaction, except for the moment between a settlement and its 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,8 +30,15 @@ from django.utils import timezone
 
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
-from django_jobqueue.run.executor import RunResult, execute, failed_outright, output_problem
-from django_jobqueue.run.lifecycle import NOTE_LIMIT, Run, completed
+from django_jobqueue.run.executor import (
+    RunResult,
+    execute,
+    failed_outright,
+    output_problem,
+    run_of,
+)
+from django_jobqueue.run.lifecycle import NOTE_LIMIT, completed
+from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
@@ -106,10 +111,8 @@ class InTransaction:
             raise SettleError(f"{job.kind}: " + "; ".join(problems), kind=job.kind, job_id=job.id)
         duration = timedelta(seconds=time.monotonic() - self.began)
         settlement = completed(
-            Run(
-                job_id=job.id,
-                kind=job.kind,
-                run_no=job.run_count,
+            run_of(
+                job,
                 worker=self.worker_id,
                 started_at=timezone.now() - duration,
                 duration=duration,
@@ -196,7 +199,7 @@ def _run_atomic(
 ) -> RunResult:
     result: RunResult | None = None
     try:
-        with _deferred(conn), transaction.atomic(using=conn.alias):
+        with for_alias(conn.alias).atomic_run_mode(), transaction.atomic(using=conn.alias):
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
             if settler.state == "lost" or result.end != "completed":
                 raise _RollBack
@@ -219,9 +222,7 @@ def _run_atomic(
         if result is None:
             # The transaction could not begin (a dead connection): the task never ran.
             logger.warning("job=%s kind=%s: atomic run could not start: %s", job.id, job.kind, text)
-            return failed_outright(
-                job, ctx, exc, note=f"the run's transaction could not start: {text}"
-            )
+            return failed_outright(job, exc, note=f"the run's transaction could not start: {text}")
         # The settlement or the commit failed (a lost connection, a serialization
         # failure): nothing is known to have committed, so the run is settled as failed,
         # through the guard, which refuses it if the commit did reach the server.
@@ -233,21 +234,3 @@ def _run_atomic(
 
 def _failed(result: RunResult, note: str) -> RunResult:
     return dataclasses.replace(result, end="failed", value=None, note=note)
-
-
-@contextlib.contextmanager
-def _deferred(conn: BaseDatabaseWrapper) -> Iterator[None]:
-    """On SQLite, begin the run's transaction DEFERRED whatever ``transaction_mode`` says:
-    it then takes the database's one write lock at its first write rather than for the
-    whole run, so the worker loop's own writes (claims, lease renewals) wait only while
-    the task writes."""
-    if conn.vendor != "sqlite":
-        yield
-        return
-    conn.ensure_connection()
-    mode = conn.transaction_mode  # type: ignore[attr-defined]
-    conn.transaction_mode = None  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        conn.transaction_mode = mode  # type: ignore[attr-defined]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from django_jobqueue.store.claim import Claimed, claim_jobs, claim_statement
-from django_jobqueue.store.cleanup import cleanup, delete_finished
-from django_jobqueue.store.enqueue import (
+from django_jobqueue.store.exchanging import exchange
+from django_jobqueue.store.inserting import (
     Disposition,
     EnqueueRequest,
     MergePlan,
@@ -23,7 +23,6 @@ from django_jobqueue.store.enqueue import (
     enqueue_many,
     merge_candidates,
 )
-from django_jobqueue.store.history import Page, as_uuid, get_job, history, journal
 from django_jobqueue.store.limits import (
     LIMITS_CHANGED,
     Override,
@@ -49,7 +48,9 @@ from django_jobqueue.store.operations import (
     run_now,
     run_now_refusal,
 )
+from django_jobqueue.store.pruning import cleanup, delete_finished
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
+from django_jobqueue.store.reading import Page, as_uuid, get_job, history, journal
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -58,7 +59,7 @@ from django_jobqueue.store.schedules import (
     schedule_states,
     tick_key,
 )
-from django_jobqueue.store.settle import (
+from django_jobqueue.store.settling import (
     apply,
     cancel_requested,
     extend_leases,
@@ -66,8 +67,7 @@ from django_jobqueue.store.settle import (
     recover_expired,
     settle,
 )
-from django_jobqueue.store.stats import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
-from django_jobqueue.store.turn import exchange
+from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [

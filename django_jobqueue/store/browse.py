@@ -2,13 +2,12 @@
 planner's estimate beyond them, and the distinct kinds by a loose index scan.
 
 An exact ``COUNT(*)`` reads every matching row; past ``cap`` rows these read only the
-first ``cap + 1`` and ask PostgreSQL's planner how many there are (on SQLite, the
-development database, they count exactly).
+first ``cap + 1`` and ask the database's planner how many there are (where it gives no
+estimate, SQLite's and MySQL's dialects, they count exactly).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.db import connections
 from django.db.models import Model, QuerySet
 
 from django_jobqueue.store import sql
+from django_jobqueue.store.dialects import for_alias
 
 COUNT_CAP = 2_000
 
@@ -30,31 +30,20 @@ class Count:
 
 def count(qs: QuerySet[Any], *, cap: int = COUNT_CAP) -> Count:
     """How many rows ``qs`` matches, reading at most ``cap + 1`` of them."""
-    alias = qs.db
-    if connections[alias].vendor != "postgresql":
-        return Count(qs.count(), estimated=False)
     # Unordered, so the planner reads the first cap + 1 matches by whichever path finds
     # them cheapest (an order would tie it to one index, however rare the matches).
     bounded = qs.order_by().values("pk")[: cap + 1].count()
     if bounded <= cap:
         return Count(bounded, estimated=False)
     planned = planned_rows(qs)
-    return Count(max(planned or 0, bounded), estimated=True)
+    if planned is None:  # no estimate to be had: count them all
+        return Count(qs.count(), estimated=False)
+    return Count(max(planned, bounded), estimated=True)
 
 
 def planned_rows(qs: QuerySet[Any]) -> int | None:
-    """The planner's estimate of the rows ``qs`` returns (PostgreSQL only; None elsewhere)."""
-    conn = connections[qs.db]
-    if conn.vendor != "postgresql":
-        return None
-    statement, params = qs.order_by().values("pk").query.sql_with_params()
-    with conn.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
-        row = cursor.fetchone()
-    plan = row[0] if row else None
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"]) if plan else None
+    """The planner's estimate of the rows ``qs`` returns (None where there is none)."""
+    return for_alias(qs.db).planned_rows(qs)
 
 
 def distinct_values(model: type[Model], column: str) -> list[str]:

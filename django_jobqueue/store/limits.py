@@ -19,7 +19,6 @@ in the enqueue's transaction, so it commits, or rolls back, with the job.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,13 +30,11 @@ from django.db.models import Count
 from django.utils import timezone
 
 from django_jobqueue import validation
-from django_jobqueue.models import KindLimit, RateBucket, Status
+from django_jobqueue.models import KindLimit, Status
 from django_jobqueue.store import sql, wakeups
 from django_jobqueue.validation import Rate
 
 logger = logging.getLogger("django_jobqueue")
-
-BUCKET = RateBucket._meta.db_table
 
 # The NOTIFY payload that tells workers the run-time limits changed (a queue name would
 # wake only the workers of that queue; this wakes every worker and has it re-read them).
@@ -156,67 +153,9 @@ def take_tokens(*, kind: str, rate: Rate, count: int) -> float | None:
     """
     if count > rate.count:
         return float("inf")
-    d = sql.dialect()
-    if d.mysql:
-        return _take_tokens_mysql(d, kind=kind, rate=rate, count=count)
-    # The clock: the database's on PostgreSQL (the same for every host), ours on SQLite
-    # (one machine). Never run backwards: a clock behind the bucket's refills nothing.
-    now, now_params = (
-        ("extract(epoch FROM statement_timestamp())::float8", [])
-        if d.postgres
-        else (
-            "%s",
-            [time.time()],
-        )
+    return sql.dialect().take_tokens(
+        kind=kind, capacity=rate.count, refill=rate.refill, count=count
     )
-    big, small = ("GREATEST", "LEAST") if d.postgres else ("max", "min")
-    available = f"{small}(%s, {BUCKET}.tokens + {big}({now} - {BUCKET}.refilled_at, 0) * %s)"
-    available_params = [rate.count, *now_params, rate.refill]
-    statement = (
-        f"INSERT INTO {BUCKET} (kind, tokens, refilled_at) VALUES (%s, %s, {now})"
-        f" ON CONFLICT (kind) DO UPDATE SET tokens = {available} - %s,"
-        f" refilled_at = {big}({BUCKET}.refilled_at, {now})"
-        f" WHERE {available} >= %s RETURNING tokens"
-    )
-    params = [
-        kind,
-        rate.count - count,
-        *now_params,
-        *available_params,
-        count,
-        *now_params,
-        *available_params,
-        count,
-    ]
-    if d.run(statement, params):
-        return None
-    rows = d.run(f"SELECT {available} FROM {BUCKET} WHERE kind = %s", [*available_params, kind])
-    have = float(rows[0][0]) if rows else 0.0
-    return max(count - have, 0.0) / rate.refill
-
-
-def _take_tokens_mysql(d: sql.Dialect, *, kind: str, rate: Rate, count: int) -> float | None:
-    """MySQL/MariaDB (no upsert with a condition and RETURNING): the bucket made full if
-    it is new, then locked, refilled and taken from in Python; unchanged if too few."""
-    now = time.time()
-    d.run(
-        f"INSERT INTO {BUCKET} (kind, tokens, refilled_at) VALUES (%s, %s, %s)"
-        " ON DUPLICATE KEY UPDATE kind = kind",
-        [kind, float(rate.count), now],
-    )
-    [(tokens, refilled_at)] = d.run(
-        f"SELECT tokens, refilled_at FROM {BUCKET} WHERE kind = %s FOR UPDATE", [kind]
-    )
-    available = min(
-        float(rate.count), float(tokens) + max(now - float(refilled_at), 0.0) * rate.refill
-    )
-    if available < count:
-        return max(count - available, 0.0) / rate.refill
-    d.run(
-        f"UPDATE {BUCKET} SET tokens = %s, refilled_at = %s WHERE kind = %s",
-        [available - count, max(float(refilled_at), now), kind],
-    )
-    return None
 
 
 __all__ = [

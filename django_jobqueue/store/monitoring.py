@@ -169,11 +169,7 @@ def delete_journal(*, job_ids: Sequence[uuid.UUID]) -> None:
     """Delete the journal entries of these jobs, in the caller's transaction (cleanup, the
     admin's delete). Their runs stay counted: the tally counted them when they were
     settled, so the run counters never fall."""
-    if not job_ids:
-        return
-    d = sql.dialect()
-    of_jobs, ids = d.in_list("job_id", [d.job_id(i) for i in job_ids])
-    d.run(f"DELETE FROM {sql.JOURNAL} WHERE {of_jobs}", ids)
+    sql.dialect().delete_journal(job_ids)
 
 
 def freshest_heartbeat() -> datetime | None:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.store import sql, wakeups
-from django_jobqueue.store.history import as_uuid
+from django_jobqueue.store.reading import as_uuid
 
 
 def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
@@ -135,7 +135,7 @@ def delete_refusal(job: Job) -> str | None:
 
 def _locked(job_id: uuid.UUID | str) -> Job:
     try:
-        return sql.lockable(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
+        return sql.dialect().locked(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
     except Job.DoesNotExist:
         raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
 

@@ -1,7 +1,7 @@
 """Pausing queues: workers claim nothing from a paused queue until it is resumed.
 
 A pause is a row of ``QueuePause``; the claim statement reads that small table inside
-itself (``sql.Dialect.not_paused``), so pausing costs a claim no round trip. Jobs
+itself (the dialect's claim), so pausing costs a claim no round trip. Jobs
 already claimed run to their end, and enqueueing into a paused queue goes on as
 usual. Both changes NOTIFY the queue on PostgreSQL, so idle workers take their next
 turn at once rather than at their poll ceiling.

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from django_jobqueue.models import Schedule
 from django_jobqueue.store import sql
-from django_jobqueue.store.enqueue import EnqueueRequest, enqueue
+from django_jobqueue.store.inserting import EnqueueRequest, enqueue
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""What the hand-written statements of the hot paths share: the jobs database, table and
-column names, and the few value conversions that differ between PostgreSQL, SQLite and
-MySQL/MariaDB.
+"""What the store's hand-written statements share: the jobs database (its alias, its
+connection, its querysets), the table names, the decoding of JSON columns, and the
+database's dialect (``dialect()``), which holds everything that differs between
+PostgreSQL, SQLite and MySQL/MariaDB. ``Fragment`` is SQL text with its parameters.
 
 The hot paths (enqueue, claim, settle, recovery) bypass the ORM: building and
 compiling a query costs more Python than the database spends running it. Values are
@@ -9,13 +10,9 @@ always bound as parameters; only names from the models are formatted into SQL.
 
 from __future__ import annotations
 
-import logging
-import time
-import weakref
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import OperationalError, connections
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
@@ -23,6 +20,7 @@ from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
 from django_jobqueue.store.dialects import Dialect as Dialect
 from django_jobqueue.store.dialects import for_alias
+from django_jobqueue.store.dialects.base.fragment import Fragment as Fragment
 
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
@@ -45,16 +43,6 @@ def journal_entries() -> QuerySet[JournalEntry]:
     return JournalEntry.objects.using(alias())
 
 
-def lockable(qs: QuerySet[Job], *, skip_locked: bool) -> QuerySet[Job]:
-    """Row locks where the database has them (SQLite serialises writers instead)."""
-    features = connections[alias()].features
-    if not features.has_select_for_update:
-        return qs
-    if skip_locked and features.has_select_for_update_skip_locked:
-        return qs.select_for_update(skip_locked=True)
-    return qs.select_for_update()
-
-
 dumps = validation.dumps
 
 
@@ -68,87 +56,6 @@ def loads(value: Any) -> Any:
     return validation.decode(value)
 
 
-_depth_caps: dict[str, tuple[int, str] | None] = {}
-
-
-def json_depth_cap(alias: str) -> tuple[int, str] | None:
-    """How many levels the JSON columns of database ``alias`` nest a document, and whose
-    limit that is; None where it is deeper than any reader decodes. MariaDB's
-    ``JSON_VALID`` check (Django's JSONField column) refuses 32 levels or more, MySQL
-    8's JSON type more than 100. Known once per alias: the enqueue hot path asks."""
-    try:
-        return _depth_caps[alias]
-    except KeyError:
-        pass
-    conn = connections[alias]
-    cap: tuple[int, str] | None = None
-    if conn.vendor == "mysql":
-        if getattr(conn, "mysql_is_mariadb", False):
-            cap = (31, "MariaDB's JSON columns")
-        else:
-            cap = (100, "MySQL's JSON columns")
-    _depth_caps[alias] = cap
-    return cap
-
-
 def dialect() -> Dialect:
     """The jobs database's dialect (resolved once per alias)."""
     return for_alias(alias())
-
-
-T = TypeVar("T")
-
-# MySQL/MariaDB: error 1213, "Deadlock found when trying to get lock". InnoDB rolls the
-# whole transaction back, and the manual's advice is to run it again.
-_MYSQL_DEADLOCK = 1213
-
-
-def retrying_deadlocks(run: Callable[[], T], *, attempts: int = 5) -> T:
-    """``run()`` (one transaction of its own), run again when MySQL/MariaDB chose it as
-    a deadlock's victim: two cleanups' batches can lock each other's index gaps in
-    opposite orders there. Elsewhere, and inside a caller's
-    transaction (rolled back whole: only the caller can retry), errors pass through."""
-    conn = connection()
-    retry = conn.vendor == "mysql" and not conn.in_atomic_block
-    for attempt in range(1, attempts + 1):
-        try:
-            return run()
-        except OperationalError as exc:
-            code = exc.__cause__.args[0] if exc.__cause__ and exc.__cause__.args else None
-            if not retry or code != _MYSQL_DEADLOCK or attempt == attempts:
-                raise
-            logging.getLogger("django_jobqueue").info("deadlock victim; running it again")
-            time.sleep(0.01 * attempt)
-    raise AssertionError("unreachable")
-
-
-_generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def use_generic_plans(d: Dialect) -> None:
-    """Have this connection plan its prepared statements once (a worker loop's own).
-
-    PostgreSQL re-plans a prepared statement on every run while it guesses that a
-    plan for the actual values would be much cheaper; on a table of a million
-    pending rows it guessed so for the claim and spent more time planning than
-    running. The hot statements' plans (index order for the claim, primary keys for
-    settling) do not depend on the values, so the plan made once is the one wanted.
-    Set per connection, and again after a reconnect; never on a pooled connection,
-    whose session setting would stay behind on whichever server session ran it.
-    """
-    if not d.prepare or d.pooled:
-        return
-    d.conn.ensure_connection()
-    raw = d.conn.connection
-    if raw in _generic_plans:
-        return
-    d.run("SET plan_cache_mode = force_generic_plan", [])
-    _generic_plans.add(raw)
-
-
-def placeholders(count: int) -> str:
-    return ", ".join(["%s"] * count)
-
-
-def flatten(rows: Iterable[Sequence[Any]]) -> list[Any]:
-    return [value for row in rows for value in row]

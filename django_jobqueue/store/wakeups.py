@@ -1,4 +1,6 @@
-"""PostgreSQL LISTEN/NOTIFY wake-ups; a no-op on other databases.
+"""Wake-ups: workers told at once that a job became runnable, where the database can
+tell them (LISTEN/NOTIFY on PostgreSQL, the dialect's ``listen``/``notify``); elsewhere
+``notify`` is a no-op and workers poll.
 
 New jobs are announced by a trigger on the jobs table (migration 0002); ``notify`` is
 for the other ways a job becomes runnable (requeue, a merge that moves it earlier).
@@ -16,9 +18,9 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from django.db import connections
+from django_jobqueue.store.dialects import for_alias
+from django_jobqueue.store.dialects.base.storage import Wakeups
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -26,15 +28,13 @@ CHANNEL = "django_jobqueue"
 
 
 def supported(alias: str) -> bool:
-    return connections[alias].vendor == "postgresql"
+    """Whether workers on database ``alias`` are woken (else they poll)."""
+    return for_alias(alias).listens()
 
 
 def notify(alias: str, queue: str) -> None:
     """Announce a new job on ``queue``; delivered when the surrounding transaction commits."""
-    if not supported(alias):
-        return
-    with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue])
+    for_alias(alias).notify(CHANNEL, queue)
 
 
 class Listener:
@@ -59,21 +59,13 @@ class Listener:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def _connect(self) -> Any:
-        import psycopg  # only ever reached on PostgreSQL, where Django needs it too
-
-        wrapper = connections[self.alias]
-        # A connection of its own, never one lent by Django's connection pool
-        # (OPTIONS["pool"]): it is held for the worker's life and keeps listening.
-        raw = psycopg.connect(**wrapper.get_connection_params())
-        raw.autocommit = True
-        raw.execute(f'LISTEN "{CHANNEL}"')
-        return raw
+    def _connect(self) -> Wakeups:
+        return for_alias(self.alias).listen(CHANNEL)
 
     def _run(self) -> None:
         pause = 0.1
         while not self._stop.is_set():
-            raw = None
+            raw: Wakeups | None = None
             try:
                 raw = self._connect()
                 self.listening.set()
@@ -81,8 +73,8 @@ class Listener:
                 self.on_notify("")
                 pause = 0.1
                 while not self._stop.is_set():
-                    for note in raw.notifies(timeout=0.5):
-                        self.on_notify(note.payload)
+                    for payload in raw.payloads(timeout=0.5):
+                        self.on_notify(payload)
             except Exception:
                 self.listening.clear()
                 logger.warning("listener connection lost; reconnecting", exc_info=True)

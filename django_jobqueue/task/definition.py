@@ -32,7 +32,8 @@ from django_jobqueue.task.submit import items_error, submit, submit_many
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
     from django_jobqueue.store import EnqueueRequest
-    from django_jobqueue.task.handle import JobHandle, Pending
+    from django_jobqueue.task.handle import JobHandle
+    from django_jobqueue.task.merge import Pending
 
 
 # --- function tasks -----------------------------------------------------------------------

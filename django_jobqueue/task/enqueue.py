@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue.errors import (
-    InvalidArguments,
-)
+from django_jobqueue.errors import InvalidArguments, UnknownKind
+from django_jobqueue.task.definition import ClassTask, FunctionTask, Task
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:
     from django_jobqueue.task.handle import JobHandle
-from django_jobqueue.task.definition import ClassTask, FunctionTask, Task
 
 
 def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) -> JobHandle:
@@ -29,7 +27,14 @@ def enqueue(task_or_kind: Task | FunctionTask | str, *args: Any, **kwargs: Any) 
         defn = registry.get(task_or_kind)
         if isinstance(defn, FunctionTask):
             return defn.enqueue(*args, **kwargs)
-        assert isinstance(defn, ClassTask)
+        if not isinstance(defn, ClassTask):
+            # A Django Tasks task (the backend registers its kinds too): its arguments and
+            # results follow Django's rules, so it is enqueued through Django's API.
+            raise UnknownKind(
+                f"{defn.kind!r} is not a django_jobqueue task but {defn!r}: enqueue it with "
+                "its own .enqueue() (django.tasks), not django_jobqueue.enqueue()",
+                kind=defn.kind,
+            )
         try:
             instance = defn.cls(*args, **kwargs)
         except TypeError as exc:

@@ -1,18 +1,16 @@
 """What callers hold: a ``JobHandle`` (from enqueue, ``job()``, ``cancel()``,
-``requeue()`` and ``history()`` pages), and the ``Pending`` view a merge sees."""
+``requeue()`` and ``history()`` pages), and a page of history."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
     from django_jobqueue.store import Disposition, NewJob
-    from django_jobqueue.task.definition import Task
 
 
 class JobHandle:
@@ -99,15 +97,3 @@ class HistoryPage:
 
     jobs: list[JobHandle]
     next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class Pending:
-    """The pending job an incoming task may merge with."""
-
-    job_id: uuid.UUID
-    task: Task
-    carry: dict[str, Any]
-    run_count: int
-    priority: int
-    journal: Sequence[JournalEntry] = field(default_factory=list)

@@ -1,15 +1,49 @@
-"""Merge decisions: what to do with an incoming job whose dedup key matches a pending one."""
+"""Merge decisions: what to do with an incoming job whose dedup key matches a pending one,
+the ``Pending`` view of that job a task's ``merge()`` sees, and ``Mergeable``, what a
+merge needs of a task instance.
+
+The lowest module of the task package: the registry, the options and the handles
+type against ``Mergeable`` rather than import ``Task`` from ``definition``, which
+imports them (a type-only import back would close a circle).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 if TYPE_CHECKING:
-    from django_jobqueue.task.definition import Task
+    from django_jobqueue.models import JournalEntry
 
 
 MergeAction = Literal["keep", "replace", "with", "independent"]
+
+
+class Mergeable(Protocol):
+    """What a merge reads of a class task's instance (every ``Task`` is one)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def dedup_key(self) -> str | None: ...
+
+    def merge(self, existing: Pending) -> Merge: ...
+
+    def to_payload(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The pending job an incoming task may merge with."""
+
+    job_id: uuid.UUID
+    task: Mergeable
+    carry: dict[str, Any]
+    run_count: int
+    priority: int
+    journal: Sequence[JournalEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -17,7 +51,7 @@ class Merge:
     """What to do with an incoming task whose dedup key matches a pending job."""
 
     action: MergeAction
-    task: Task | None = None
+    task: Mergeable | None = None
     carry: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -38,7 +72,7 @@ class Merge:
         return cls("replace")
 
     @classmethod
-    def with_(cls, task: Task, *, carry: dict[str, Any] | None = None) -> Merge:
+    def with_(cls, task: Mergeable, *, carry: dict[str, Any] | None = None) -> Merge:
         """Give the pending job a computed payload (and carry, if given)."""
         return cls("with", task=task, carry=carry)
 

@@ -15,13 +15,12 @@ from django_jobqueue import conf, validation
 from django_jobqueue.errors import InvalidOption, InvalidPayload, MergeError
 from django_jobqueue.run.lifecycle import clamped
 from django_jobqueue.task import limiting
-from django_jobqueue.task.merge import Merge
+from django_jobqueue.task.merge import Merge, Mergeable, Pending
 from django_jobqueue.task.registry import TaskDef, registry, validate_priority, validate_queue
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job
     from django_jobqueue.store import EnqueueRequest, MergePlan
-    from django_jobqueue.task.definition import Task
 
 
 def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
@@ -29,11 +28,11 @@ def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
     ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
     (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
     being one of them)."""
-    from django_jobqueue.store import sql
+    from django_jobqueue.store.dialects import for_alias
 
     settings = conf.get()
     setting = settings.max_json_depth
-    cap = sql.json_depth_cap(settings.database)
+    cap = for_alias(settings.database).json_depth_cap()
     if cap is not None and cap[0] - own_level < setting:
         return cap[0] - own_level, f"the most {cap[1]} hold"
     return setting, "MAX_JSON_DEPTH"
@@ -133,7 +132,7 @@ def build_request(
     defn: TaskDef,
     payload: dict[str, Any],
     options: Options,
-    task: Task | None = None,
+    task: Mergeable | None = None,
     payload_json: str | None = None,
 ) -> EnqueueRequest:
     """The storage layer's request for one job; a class task with a dedup key brings
@@ -158,13 +157,12 @@ def build_request(
     )
 
 
-def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:
+def _merger(task: Mergeable, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:
     """How ``task`` merges into a pending candidate row: the task's own ``merge()``,
     checked, as a plan for the storage layer (None: insert independently)."""
 
     def decide(candidate: Job) -> MergePlan | None:
         from django_jobqueue import store
-        from django_jobqueue.task.handle import Pending
 
         kind = task.kind
         try:
@@ -207,7 +205,7 @@ def _merger(task: Task, payload: dict[str, Any]) -> Callable[[Job], MergePlan | 
     return decide
 
 
-def _merged_with(task: Task, decision: Merge) -> MergePlan:
+def _merged_with(task: Mergeable, decision: Merge) -> MergePlan:
     """The plan for ``Merge.with_()``: its task and carry checked as an enqueue's are."""
     from django_jobqueue import store
 

@@ -92,7 +92,9 @@ class ScheduleDef:
             payload_json=text,
         )
 
-    def same_as(self, other: ScheduleDef) -> bool:
+    def same_as(self, other: object) -> bool:
+        if not isinstance(other, ScheduleDef):
+            return False
         return (
             self.name,
             self.kind,
@@ -200,8 +202,9 @@ def _build(
     catch_up: Any,
     name: Any,
     lazy: bool = False,
-    source: str = "code",
 ) -> ScheduleDef:
+    """A schedule registered in code, every option checked (those of the PERIODIC
+    setting are checked by ``conf`` and built by ``from_settings``)."""
     kind = defn.kind
 
     def error(option: str) -> Any:
@@ -240,7 +243,6 @@ def _build(
         args=tuple(args),
         kwargs=dict(kwargs),
         catch_up=catch_up,
-        source=source,
     )
     if not lazy:
         schedule.payload()
@@ -248,32 +250,39 @@ def _build(
 
 
 def from_settings(entry: conf.PeriodicEntry) -> ScheduleDef:
-    """A schedule of the PERIODIC setting, its kind and arguments checked against the
-    task registry; a problem is a ConfigurationError naming the entry."""
+    """A schedule of the PERIODIC setting. ``conf`` checked the entry itself when it read
+    the settings (its keys, name, cron, time zone, arguments as JSON, catch_up), so they
+    are not checked again here; what is left needs the task registry: that the kind is
+    registered and the arguments fit its task. A problem is a ConfigurationError naming
+    the entry."""
     try:
-        return _build(
-            registry.get(entry.kind),
-            entry.cron,
-            args=entry.args,
-            kwargs=entry.kwargs,
-            timezone=entry.timezone,
-            catch_up=entry.catch_up,
+        schedule = ScheduleDef(
             name=entry.name,
+            kind=registry.get(entry.kind).kind,
+            expression=entry.cron,
+            tz=None if entry.timezone is None else ZoneInfo(entry.timezone),
+            args=entry.args,
+            kwargs=dict(entry.kwargs),
+            catch_up=entry.catch_up,
             source="settings",
         )
+        schedule.payload()
     except JobQueueError as exc:
         raise ConfigurationError(f"{entry.where}: {exc}", key="PERIODIC") from exc
+    return schedule
 
 
 def schedules() -> list[ScheduleDef]:
     """Every schedule, those of code first, then those of the PERIODIC setting; each
     checked (a class task's arguments too). Raises ConfigurationError for a setting
     that does not fit the tasks, InvalidArguments/InvalidPayload for a code schedule."""
-    found = registry.schedules()
+    # The registry keeps only ScheduleDefs (periodic() and the Task hook add them), typed
+    # loosely so that it need not import this module.
+    found = [s for s in registry.schedules() if isinstance(s, ScheduleDef)]
     for schedule in found:
         if schedule.source == "code":
             schedule.payload()
-    names = {s.name: s for s in found}
+    names: dict[str, ScheduleDef] = {s.name: s for s in found}
     for entry in conf.get().periodic:
         schedule = from_settings(entry)
         clash = names.get(schedule.name)

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import DuplicateKind, InvalidOption, UnknownKind
@@ -25,8 +25,25 @@ from django_jobqueue.validation import Rate
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
-    from django_jobqueue.task.definition import Task
-    from django_jobqueue.task.periodic import ScheduleDef
+    from django_jobqueue.task.merge import Mergeable
+
+
+class Schedule(Protocol):
+    """What the registry keeps of a periodic schedule (``periodic.ScheduleDef`` is one):
+    enough to refuse a second, different schedule under the same name."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def same_as(self, other: object) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+S = TypeVar("S", bound=Schedule)
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
@@ -67,9 +84,9 @@ class TaskDef:
         atomic: bool = False,
         asynchronous: bool = False,
     ) -> None:
-        def error(option: str) -> Callable[[str], InvalidOption]:
-            return partial(InvalidOption, kind=kind, option=option)
-
+        """Check every option (InvalidOption naming it, before anything is registered),
+        then keep them."""
+        error = _option_error(kind)
         validation.bounded_text(kind, name="kind", error=error("kind"), max_length=200)
         validate_priority(priority, kind=kind)
         validate_queue(queue, kind=kind)
@@ -80,14 +97,8 @@ class TaskDef:
                 error=error("max_failures"),
                 allow_none=True,
             )
-        if lease is not None:
-            lease = validation.duration(
-                lease, name=f"{kind}: lease", error=error("lease"), allow_zero=False
-            )
-        if timeout is not None:
-            timeout = validation.duration(
-                timeout, name=f"{kind}: timeout", error=error("timeout"), allow_zero=False
-            )
+        lease = _duration(lease, kind=kind, option="lease")
+        timeout = _duration(timeout, kind=kind, option="timeout")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise error("backoff")(f"{kind}: backoff must be a Backoff(...)")
         validation.positive_int(
@@ -100,15 +111,7 @@ class TaskDef:
             rate_limit = validation.rate(
                 rate_limit, name=f"{kind}: rate_limit", error=error("rate_limit")
             )
-        if not isinstance(atomic, bool):
-            raise error("atomic")(f"{kind}: atomic must be True or False, got {atomic!r}")
-        if atomic and asynchronous:
-            # An async task's ORM calls run on other threads (sync_to_async), on other
-            # connections: outside the transaction the run's settlement is written in.
-            raise error("atomic")(
-                f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
-                "task's database calls run outside the run's transaction"
-            )
+        _check_atomic(atomic, kind=kind, asynchronous=asynchronous)
         self.kind = kind
         self.origin = origin
         self.queue = queue
@@ -129,7 +132,7 @@ class TaskDef:
         InvalidArguments when they do not fit the task."""
         raise NotImplementedError
 
-    def instance(self, payload: dict[str, Any]) -> Task | None:
+    def instance(self, payload: dict[str, Any]) -> Mergeable | None:
         """The typed task for a payload (class-based tasks only)."""
         return None
 
@@ -143,6 +146,37 @@ class TaskDef:
             timeout=self.timeout,
             backoff_base=default.backoff_base if backoff.base is None else backoff.base,
             backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
+        )
+
+
+def _option_error(kind: str) -> Callable[[str], Callable[[str], InvalidOption]]:
+    """The error for a bad task option of ``kind``: ``error("lease")("message")``."""
+
+    def error(option: str) -> Callable[[str], InvalidOption]:
+        return partial(InvalidOption, kind=kind, option=option)
+
+    return error
+
+
+def _duration(value: timedelta | None, *, kind: str, option: str) -> timedelta | None:
+    """A lease or timeout: None (the default) or a positive duration."""
+    if value is None:
+        return None
+    return validation.duration(
+        value, name=f"{kind}: {option}", error=_option_error(kind)(option), allow_zero=False
+    )
+
+
+def _check_atomic(atomic: object, *, kind: str, asynchronous: bool) -> None:
+    error = _option_error(kind)("atomic")
+    if not isinstance(atomic, bool):
+        raise error(f"{kind}: atomic must be True or False, got {atomic!r}")
+    if atomic and asynchronous:
+        # An async task's ORM calls run on other threads (sync_to_async), on other
+        # connections: outside the transaction the run's settlement is written in.
+        raise error(
+            f"{kind}: atomic=True needs a plain (not async) function or run(): an async "
+            "task's database calls run outside the run's transaction"
         )
 
 
@@ -165,7 +199,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._by_kind: dict[str, TaskDef] = {}
-        self._schedules: dict[str, ScheduleDef] = {}
+        self._schedules: dict[str, Schedule] = {}
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -192,7 +226,7 @@ class Registry:
     def kinds(self) -> list[str]:
         return sorted(self._by_kind)
 
-    def add_schedule(self, schedule: ScheduleDef) -> ScheduleDef:
+    def add_schedule(self, schedule: S) -> S:
         """Keep ``schedule``; one of the same name must be the same schedule (a module
         imported twice), else InvalidOption."""
         existing = self._schedules.get(schedule.name)
@@ -207,7 +241,7 @@ class Registry:
         self._schedules[schedule.name] = schedule
         return schedule
 
-    def schedules(self) -> list[ScheduleDef]:
+    def schedules(self) -> list[Schedule]:
         """The schedules registered in code, in registration order."""
         return list(self._schedules.values())
 

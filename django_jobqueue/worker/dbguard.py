@@ -2,9 +2,10 @@
 never the worker.
 
 On a connection error (or a transient one: SQLite's "database is locked", a
-serialisation failure, a deadlock) the guard closes the connection, backs off
-(0.1 s doubling to 5 s) and returns None; the worker keeps what it could not write
-and tries again. Any other database error is raised: it is not the connection's.
+serialisation failure, a deadlock; the database's dialect tells them apart) the guard
+closes the connection, backs off (0.1 s doubling to 5 s) and returns None; the worker
+keeps what it could not write and tries again. Any other database error is raised: it
+is not the connection's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
+
+from django_jobqueue import conf
+from django_jobqueue.store.dialects import for_alias
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -37,7 +41,7 @@ class DbGuard:
         try:
             result = call()
         except DatabaseError as exc:
-            if not is_connection_error(exc):
+            if not is_connection_error(exc, alias=self.alias):
                 raise
             self.failures += 1
             wait = self.backoff()
@@ -63,23 +67,7 @@ class DbGuard:
         return bool(self.failures) and time.monotonic() < self.retry_at
 
 
-# MySQL/MariaDB: the driver raises OperationalError for much that is the statement's fault
-# (a trigger's SIGNAL, a bad value); only these server codes (and the client's own, 2000
-# to 2999: cannot connect, server gone, lost connection) are the connection's or
-# transient: too many connections, shutdown, aborted or broken packets, lock wait
-# timeout, deadlock, connection killed, client disconnected. (Not 1153, a statement over
-# max_allowed_packet: sending it again cannot help.)
-_MYSQL_TRANSIENT = {1040, 1053, 1152, 1158, 1159, 1160, 1161, 1205, 1213, 1927, 4031}
-
-
-def is_connection_error(exc: BaseException) -> bool:
-    cause = exc.__cause__
-    if type(cause).__module__.startswith("MySQLdb") and cause is not None and cause.args:
-        code = cause.args[0]
-        if isinstance(code, int) and not isinstance(exc, InterfaceError):
-            return 2000 <= code < 3000 or code in _MYSQL_TRANSIENT
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    # "database is locked" on SQLite and serialisation failures are transient too.
-    text = str(exc).lower()
-    return "locked" in text or "could not serialize" in text or "deadlock" in text
+def is_connection_error(exc: BaseException, *, alias: str | None = None) -> bool:
+    """Whether ``exc`` is the connection's (or transient), as the dialect of database
+    ``alias`` (the jobs database by default) classifies its errors."""
+    return for_alias(alias or conf.get().database).is_connection_error(exc)

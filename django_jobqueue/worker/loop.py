@@ -1,8 +1,11 @@
 """The worker loop: claim → dispatch → settle, with wake-ups, leases and graceful shutdown.
 
 One loop thread talks to the database through ``store``; jobs run on a fixed set of
-daemon threads. The loop never dies of a lost database connection: it closes the
-connection, backs off, and carries on, keeping unsettled results to write later.
+daemon threads, each through the run pipeline (``run.pipeline``, the one
+``testing.run_jobs`` uses too). The loop never dies of a lost database connection: it
+closes the connection, backs off, and carries on, keeping unsettled results to write
+later. Its pure parts sit beside it: what to claim (``claiming``), the settlements off
+the beaten path (``settling``), its options and services (``startup``).
 """
 
 from __future__ import annotations
@@ -14,60 +17,31 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
-from datetime import timedelta
 from functools import partial
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from django_jobqueue import conf, signals, store, validation
-from django_jobqueue.run import transactional
-from django_jobqueue.run.context import Context
-from django_jobqueue.run.executor import RunResult, decide
-from django_jobqueue.run.lifecycle import (
-    Policy,
-    Run,
-    Settlement,
-    released,
-    settlement_refused,
-    timed_out,
-)
+from django_jobqueue import conf, store
+from django_jobqueue.run.executor import run_of
+from django_jobqueue.run.lifecycle import Settlement, timed_out
+from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
 from django_jobqueue.store.wakeups import Listener
-from django_jobqueue.task.periodic import schedules
-from django_jobqueue.task.registry import policy_for, registry
-from django_jobqueue.worker.dbguard import DbGuard, is_connection_error
-from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Service, Timings
-from django_jobqueue.worker.services.cancels import CancelChecks
-from django_jobqueue.worker.services.heartbeat import Heartbeat
-from django_jobqueue.worker.services.leases import LeaseExtension
+from django_jobqueue.task.registry import registry
+from django_jobqueue.worker import startup
+from django_jobqueue.worker.claiming import claim_options
+from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
 from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.recovery import Recovery
-from django_jobqueue.worker.services.retention import Retention
-from django_jobqueue.worker.services.scheduler import Scheduler
-from django_jobqueue.worker.services.timeouts import Timeouts
+from django_jobqueue.worker.settling import handed_back, settle_alone
 from django_jobqueue.worker.slots import Slots
 
 logger = logging.getLogger("django_jobqueue")
-
-T = TypeVar("T")
-
-
-def priority_floor(slot: int, ratio: int | None) -> int:
-    """The lowest priority a claim slot prefers: every (ratio+1)-th slot lets the next tier
-    go first, every (ratio+1)²-th the tier after it, so low tiers get a steady share."""
-    if ratio is None:
-        return 0
-    period = ratio + 1
-    if slot % (period * period) == period * period - 1:
-        return 2
-    if slot % period == period - 1:
-        return 1
-    return 0
 
 
 class Worker:
@@ -90,23 +64,18 @@ class Worker:
         settings = conf.get()
         self.alias = settings.database
         self.queues = list(queues or [])
-        self.kinds = _known_kinds(kinds)
-        self.concurrency = (
-            settings.concurrency
-            if concurrency is None
-            else validation.positive_int(concurrency, name="concurrency", error=ValueError)
-        )
+        self.kinds = startup.known_kinds(kinds)
+        self.concurrency = startup.concurrency(concurrency, settings)
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         # Each limited kind's max_in_flight, kept current by the LimitRefresh service.
         self.max_in_flight: dict[str, int] = {}
         self.leases = registry.leases()
-        self._policies: dict[str, Policy] = {}
         self.burst = burst
         self.max_jobs = max_jobs
-        self.shutdown_timeout = _seconds(
+        self.shutdown_timeout = startup.seconds(
             "shutdown_timeout", settings.shutdown_timeout, shutdown_timeout, allow_zero=True
         )
-        self.poll_interval = _seconds(
+        self.poll_interval = startup.seconds(
             "poll_interval", settings.poll_interval, poll_interval, allow_zero=False
         )
         self.priority_ratio = settings.priority_ratio
@@ -117,15 +86,12 @@ class Worker:
 
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._slots = Slots(
-            run=partial(
-                transactional.run,
-                alias=self.alias,
-                worker_id=self.worker_id,
-                max_output_bytes=settings.max_output_bytes,
-            ),
-            on_result=self._wake.set,
+        self._pipe = Pipeline(
+            worker_id=self.worker_id,
+            alias=self.alias,
+            max_output_bytes=settings.max_output_bytes,
         )
+        self._slots = Slots(run=self._pipe.run_one, on_result=self._wake.set)
         self._atomic_kinds = {d.kind for d in registry if d.atomic}
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
@@ -140,42 +106,23 @@ class Worker:
 
     def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
         self._recovery = Recovery(
-            self._db, interval=timings.recover, policy_for=self._policy, running=self._running
+            self._db, interval=timings.recover, policy_for=self._pipe.policy, running=self._running
         )
         self._limits = LimitRefresh(
             self._db, every=timings.limits, kinds=self.kinds, on_change=self._limits_changed
         )
-        services: list[Service] = [
-            self._limits,
-            self._recovery,
-            LeaseExtension(
-                self._db,
-                interval=timings.lease_check,
-                worker_id=self.worker_id,
-                running=self._running,
-            ),
-            CancelChecks(self._db, interval=timings.cancel_check, running=self._running),
-            Timeouts(
-                interval=timings.timeout_check,
-                running=self._running,
-                on_timeout=self._timed_out,
-                atomic_warn_after=settings.atomic_warn_after,
-            ),
-            Heartbeat(
-                self._db,
-                interval=timings.heartbeat,
-                worker_id=self.heartbeat_id,
-                jobs_done=lambda: self.processed,
-            ),
-        ]
-        if settings.retention:
-            services.append(
-                Retention(self._db, interval=timings.retention, keep=settings.retention)
-            )
-        periodic = schedules()
-        if periodic:  # none: no scheduler, so no cost
-            services.append(Scheduler(self._db, interval=timings.schedules, schedules=periodic))
-        return Maintenance(services)
+        return startup.services(
+            self._db,
+            timings=timings,
+            settings=settings,
+            running=self._running,
+            recovery=self._recovery,
+            limits=self._limits,
+            worker_id=self.worker_id,
+            heartbeat_id=self.heartbeat_id,
+            on_timeout=self._timed_out,
+            jobs_done=lambda: self.processed,
+        )
 
     # --- public control -------------------------------------------------------------------
 
@@ -221,17 +168,7 @@ class Worker:
             len(self.kinds),
             self.caps,
         )
-        if not self.kinds:
-            logger.warning(
-                "no task kinds are registered, so this worker will claim nothing: "
-                "is each app's tasks.py in INSTALLED_APPS and importable?"
-            )
-        unknown = sorted(set(conf.get().limits) - set(registry.kinds()))
-        if unknown:
-            logger.warning(
-                "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
-                ", ".join(unknown),
-            )
+        startup.warn_at_start(self.kinds)
         self._register()
         self._listener.start()
         self._slots.start(self.concurrency)
@@ -347,45 +284,28 @@ class Worker:
         return len(batch), len(claimed), free
 
     def _claim_options(self, free: int) -> dict[str, Any] | None:
-        """What to claim for ``free`` slots: kinds, caps and each slot's priority floor."""
+        """What to claim for ``free`` slots (None: nothing to claim now)."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
         if free <= 0 or not self._limits.ready:
             return None
-        in_flight = Counter(r.job.kind for r in self._running.values())
-        at_cap = {k for k, cap in self.caps.items() if in_flight[k] >= cap}
-        limits = {k: cap - in_flight[k] for k, cap in self.caps.items() if k not in at_cap}
-        # A kind at its global limit by this worker's runs alone needs no look; the others
-        # are counted (all workers) inside the claim.
-        at_cap |= {k for k, most in self.max_in_flight.items() if in_flight[k] >= most}
-        limited = {k: most for k, most in self.max_in_flight.items() if k not in at_cap}
-        floors = Counter(priority_floor(self._slot + i, self.priority_ratio) for i in range(free))
-        # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
-        # through to the next higher tier, down to floor 0 (everything).
-        return {
-            "limit": free,
-            "kinds": self.kinds,
-            "queues": self.queues or None,
-            "exclude_kinds": at_cap,
-            "kind_limits": limits or None,
-            "max_in_flight": limited or None,
-            "preferring": {f: n for f, n in floors.items() if f},
-            "leases": self.leases,
-        }
-
-    def _policy(self, kind: str) -> Policy:
-        """A kind's policy, resolved once per worker (settings are read at start)."""
-        policy = self._policies.get(kind)
-        if policy is None:
-            policy = self._policies[kind] = policy_for(kind)
-        return policy
+        return claim_options(
+            free,
+            running=self._running,
+            caps=self.caps,
+            max_in_flight=self.max_in_flight,
+            slot=self._slot,
+            priority_ratio=self.priority_ratio,
+            kinds=self.kinds,
+            queues=self.queues or None,
+            leases=self.leases,
+        )
 
     def _dispatch(self, job: Claimed) -> None:
-        policy = self._policy(job.kind)
-        ctx = Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
+        policy = self._pipe.policy(job.kind)
         running = Running(
             job=job,
-            ctx=ctx,
+            ctx=self._pipe.context(job),
             lease=policy.lease,
             expires_at=job.claim_expires_at,
             deadline=(
@@ -407,7 +327,7 @@ class Worker:
         """Give up on a run past its timeout: settle it as a failed run now; its thread is
         abandoned (and replaced), whatever it returns dropped."""
         job = running.job
-        policy = self._policy(job.kind)
+        policy = self._pipe.policy(job.kind)
         del self._running[job.id]
         running.ctx.cancelled.set()
         self._slots.abandon(running)
@@ -420,7 +340,7 @@ class Worker:
         )
         self._unsettled.append(
             timed_out(
-                Run(job_id=job.id, kind=job.kind, run_no=job.run_count, worker=self.worker_id),
+                run_of(job, worker=self.worker_id),
                 failure_count=job.failure_count,
                 policy=policy,
                 now=timezone.now(),
@@ -430,45 +350,22 @@ class Worker:
     # --- settling ---------------------------------------------------------------------------
 
     def _collect(self) -> None:
-        """Turn finished runs into settlements (pure), ready to write in one batch."""
-        for result in self._slots.results():
-            running = self._running.get(result.job.id)
-            if running is None or running.job.run_count != result.job.run_count:
+        """Take in the runs that ended: their settlements, decided on the slot threads,
+        wait to be written in one batch."""
+        for ended in self._slots.results():
+            job = ended.result.job
+            running = self._running.get(job.id)
+            if running is None or running.job.run_count != job.run_count:
                 continue  # released at shutdown or timed out; its result is dropped
             running.ended = True
-            if result.settled or result.lost:
-                self._done_in_transaction(result)
+            settlement = self._pipe.to_write(ended)
+            if settlement is not None:
+                self._unsettled.append(settlement)
                 continue
-            self._unsettled.append(
-                decide(result, policy=self._policy(result.job.kind), worker_id=self.worker_id)
-            )
-
-    def _done_in_transaction(self, result: RunResult) -> None:
-        """A run that settled itself in its own transaction (atomic, settle_now), or whose
-        claim it found lost there: nothing is left to write."""
-        job = result.job
-        del self._running[job.id]
-        if result.lost:
-            logger.info(
-                "dropped run job=%s kind=%s run=%d: its claim was lost, its transaction "
-                "rolled back",
-                job.id,
-                job.kind,
-                job.run_count,
-            )
-            return
-        self.processed += 1
-        if signals.job_finished.receivers:
-            signals.finished_in_transaction(
-                result.job, result.value, result.duration, worker=self.worker_id
-            )
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "settled job=%s kind=%s outcome=completed duration=%.3fs (in its own transaction)",
-                job.id,
-                job.kind,
-                result.duration.total_seconds(),
-            )
+            # It settled itself in its own transaction, or found its claim lost there.
+            del self._running[job.id]
+            if ended.result.settled:
+                self.processed += 1
 
     def _flush(self) -> None:
         """Settle what ended, claiming nothing (at shutdown and at the end of a burst)."""
@@ -480,51 +377,26 @@ class Worker:
         as a failed run saying why. No settlement can take the worker down."""
         logger.error("the database refused a batch of settlements (%s); settling each alone", exc)
         for s in batch:
-            applied = self._db(partial(self._settle_alone, s))
+            running = self._running.get(s.job_id)
+            alone = partial(
+                settle_alone,
+                s,
+                worker_id=self.worker_id,
+                failure_count=running.job.failure_count if running else 0,
+                policy=self._pipe.policy(s.kind),
+                now=timezone.now(),
+            )
+            applied = self._db(alone)
             if applied is None:
                 return  # connection lost: the rest stays unsettled, for the next turn
             self._settled([s], [applied])
-
-    def _settle_alone(self, s: Settlement) -> bool:
-        try:
-            return store.settle(worker_id=self.worker_id, settlements=[s])[0]
-        except DatabaseError as exc:
-            if is_connection_error(exc):
-                raise
-            running = self._running.get(s.job_id)
-            refused = settlement_refused(
-                s,
-                failure_count=running.job.failure_count if running else 0,
-                policy=self._policy(s.kind),
-                now=timezone.now(),
-                error=str(exc),
-            )
-        try:
-            return store.settle(worker_id=self.worker_id, settlements=[refused])[0]
-        except DatabaseError as exc:
-            if is_connection_error(exc):
-                raise
-            logger.exception("job=%s: even its failure could not be settled", s.job_id)
-            return False  # still claimed: recovered when its lease runs out
 
     def _settled(self, batch: list[Settlement], applied: list[bool]) -> None:
         self._unsettled = self._unsettled[len(batch) :]
         for s in batch:
             self._running.pop(s.job_id, None)
         self.processed += len(batch)
-        if signals.job_finished.receivers:
-            signals.finished(batch, applied)
-        if logger.isEnabledFor(logging.INFO):
-            # One line per settlement, but one log record per turn: a record per job
-            # cost a quarter of a busy worker's time.
-            lines = [
-                f"settled job={s.job_id} kind={s.kind} outcome={s.outcome} "
-                f"duration={s.duration.total_seconds() if s.duration else 0.0:.3f}s"
-                for s, ok in zip(batch, applied, strict=True)
-                if ok
-            ]
-            if lines:
-                logger.info("\n".join(lines))
+        self._pipe.settled(batch, applied)
 
     # --- shutdown ---------------------------------------------------------------------------
 
@@ -542,42 +414,14 @@ class Worker:
         self._collect()
         # Whatever still runs is handed back: pending now, no failure counted.
         finished = {s.job_id for s in self._unsettled}
-        for running in list(self._running.values()):
-            if running.job.id not in finished:
-                job = running.job
-                self._unsettled.append(
-                    released(
-                        Run(
-                            job_id=job.id,
-                            kind=job.kind,
-                            run_no=job.run_count,
-                            worker=self.worker_id,
-                        ),
-                        now=timezone.now(),
-                        note="worker shut down",
-                    )
-                )
+        self._unsettled += handed_back(
+            [r for r in self._running.values() if r.job.id not in finished],
+            worker_id=self.worker_id,
+            now=timezone.now(),
+        )
         for attempt in range(5):
             self._flush()
             if not self._unsettled:
                 break
             time.sleep(min(0.2 * 2**attempt, 2))
         self._running.clear()
-
-
-def _known_kinds(kinds: Sequence[str] | None) -> list[str]:
-    """The kinds a worker runs: those given, each of which must be registered, or all."""
-    unknown = sorted(set(kinds or []) - set(registry.kinds()))
-    if unknown:
-        raise ValueError(
-            f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
-        )
-    return list(kinds) if kinds else registry.kinds()
-
-
-def _seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
-    """A worker option in seconds (the setting's value unless given), checked."""
-    value = default if given is None else given
-    return validation.duration(
-        value, name=name, error=ValueError, allow_zero=allow_zero
-    ).total_seconds()

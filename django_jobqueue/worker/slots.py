@@ -5,47 +5,33 @@ runs task code. A run given up on at its timeout is ``abandon``ed: a new thread 
 its place at once (a thread cannot be stopped), and the old one exits when, if ever,
 its run returns; the worker drops that late result. After each run, and before the
 loop sees its result, the thread's connections are left clean for the next one
-(``connguard``).
+(``run.connguard``, through the run pipeline).
 """
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from django_jobqueue import signals, validation
-from django_jobqueue.run.executor import RunResult, error_text, failed_outright
-from django_jobqueue.run.lifecycle import NOTE_LIMIT
-from django_jobqueue.task.registry import TaskDef, registry
-from django_jobqueue.worker.connguard import ThreadConnections
+from django_jobqueue.run.connguard import ThreadConnections
+from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
-
-if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
-    from django_jobqueue.store import Claimed
-
-# How a slot runs one job (``atomic.run`` with the worker's settings bound).
-RunJob = Callable[[TaskDef | None, "Claimed", "Context"], RunResult]
-
-logger = logging.getLogger("django_jobqueue")
 
 
 class Slots:
-    """A pool of daemon threads running jobs with ``run``; ``on_result`` is called after
-    each run."""
+    """A pool of daemon threads running jobs with ``run`` (the pipeline's ``run_one``);
+    ``on_result`` is called after each run."""
 
-    def __init__(self, *, run: RunJob, on_result: Callable[[], None]) -> None:
+    def __init__(self, *, run: RunOne, on_result: Callable[[], None]) -> None:
         self.run = run
         self.on_result = on_result
         # SimpleQueue: a put or get is one C call, no Condition to notify per job.
         self._inbox: queue.SimpleQueue[Running | None] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[RunResult] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Ended] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         # (job id, run number) of runs given up on: their threads exit when they return.
         self._abandoned: set[tuple[uuid.UUID, int]] = set()
@@ -61,7 +47,7 @@ class Slots:
     def submit(self, running: Running) -> None:
         self._inbox.put(running)
 
-    def results(self) -> Iterator[RunResult]:
+    def results(self) -> Iterator[Ended]:
         """The runs that ended since the last call (never blocks)."""
         while True:
             try:
@@ -87,20 +73,9 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
-                if signals.job_started.receivers:
-                    signals.started(job, worker=job.claimed_by)
-                try:
-                    result = self.run(registry.find(job.kind), job, running.ctx)
-                except BaseException as exc:  # the executor catches task errors; this is ours
-                    logger.error(
-                        "executor failed on job %s: %s",
-                        job.id,
-                        validation.clean_text(error_text(exc), NOTE_LIMIT),
-                    )
-                    result = failed_outright(job, running.ctx, exc)
-                # Before the loop sees the result: what the run left open is rolled back
-                # first, so no settlement waits on its locks.
-                self._outbox.put(guard.after_run(result))
+                # The pipeline leaves the thread's connections clean before the loop
+                # sees the result, so no settlement waits on what the run left open.
+                self._outbox.put(self.run(job, running.ctx, guard))
                 self.on_result()
                 if (job.id, job.run_count) in self._abandoned:
                     self._abandoned.discard((job.id, job.run_count))

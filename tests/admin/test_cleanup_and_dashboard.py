@@ -170,7 +170,7 @@ def test_pause_and_resume_from_the_dashboard(
     page = client.post(QUEUE, {"queue": "mail", "do": "pause"}, follow=True)
     assert [str(m) for m in page.context["messages"]] == ["Queue mail paused."]
     row = next(q for q in page.context["queues"] if q["name"] == "mail")
-    assert row["paused"]["paused_by"] == "admin:olga"
+    assert row["paused"].paused_by == "admin:olga"
     assert row["pending"] == 1
     assert 'value="resume"' in page.content.decode()
     assert QueuePause.objects.filter(queue="mail").exists()

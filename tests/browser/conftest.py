@@ -3,7 +3,7 @@ a live server. Skipped, saying why, where Playwright or Chromium is missing;
 ``scripts/test.sh`` installs both where it can.
 
 Screenshots go to ``$SCREENSHOTS_DIR`` (default: ``browser-screenshots`` under pytest's
-temporary directory); docs/images holds the ones docs/admin.md shows, taken with
+temporary directory); docs/images holds the ones docs/howto/admin.md shows, taken with
 ``SCREENSHOTS_DIR=docs/images``.
 """
 

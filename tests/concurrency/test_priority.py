@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from django_jobqueue import Priority, Status
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.worker.loop import priority_floor
+from django_jobqueue.worker.claiming import priority_floor
 from tests.helpers import WorkerThread, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution

@@ -8,6 +8,7 @@ from django.core.checks import run_checks
 from django.db import connection
 
 from django_jobqueue.checks import MINIMUM_VERSIONS, claim_support_errors
+from django_jobqueue.store.dialects import for_alias
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
@@ -18,6 +19,10 @@ def test_the_test_database_can_run_the_claim() -> None:
     version = tuple(connection.get_database_version())
     assert version >= MINIMUM_VERSIONS[connection.vendor]
     # ... and the same version, were it older than needed, would be reported.
-    older = (MINIMUM_VERSIONS[connection.vendor][0] - 1,)
-    [error] = claim_support_errors("default", connection.vendor, version=older)
+    name, version, least = for_alias("default").server()
+    assert version >= least
+    older = (least[0] - 1,)
+    [error] = claim_support_errors(
+        "default", type(for_alias("default")), server=(name, older, least)
+    )
     assert error.id == "django_jobqueue.E003"

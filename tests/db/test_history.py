@@ -292,7 +292,7 @@ def test_every_operation_hands_back_job_handles_and_only_enqueue_a_disposition()
 
 @pytest.mark.parametrize("limit", [0, -5])
 def test_history_rejects_a_non_positive_limit(limit: int) -> None:
-    with pytest.raises(ValueError, match="limit must be positive"):
+    with pytest.raises(ValueError, match="limit must be a positive int"):
         history(limit=limit)
 
 

@@ -101,7 +101,7 @@ def test_jobqueue_command_pauses_resumes_and_stats_shows_it() -> None:
     stats = StringIO()
     call_command("jobqueue", "stats", stdout=stats)
     assert "Paused queues: mail (since " in stats.getvalue()
-    assert [p["queue"] for p in store.stats()["paused_queues"]] == ["mail", "reports"]
+    assert [p.queue for p in store.stats().paused_queues] == ["mail", "reports"]
     out = StringIO()
     call_command("jobqueue", "resume", "mail", stdout=out)
     assert out.getvalue() == "mail: resumed\n"

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store.settle import SETTLE_CTES, document
+from django_jobqueue.store.settling import settle_statement
 from django_jobqueue.task.registry import registry
 from tests.helpers import mysql_only, postgres_only
 from tests.taskapp import tasks
@@ -131,9 +131,8 @@ def test_settling_finds_its_rows_by_primary_key_not_by_the_lease_index() -> None
         )
         for j in jobs
     ]
-    statement = f"WITH {SETTLE_CTES} SELECT id FROM j"
     with transaction.atomic():
-        plan = _plan(statement, [document(batch, now)])
+        plan = _plan(*settle_statement(batch, now=now))
         transaction.set_rollback(True)
     assert "django_jobqueue_job_pkey" in plan, plan
     assert "jobqueue_job_lease" not in plan, plan

@@ -6,6 +6,7 @@ that is passed to ``stats(now=...)``, so nothing depends on a worker or the cloc
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, WorkerHeartbeat
+from django_jobqueue.store.snapshot import KindRuns, PendingCount
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db, pytest.mark.usefixtures("queue")]
 
@@ -153,20 +155,20 @@ def queue(now: datetime) -> None:
 
 def test_stats_pending_counts_by_kind_and_queue_only_runnable_jobs(now: datetime) -> None:
     s = store.stats(now=now)
-    assert s["at"] == now
-    assert s["pending"] == [
-        {"kind": "img.resize", "queue": "default", "count": 2},
-        {"kind": "mail.send", "queue": "default", "count": 1},
-        {"kind": "mail.send", "queue": "mail", "count": 3},
-        {"kind": "reports.render", "queue": "default", "count": 2},
-    ]
-    assert s["pending_total"] == 8
+    assert s.at == now
+    assert s.pending == (
+        PendingCount(kind="img.resize", queue="default", count=2),
+        PendingCount(kind="mail.send", queue="default", count=1),
+        PendingCount(kind="mail.send", queue="mail", count=3),
+        PendingCount(kind="reports.render", queue="default", count=2),
+    )
+    assert s.pending_total == 8
 
 
 def test_stats_oldest_pending_age_is_time_since_runnable_per_kind(now: datetime) -> None:
     s = store.stats(now=now)
     # mail.send: 300 s on the mail queue beats the day-old job runnable for only 60 s.
-    assert s["oldest_pending_seconds"] == {
+    assert s.oldest_pending_seconds == {
         "img.resize": 1.0,
         "mail.send": 300.0,
         "reports.render": 3600.0,
@@ -175,9 +177,9 @@ def test_stats_oldest_pending_age_is_time_since_runnable_per_kind(now: datetime)
 
 def test_stats_scheduled_claimed_and_dead_counts(now: datetime) -> None:
     s = store.stats(now=now)
-    assert s["scheduled"] == 3
-    assert s["claimed"] == 2
-    assert s["dead"] == {"img.resize": 1, "reports.render": 2}
+    assert s.scheduled == 3
+    assert s.claimed == 2
+    assert s.dead == {"img.resize": 1, "reports.render": 2}
 
 
 def test_stats_unserved_kinds_need_a_live_worker_for_kind_and_queue(now: datetime) -> None:
@@ -186,49 +188,49 @@ def test_stats_unserved_kinds_need_a_live_worker_for_kind_and_queue(now: datetim
     # mail.send: a:1 is alive but reads only "mail"; one job waits on "default".
     # reports.render: b:2 went stale and c:3 stopped, so nobody serves it.
     # mail.digest is only scheduled, not pending now.
-    assert s["unserved_kinds"] == ["mail.send", "reports.render"]
+    assert s.unserved_kinds == ("mail.send", "reports.render")
 
 
 def test_stats_unclaimed_kinds_have_had_no_claim_in_the_last_hour(now: datetime) -> None:
     s = store.stats(now=now)
     # mail.send and img.resize each have a job running now; reports.render's last runs
     # were five hours ago, so its two runnable jobs have waited on no one for an hour.
-    assert s["unclaimed_kinds"] == ["reports.render"]
+    assert s.unclaimed_kinds == ("reports.render",)
     # A run settled 59 minutes ago counts as a claim within the hour.
     render = Job.objects.filter(kind="reports.render", status=Status.COMPLETED).get()
     entry(render, Outcome.COMPLETED, now - 59 * 60 * S, 0.2)
-    assert store.stats(now=now)["unclaimed_kinds"] == []
+    assert store.stats(now=now).unclaimed_kinds == ()
 
 
 def test_stats_workers_stale_heartbeat_shown_as_gone_not_deleted(now: datetime) -> None:
     s = store.stats(now=now)
-    workers = {w["id"]: w for w in s["workers"]}
-    assert {wid: w["state"] for wid, w in workers.items()} == {
+    workers = {w.id: w for w in s.workers}
+    assert {wid: w.state for wid, w in workers.items()} == {
         "a:1": "alive",
         "d:4": "alive",
         "b:2": "gone",
         "c:3": "gone",
     }
-    assert [w["id"] for w in s["workers"]] == ["a:1", "c:3", "d:4", "b:2"]  # latest seen first
-    assert workers["a:1"]["jobs_done"] == 42
-    assert workers["a:1"]["queues"] == ["mail"]
-    assert workers["a:1"]["kinds"] == ["mail.send"]
-    assert workers["a:1"]["last_seen_at"] == now - 5 * S
-    assert workers["b:2"]["last_seen_at"] == now - 61 * S
-    assert workers["b:2"]["jobs_done"] == 7
-    assert workers["b:2"]["host"] == "b"
-    assert workers["b:2"]["pid"] == 2
+    assert [w.id for w in s.workers] == ["a:1", "c:3", "d:4", "b:2"]  # latest seen first
+    assert workers["a:1"].jobs_done == 42
+    assert workers["a:1"].queues == ["mail"]
+    assert workers["a:1"].kinds == ["mail.send"]
+    assert workers["a:1"].last_seen_at == now - 5 * S
+    assert workers["b:2"].last_seen_at == now - 61 * S
+    assert workers["b:2"].jobs_done == 7
+    assert workers["b:2"].host == "b"
+    assert workers["b:2"].pid == 2
     assert WorkerHeartbeat.objects.count() == 4
 
 
 def test_stats_run_stats_by_kind_with_outcomes_percentiles_and_failure_rate(
     now: datetime,
 ) -> None:
-    runs = store.stats(now=now)["runs"]
+    runs = store.stats(now=now).runs
     assert set(runs) == {"mail.send", "reports.render", "img.resize"}
 
     send = runs["mail.send"]
-    assert send["outcomes"] == {
+    assert send.outcomes == {
         "completed": 5,
         "retried": 1,
         "dead": 1,
@@ -236,59 +238,116 @@ def test_stats_run_stats_by_kind_with_outcomes_percentiles_and_failure_rate(
         "cancelled": 1,
         "stale-recovered": 1,
     }
-    assert send["runs"] == 10
+    assert send.runs == 10
     # retried + dead + stale-recovered of 10 runs.
-    assert send["failure_rate"] == pytest.approx(0.3)
+    assert send.failure_rate == pytest.approx(0.3)
     # Durations sorted: 0.5 1 2 3 4 5 7 10 20 (n = 9; the recovered run has none).
     # p50: position 8 × 0.5 = 4 → 4 s. p95: position 8 × 0.95 = 7.6 → 10 + 0.6 × (20 − 10).
-    assert send["p50"] == pytest.approx(4.0, rel=1e-9)
-    assert send["p95"] == pytest.approx(16.0, rel=1e-9)
+    assert send.p50 == pytest.approx(4.0, rel=1e-9)
+    assert send.p95 == pytest.approx(16.0, rel=1e-9)
 
     render = runs["reports.render"]
-    assert render["outcomes"] == {"completed": 2, "released": 1}
-    assert render["runs"] == 3
-    assert render["failure_rate"] == 0.0
+    assert render.outcomes == {"completed": 2, "released": 1}
+    assert render.runs == 3
+    assert render.failure_rate == 0.0
     # 0.1 and 0.3: p50 at position 0.5 → 0.2; p95 at position 0.95 → 0.1 + 0.95 × 0.2.
-    assert render["p50"] == pytest.approx(0.2, rel=1e-9)
-    assert render["p95"] == pytest.approx(0.29, rel=1e-9)
+    assert render.p50 == pytest.approx(0.2, rel=1e-9)
+    assert render.p95 == pytest.approx(0.29, rel=1e-9)
 
     resize = runs["img.resize"]
-    assert resize == {
-        "runs": 1,
-        "outcomes": {"stale-recovered": 1},
-        "p50": None,
-        "p95": None,
-        "failure_rate": 1.0,
-    }
+    assert resize == KindRuns(
+        runs=1, outcomes={"stale-recovered": 1}, p50=None, p95=None, failure_rate=1.0
+    )
 
 
 def test_stats_window_limits_run_stats_to_recent_entries(now: datetime) -> None:
     s = store.stats(now=now, window=timedelta(hours=1))
-    assert s["window_seconds"] == 3600.0
+    assert s.window_seconds == 3600.0
     # reports.render ran five hours ago: outside a one-hour window.
-    assert set(s["runs"]) == {"mail.send", "img.resize"}
-    assert s["runs"]["mail.send"]["runs"] == 10
+    assert set(s.runs) == {"mail.send", "img.resize"}
+    assert s.runs["mail.send"].runs == 10
 
     wide = store.stats(now=now, window=timedelta(hours=26))
-    send = wide["runs"]["mail.send"]
-    assert send["runs"] == 11
-    assert send["outcomes"]["completed"] == 6
+    send = wide.runs["mail.send"]
+    assert send.runs == 11
+    assert send.outcomes["completed"] == 6
     # The 1000 s run 25 hours ago joins: 0.5 1 2 3 4 5 7 10 20 1000 (n = 10).
     # p50: position 9 × 0.5 = 4.5 → 4 + 0.5 × (5 − 4). p95: 9 × 0.95 = 8.55 → 20 + 0.55 × 980.
-    assert send["p50"] == pytest.approx(4.5, rel=1e-9)
-    assert send["p95"] == pytest.approx(559.0, rel=1e-9)
+    assert send.p50 == pytest.approx(4.5, rel=1e-9)
+    assert send.p95 == pytest.approx(559.0, rel=1e-9)
 
 
 def test_stats_on_an_empty_queue_is_all_zero() -> None:
     Job.objects.all().delete()
     WorkerHeartbeat.objects.all().delete()
     s = store.stats()
-    assert s["pending"] == []
-    assert s["pending_total"] == 0
-    assert s["oldest_pending_seconds"] == {}
-    assert s["scheduled"] == 0
-    assert s["claimed"] == 0
-    assert s["dead"] == {}
-    assert s["unserved_kinds"] == []
-    assert s["workers"] == []
-    assert s["runs"] == {}
+    assert s.pending == ()
+    assert s.pending_total == 0
+    assert s.oldest_pending_seconds == {}
+    assert s.scheduled == 0
+    assert s.claimed == 0
+    assert s.dead == {}
+    assert s.unserved_kinds == ()
+    assert s.workers == ()
+    assert s.runs == {}
+
+
+def test_stats_is_frozen_and_to_dict_is_the_json_shape_of_jobqueue_stats(now: datetime) -> None:
+    """``to_dict()`` is what ``jobqueue stats --json`` has always printed: these keys in
+    this order, rows as dicts with their own keys in order, sequences as lists."""
+    s = store.stats(now=now)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.claimed = 0  # type: ignore[misc]
+    d = s.to_dict()
+    assert list(d) == [
+        "at",
+        "pending",
+        "pending_total",
+        "oldest_pending_seconds",
+        "scheduled",
+        "claimed",
+        "claimed_by_kind",
+        "dead",
+        "cancelled",
+        "paused_queues",
+        "unserved_kinds",
+        "workers",
+        "unclaimed_kinds",
+        "runs",
+        "window_seconds",
+    ]
+    assert d["at"] == now
+    assert d["pending"][0] == {"kind": "img.resize", "queue": "default", "count": 2}
+    assert d["claimed_by_kind"] == {"img.resize": 1, "mail.send": 1}
+    assert d["cancelled"] == Job.objects.filter(status=Status.CANCELLED).count() > 0
+    assert d["paused_queues"] == []
+    assert d["unserved_kinds"] == ["mail.send", "reports.render"]
+    assert d["unclaimed_kinds"] == ["reports.render"]
+    [a1] = [w for w in d["workers"] if w["id"] == "a:1"]
+    assert a1 == {
+        "id": "a:1",
+        "host": "a",
+        "pid": 1,
+        "queues": ["mail"],
+        "kinds": ["mail.send"],
+        "concurrency": a1["concurrency"],
+        "started_at": a1["started_at"],
+        "last_seen_at": now - 5 * S,
+        "jobs_done": 42,
+        "state": "alive",
+    }
+    assert list(a1) == [
+        *("id", "host", "pid", "queues", "kinds", "concurrency"),
+        *("started_at", "last_seen_at", "jobs_done", "state"),
+    ]
+    assert d["runs"]["img.resize"] == {
+        "runs": 1,
+        "outcomes": {"stale-recovered": 1},
+        "p50": None,
+        "p95": None,
+        "failure_rate": 1.0,
+    }
+    assert list(d["runs"]["mail.send"]) == ["runs", "outcomes", "p50", "p95", "failure_rate"]
+    assert d["window_seconds"] == 86400.0
+    assert all(type(row) is dict for row in [*d["pending"], *d["workers"]])
+    assert type(d["runs"]["mail.send"]) is dict

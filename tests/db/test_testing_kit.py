@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import TestCase
 from django.utils import timezone
 
 from django_jobqueue import InvalidArguments, Status
+from django_jobqueue.ids import uuid7
 from django_jobqueue.testing import (
     TooManyJobs,
     assert_enqueued,
@@ -17,6 +19,7 @@ from django_jobqueue.testing import (
     run_jobs,
 )
 from tests.taskapp import tasks
+from tests.taskapp.models import Effect
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
@@ -126,3 +129,38 @@ class CapturedInATestCase(TestCase):
             tasks.countdown.enqueue(1)
         assert [j.payload for j in jobs] == [{"n": 1}]
         assert [h.result for h in run_jobs()] == [1, 0]
+
+
+def test_run_jobs_rolls_back_a_block_a_run_leaves_open_and_the_test_goes_on() -> None:
+    """The worker's connection guard, inside the test's transaction: only the block the
+    run left open is rolled back (failing the run); the test's own stays open."""
+    depth = len(connection.atomic_blocks)
+    mine = Effect.objects.create(job_id=uuid7(), run_no=0)
+    leak = tasks.leaks.enqueue(how="atomic")
+    later = tasks.writes.enqueue()
+    run_jobs()
+
+    assert len(connection.atomic_blocks) == depth
+    assert leak.refresh().status == Status.DEAD
+    [entry] = leak.journal()
+    assert "left a transaction open on 'default' (an atomic block" in entry.note
+    assert "its uncommitted writes were rolled back" in entry.note
+    assert not Effect.objects.filter(job_id=leak.id).exists()
+    assert later.refresh().status == Status.COMPLETED
+    assert Effect.objects.filter(job_id=later.id).count() == 1
+    assert Effect.objects.filter(id=mine.id).exists()  # the test's transaction goes on
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_jobs_outside_a_transaction_cleans_up_a_leak_as_a_worker_does() -> None:
+    leak = tasks.leaks.enqueue(how="autocommit")
+    later = tasks.writes.enqueue()
+    run_jobs()
+
+    assert connection.get_autocommit()
+    assert leak.refresh().status == Status.DEAD
+    [entry] = leak.journal()
+    assert "left a transaction open on 'default' (autocommit off)" in entry.note
+    assert not Effect.objects.filter(job_id=leak.id).exists()
+    assert later.refresh().status == Status.COMPLETED
+    assert Effect.objects.filter(job_id=later.id).count() == 1

@@ -19,7 +19,8 @@ from django.core.checks import CheckMessage, run_checks
 from django.test import override_settings
 
 from django_jobqueue import task
-from django_jobqueue.checks import claim_support_errors, mysql_warnings, unknown_kind_warnings
+from django_jobqueue.checks import claim_support_errors, database_warnings, unknown_kind_warnings
+from django_jobqueue.store.dialects import MySQL, for_settings
 from django_jobqueue.task.registry import registry
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")]
@@ -68,15 +69,21 @@ def test_a_jobs_database_the_claim_cannot_run_on_is_an_error_with_the_fix() -> N
     assert "JOBQUEUE['DATABASE']" in error.hint
 
 
-@pytest.mark.parametrize(("vendor", "version"), [("postgresql", (11, 22)), ("sqlite", (3, 34, 1))])
+@pytest.mark.parametrize(
+    ("database", "version"), [(POSTGRES, (11, 22)), (SQLITE, (3, 34, 1))], ids=["pg", "sqlite"]
+)
 def test_a_database_too_old_for_the_claim_is_an_error_naming_the_version_needed(
-    vendor: str, version: tuple[int, ...]
+    database: dict[str, Any], version: tuple[int, ...]
 ) -> None:
-    [error] = claim_support_errors("default", vendor, version=version)
+    dialect = for_settings(database)
+    assert dialect is not None
+    least = dialect.minimum_version
+    [error] = claim_support_errors("default", dialect, server=("db", version, least))
     assert error.id == "django_jobqueue.E003"
     assert ".".join(map(str, version)) in error.msg
+    assert dialect.claim_needs in error.msg
     assert "Upgrade" in error.hint
-    assert claim_support_errors("default", vendor, version=(99,)) == []
+    assert claim_support_errors("default", dialect, server=("db", (99,), least)) == []
 
 
 @pytest.mark.parametrize(
@@ -93,13 +100,16 @@ def test_a_database_too_old_for_the_claim_is_an_error_naming_the_version_needed(
 def test_mysql_or_mariadb_without_skip_locked_is_an_error(
     mariadb: bool, version: tuple[int, ...], refused: bool
 ) -> None:
-    errors = claim_support_errors("jobs", "mysql", version=version, mariadb=mariadb)
+    # (What a live MySQL or MariaDB server says of itself, MySQL.server(), is tested on
+    # the MariaDB leg: tests/db/test_dialect_storage.py.)
+    server = "MariaDB" if mariadb else "mysql"
+    least = MySQL.mariadb_minimum if mariadb else MySQL.minimum_version
+    errors = claim_support_errors("jobs", MySQL, server=(server, version, least))
     if not refused:
         assert errors == []
         return
     [error] = errors
     assert error.id == "django_jobqueue.E003"
-    server = "MariaDB" if mariadb else "mysql"
     assert f"is {server} {'.'.join(map(str, version))}" in error.msg
     assert "SKIP LOCKED" in error.msg
     assert ("10.6" if mariadb else "8.0.1") in error.hint
@@ -109,23 +119,23 @@ def test_mysql_or_mariadb_without_skip_locked_is_an_error(
 
 
 def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
-    [warning] = mysql_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
+    [warning] = database_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
     assert warning.id == "django_jobqueue.W010"
     assert "poll" in warning.msg
-    assert "docs/databases.md" in warning.hint
+    assert "docs/explanation/databases.md" in warning.hint
     committed = {
         "ENGINE": "django.db.backends.mysql",
         "OPTIONS": {"isolation_level": "read committed"},
     }
-    assert [m.id for m in mysql_warnings("jobs", committed)] == ["django_jobqueue.W010"]
-    assert mysql_warnings("jobs", {"ENGINE": "django.db.backends.postgresql"}) == []
-    assert mysql_warnings("jobs", SQLITE) == []
+    assert [m.id for m in database_warnings("jobs", committed)] == ["django_jobqueue.W010"]
+    assert database_warnings("jobs", {"ENGINE": "django.db.backends.postgresql"}) == []
+    assert database_warnings("jobs", SQLITE) == []
 
 
 @pytest.mark.parametrize("level", ["repeatable read", "serializable"])
 def test_mysql_above_read_committed_gets_the_isolation_warning(level: str) -> None:
     mysql = {"ENGINE": "django.db.backends.mysql", "OPTIONS": {"isolation_level": level}}
-    [isolation, feature] = mysql_warnings("jobs", mysql)
+    [isolation, feature] = database_warnings("jobs", mysql)
     assert (isolation.id, feature.id) == ("django_jobqueue.W011", "django_jobqueue.W010")
     assert repr(level) in isolation.msg
     assert "read committed" in isolation.hint

@@ -101,12 +101,12 @@ def test_runworker_refuses_to_start_with_invalid_settings() -> None:
 
 
 def test_sqlite_without_immediate_transactions_gets_a_warning() -> None:
-    from django_jobqueue.checks import sqlite_warnings
+    from django_jobqueue.checks import database_warnings
 
     sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": "x.sqlite3"}
-    [warning] = sqlite_warnings("default", sqlite)
+    [warning] = database_warnings("default", sqlite)
     assert warning.id == "django_jobqueue.W001"
     assert "transaction_mode" in warning.hint
     immediate = {**sqlite, "OPTIONS": {"transaction_mode": "IMMEDIATE"}}
-    assert sqlite_warnings("default", immediate) == []
-    assert sqlite_warnings("default", {"ENGINE": "django.db.backends.postgresql"}) == []
+    assert database_warnings("default", immediate) == []
+    assert database_warnings("default", {"ENGINE": "django.db.backends.postgresql"}) == []

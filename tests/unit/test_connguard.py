@@ -6,7 +6,7 @@ import timeit
 
 import pytest
 
-from django_jobqueue.worker.connguard import changes_session
+from django_jobqueue.run.connguard import changes_session
 
 
 @pytest.mark.parametrize(

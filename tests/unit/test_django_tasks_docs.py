@@ -1,4 +1,4 @@
-"""docs/django-tasks.md covers what the backend has: every OPTIONS key, each
+"""docs/howto/django-tasks.md covers what the backend has: every OPTIONS key, each
 TaskResult field, and the priority mapping's tiers. No database."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from django_jobqueue.backend.compat import TaskResult
 from django_jobqueue.backend.options import BackendOptions
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "django-tasks.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "django-tasks.md").read_text()
 ROW = re.compile(r"^\|\s*`([^`\s]+)[^`]*`\s*\|", re.MULTILINE)
 
 
@@ -35,5 +35,5 @@ def test_every_task_result_field_is_explained() -> None:
 
 def test_readme_and_index_link_the_page() -> None:
     root = Path(__file__).resolve().parents[2]
-    assert "docs/django-tasks.md" in (root / "README.md").read_text()
-    assert "(django-tasks.md)" in (root / "docs" / "index.md").read_text()
+    assert "docs/howto/django-tasks.md" in (root / "README.md").read_text()
+    assert "(howto/django-tasks.md)" in (root / "docs" / "index.md").read_text()

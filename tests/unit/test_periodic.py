@@ -345,6 +345,38 @@ def test_a_periodic_setting_naming_an_unknown_kind_fails_when_schedules_are_read
         schedules()
 
 
+def test_a_periodic_setting_becomes_the_schedule_conf_checked(task_registry: Registry) -> None:
+    """conf reads and checks the entry once; the schedule is that entry as it was read
+    (the cron's spacing normalised, the zone by name), with the kind looked up."""
+
+    @task(kind="tests.unit.nightly")
+    def nightly(n: int, label: str = "") -> None:
+        return None
+
+    setting = {
+        "kind": "tests.unit.nightly",
+        "cron": " 0  3 * * * ",
+        "args": [7],
+        "kwargs": {"label": "x"},
+        "timezone": "Europe/Paris",
+        "catch_up": True,
+        "name": "every-night",
+    }
+    with override_settings(JOBQUEUE={"PERIODIC": [setting]}):
+        [entry] = conf.get().periodic
+        [schedule] = schedules()
+    assert (schedule.name, schedule.kind, schedule.expression) == (
+        "every-night",
+        "tests.unit.nightly",
+        entry.cron,
+    )
+    assert entry.cron == "0 3 * * *"
+    assert schedule.tz == ZoneInfo("Europe/Paris")
+    assert (schedule.args, schedule.kwargs, schedule.catch_up) == ((7,), {"label": "x"}, True)
+    assert schedule.source == "settings"
+    assert schedule.payload() == {"n": 7, "label": "x"}
+
+
 def test_a_periodic_setting_with_arguments_its_task_does_not_take_is_refused(
     task_registry: Registry,
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
-from django_jobqueue.store.dialects import PostgreSQL
+from django_jobqueue.store.dialects import PostgreSQL, for_settings
 from django_jobqueue.store.pooling import pooled_reason
 
 pytestmark = pytest.mark.sqlite
@@ -28,8 +28,14 @@ def test_what_looks_pooled() -> None:
     )
     # Django's own pool lends whole sessions: prepared statements and LISTEN hold.
     assert pooled_reason({**POSTGRES, "OPTIONS": {"pool": True}}) is None
+    # Only PostgreSQL's dialect asks: a SQLite entry on PgBouncer's port is not pooled.
     sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": "x", "PORT": 6432}
-    assert pooled_reason(sqlite) is None
+    sqlite_dialect = for_settings(sqlite)
+    assert sqlite_dialect is not None
+    assert sqlite_dialect.pooled_reason(sqlite) is None
+    postgres_dialect = for_settings(POSTGRES)
+    assert postgres_dialect is not None
+    assert postgres_dialect.pooled_reason({**POSTGRES, "PORT": 6432}) is not None
 
 
 class Detached(PostgreSQL):

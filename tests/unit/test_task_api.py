@@ -22,7 +22,7 @@ from django_jobqueue import (
 from django_jobqueue.ids import uuid7
 from django_jobqueue.task.options import Options
 from django_jobqueue.task.registry import PayloadMismatch, registry
-from django_jobqueue.worker.loop import priority_floor
+from django_jobqueue.worker.claiming import priority_floor
 from tests.taskapp import tasks
 
 

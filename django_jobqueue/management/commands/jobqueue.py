@@ -138,7 +138,7 @@ class Command(BaseCommand):
     def do_stats(self, options: dict[str, Any]) -> None:
         snapshot = store.stats(window=options["window"])
         if options["json"]:
-            self.stdout.write(json.dumps(snapshot, default=json_default, indent=2))
+            self.stdout.write(json.dumps(snapshot.to_dict(), default=json_default, indent=2))
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)

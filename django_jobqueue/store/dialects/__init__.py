@@ -8,15 +8,27 @@ connections are per thread), and reads ``connections[alias]`` when it runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.core.signals import setting_changed
 from django.db import connections
+from django.db.utils import load_backend
 
 from django_jobqueue.store.dialects.base import Dialect
 from django_jobqueue.store.dialects.mysql import MySQL
 from django_jobqueue.store.dialects.postgresql import PostgreSQL
 from django_jobqueue.store.dialects.sqlite import SQLite
 
-__all__ = ["Dialect", "MySQL", "PostgreSQL", "SQLite", "for_alias"]
+__all__ = [
+    "Dialect",
+    "MySQL",
+    "PostgreSQL",
+    "SQLite",
+    "for_alias",
+    "for_settings",
+    "supported_servers",
+]
 
 _BY_VENDOR: dict[str, type[Dialect]] = {
     "postgresql": PostgreSQL,
@@ -42,6 +54,29 @@ def for_alias(alias: str) -> Dialect:
         ) from None
     dialect = _cache[alias] = cls(alias)
     return dialect
+
+
+def for_settings(database: Mapping[str, Any]) -> type[Dialect] | None:
+    """The dialect class of a ``DATABASES`` entry, read from its ENGINE without
+    connecting (what the system checks ask); None for a database the queue does not run
+    on. ``ImproperlyConfigured`` when the ENGINE does not import."""
+    backend = load_backend(str(database.get("ENGINE", "")))
+    return _BY_VENDOR.get(backend.DatabaseWrapper.vendor)
+
+
+#: The oldest server version the claim runs on, by Django's vendor name.
+MINIMUM_VERSIONS: dict[str, tuple[int, ...]] = {
+    vendor: cls.minimum_version for vendor, cls in _BY_VENDOR.items()
+}
+
+
+def supported_servers() -> str:
+    """The databases the queue runs on, and the oldest version of each, as a sentence."""
+    versions = [
+        f"{vendor} {'.'.join(map(str, least))}+" for vendor, least in MINIMUM_VERSIONS.items()
+    ]
+    mariadb = ".".join(map(str, MySQL.mariadb_minimum))
+    return ", ".join(versions) + f" (MariaDB {mariadb}+)"
 
 
 def _forget(*, setting: str, **_: object) -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from django_jobqueue.task import limiting
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_jobqueue")
 
-T = TypeVar("T")
 # The worker's guarded database call: the call's result, or None after a connection error.
 DbCall = Callable[[Callable[[], Any]], Any]
 

@@ -20,24 +20,14 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils.dateparse import parse_datetime
 
-from django_jobqueue.models import QueuePause
 from django_jobqueue.store.dialects.base.claiming import ClaimingStatements
 from django_jobqueue.store.dialects.base.storage import StorageStatements
-
-PAUSED = QueuePause._meta.db_table
 
 
 class Dialect(ClaimingStatements, StorageStatements):
     """One database's way of running the queue's statements, for one connection alias."""
 
     vendor: ClassVar[str] = ""
-    # JSON text as a statement binds it (PostgreSQL casts it to jsonb).
-    json: ClassVar[str] = "%s"
-    # The row-lock clause of a claim's candidates ("" where writers are serialised).
-    skip_locked: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
-    materialized: ClassVar[str] = "MATERIALIZED "
-    # A claim condition: the row's queue is not paused.
-    not_paused: ClassVar[str] = f"j.queue NOT IN (SELECT queue FROM {PAUSED})"
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -49,11 +39,6 @@ class Dialect(ClaimingStatements, StorageStatements):
     def conn(self) -> BaseDatabaseWrapper:
         """This thread's connection to the alias (Django's connections are per thread)."""
         return connections[self.alias]
-
-    # Transitional flags: the store's modules still branch on these; each branch moves
-    # into a method of the dialects, and then the flags go.
-    postgres: ClassVar[bool] = False
-    mysql: ClassVar[bool] = False
 
     @property
     def pooled(self) -> bool:

@@ -1,7 +1,246 @@
-"""The claiming half of the dialect interface (see ``dialects.base``)."""
+"""The claiming half of the dialect interface (see ``dialects.base``): claims, turns and
+settlements, the worker's hot path.
+
+The store hands a dialect values (a ``ClaimSpec``: kinds, queues, priority tiers, caps,
+leases; ``SettleRow`` s and the run ``Tally``) and gets rows back; how those become
+statements is the dialect's. The one-statement claim written here is PostgreSQL's and
+SQLite's (their small differences are the hooks at the end); MySQL/MariaDB claim in a
+short transaction of their own.
+
+The claim: ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING``
+the columns a run needs. The priority floors (a slot that prefers a higher tier, falling
+back to lower ones when that tier is empty) and the per-kind caps are folded into the
+same statement as MATERIALIZED CTEs, one per floor, so the planner cannot run a locking
+subquery twice and a claim never costs a second query; so is the paused-queue check
+(the small pause table read inside the statement). A kind with a global
+``max_in_flight`` is capped the same way, its cap being the limit less the kind's
+claimed rows counted inside the statement (``free_slots``); without limited kinds the
+statement is exactly what it was before.
+"""
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django_jobqueue.models import Job, QueuePause
+from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+JOB = Job._meta.db_table
+PAUSED = QueuePause._meta.db_table
+
+# What a claim returns of each claimed row, in this order. Unqualified: SQLite's
+# RETURNING does not know the table's alias.
+CLAIMED = (
+    "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at"
+)
+# Claim order: exactly the columns of the partial claim index.
+ORDER = "ORDER BY j.priority, j.visible_at, j.id"
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One claim as values: what it selects and what it writes to the rows it takes."""
+
+    worker_id: str
+    kinds: list[str]  # the kinds it takes (exclusions already removed)
+    queues: list[str]  # empty: every queue
+    tiers: list[tuple[int, int]]  # (priority floor, slots), the highest floor first
+    now: datetime  # the clock the claim reads (visibility, lease expiry)
+    default_expiry: datetime  # the lease expiry of a claimed row
+    expiries: dict[str, datetime] = field(default_factory=dict)  # kinds with their own lease
+    caps: dict[str, int] = field(default_factory=dict)  # this claim's most per kind
+    limited: dict[str, int] = field(default_factory=dict)  # global max_in_flight per kind
+    # The limited kinds' lock keys (sorted: every claim takes them in one order) and
+    # the lock space they share, for the database's own lock (see ``store.limits``).
+    lock_keys: tuple[int, ...] = ()
+    lock_space: int = 0
 
 
 class ClaimingStatements:
     """What every database's dialect answers for claims, turns and settlements."""
+
+    if TYPE_CHECKING:  # provided by ``Dialect``, which this half is composed into
+        alias: str
+
+        @property
+        def conn(self) -> BaseDatabaseWrapper: ...
+        def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+        def job_id(self, value: uuid.UUID) -> Any: ...
+        def dt(self, value: datetime | None) -> Any: ...
+        def read_uuid(self, value: Any) -> uuid.UUID: ...
+        def read_dt(self, value: Any) -> datetime | None: ...
+        def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
+
+    # --- the interface ------------------------------------------------------------------
+
+    def claim(self, spec: ClaimSpec) -> list[tuple[Any, ...]]:
+        """Claim for ``spec.worker_id``: the claimed rows (``CLAIMED``), in any order."""
+        return self.run(*self.claim_statement(spec).statement())
+
+    def claim_statement(self, spec: ClaimSpec) -> Fragment:
+        """The statement of the claim that reads the claim index (for EXPLAIN): here the
+        one statement that is the whole claim."""
+        ctes, update = self.claim_parts(spec)
+        return Fragment.concat("WITH ", Fragment.join(", ", ctes), " ", update)
+
+    def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
+        """Apply each row whose guard holds, with its journal entry and its run counted,
+        all or nothing; the ids of the jobs it changed. One row per job."""
+        raise NotImplementedError
+
+    def settle_statement(self, rows: Sequence[SettleRow], tally: Tally) -> Fragment:
+        """The statement that finds and updates the settled rows (for EXPLAIN)."""
+        raise NotImplementedError
+
+    def turn(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
+    ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]]:
+        """Settle ``rows``, then claim: the settled jobs' ids and the claimed rows. Here
+        two transactions, one after the other."""
+        return self.apply_settlements(rows, tally), self.claim(spec)
+
+    def turn_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
+    ) -> Fragment | None:
+        """The one statement of a turn (for EXPLAIN); None where a turn is not one."""
+        return None
+
+    def use_generic_plans(self) -> None:
+        """Have this thread's connection plan its prepared statements once (a worker
+        loop's own connection); nothing where statements are not prepared."""
+
+    def skipping_locked(self, select: Fragment) -> Fragment:
+        """``select`` locking the rows it reads, skipping those another claim holds."""
+        return select + " FOR UPDATE SKIP LOCKED"
+
+    def unpaused(self) -> str:
+        """The claim condition that the row's queue (``j.queue``) is not paused."""
+        return f"j.queue NOT IN (SELECT queue FROM {PAUSED})"
+
+    # --- the one-statement claim ----------------------------------------------------------
+
+    def claim_parts(self, spec: ClaimSpec) -> tuple[list[Fragment], Fragment]:
+        """The claim as its CTEs (one per tier) and its UPDATE, apart, so that a turn can
+        put settlement CTEs before them in one statement."""
+        ctes: list[Fragment] = []
+        cumulative = 0
+        for i, (floor, slots) in enumerate(spec.tiers):
+            cumulative += slots
+            ctes.append(self._tier(spec, i, floor, cumulative))
+        picked = " UNION ALL ".join(f"SELECT id FROM t{i}" for i in range(len(spec.tiers)))
+        update = Fragment.concat(
+            Fragment(
+                f"UPDATE {JOB} AS j SET status = 'claimed', claimed_by = %s, claim_expires_at = ",
+                [spec.worker_id],
+            ),
+            self.expiry(spec, "j.kind"),
+            f", run_count = j.run_count + 1 WHERE {self.picked_ids(picked)} RETURNING {CLAIMED}",
+        )
+        return ctes, update
+
+    def candidates(self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int) -> Fragment:
+        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above."""
+        kind_sql, kind_params = self.in_list("j.kind", kinds)
+        where: list[Fragment | str] = [
+            Fragment(
+                f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
+                [self.dt(spec.now), *kind_params],
+            )
+        ]
+        if spec.queues:
+            where += [" AND ", Fragment(*self.in_list("j.queue", spec.queues))]
+        if floor:
+            where.append(Fragment(" AND j.priority >= %s", [floor]))
+        return Fragment.concat(*where)
+
+    def expiry(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """The lease expiry of a claimed row (``kind``: its kind column)."""
+        default = Fragment("%s", [self.dt(spec.default_expiry)])
+        if not spec.expiries:
+            return self.timestamp(default)
+        whens = Fragment.join(
+            " ", (Fragment("WHEN %s THEN %s", [k, self.dt(at)]) for k, at in spec.expiries.items())
+        )
+        return self.timestamp(Fragment.concat(f"CASE {kind} ", whens, " ELSE ", default, " END"))
+
+    def _tier(self, spec: ClaimSpec, i: int, floor: int, cumulative: int) -> Fragment:
+        """Tier ``i``'s CTE: its candidates, less what earlier tiers picked, up to the
+        slots up to and including it."""
+        previous = [f"t{j}" for j in range(i)]
+        select: list[Fragment | str] = [
+            f"SELECT j.id, j.kind FROM {JOB} j WHERE ",
+            self.candidates(spec, kinds=spec.kinds, floor=floor),
+        ]
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            select.append(f" AND j.id NOT IN ({union})")
+        if spec.caps or spec.limited:
+            select.append(self._capped(spec, floor, previous))
+        limit = str(cumulative)
+        if previous:
+            limit += " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
+        select.append(f" {ORDER} LIMIT {limit}")
+        locked = self.skipping_locked(Fragment.concat(*select))
+        return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
+
+    def _capped(self, spec: ClaimSpec, floor: int, previous: list[str]) -> Fragment:
+        """Rows of a capped kind only from that kind's first (cap − already picked)
+        candidates."""
+        kinds = [*spec.caps, *(k for k in spec.limited if k not in spec.caps)]
+        names = Fragment(*self.in_list("j.kind", kinds))
+        branches = Fragment.join(
+            " UNION ALL ", (self._capped_kind(spec, k, floor, previous) for k in kinds)
+        )
+        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branches, "))")
+
+    def _capped_kind(self, spec: ClaimSpec, kind: str, floor: int, previous: list[str]) -> Fragment:
+        """The ids one capped kind may be claimed from. Its cap is this claim's ``caps``
+        entry, or its ``limited`` entry less the kind's claimed rows, or the smaller."""
+        cap = spec.caps.get(kind)
+        if kind in spec.limited:
+            free = self.free_slots(spec, kind)
+            room = free if cap is None else self.least(Fragment("%s", [cap]), free)
+        else:
+            room = Fragment("%s", [cap])
+        if previous:
+            counts = (f"(SELECT count(*) FROM {p} WHERE {p}.kind = %s)" for p in previous)
+            taken = Fragment.join(" + ", (Fragment(c, [kind]) for c in counts))
+            room = Fragment.concat(room, " - (", taken, ")")
+        if kind in spec.limited:  # never below zero: SQLite reads a negative LIMIT as none
+            room = self.greatest(room, Fragment("0"))
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            self.candidates(spec, kinds=[kind], floor=floor),
+            f" {ORDER} LIMIT ",
+            room,
+            ") AS c",
+        )
+
+    # --- the hooks of the one-statement claim ---------------------------------------------
+
+    def picked_ids(self, union: str) -> str:
+        """The UPDATE's condition that the row is one the tiers picked (``union``)."""
+        return f"j.id IN ({union})"
+
+    def timestamp(self, value: Fragment) -> Fragment:
+        """``value`` as the statement's timestamp type, where it must be said."""
+        return value
+
+    def greatest(self, *values: Fragment) -> Fragment:
+        return "GREATEST(" + Fragment.join(", ", values) + ")"
+
+    def least(self, *values: Fragment) -> Fragment:
+        return "LEAST(" + Fragment.join(", ", values) + ")"
+
+    def free_slots(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """How many more rows of the limited ``kind`` may be claimed now, counted in the
+        statement so that concurrent claims cannot both take the last slot."""
+        raise NotImplementedError

@@ -17,7 +17,6 @@ from django_jobqueue.store.dialects.mysql.storage import MySQLStorage
 
 class MySQL(MySQLClaiming, MySQLStorage, Dialect):
     vendor: ClassVar[str] = "mysql"
-    mysql: ClassVar[bool] = True
 
     def job_id(self, value: uuid.UUID) -> Any:
         if self.conn.features.has_native_uuid_field:

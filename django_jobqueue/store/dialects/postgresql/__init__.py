@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
 
-from django_jobqueue.store.dialects.base import PAUSED, Dialect
+from django_jobqueue.store.dialects.base import Dialect
 from django_jobqueue.store.dialects.postgresql.claiming import PostgreSQLClaiming
 from django_jobqueue.store.dialects.postgresql.storage import PostgreSQLStorage
 from django_jobqueue.store.pooling import pooled_reason
@@ -18,14 +18,6 @@ from django_jobqueue.store.pooling import pooled_reason
 
 class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, Dialect):
     vendor: ClassVar[str] = "postgresql"
-    postgres: ClassVar[bool] = True
-    json: ClassVar[str] = "%s::jsonb"
-    # The paused names are read once per statement (an InitPlan) and each candidate is
-    # only compared with them, so the claim keeps its index scan. Written as array
-    # containment, whose selectivity the planner takes as small whatever the queue
-    # column's statistics (a plain "queue <> ALL(...)" on a table of one queue was
-    # estimated to remove every row, and the claim index was dropped for a sort).
-    not_paused: ClassVar[str] = f"NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM {PAUSED}))"
 
     @cached_property
     def pooled(self) -> bool:

@@ -1,9 +1,175 @@
-"""PostgreSQL's claiming half of its dialect (see ``dialects.base``)."""
+"""PostgreSQL's claiming half of its dialect (see ``dialects.base``): one statement per
+claim, per settlement batch, and per worker turn.
+
+A batch of settlements travels as one JSON document (``jsonb_to_recordset``): the
+guarded UPDATE, the journal INSERT and the run tally's upsert are data-modifying CTEs of
+one statement, so each job's settlement and its entry commit together. A turn puts the
+claim's CTEs after them, so a busy worker pays one round trip and one commit per turn.
+The turn's claim cannot see the rows the same statement settles back to pending (the
+next turn can), nor count, for a kind with a global ``max_in_flight``, the claims it
+settles as ended: it leaves their slots to the next turn, never claims beyond the limit.
+"""
 
 from __future__ import annotations
 
-from django_jobqueue.store.dialects.base.claiming import ClaimingStatements
+import uuid
+import weakref
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from django_jobqueue import validation
+from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
+from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.settling import (
+    COLUMNS,
+    GUARD,
+    JOB,
+    JOURNAL,
+    JOURNAL_COLUMNS,
+    SET,
+    SettleRow,
+    Tally,
+    journal_select,
+    tallied,
+)
+
+_RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
+
+
+@cache
+def settle_ctes(tally: Tally) -> str:
+    """The settlement's CTEs, whose one parameter is the batch's document: ``j`` holds
+    the job rows it changed."""
+    return (
+        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
+        f" j AS (UPDATE {JOB} AS t SET {SET} FROM s"
+        f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {GUARD}"
+        " RETURNING t.id, t.status, t.cancel_actor),"
+        f" entries AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})"
+        f" {journal_select('make_interval(secs => s.duration)')} FROM j JOIN s ON s.id = j.id),"
+        # The runs counted, in the same statement: the metrics never read the journal.
+        f" tallied AS ({tally.insert(tallied('j JOIN s ON s.id = j.id'))})"
+    )
+
+
+def document(rows: Sequence[SettleRow]) -> str:
+    """The batch as the JSON parameter of ``settle_ctes`` (an absent key is NULL)."""
+    return validation.dumps([_entry(r) for r in rows])
+
+
+def _entry(r: SettleRow) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": str(r.id),
+        "run_no": r.run_no,
+        "kind": r.kind,
+        "status": r.status,
+        "outcome": r.outcome,
+        "failed": r.failed,
+        "note": r.note,
+        "worker": r.worker,
+        "recorded_at": r.recorded_at.isoformat(),
+        "claimed": r.claimed,
+        "shard": r.shard,
+    }
+    for name in ("carry", "result", "attachment"):
+        value = getattr(r, name)
+        if value is not None:
+            doc[name] = value
+    for name in ("visible_at", "started_at"):
+        value = getattr(r, name)
+        if value is not None:
+            doc[name] = value.isoformat()
+    if r.micros is not None:
+        doc.update(duration=r.micros / 1_000_000, micros=r.micros, bucket=r.bucket)
+    if r.c_status is not None:
+        doc.update(c_status=r.c_status, c_outcome=r.c_outcome, c_note=r.c_note)
+    return doc
+
+
+# Connections whose session plans prepared statements generically (see use_generic_plans).
+_generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class PostgreSQLClaiming(ClaimingStatements):
-    """PostgreSQL: claims, turns and settlements."""
+    """PostgreSQL: claims, turns and settlements, each one statement."""
+
+    if TYPE_CHECKING:  # provided by the PostgreSQL dialect (see its package)
+
+        @property
+        def prepare(self) -> bool: ...
+        @property
+        def pooled(self) -> bool: ...
+
+    def unpaused(self) -> str:
+        # The paused names are read once per statement (an InitPlan) and each candidate
+        # is only compared with them, so the claim keeps its index scan. Written as array
+        # containment, whose selectivity the planner takes as small whatever the queue
+        # column's statistics (a plain "queue <> ALL(...)" on a table of one queue was
+        # estimated to remove every row, and the claim index was dropped for a sort).
+        return f"NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM {PAUSED}))"
+
+    def picked_ids(self, union: str) -> str:
+        # An array, so PostgreSQL looks the few ids up by primary key whatever it guesses
+        # of the tiers' row counts (a guessed-large semi-join would scan the table instead).
+        return f"j.id = ANY(ARRAY({union}))"
+
+    def timestamp(self, value: Fragment) -> Fragment:
+        return "(" + value + ")::timestamptz"
+
+    def free_slots(self, spec: ClaimSpec, kind: str) -> Fragment:
+        # Takes every limited kind's advisory lock, in one order, then counts the kind's
+        # claims on a snapshot newer than the locks (migration 0006, ``store.limits``).
+        return Fragment(
+            "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])",
+            [kind, spec.limited[kind], spec.lock_space, list(spec.lock_keys)],
+        )
+
+    def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
+        found = self.run(*self.settle_statement(rows, tally).statement())
+        return {self.read_uuid(r[0]) for r in found}
+
+    def settle_statement(self, rows: Sequence[SettleRow], tally: Tally) -> Fragment:
+        return Fragment(f"WITH {settle_ctes(tally)} SELECT id FROM j", [document(rows)])
+
+    def turn(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
+    ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]]:
+        """The settlements and the claim in one statement: each row returned carries the
+        settled ids (the same array in each) beside one claimed row, or NULLs when the
+        claim took none."""
+        statement = self.turn_statement(rows, tally, spec)
+        assert statement is not None
+        found = self.run(*statement.statement())
+        done = {self.read_uuid(v) for v in (found[0][0] or [])} if found else set()
+        return done, [r[1:] for r in found if r[1] is not None]
+
+    def turn_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
+    ) -> Fragment | None:
+        ctes, update = self.claim_parts(spec)
+        return (
+            Fragment(f"WITH {settle_ctes(tally)}, ", [document(rows)])
+            + Fragment.join(", ", ctes)
+            + ", claimed AS ("
+            + update
+            + ") SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
+            " LEFT JOIN claimed AS c ON TRUE"
+        )
+
+    def use_generic_plans(self) -> None:
+        """PostgreSQL re-plans a prepared statement on every run while it guesses that a
+        plan for the actual values would be much cheaper; on a table of a million
+        pending rows it guessed so for the claim and spent more time planning than
+        running. The hot statements' plans (index order for the claim, primary keys for
+        settling) do not depend on the values, so the plan made once is the one wanted.
+        Set per connection, and again after a reconnect; never on a pooled connection,
+        whose session setting would stay behind on whichever server session ran it."""
+        if not self.prepare or self.pooled:
+            return
+        self.conn.ensure_connection()
+        raw = self.conn.connection
+        if raw in _generic_plans:
+            return
+        self.run("SET plan_cache_mode = force_generic_plan", [])
+        _generic_plans.add(raw)

@@ -1,9 +1,164 @@
-"""PostgreSQL's storage half of its dialect (see ``dialects.base``)."""
+"""PostgreSQL's storage half of its dialect (see ``dialects.base``): one-statement bulk
+inserts, the database's clock for rate tokens, ``percentile_cont``, the planner's row
+estimates, LISTEN/NOTIFY wake-ups and SQLSTATE-classified errors."""
 
 from __future__ import annotations
 
-from django_jobqueue.store.dialects.base.storage import StorageStatements
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from django.core.exceptions import EmptyResultSet
+from django.db.models import QuerySet
+
+from django_jobqueue import validation
+from django_jobqueue.models import JournalEntry
+from django_jobqueue.store.dialects.base.storage import (
+    COLUMN_LIST,
+    FRESH_COLUMNS,
+    JOB,
+    NewRow,
+    StorageStatements,
+    Wakeups,
+)
+from django_jobqueue.store.pooling import pooled_reason
+
+# One statement whatever the count, and one parameter: the rows as a JSON array written
+# straight from each payload's JSON text (nothing encoded twice).
+# (A SELECT's untyped literal is text, which no assignment casts to jsonb: the carry's is cast.)
+_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value in FRESH_COLUMNS)
+_BULK = (
+    f"INSERT INTO {JOB} ({COLUMN_LIST})"
+    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
+    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8, {_FRESH}"
+    " FROM jsonb_array_elements(%s::jsonb) AS r"
+)
+
+# SQLSTATEs a new connection may get past: serialization_failure, deadlock_detected.
+_TRANSIENT_STATES = {"40001", "40P01"}
 
 
 class PostgreSQLStorage(StorageStatements):
     """PostgreSQL: inserts, tokens, journal deletion, percentiles, wake-ups, errors..."""
+
+    minimum_version: ClassVar[tuple[int, ...]] = (12,)
+    claim_needs: ClassVar[str] = "UPDATE ... RETURNING over MATERIALIZED, SKIP LOCKED subqueries"
+    json_mark: ClassVar[str] = "%s::jsonb"
+    _greatest: ClassVar[str] = "GREATEST"
+    _least: ClassVar[str] = "LEAST"
+
+    @classmethod
+    def pooled_reason(cls, database: Mapping[str, Any]) -> str | None:
+        return pooled_reason(database)
+
+    @classmethod
+    def listens(cls) -> bool:
+        return True
+
+    def insert_jobs(self, rows: Sequence[NewRow]) -> None:
+        """One row (an enqueue's) as VALUES; more in one statement whatever the count."""
+        if len(rows) == 1:
+            super().insert_jobs(rows)
+        elif rows:
+            self.run(_BULK, [_bulk_document(rows)])
+
+    def _clock(self) -> tuple[str, list[Any]]:
+        """The database's clock: the same for every host."""
+        return "extract(epoch FROM statement_timestamp())::float8", []
+
+    def percentiles(
+        self, qs: QuerySet[JournalEntry]
+    ) -> dict[str, tuple[float | None, float | None]]:
+        try:
+            inner, params = qs.values("kind", "duration").query.sql_with_params()
+        except EmptyResultSet:  # a queryset that cannot match (``none()``)
+            return {}
+        seconds = "EXTRACT(EPOCH FROM d.duration)"
+        query = (
+            f"SELECT d.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),"
+            f" percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}) FROM ({inner}) AS d"
+            " GROUP BY d.kind"
+        )
+        with self.conn.cursor() as cursor:
+            cursor.execute(query, params)
+            rows = cursor.fetchall()
+        return {
+            kind: (None if p50 is None else float(p50), None if p95 is None else float(p95))
+            for kind, p50, p95 in rows
+        }
+
+    def planned_rows(self, qs: QuerySet[Any]) -> int | None:
+        statement, params = qs.order_by().values("pk").query.sql_with_params()
+        with self.conn.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
+            row = cursor.fetchone()
+        plan = row[0] if row else None
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        return int(plan[0]["Plan"]["Plan Rows"]) if plan else None
+
+    def notify(self, channel: str, payload: str) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
+
+    def listen(self, channel: str) -> Wakeups:
+        return _Listening(self.conn.get_connection_params(), channel)
+
+    def is_connection_error(self, exc: BaseException) -> bool:
+        if getattr(exc.__cause__, "sqlstate", None) in _TRANSIENT_STATES:
+            return True
+        return super().is_connection_error(exc)
+
+
+class _Listening:
+    """A connection of its own, never one lent by Django's connection pool
+    (OPTIONS["pool"]): it is held for the worker's life and keeps listening."""
+
+    def __init__(self, params: dict[str, Any], channel: str) -> None:
+        import psycopg  # only ever reached on PostgreSQL, where Django needs it too
+
+        self._raw = psycopg.connect(**params)
+        self._raw.autocommit = True
+        quoted = channel.replace('"', '""')
+        self._raw.execute(f'LISTEN "{quoted}"')
+
+    def payloads(self, timeout: float) -> Iterator[str]:
+        for note in self._raw.notifies(timeout=timeout):
+            yield note.payload
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _bulk_document(rows: Sequence[NewRow]) -> str:
+    """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
+    idempotency_key], …]`` as JSON text (the keys left out when there are none)."""
+    quoted: dict[str, str] = {}
+
+    def q(text: str) -> str:
+        found = quoted.get(text)
+        if found is None:
+            found = quoted[text] = validation.dumps(text)
+        return found
+
+    stamps: dict[Any, str] = {}
+
+    def stamp(moment: Any) -> str:
+        found = stamps.get(moment)
+        if found is None:
+            found = stamps[moment] = moment.isoformat()
+        return found
+
+    def keys(r: NewRow) -> str:
+        if r.dedup_key is None and r.idempotency_key is None:
+            return ""  # r->>7 and r->>8 past the end are NULL
+        return "," + ",".join(
+            "null" if k is None else q(k) for k in (r.dedup_key, r.idempotency_key)
+        )
+
+    parts = [
+        f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
+        f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"{keys(r)}]'
+        for r in rows
+    ]
+    return "[" + ",".join(parts) + "]"

@@ -12,4 +12,3 @@ from django_jobqueue.store.dialects.sqlite.storage import SQLiteStorage
 
 class SQLite(SQLiteClaiming, SQLiteStorage, Dialect):
     vendor: ClassVar[str] = "sqlite"
-    skip_locked: ClassVar[str] = ""

@@ -1,0 +1,143 @@
+"""One run's pipeline, from a claimed job to its settlement: the only one there is.
+
+A worker's slot threads and ``testing.run_jobs`` both go through ``Pipeline``:
+``run_one`` sends ``job_started``, runs the task (inside a transaction for an atomic
+task, as it is otherwise), leaves the thread's connections clean, and decides the
+settlement by the lifecycle's rules; ``to_write`` takes the branch of a run that
+settled itself in its own transaction or lost its claim there; ``settled`` reports the
+settlements once written. What differs between the two callers is only who writes the
+settlements, when, and how many at once: the worker batches them in its loop thread's
+next turn, the test kit writes each at once. That stays theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from django_jobqueue import signals, store, validation
+from django_jobqueue.run import announce, transactional
+from django_jobqueue.run.connguard import ThreadConnections
+from django_jobqueue.run.context import Context
+from django_jobqueue.run.executor import RunResult, decide, error_text, failed_outright
+from django_jobqueue.run.lifecycle import NOTE_LIMIT, Policy, Settlement
+from django_jobqueue.store import Claimed
+from django_jobqueue.task.registry import policy_for, registry
+
+logger = logging.getLogger("django_jobqueue")
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """One run as it ended: what it came to, and the settlement left to write (None
+    when there is none: it settled itself in its own transaction, or lost its claim)."""
+
+    result: RunResult
+    settlement: Settlement | None
+
+
+@dataclass
+class Pipeline:
+    """How the runs of one worker (or one ``run_jobs`` call) are run and settled: its
+    id (the claims' holder), the jobs database and the bound on a run's output."""
+
+    worker_id: str
+    alias: str
+    max_output_bytes: int
+    # Each kind's policy, resolved once (settings are read when the pipeline is made).
+    _policies: dict[str, Policy] = field(default_factory=dict, repr=False)
+
+    def policy(self, kind: str) -> Policy:
+        policy = self._policies.get(kind)
+        if policy is None:
+            policy = self._policies[kind] = policy_for(kind)
+        return policy
+
+    def context(self, job: Claimed) -> Context:
+        """The context a claimed job's run is given; it reads its journal lazily."""
+        return Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
+
+    def run_one(self, job: Claimed, ctx: Context, guard: ThreadConnections) -> Ended:
+        """Run one claimed job on this thread and decide how it ends; never raises for
+        the task's errors, nor for ours (a run we could not finish is a failed run).
+
+        ``guard`` holds this thread's connections: what the run left on them is rolled
+        back or closed before the settlement is decided, so no settlement waits on the
+        run's locks and a transaction left open fails the run.
+        """
+        worker = self.worker_id
+        if signals.job_started.receivers:
+            announce.started(job, worker=worker)
+        guard.before_run()
+        try:
+            result = transactional.run(
+                registry.find(job.kind),
+                job,
+                ctx,
+                alias=self.alias,
+                worker_id=worker,
+                max_output_bytes=self.max_output_bytes,
+            )
+        except BaseException as exc:  # the executor catches task errors; this is ours
+            logger.error(
+                "executor failed on job %s: %s",
+                job.id,
+                validation.clean_text(error_text(exc), NOTE_LIMIT),
+            )
+            result = failed_outright(job, exc)
+        result = guard.after_run(result)
+        if result.settled or result.lost:
+            return Ended(result, None)
+        return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
+
+    def to_write(self, ended: Ended) -> Settlement | None:
+        """The settlement left to write for a run, or None after reporting a run that
+        settled itself (``job_finished`` now that it committed) or lost its claim."""
+        if ended.settlement is not None:
+            return ended.settlement
+        result = ended.result
+        job = result.job
+        if result.lost:
+            logger.info(
+                "dropped run job=%s kind=%s run=%d: its claim was lost, its transaction "
+                "rolled back",
+                job.id,
+                job.kind,
+                job.run_count,
+            )
+            return None
+        if signals.job_finished.receivers:
+            announce.finished_in_transaction(
+                job, result.value, result.duration, worker=self.worker_id
+            )
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "settled job=%s kind=%s outcome=completed duration=%.3fs (in its own transaction)",
+                job.id,
+                job.kind,
+                result.duration.total_seconds(),
+            )
+        return None
+
+    def settled(self, batch: Sequence[Settlement], applied: Sequence[bool]) -> None:
+        """Report settlements once written: ``job_finished`` and the log, for each one
+        the guard let through."""
+        if signals.job_finished.receivers:
+            announce.finished(batch, applied)
+        if logger.isEnabledFor(logging.INFO):
+            # One line per settlement, but one log record per batch: a record per job
+            # cost a quarter of a busy worker's time.
+            lines = [
+                f"settled job={s.job_id} kind={s.kind} outcome={s.outcome} "
+                f"duration={s.duration.total_seconds() if s.duration else 0.0:.3f}s"
+                for s, ok in zip(batch, applied, strict=True)
+                if ok
+            ]
+            if lines:
+                logger.info("\n".join(lines))
+
+
+# How a slot runs one job: ``Pipeline.run_one`` of the worker's pipeline.
+RunOne = Callable[[Claimed, Context, ThreadConnections], Ended]

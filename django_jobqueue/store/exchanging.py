@@ -1,0 +1,59 @@
+"""A worker's turn: settle the runs that ended and claim as many jobs as that leaves
+slots for, in one round trip where the database allows (one statement on PostgreSQL:
+see its dialect's ``claiming``). Only the worker loop takes turns, on its own
+connection, which therefore plans its prepared statements once.
+
+Each part keeps its own guarantees: a settlement whose claim was lost writes nothing,
+and the claim skips locked rows. The claim cannot see the rows the same turn settles
+back to pending; the next turn can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.utils import timezone
+
+from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
+from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
+
+
+def exchange(
+    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+) -> tuple[list[bool], list[Claimed]]:
+    """Apply ``settlements`` (guarded by ``worker_id``'s claims), then claim as
+    ``claim_jobs(worker_id=worker_id, **claim)`` would. Returns, per settlement, whether
+    it was applied, and the claimed jobs."""
+    mine = [as_worker(s, worker_id) for s in settlements]
+    prepared = _prepared(worker_id, claim)
+    if prepared is None:
+        return apply(mine), []
+    prepared.dialect.use_generic_plans()
+    if not mine:
+        return [], prepared.run()
+    d = prepared.dialect
+    rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
+    done, claimed = d.turn(rows, TALLY, prepared.spec)
+    return outcome(mine, done), prepared.read(claimed)
+
+
+def turn_statement(
+    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+) -> tuple[str, list[Any]] | None:
+    """The one statement ``exchange`` would send for these arguments, for EXPLAIN; None
+    where a turn is not one statement (or would not claim)."""
+    prepared = _prepared(worker_id, claim)
+    if prepared is None or not settlements:
+        return None
+    mine = [as_worker(s, worker_id) for s in settlements]
+    rows = settle_rows(mine, timezone.now(), held=False)
+    statement = prepared.dialect.turn_statement(rows, TALLY, prepared.spec)
+    return None if statement is None else statement.statement()
+
+
+def _prepared(worker_id: str, claim: dict[str, Any]) -> PreparedClaim | None:
+    if claim.get("limit", 0) <= 0:
+        return None
+    return prepare(worker_id=worker_id, **claim)

@@ -1,0 +1,369 @@
+"""Writing new jobs: one statement per enqueue, one per bulk batch, and merge-on-enqueue.
+
+An enqueue outside a transaction is a single INSERT in autocommit; inside the
+caller's ``transaction.atomic()`` it joins it. On PostgreSQL a statement-level
+trigger (migration 0002) sends one NOTIFY per queue per statement, delivered on
+commit, so a bulk insert wakes the workers once.
+
+A request of a rate-limited kind first takes its token from the kind's bucket
+(``limits.take_tokens``) in the same transaction as its row: an enqueue over the rate
+raises ``RateLimited`` and writes neither; one that rolls back gives its token back.
+Counted per request, whatever becomes of it (inserted, merged or reused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import IntegrityError, transaction
+from django.db.models import UniqueConstraint
+from django.utils import timezone
+
+from django_jobqueue.errors import KeyContended, RateLimited
+from django_jobqueue.ids import uuid7, uuid7_many
+from django_jobqueue.models import ACTIVE, Job, Outcome, Status
+from django_jobqueue.run.lifecycle import later
+from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store.dialects.base.storage import NewRow
+from django_jobqueue.store.limits import take_tokens
+from django_jobqueue.validation import Rate
+
+Disposition = Literal["inserted", "merged", "reused"]
+
+# Above this many rows a bulk insert is split, to keep each statement's text and the
+# server's memory for it modest.
+BULK_BATCH = 5000
+
+# The model's partial unique constraint that lets one active job hold an idempotency key:
+# the keyed insert's conflict target and its condition are taken from it, so the
+# statement and the index cannot disagree.
+IDEMPOTENCY = next(
+    c
+    for c in Job._meta.constraints
+    if isinstance(c, UniqueConstraint) and c.name == "jobqueue_job_idempotency_active"
+)
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What a merge into a pending job changes, as decided by the task layer."""
+
+    action: Literal["keep", "replace", "with"]
+    payload: dict[str, Any] | None = None  # replace / with: the job's new payload
+    carry: dict[str, Any] | None = None  # None keeps the stored carry
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """A validated job, ready to write.
+
+    ``merge`` is set when the task has a dedup key: given a pending candidate, it
+    returns the plan, or None to insert independently (the task layer decides).
+    ``payload_json`` is the payload already encoded, when the caller has it.
+    """
+
+    kind: str
+    payload: dict[str, Any]
+    queue: str
+    priority: int
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+    dedup_key: str | None = None
+    merge: Callable[[Job], MergePlan | None] | None = field(default=None, compare=False)
+    payload_json: str | None = field(default=None, compare=False)
+    rate: Rate | None = None  # the kind's enqueue rate limit (None: none)
+
+    def visible_at(self, now: datetime) -> datetime:
+        if self.run_at is not None:
+            return self.run_at
+        # A delay past any date waits until the latest one instead of overflowing.
+        return later(now, self.delay) if self.delay else now
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A row a bulk insert wrote: what a handle shows without reading it back."""
+
+    id: uuid.UUID
+    kind: str
+    status: str = Status.PENDING
+    result: Any = None
+
+
+def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
+    """Write one job in the caller's transaction (or in autocommit, as one statement).
+
+    A rate-limited kind's token is taken in the same transaction (one of its own in
+    autocommit); ``RateLimited`` when there is none, and nothing is written.
+    """
+    if request.rate is None:
+        return _enqueue(request)
+    alias = sql.alias()
+    joined = sql.connection().in_atomic_block
+    # In the caller's transaction the token joins it (no savepoint: a RateLimited leaves
+    # that transaction usable); alone, token and row commit together.
+    with contextlib.nullcontext() if joined else transaction.atomic(using=alias):
+        wait = take_tokens(kind=request.kind, rate=request.rate, count=1)
+        if wait is None:
+            return _enqueue(request)
+    raise rate_limited(request.kind, request.rate, 1, wait)
+
+
+def rate_limited(kind: str, rate: Rate, count: int, wait: float) -> RateLimited:
+    """The error for ``count`` enqueues of ``kind`` that ``rate`` did not let through."""
+    if wait == float("inf"):
+        return RateLimited(
+            f"{kind}: {count} jobs at once are more than its rate limit {rate} ever lets "
+            f"through (at most {rate.count} at once); nothing was enqueued",
+            kind=kind,
+            rate=str(rate),
+            retry_after=None,
+        )
+    what = "1 job" if count == 1 else f"{count} jobs"
+    return RateLimited(
+        f"{kind}: rate limit {rate} reached; {what} can be enqueued again in {wait:.2f}s. "
+        "Nothing was enqueued",
+        kind=kind,
+        rate=str(rate),
+        retry_after=wait,
+    )
+
+
+def _enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
+    now = timezone.now()
+    if request.idempotency_key is not None:
+        existing = active_by_key(request.idempotency_key)
+        if existing is not None:
+            return existing, "reused"
+    if request.dedup_key is not None and request.merge is not None:
+        try:
+            merged = _merge(request, now=now)
+        except IntegrityError:
+            # A concurrent enqueue took the idempotency key first: reuse its job.
+            existing = active_by_key(request.idempotency_key or "")
+            if existing is None:
+                raise
+            return existing, "reused"
+        if merged is not None:
+            return merged
+    job = _new_row(request, now)
+    if request.idempotency_key is None:
+        sql.dialect().insert_jobs([_insert_row(job, request)])
+        return job, "inserted"
+    return _insert_keyed(job, request)
+
+
+def _insert_keyed(job: Job, request: EnqueueRequest) -> tuple[Job, Disposition]:
+    """Insert unless another active job holds the idempotency key; then reuse that one
+    (the dialect's insert neither raises on the key nor spoils the caller's transaction)."""
+    key = request.idempotency_key
+    assert key is not None
+    d = sql.dialect()
+    row = _insert_row(job, request)
+    for _ in range(3):
+        if d.insert_keyed(row, unique=IDEMPOTENCY):
+            return job, "inserted"
+        existing = active_by_key(key)
+        if existing is not None:
+            return existing, "reused"
+        # The holder finished between the two statements: the key is free again.
+    raise KeyContended(
+        f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
+    )
+
+
+def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:
+    """Write many jobs in one transaction: plain ones with one INSERT per batch.
+
+    Requests with an idempotency key or a merge go through ``enqueue`` one by one in
+    the same transaction (in order, so a key repeated in the batch is reused).
+    Returns a (row, disposition) per request, in order.
+
+    Rate-limited kinds take the batch's tokens first, all of a kind at once: if any kind
+    has too few, ``RateLimited`` and nothing of the batch is written.
+    """
+    now = timezone.now()
+    out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
+    plain: list[tuple[int, NewJob, EnqueueRequest]] = []
+    alias = sql.alias()
+    ids = iter(uuid7_many(len(requests)))
+    rated: dict[str, tuple[Rate, int]] = {}
+    for request in requests:
+        if request.rate is not None:
+            rate, count = rated.get(request.kind, (request.rate, 0))
+            rated[request.kind] = (rate, count + 1)
+    with transaction.atomic(using=alias):
+        for kind in sorted(rated):  # one order, so two batches cannot deadlock on buckets
+            rate, count = rated[kind]
+            wait = take_tokens(kind=kind, rate=rate, count=count)
+            if wait is not None:
+                raise rate_limited(kind, rate, count, wait)
+        for i, request in enumerate(requests):
+            if request.idempotency_key is not None or (
+                request.dedup_key is not None and request.merge is not None
+            ):
+                out[i] = _enqueue(request)
+            else:
+                plain.append((i, NewJob(id=next(ids), kind=request.kind), request))
+        d = sql.dialect()
+        for start in range(0, len(plain), BULK_BATCH):
+            chunk = plain[start : start + BULK_BATCH]
+            d.insert_jobs([_bulk_row(row.id, request, now) for _, row, request in chunk])
+            for i, row, _ in chunk:
+                out[i] = (row, "inserted")
+    return [item for item in out if item is not None]
+
+
+def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime) -> NewRow:
+    payload = (
+        request.payload_json if request.payload_json is not None else sql.dumps(request.payload)
+    )
+    return NewRow(
+        id=job_id,
+        kind=request.kind,
+        queue=request.queue,
+        payload=payload,
+        priority=request.priority,
+        created_at=now,
+        visible_at=request.visible_at(now),
+    )
+
+
+def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None = None) -> Job:
+    return Job(
+        id=job_id or uuid7(),
+        kind=request.kind,
+        queue=request.queue,
+        payload=request.payload,
+        priority=request.priority,
+        status=Status.PENDING,
+        created_at=now,
+        visible_at=request.visible_at(now),
+        dedup_key=request.dedup_key,
+        idempotency_key=request.idempotency_key,
+    )
+
+
+def _insert_row(job: Job, request: EnqueueRequest) -> NewRow:
+    payload = request.payload_json if request.payload_json is not None else sql.dumps(job.payload)
+    return NewRow(
+        id=job.id,
+        kind=job.kind,
+        queue=job.queue,
+        payload=payload,
+        priority=job.priority,
+        created_at=job.created_at,
+        visible_at=job.visible_at,
+        dedup_key=job.dedup_key,
+        idempotency_key=job.idempotency_key,
+    )
+
+
+def active_by_key(key: str) -> Job | None:
+    return sql.jobs().filter(idempotency_key=key, status__in=ACTIVE).first()
+
+
+def merge_candidates(*, kind: str, dedup_key: str) -> Any:
+    """Pending jobs an incoming task of ``kind`` and ``dedup_key`` may merge into, oldest
+    first (served by the ``jobqueue_job_dedup`` partial index)."""
+    return (
+        sql.jobs()
+        .filter(status=Status.PENDING, kind=kind, dedup_key=dedup_key)
+        .order_by("created_at", "id")
+    )
+
+
+def _merge(request: EnqueueRequest, *, now: datetime) -> tuple[Job, Disposition] | None:
+    """Merge into the first pending job of the same kind and dedup key that accepts it.
+
+    Candidates are tried oldest first; one that answers to another idempotency key, or
+    for which the task decides ``independent``, is passed over. Returns None when no
+    candidate took the task: the caller then inserts.
+    """
+    assert request.merge is not None
+    assert request.dedup_key is not None
+    alias = sql.alias()
+    with transaction.atomic(using=alias):
+        ids = list(
+            merge_candidates(kind=request.kind, dedup_key=request.dedup_key).values_list(
+                "id", flat=True
+            )
+        )
+        for candidate_id in ids:
+            # Waits for (rather than skips) a row another enqueue is merging into, so two
+            # merges of one key are applied one after the other and neither is lost.
+            candidate = (
+                sql.dialect()
+                .locked(sql.jobs().filter(id=candidate_id), skip_locked=False)
+                .filter(status=Status.PENDING)
+                .first()
+            )
+            if candidate is None:
+                continue  # claimed or finished meanwhile
+            key = request.idempotency_key
+            if key is not None and candidate.idempotency_key not in (None, key):
+                continue  # it answers to another key
+            plan = request.merge(candidate)
+            if plan is None:
+                continue
+            if _apply_merge(candidate, plan, request, now=now):
+                return candidate, "merged"
+    return None
+
+
+def _apply_merge(
+    candidate: Job, plan: MergePlan, request: EnqueueRequest, *, now: datetime
+) -> bool:
+    """Write the plan to the candidate if it is still pending (merge() may have run long
+    enough for it to be claimed); whether it was."""
+    changes: dict[str, Any] = {}
+    if plan.action in ("replace", "with"):
+        changes["payload"] = plan.payload
+        if plan.action == "replace":
+            changes["carry"] = {}
+        elif plan.carry is not None:
+            changes["carry"] = plan.carry
+        changes["priority"] = min(candidate.priority, request.priority)
+        changes["visible_at"] = min(candidate.visible_at, request.visible_at(now))
+    key = request.idempotency_key
+    if key is not None and candidate.idempotency_key is None:
+        # The surviving job now answers to the key, so a retried request is reused.
+        changes["idempotency_key"] = key
+    still_pending = sql.jobs().filter(id=candidate.id, status=Status.PENDING)
+    if not (still_pending.update(**changes) if changes else still_pending.exists()):
+        return False
+    for name, value in changes.items():
+        setattr(candidate, name, value)
+    sql.journal_entries().create(
+        job_id=candidate.id,
+        kind=candidate.kind,
+        run_no=candidate.run_count,
+        outcome=Outcome.MERGED,
+        recorded_at=now,
+        note=f"merge: {plan.action}",
+        attachment={"incoming": request.payload},
+    )
+    if changes:
+        wakeups.notify(sql.alias(), candidate.queue)
+    return True
+
+
+__all__ = [
+    "BULK_BATCH",
+    "IDEMPOTENCY",
+    "Disposition",
+    "EnqueueRequest",
+    "MergePlan",
+    "NewJob",
+    "active_by_key",
+    "enqueue",
+    "enqueue_many",
+    "merge_candidates",
+    "rate_limited",
+]

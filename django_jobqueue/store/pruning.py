@@ -1,0 +1,110 @@
+"""Deleting finished jobs and their journal, in short batches.
+
+Journal entries are deleted only through ``monitoring.delete_journal``. Their runs
+stay in the metrics' counters: the run tally counted them when they were settled.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from django_jobqueue.errors import InvalidFilter
+from django_jobqueue.models import TERMINAL, Job
+from django_jobqueue.store import sql
+from django_jobqueue.store.monitoring import delete_journal
+from django_jobqueue.store.reading import as_uuid, names, several
+
+
+def cleanup(
+    *,
+    finished_before: datetime,
+    kind: str | None = None,
+    status: str | Sequence[str] | None = None,
+    batch_size: int = 1000,
+    dry_run: bool = False,
+) -> int:
+    """Delete finished jobs (and their journal) in batches, each its own short transaction.
+
+    Only completed, dead and cancelled jobs are ever deleted. Returns the count (with
+    ``dry_run``, the count that would be deleted).
+    """
+    if not isinstance(finished_before, datetime):
+        raise InvalidFilter(
+            f"finished_before must be a datetime, got {finished_before!r}",
+            argument="finished_before",
+        )
+    given = several(status) if status else list(TERMINAL)
+    bad = sorted(map(str, set(given) - set(TERMINAL)))
+    if bad:
+        raise InvalidFilter(
+            f"cleanup deletes only finished jobs ({', '.join(TERMINAL)}), not {', '.join(bad)}",
+            argument="status",
+        )
+    statuses = [str(s) for s in given]
+    qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
+    if kind:
+        qs = qs.filter(kind=names("kind", kind))
+    if dry_run:
+        return qs.count()
+    alias = sql.alias()
+    d = sql.dialect()
+    total = 0
+
+    def batch() -> tuple[int, int]:
+        with transaction.atomic(using=alias):
+            ids = list(
+                d.locked(qs.order_by("finished_at"), skip_locked=True).values_list("id", flat=True)[
+                    :batch_size
+                ]
+            )
+            return len(ids), _delete(ids, statuses) if ids else 0
+
+    while True:
+        found, deleted = d.retrying_deadlocks(batch)
+        total += deleted
+        if found < batch_size:
+            break
+    return total
+
+
+def delete_finished(
+    *, job_ids: Iterable[uuid.UUID | str], batch_size: int = 1000
+) -> list[uuid.UUID]:
+    """Delete these jobs (and their journal) where they are finished; active ones stay.
+
+    Returns the ids deleted. Rows are locked first, so a job that a concurrent
+    requeue is returning to pending is either deleted before it or left alone.
+    """
+    ids = [as_uuid(i) for i in job_ids]
+    alias = sql.alias()
+    d = sql.dialect()
+    deleted: list[uuid.UUID] = []
+    for start in range(0, len(ids), batch_size):
+
+        def batch(start: int = start) -> list[uuid.UUID]:
+            with transaction.atomic(using=alias):
+                chunk = sql.jobs().filter(
+                    id__in=ids[start : start + batch_size], status__in=TERMINAL
+                )
+                locked = list(d.locked(chunk, skip_locked=False).values_list("id", flat=True))
+                _delete(locked, list(TERMINAL))
+            return locked
+
+        deleted += d.retrying_deadlocks(batch)
+    return deleted
+
+
+def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:
+    """Delete the jobs of ``ids`` still in ``statuses``, journal first, its runs tallied
+    (in the caller's transaction, with the rows locked); returns the jobs deleted."""
+    if not ids:
+        return 0
+    delete_journal(job_ids=ids)
+    # The ORM's delete, so that a project's own rows that point at a job cascade (or
+    # protect it) as the project declared; the journal it would cascade to is gone.
+    _, per_model = sql.jobs().filter(id__in=ids, status__in=statuses).delete()
+    return per_model.get(Job._meta.label, 0)

@@ -1,0 +1,163 @@
+"""Reading jobs: one job, its journal, and keyset-paginated history."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TypedDict, Unpack
+
+from django.conf import settings as django_settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from django_jobqueue import validation
+from django_jobqueue.errors import InvalidFilter, JobNotFound, UnknownFilter
+from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.store import sql
+
+
+def get_job(*, job_id: uuid.UUID | str) -> Job:
+    try:
+        return sql.jobs().get(id=as_uuid(job_id))
+    except Job.DoesNotExist:
+        raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
+
+
+def journal(*, job_id: uuid.UUID | str, last: int | None = None) -> list[JournalEntry]:
+    """A job's journal, oldest first; with ``last``, only its latest ``last`` entries."""
+    entries = sql.journal_entries().filter(job_id=as_uuid(job_id))
+    if last is None:
+        return list(entries.order_by("id"))
+    return list(reversed(entries.order_by("-id")[:last]))
+
+
+def names(what: str, value: object) -> str:
+    """A kind or queue a filter names: text the database can compare (InvalidFilter if not)."""
+    return validation.bounded_text(
+        value, name=what, error=partial(InvalidFilter, argument=what), max_length=200
+    )
+
+
+def as_uuid(value: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise JobNotFound(f"{value!r} is not a job id (expected a UUID)", job_id=value) from None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of history; pass ``next_cursor`` back as ``after`` for the next one."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+def _encode_cursor(job: Job) -> str:
+    return f"{job.created_at.isoformat()}|{job.id}"
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        stamp, raw_id = cursor.split("|", 1)
+        at, last_id = datetime.fromisoformat(stamp), uuid.UUID(raw_id)
+    except ValueError:
+        raise InvalidFilter(f"Invalid history cursor {cursor!r}", argument="after") from None
+    if django_settings.USE_TZ and timezone.is_naive(at):
+        raise InvalidFilter(
+            f"Invalid history cursor {cursor!r}: its time has no timezone", argument="after"
+        )
+    return at, last_id
+
+
+class HistoryFilters(TypedDict, total=False):
+    """What ``history`` selects on, and how it pages (every key optional)."""
+
+    kind: str | Sequence[str] | None  # a kind or several
+    queue: str | None
+    status: str | Sequence[str] | None  # a status or several
+    created_after: datetime | None  # created at or after
+    created_before: datetime | None
+    finished_after: datetime | None  # finished at or after
+    finished_before: datetime | None
+    after: str | None  # the previous page's ``next_cursor``
+    limit: int  # jobs per page (default 100)
+    newest_first: bool
+
+
+def history(**filters: Unpack[HistoryFilters]) -> Page:
+    """Jobs matching the filters, a keyset page on (created_at, id).
+
+    Pages stay stable while rows are inserted and deleted between requests: each page
+    starts strictly after the last row of the previous one.
+    """
+    unknown = sorted(set(filters) - set(HistoryFilters.__annotations__))
+    if unknown:
+        raise UnknownFilter(
+            f"history() got unknown filter(s) {', '.join(unknown)}; "
+            f"known: {', '.join(HistoryFilters.__annotations__)}",
+            argument=unknown[0],
+        )
+    limit = filters.get("limit", 100)
+    newest_first = filters.get("newest_first", False)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidFilter(f"limit must be a positive int, got {limit!r}", argument="limit")
+    qs = _filtered(filters)
+    after = filters.get("after")
+    if after:
+        stamp, last_id = _decode_cursor(after)
+        if newest_first:
+            qs = qs.filter(Q(created_at__lt=stamp) | Q(created_at=stamp, id__lt=last_id))
+        else:
+            qs = qs.filter(Q(created_at__gt=stamp) | Q(created_at=stamp, id__gt=last_id))
+    order = ("-created_at", "-id") if newest_first else ("created_at", "id")
+    rows = list(qs.order_by(*order)[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(jobs=rows, next_cursor=_encode_cursor(rows[-1]) if more and rows else None)
+
+
+# filter key -> lookup; absent or empty values select everything
+_RANGES = {
+    "created_after": "created_at__gte",
+    "created_before": "created_at__lt",
+    "finished_after": "finished_at__gte",
+    "finished_before": "finished_at__lt",
+}
+
+
+def several(value: object) -> list[object]:
+    """A filter's one value or several (a value that is neither is checked as one)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def _filtered(filters: HistoryFilters) -> QuerySet[Job]:
+    qs = sql.jobs()
+    kind = filters.get("kind")
+    if kind:
+        qs = qs.filter(kind__in=[names("kind", k) for k in several(kind)])
+    queue = filters.get("queue")
+    if queue:
+        qs = qs.filter(queue=names("queue", queue))
+    status = filters.get("status")
+    if status:
+        statuses = several(status)
+        unknown = sorted(map(str, set(statuses) - set(Status.values)))
+        if unknown:
+            raise InvalidFilter(
+                f"Unknown status {', '.join(unknown)}; known: {', '.join(Status.values)}",
+                argument="status",
+            )
+        qs = qs.filter(status__in=statuses)
+    for key, lookup in _RANGES.items():
+        value = filters.get(key)
+        if value:
+            qs = qs.filter(**{lookup: value})
+    return qs

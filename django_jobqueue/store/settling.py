@@ -1,0 +1,250 @@
+"""Ending runs: every settlement (a worker's, a stale recovery's, a release at shutdown)
+goes through ``apply``, the one code path that changes a claimed row, writes its
+journal entry and counts its run in the run tally (what the metrics read), all or
+nothing per batch.
+
+The guard is the row's status (claimed), ``claimed_by`` and run number: a settlement
+whose claim was taken over writes nothing, neither row nor journal. This module maps
+each settlement to the one row every dialect applies (``settle_row``); the dialect
+writes it (one statement on PostgreSQL, a few in one transaction elsewhere: see each
+dialect's ``claiming`` module).
+
+An operator's cancel request is read inside the same write: each settlement travels
+with the ending ``lifecycle.on_cancel_request`` gives it instead (if any), and the
+write picks that one when the row carries the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.duration import duration_microseconds
+
+from django_jobqueue import conf
+from django_jobqueue.models import Outcome, Status
+from django_jobqueue.run.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
+from django_jobqueue.store import sql
+from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
+from django_jobqueue.store.monitoring import bucket_of, shard_of, tally_insert, tally_rows
+
+logger = logging.getLogger("django_jobqueue")
+
+# How every settlement's runs are counted (the statements are the monitoring module's).
+TALLY = Tally(insert=tally_insert, rows=tally_rows)
+
+
+def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> list[bool]:
+    """Apply settlements, each only if its guard holds; per settlement, whether it was."""
+    if not settlements:
+        return []
+    d = sql.dialect()
+    rows = settle_rows(settlements, now or timezone.now(), held=d.conn.in_atomic_block)
+    return outcome(settlements, d.apply_settlements(rows, TALLY))
+
+
+def settle_rows(settlements: Sequence[Settlement], now: datetime, *, held: bool) -> list[SettleRow]:
+    """The rows a batch applies: one per job (see ``unique``); ``held``: written inside
+    the caller's transaction (see ``shard_of``)."""
+    return [settle_row(s, now, held=held) for s in unique(settlements)]
+
+
+def settle_row(s: Settlement, now: datetime, *, held: bool) -> SettleRow:
+    """The one mapping of a settlement to the row every dialect applies."""
+    instead = on_cancel_request(s)
+    micros = None if s.duration is None else duration_microseconds(s.duration)
+    return SettleRow(
+        id=s.job_id,
+        run_no=s.run_no,
+        kind=s.kind,
+        status=s.status,
+        outcome=s.outcome,
+        visible_at=s.visible_at,
+        failed=1 if s.failed else 0,
+        carry=s.carry,
+        result=s.result,
+        note=s.note.strip(),
+        attachment=s.attachment,
+        started_at=s.started_at,
+        micros=micros,
+        worker=s.worker,
+        recorded_at=now,
+        claimed=Status.CLAIMED,
+        c_status=None if instead is None else instead.status,
+        c_outcome=None if instead is None else instead.outcome,
+        c_note=None if instead is None else instead.note,
+        shard=shard_of(s.worker, held=held),
+        bucket=bucket_of(micros),
+    )
+
+
+def settle_statement(
+    settlements: Sequence[Settlement], *, now: datetime | None = None
+) -> tuple[str, list[Any]]:
+    """The statement ``apply(settlements)`` finds and updates the rows with, for EXPLAIN
+    (on MySQL/MariaDB, the SELECT that locks them)."""
+    d = sql.dialect()
+    rows = settle_rows(settlements, now or timezone.now(), held=False)
+    return d.settle_statement(rows, TALLY).statement()
+
+
+def _kept(settlements: Sequence[Settlement]) -> dict[uuid.UUID, int]:
+    """Per job, the index of the one settlement of it the batch applies: its latest run's.
+
+    A worker may end two runs of one job in a turn (its first claim was recovered and it
+    claimed the job again); only the latest run can still hold the claim, so an earlier
+    run must not stand in its way. A repeat of the same run is dropped.
+    """
+    kept: dict[uuid.UUID, int] = {}
+    for i, s in enumerate(settlements):
+        held = kept.get(s.job_id)
+        if held is None or s.run_no > settlements[held].run_no:
+            kept[s.job_id] = i
+    return kept
+
+
+def unique(settlements: Sequence[Settlement]) -> list[Settlement]:
+    """One settlement per job (see ``_kept``), in the order the jobs first appear."""
+    return [settlements[i] for i in _kept(settlements).values()]
+
+
+def outcome(settlements: Sequence[Settlement], applied: set[uuid.UUID]) -> list[bool]:
+    """Per settlement, whether it was applied (``applied``: the jobs the batch of
+    ``unique(settlements)`` changed); a dropped one is logged."""
+    kept = _kept(settlements)
+    result = []
+    for i, s in enumerate(settlements):
+        ok = s.job_id in applied and kept[s.job_id] == i
+        result.append(ok)
+        if not ok:
+            logger.info(
+                "dropped settlement job=%s kind=%s run=%s outcome=%s: claim no longer ours",
+                s.job_id,
+                s.kind,
+                s.run_no,
+                s.outcome,
+            )
+    return result
+
+
+def settle(*, worker_id: str, settlements: Sequence[Settlement]) -> list[bool]:
+    """Apply a worker's run endings in one batch, guarded by its own claims."""
+    return apply([as_worker(s, worker_id) for s in settlements])
+
+
+def as_worker(s: Settlement, worker_id: str) -> Settlement:
+    """The settlement guarded by ``worker_id``'s claim."""
+    return s if s.worker == worker_id else replace(s, worker=worker_id)
+
+
+def recover_expired(
+    *,
+    policy_for: Callable[[str], Policy] | None = None,
+    now: datetime | None = None,
+    batch_size: int = 500,
+) -> int:
+    """Return jobs whose lease ran out (their worker died) to pending, counting a failure.
+
+    Batches of ``batch_size`` rows (skip-locked, so workers recovering at once share
+    the work) until a batch comes back short; each batch is settled through ``apply``
+    as if the lost worker had failed its run. Returns how many were recovered.
+    """
+    policy_of = policy_for or (lambda kind: conf.get().policy())
+    d = sql.dialect()
+    total = 0
+    while True:
+        now_ = now or timezone.now()
+        # The usual answer is none, found without opening a transaction.
+        if not d.run(_ANY_EXPIRED, [d.dt(now_)]):
+            return total
+        with transaction.atomic(using=sql.alias()):
+            expired = d.skipping_locked(Fragment(_EXPIRED, [d.dt(now_), batch_size]))
+            rows = d.run(*expired.statement())
+            settlements = [
+                failure(
+                    Run(job_id=d.read_uuid(job_id), kind=kind, run_no=run_no, worker=claimed_by),
+                    failure_count=failure_count,
+                    policy=policy_of(kind),
+                    now=now_,
+                    note=(
+                        f"lease expired at {d.read_dt(expired):%Y-%m-%d %H:%M:%S%z} "
+                        f"(worker {claimed_by} gone)"
+                    ),
+                    outcome=Outcome.STALE_RECOVERED,
+                )
+                for job_id, kind, claimed_by, expired, run_no, failure_count in rows
+            ]
+            apply(settlements, now=now_)
+        total += len(rows)
+        for s in settlements:
+            logger.info("recovered job=%s kind=%s outcome=%s", s.job_id, s.kind, s.outcome)
+        if len(rows) < batch_size:
+            return total
+
+
+# Expired leases, oldest first, by the partial lease index.
+_ANY_EXPIRED = f"SELECT 1 FROM {sql.JOB} WHERE status = 'claimed' AND claim_expires_at < %s LIMIT 1"
+_EXPIRED = (
+    f"SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count FROM {sql.JOB}"
+    " WHERE status = 'claimed' AND claim_expires_at < %s ORDER BY claim_expires_at LIMIT %s"
+)
+
+
+def extend_leases(*, worker_id: str, runs: Mapping[uuid.UUID, int], until: datetime) -> int:
+    """Push the lease of this worker's running jobs to ``until`` (guarded by run number)."""
+    if not runs:
+        return 0
+    guard = Q()
+    for job_id, run_no in runs.items():
+        guard |= Q(id=job_id, run_count=run_no)
+    return (
+        sql.jobs()
+        .filter(guard, status=Status.CLAIMED, claimed_by=worker_id)
+        .update(claim_expires_at=until)
+    )
+
+
+def cancel_requested(*, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of these running jobs an operator asked to cancel."""
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    return set(sql.jobs().filter(id__in=ids, cancel_requested=True).values_list("id", flat=True))
+
+
+def next_wakeup(
+    *, kinds: Sequence[str], queues: Sequence[str] | None = None, now: datetime | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """What an idle worker waits for, in one query: when the next scheduled (delayed,
+    backed-off, paused) job of its kinds becomes runnable, and when the earliest lease
+    runs out (the next stale-recovery chance)."""
+    d = sql.dialect()
+    now = now or timezone.now()
+    if not kinds:
+        visible_sql, params = "NULL", list[Any]()
+    else:
+        kind_sql, params = d.in_list("kind", kinds)
+        visible_sql = (
+            f"(SELECT min(visible_at) FROM {sql.JOB} WHERE status = 'pending'"
+            f" AND visible_at > %s AND {kind_sql}"
+        )
+        params = [d.dt(now), *params]
+        if queues:
+            queue_sql, queue_params = d.in_list("queue", queues)
+            visible_sql += f" AND {queue_sql}"
+            params += queue_params
+        visible_sql += ")"
+    statement = (
+        f"SELECT {visible_sql}, (SELECT min(claim_expires_at) FROM {sql.JOB}"
+        " WHERE status = 'claimed')"
+    )
+    [(visible, expiry)] = d.run(statement, params)
+    return d.read_dt(visible), d.read_dt(expiry)

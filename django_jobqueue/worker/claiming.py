@@ -1,0 +1,60 @@
+"""What a worker asks for when it claims: how many jobs, of which kinds, and which
+priority tier each free slot prefers. Pure: the loop passes in what it knows."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from django_jobqueue.worker.services.base import Running
+
+
+def priority_floor(slot: int, ratio: int | None) -> int:
+    """The lowest priority a claim slot prefers: every (ratio+1)-th slot lets the next tier
+    go first, every (ratio+1)²-th the tier after it, so low tiers get a steady share."""
+    if ratio is None:
+        return 0
+    period = ratio + 1
+    if slot % (period * period) == period * period - 1:
+        return 2
+    if slot % period == period - 1:
+        return 1
+    return 0
+
+
+def claim_options(
+    free: int,
+    *,
+    running: Mapping[uuid.UUID, Running],
+    caps: Mapping[str, int],
+    max_in_flight: Mapping[str, int],
+    slot: int,
+    priority_ratio: int | None,
+    kinds: Sequence[str],
+    queues: Sequence[str] | None,
+    leases: Mapping[str, timedelta],
+) -> dict[str, Any]:
+    """The claim's arguments for ``free`` slots: kinds, caps and each slot's floor."""
+    in_flight = Counter(r.job.kind for r in running.values())
+    at_cap = {k for k, cap in caps.items() if in_flight[k] >= cap}
+    limits = {k: cap - in_flight[k] for k, cap in caps.items() if k not in at_cap}
+    # A kind at its global limit by this worker's runs alone needs no look; the others
+    # are counted (all workers) inside the claim.
+    at_cap |= {k for k, most in max_in_flight.items() if in_flight[k] >= most}
+    limited = {k: most for k, most in max_in_flight.items() if k not in at_cap}
+    floors = Counter(priority_floor(slot + i, priority_ratio) for i in range(free))
+    # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
+    # through to the next higher tier, down to floor 0 (everything).
+    return {
+        "limit": free,
+        "kinds": kinds,
+        "queues": queues,
+        "exclude_kinds": at_cap,
+        "kind_limits": limits or None,
+        "max_in_flight": limited or None,
+        "preferring": {f: n for f, n in floors.items() if f},
+        "leases": leases,
+    }

@@ -1,0 +1,98 @@
+"""What a worker settles before it runs: its options checked against the settings and
+the registry, its maintenance services, and the warnings an operator should see at start."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+
+from django_jobqueue import conf, validation
+from django_jobqueue.task.periodic import schedules
+from django_jobqueue.task.registry import registry
+from django_jobqueue.worker.services.base import DbCall, Maintenance, Running, Service, Timings
+from django_jobqueue.worker.services.cancels import CancelChecks
+from django_jobqueue.worker.services.heartbeat import Heartbeat
+from django_jobqueue.worker.services.leases import LeaseExtension
+from django_jobqueue.worker.services.limits import LimitRefresh
+from django_jobqueue.worker.services.recovery import Recovery
+from django_jobqueue.worker.services.retention import Retention
+from django_jobqueue.worker.services.scheduler import Scheduler
+from django_jobqueue.worker.services.timeouts import Timeouts
+
+logger = logging.getLogger("django_jobqueue")
+
+
+def known_kinds(kinds: Sequence[str] | None) -> list[str]:
+    """The kinds a worker runs: those given, each of which must be registered, or all."""
+    unknown = sorted(set(kinds or []) - set(registry.kinds()))
+    if unknown:
+        raise ValueError(
+            f"Unknown kind(s) {', '.join(unknown)}; known: {', '.join(registry.kinds())}"
+        )
+    return list(kinds) if kinds else registry.kinds()
+
+
+def concurrency(given: int | None, settings: conf.Settings) -> int:
+    if given is None:
+        return settings.concurrency
+    return validation.positive_int(given, name="concurrency", error=ValueError)
+
+
+def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
+    """A worker option in seconds (the setting's value unless given), checked."""
+    value = default if given is None else given
+    return validation.duration(
+        value, name=name, error=ValueError, allow_zero=allow_zero
+    ).total_seconds()
+
+
+def warn_at_start(kinds: Sequence[str]) -> None:
+    """Say what makes a worker claim less than its operator expects."""
+    if not kinds:
+        logger.warning(
+            "no task kinds are registered, so this worker will claim nothing: "
+            "is each app's tasks.py in INSTALLED_APPS and importable?"
+        )
+    unknown = sorted(set(conf.get().limits) - set(registry.kinds()))
+    if unknown:
+        logger.warning(
+            "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
+            ", ".join(unknown),
+        )
+
+
+def services(
+    db: DbCall,
+    *,
+    timings: Timings,
+    settings: conf.Settings,
+    running: Mapping[uuid.UUID, Running],
+    recovery: Recovery,
+    limits: LimitRefresh,
+    worker_id: str,
+    heartbeat_id: str,
+    on_timeout: Callable[[Running], None],
+    jobs_done: Callable[[], int],
+) -> Maintenance:
+    """Every maintenance service a worker runs, in the order they run each turn."""
+    found: list[Service] = [
+        limits,
+        recovery,
+        LeaseExtension(db, interval=timings.lease_check, worker_id=worker_id, running=running),
+        CancelChecks(db, interval=timings.cancel_check, running=running),
+        Timeouts(
+            interval=timings.timeout_check,
+            running=running,
+            on_timeout=on_timeout,
+            atomic_warn_after=settings.atomic_warn_after,
+        ),
+        Heartbeat(db, interval=timings.heartbeat, worker_id=heartbeat_id, jobs_done=jobs_done),
+    ]
+    if settings.retention:
+        found.append(Retention(db, interval=timings.retention, keep=settings.retention))
+    periodic = schedules()
+    if periodic:  # none: no scheduler, so no cost
+        found.append(Scheduler(db, interval=timings.schedules, schedules=periodic))
+    return Maintenance(found)

@@ -1,0 +1,303 @@
+"""The claim, settlement and turn statements each dialect builds, below the database.
+
+Each dialect is built on a backend's wrapper that never connects, so these tests see
+only the text and the parameters: which conditions a claim has for given kinds,
+queues, priority floors, caps, limits and leases, that every placeholder has its
+parameter in order, and how one settlement becomes the row each dialect writes. Whether
+the statements do what they say is the database tier's (tests/db/test_claim.py,
+test_dialect_claiming.py, test_turn_plan.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.utils import load_backend
+
+from django_jobqueue.models import Outcome, Status
+from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
+from django_jobqueue.store.claim import _tiers, prepare
+from django_jobqueue.store.dialects import Dialect, MySQL, PostgreSQL, SQLite
+from django_jobqueue.store.dialects.base.claiming import ClaimSpec
+from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.settling import COLUMNS
+from django_jobqueue.store.dialects.postgresql.claiming import document
+from django_jobqueue.store.limits import LOCK_SPACE, lock_key
+from django_jobqueue.store.monitoring import TALLY_SHARDS
+from django_jobqueue.store.settling import TALLY, settle_row
+
+pytestmark = pytest.mark.sqlite
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+JOB = "django_jobqueue_job"
+ENGINES = {PostgreSQL: "postgresql", SQLite: "sqlite3", MySQL: "mysql"}
+
+
+def detached(cls: type[Dialect]) -> Dialect:
+    """``cls``'s dialect on a wrapper of its backend that never connects."""
+    engine = f"django.db.backends.{ENGINES[cls]}"
+    if cls is MySQL:
+        pytest.importorskip("MySQLdb", reason="mysqlclient (the mysql extra) is not installed")
+    settings = {"ENGINE": engine, "NAME": "x", "OPTIONS": {}, "TIME_ZONE": None}
+    wrapper = load_backend(engine).DatabaseWrapper(settings, "x")
+
+    class Detached(cls):  # type: ignore[misc,valid-type]
+        @property
+        def conn(self) -> BaseDatabaseWrapper:
+            return wrapper
+
+    return Detached("x")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=list(ENGINES), ids=list(ENGINES.values()))
+def dialect(request: pytest.FixtureRequest) -> Dialect:
+    return detached(request.param)
+
+
+def spec(**values: Any) -> ClaimSpec:
+    base: dict[str, Any] = {
+        "worker_id": "w:1",
+        "kinds": ["a", "b"],
+        "queues": [],
+        "tiers": [(0, 5)],
+        "now": NOW,
+        "default_expiry": NOW + timedelta(minutes=1),
+    }
+    return ClaimSpec(**{**base, **values})
+
+
+def assert_in_step(built: Fragment) -> None:
+    assert built.sql.count("%s") == len(built.params), built
+
+
+def test_a_fragment_keeps_each_parameter_beside_its_placeholder() -> None:
+    a = Fragment("x = %s", [1])
+    b = Fragment("y IN (%s, %s)", [2, 3])
+    joined = "WHERE " + Fragment.join(" AND ", [a, b]) + Fragment(" LIMIT %s", [4])
+    assert joined == Fragment("WHERE x = %s AND y IN (%s, %s) LIMIT %s", [1, 2, 3, 4])
+    assert joined.statement() == ("WHERE x = %s AND y IN (%s, %s) LIMIT %s", [1, 2, 3, 4])
+    assert Fragment.join(", ", []) == Fragment()
+    assert not Fragment()
+    assert Fragment("x")
+
+
+def test_the_plain_postgresql_claim_is_one_update_over_one_locked_materialized_cte() -> None:
+    built = detached(PostgreSQL).claim_statement(spec())
+    assert built.sql == (
+        f"WITH t0 AS MATERIALIZED (SELECT j.id, j.kind FROM {JOB} j WHERE j.status = 'pending'"
+        " AND j.visible_at <= %s AND j.kind = ANY(%s)"
+        " AND NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM django_jobqueue_queuepause))"
+        " ORDER BY j.priority, j.visible_at, j.id LIMIT 5 FOR UPDATE SKIP LOCKED)"
+        f" UPDATE {JOB} AS j SET status = 'claimed', claimed_by = %s,"
+        " claim_expires_at = (%s)::timestamptz, run_count = j.run_count + 1"
+        " WHERE j.id = ANY(ARRAY(SELECT id FROM t0))"
+        " RETURNING id, kind, queue, payload, priority, visible_at, run_count, failure_count,"
+        " carry, created_at"
+    )
+    assert built.params == (NOW, ["a", "b"], "w:1", NOW + timedelta(minutes=1))
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "queues": {"queues": ["mail", "reports"]},
+    "floor": {"tiers": [(1, 5)]},
+    "tiers": {"tiers": [(2, 1), (1, 2), (0, 2)]},
+    "caps": {"caps": {"a": 2}},
+    "limited": {"limited": {"b": 3}, "lock_keys": (lock_key("b"),), "lock_space": LOCK_SPACE},
+    "leases": {"expiries": {"a": NOW + timedelta(seconds=5)}},
+    "everything": {
+        "queues": ["mail"],
+        "tiers": [(2, 2), (0, 3)],
+        "caps": {"a": 1},
+        "limited": {"a": 2, "b": 1},
+        "lock_keys": tuple(sorted({lock_key("a"), lock_key("b")})),
+        "lock_space": LOCK_SPACE,
+        "expiries": {"b": NOW + timedelta(hours=1)},
+    },
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_placeholder_of_a_claim_has_its_parameter(dialect: Dialect, variant: str) -> None:
+    assert_in_step(dialect.claim_statement(spec(**VARIANTS[variant])))
+
+
+def test_each_priority_tier_takes_its_floor_and_leaves_the_rest_to_the_next() -> None:
+    built = detached(PostgreSQL).claim_statement(spec(tiers=[(2, 1), (0, 4)]))
+    t0, t1 = built.sql.split("t1 AS MATERIALIZED")
+    assert "j.priority >= %s" in t0
+    assert "LIMIT 1 FOR UPDATE" in t0
+    assert "j.priority >=" not in t1.split("UPDATE django")[0]  # floor 0: no condition
+    assert "AND j.id NOT IN (SELECT id FROM t0)" in t1
+    assert "LIMIT 5 - ((SELECT count(*) FROM t0)) FOR UPDATE SKIP LOCKED" in t1
+    assert "SELECT id FROM t0 UNION ALL SELECT id FROM t1" in t1
+    assert built.params[:3] == (NOW, ["a", "b"], 2)
+
+
+def test_a_capped_kind_is_claimed_only_from_its_own_first_candidates(dialect: Dialect) -> None:
+    if isinstance(dialect, MySQL):
+        # One SELECT per capped kind there; the uncapped kinds' SELECT is the first.
+        built = dialect.claim_statement(spec(caps={"a": 2}))
+        assert built.params == (dialect.dt(NOW), "b", 5)
+        return
+    built = dialect.claim_statement(spec(caps={"a": 2}))
+    kinds = "j.kind = ANY(%s)" if isinstance(dialect, PostgreSQL) else "j.kind IN (%s)"
+    assert f" AND (NOT {kinds} OR j.id IN (SELECT id FROM (SELECT j.id FROM {JOB} j" in built.sql
+    assert "ORDER BY j.priority, j.visible_at, j.id LIMIT %s) AS c))" in built.sql
+    assert 2 in built.params
+
+
+def test_a_limited_kind_counts_its_free_slots_inside_the_statement(dialect: Dialect) -> None:
+    limits = {"limited": {"b": 3}, "lock_keys": (lock_key("b"),), "lock_space": LOCK_SPACE}
+    built = dialect.claim_statement(spec(**limits))
+    if isinstance(dialect, PostgreSQL):
+        assert "GREATEST(django_jobqueue_free_slots(%s, %s, %s, %s::int4[]), 0)" in built.sql
+        at = built.params.index("b", 2)
+        assert built.params[at : at + 4] == ("b", 3, LOCK_SPACE, [lock_key("b")])
+    elif isinstance(dialect, SQLite):
+        # Never below zero: SQLite reads a negative LIMIT as no limit at all.
+        assert (
+            f"max(%s - (SELECT count(*) FROM {JOB} WHERE status = 'claimed' AND kind = %s), 0)"
+            in built.sql
+        )
+    else:  # counted apart, under the kind's named lock: the first SELECT is unchanged
+        assert built == dialect.claim_statement(spec())
+
+
+def test_a_claim_leaves_paused_queues_out_inside_the_statement(dialect: Dialect) -> None:
+    built = dialect.claim_statement(spec())
+    if isinstance(dialect, PostgreSQL):
+        assert "NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM django_jobqueue_queuepause))" in (
+            built.sql
+        )
+    else:
+        assert "j.queue NOT IN (SELECT queue FROM django_jobqueue_queuepause)" in built.sql
+
+
+def test_only_sqlite_claims_without_row_locks(dialect: Dialect) -> None:
+    built = dialect.claim_statement(spec(tiers=[(1, 2), (0, 3)]))
+    locks = built.sql.count("FOR UPDATE SKIP LOCKED")
+    if isinstance(dialect, SQLite):
+        assert locks == 0  # writers are serialised
+    else:  # a lock per tier; MySQL/MariaDB's first SELECT is the first tier's alone
+        assert locks == (2 if isinstance(dialect, PostgreSQL) else 1)
+
+
+def test_a_kind_with_its_own_lease_gets_its_own_expiry(dialect: Dialect) -> None:
+    own = NOW + timedelta(seconds=5)
+    built = dialect.expiry(spec(expiries={"a": own}), "j.kind")
+    case = "CASE j.kind WHEN %s THEN %s ELSE %s END"
+    assert built.sql == (f"({case})::timestamptz" if isinstance(dialect, PostgreSQL) else case)
+    assert built.params == ("a", dialect.dt(own), dialect.dt(NOW + timedelta(minutes=1)))
+
+
+def test_the_mysql_claim_statement_is_its_first_tiers_locking_select() -> None:
+    d = detached(MySQL)
+    built = d.claim_statement(spec(tiers=[(1, 2), (0, 3)], queues=["mail"]))
+    assert built.sql.startswith(f"SELECT j.id, j.kind, j.priority, j.visible_at FROM {JOB} j")
+    assert built.sql.endswith(
+        "ORDER BY j.priority, j.visible_at, j.id LIMIT %s FOR UPDATE SKIP LOCKED"
+    )
+    assert built.params == (d.dt(NOW), "a", "b", "mail", 1, 2)
+
+
+def test_tiers_go_from_the_highest_floor_down_and_the_last_takes_the_rest() -> None:
+    assert _tiers(5, 0, None) == [(0, 5)]
+    assert _tiers(5, 0, {1: 2, 2: 1}) == [(2, 1), (1, 2), (0, 2)]
+    assert _tiers(2, 0, {2: 5}) == [(2, 2), (0, 0)]
+    assert _tiers(5, 1, {1: 2}) == [(1, 5)]  # a preference at the floor is no tier
+
+
+def test_prepare_turns_the_options_into_a_claims_values() -> None:
+    prepared = prepare(
+        worker_id="w:1",
+        limit=4,
+        kinds=["a", "b", "c"],
+        exclude_kinds=["c"],
+        kind_limits={"a": 1, "c": 1},
+        max_in_flight={"b": 2, "c": 9},
+        preferring={1: 1},
+        leases={"a": timedelta(seconds=5), "b": timedelta(minutes=1)},
+        lease=timedelta(minutes=1),
+        now=NOW,
+    )
+    assert prepared is not None
+    s = prepared.spec
+    assert (s.kinds, s.caps, s.limited) == (["a", "b"], {"a": 1}, {"b": 2})
+    assert s.tiers == [(1, 1), (0, 3)]
+    assert s.lock_keys == (lock_key("b"),)
+    assert s.expiries == {"a": NOW + timedelta(seconds=5)}  # b's lease is the default
+    assert s.default_expiry == NOW + timedelta(minutes=1)
+    assert prepare(worker_id="w", limit=0, kinds=["a"]) is None
+    assert prepare(worker_id="w", limit=3, kinds=["a"], exclude_kinds=["a"]) is None
+
+
+def _run(**values: Any) -> Run:
+    return Run(job_id=uuid.UUID(int=7), kind="a", run_no=2, worker="w:1", **values)
+
+
+def test_one_settlement_becomes_one_row_with_its_cancel_alternative() -> None:
+    back = released(_run(), now=NOW, note="shutting down")
+    row = settle_row(back, NOW, held=False)
+    assert (row.status, row.outcome, row.claimed) == (Status.PENDING, back.outcome, "claimed")
+    assert (row.c_status, row.c_outcome) == (Status.CANCELLED, Outcome.CANCELLED)
+    assert row.c_note is not None
+    assert back.outcome in row.c_note
+    done = settle_row(
+        completed(_run(duration=timedelta(milliseconds=3)), result={"n": 1}), NOW, held=True
+    )
+    assert (done.c_status, done.c_outcome, done.c_note) == (None, None, None)
+    assert (done.micros, done.result, done.recorded_at) == (3000, {"n": 1}, NOW)
+    assert done.bucket is not None
+    assert TALLY_SHARDS // 2 <= done.shard < TALLY_SHARDS  # a caller's transaction's half
+    assert 0 <= row.shard < TALLY_SHARDS // 2
+
+
+def test_postgresql_and_sqlite_each_encode_the_one_settlement_row_their_own_way() -> None:
+    s: Settlement = completed(_run(duration=timedelta(seconds=1.5)), result=[1])
+    row = settle_row(s, NOW, held=False)
+    [doc] = json.loads(document([row]))
+    assert doc["id"] == str(s.job_id)
+    assert doc["duration"] == 1.5
+    assert doc["micros"] == 1_500_000
+    assert doc["result"] == [1]
+    assert not {"carry", "attachment", "visible_at", "started_at", "c_status"} & set(doc)
+    sqlite = detached(SQLite)
+    values = dict(zip(COLUMNS, sqlite._values(row), strict=True))  # type: ignore[attr-defined]
+    assert values["id"] == s.job_id.hex
+    assert values["result"] == "[1]"
+    assert values["duration"] == values["micros"] == 1_500_000  # DurationField: microseconds
+    assert values["recorded_at"] == sqlite.dt(NOW)
+
+
+def test_postgresqls_turn_is_the_settlement_ctes_then_the_claims_in_one_statement() -> None:
+    d = detached(PostgreSQL)
+    rows = [settle_row(completed(_run(), result=1), NOW, held=False)]
+    built = d.turn_statement(rows, TALLY, spec(tiers=[(1, 1), (0, 2)]))
+    assert built is not None
+    assert_in_step(built)
+    assert built.sql.startswith("WITH s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb)")
+    for cte in (" j AS (UPDATE", " entries AS (INSERT", " tallied AS (INSERT", " t0 AS", " t1 AS"):
+        assert cte in built.sql
+    assert ", claimed AS (UPDATE django_jobqueue_job AS j SET status = 'claimed'" in built.sql
+    assert json.loads(built.params[0])[0]["id"] == str(uuid.UUID(int=7))
+    assert built.params[1:] == d.claim_statement(spec(tiers=[(1, 1), (0, 2)])).params
+
+
+def test_only_postgresql_turns_in_one_statement(dialect: Dialect) -> None:
+    rows = [settle_row(completed(_run(), result=1), NOW, held=False)]
+    built = dialect.turn_statement(rows, TALLY, spec())
+    assert (built is not None) is isinstance(dialect, PostgreSQL)
+
+
+@pytest.mark.parametrize(
+    "flag", ["postgres", "mysql", "json", "skip_locked", "not_paused", "materialized"]
+)
+def test_the_dialects_answer_by_method_not_by_flag(dialect: Dialect, flag: str) -> None:
+    """The transitional flags are gone: what they said, a method of the dialect says."""
+    assert not hasattr(dialect, flag)

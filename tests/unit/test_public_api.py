@@ -1,0 +1,130 @@
+"""The public API, pinned: ``django_jobqueue.__all__`` is exactly this list, and every
+public name is importable from where the docs say it is (``django_jobqueue``,
+``django_jobqueue.testing``, ``django_jobqueue.backend``, ``django_jobqueue.metrics``).
+Moving code between internal modules must leave all of this as it is; a name added
+or removed here is a change of the public API, and the docs change with it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import django_jobqueue
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+# As it stood before the packages of issue 18, plus the typed errors that issue added
+# (InvalidFilter, KeyContended, UnknownFilter).
+PUBLIC = [
+    "Backoff",
+    "ClaimLost",
+    "ConfigurationError",
+    "Context",
+    "DuplicateKind",
+    "EnqueueError",
+    "HistoryPage",
+    "InvalidArguments",
+    "InvalidFilter",
+    "InvalidLimit",
+    "InvalidOption",
+    "InvalidPayload",
+    "InvalidTransition",
+    "JobHandle",
+    "JobNotFound",
+    "JobQueueError",
+    "KeyContended",
+    "Merge",
+    "MergeError",
+    "Outcome",
+    "Pause",
+    "Pending",
+    "Permanent",
+    "Priority",
+    "RateLimited",
+    "SettleError",
+    "Status",
+    "Task",
+    "UnknownFilter",
+    "UnknownKind",
+    "cancel",
+    "cleanup",
+    "clear_limit",
+    "enqueue",
+    "enqueue_many",
+    "history",
+    "job",
+    "job_enqueued",
+    "job_finished",
+    "job_started",
+    "limits",
+    "pause_queue",
+    "periodic",
+    "requeue",
+    "resume_queue",
+    "run_now",
+    "set_limit",
+    "stats",
+    "task",
+]
+
+# Module -> the names its docs import from it.
+DOCUMENTED = {
+    "django_jobqueue.testing": [
+        "CapturedJob",
+        "TooManyJobs",
+        "assert_enqueued",
+        "assert_not_enqueued",
+        "captured_jobs",
+        "run_jobs",
+    ],
+    "django_jobqueue.backend": ["JobQueueBackend", "JobQueueTask", "LeaseExpired", "tier"],
+    "django_jobqueue.metrics": ["view"],
+}
+
+
+def test_all_is_exactly_the_pinned_list_in_order() -> None:
+    assert django_jobqueue.__all__ == PUBLIC
+
+
+def test_every_name_of_all_is_importable_from_the_package() -> None:
+    namespace: dict[str, object] = {}
+    exec("from django_jobqueue import *", namespace)  # a fixed import line, nothing read
+    assert sorted(n for n in namespace if n != "__builtins__") == sorted(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(django_jobqueue, name) is namespace[name]
+
+
+def test_the_new_errors_are_job_queue_errors_and_keep_their_builtin_category() -> None:
+    assert issubclass(django_jobqueue.KeyContended, django_jobqueue.EnqueueError)
+    assert issubclass(django_jobqueue.KeyContended, RuntimeError)
+    assert issubclass(django_jobqueue.InvalidFilter, django_jobqueue.JobQueueError)
+    assert issubclass(django_jobqueue.InvalidFilter, ValueError)
+    assert issubclass(django_jobqueue.UnknownFilter, django_jobqueue.InvalidFilter)
+    assert issubclass(django_jobqueue.UnknownFilter, TypeError)
+
+
+@pytest.mark.parametrize(("module", "names"), sorted(DOCUMENTED.items()))
+def test_each_documented_name_is_importable_from_its_module(module: str, names: list[str]) -> None:
+    imported = importlib.import_module(module)
+    missing = [n for n in names if not hasattr(imported, n)]
+    assert missing == [], f"{module} lacks {missing}"
+    declared = getattr(imported, "__all__", None)
+    if declared is not None:
+        assert sorted(declared) == sorted(names), f"{module}.__all__ is not the pinned list"
+    for name in names:
+        value = getattr(imported, name)
+        assert inspect.isclass(value) or callable(value), f"{module}.{name}"
+
+
+def test_the_testing_docs_import_exactly_the_pinned_names() -> None:
+    """The import block at the top of testing-your-code.md is what users copy: it must
+    name what the test kit has, so the pin above follows the docs."""
+    text = next(DOCS.rglob("testing-your-code.md")).read_text()
+    block = re.search(r"from django_jobqueue\.testing import \((.*?)\)", text, re.S)
+    assert block is not None
+    shown = [n.strip() for n in block.group(1).split(",") if n.strip()]
+    assert sorted(shown) == sorted(DOCUMENTED["django_jobqueue.testing"])
