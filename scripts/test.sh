@@ -149,7 +149,9 @@ DJANGO6_POSTGRES=(tests/unit tests/admin tests/db/test_django_tasks_backend.py
   tests/db/test_checks_database.py tests/db/test_example_project.py testproject
   tests/concurrency/test_django_tasks_workers.py)
 leg_django6() {
-  "$VENV6/bin/python" -m pip install --quiet -e ".[dev]" "django>=6.1,<7"
+  # With the mysql extra: the unit tier imports MySQLdb (its driver's error classes); by
+  # now the main install has seen to mysqlclient's build dependencies.
+  "$VENV6/bin/python" -m pip install --quiet -e ".[dev,mysql]" "django>=6.1,<7"
   local url6
   url6="$(suffixed "$DATABASE_URL" _django6)"
   echo "== migrations up to date (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'))"
