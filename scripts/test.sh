@@ -93,13 +93,25 @@ leg_postgres() {
   return $status
 }
 
+# The security tier's role matrix, CSRF and redirect checks ask Django's permissions,
+# middleware and URL checks, which no database changes: they run on PostgreSQL (in the
+# whole suite) and are left out of the SQLite and MariaDB legs. Its injection, XSS,
+# redaction and coverage tests read stored values through each database: those run on
+# every leg.
+SECURITY_ANY_DATABASE=(tests/security/test_roles.py tests/security/test_csrf.py
+  tests/security/test_redirects.py)
+SECURITY_EACH_DATABASE=(tests/security/test_injection.py tests/security/test_xss.py
+  tests/security/test_redaction.py tests/security/test_coverage.py)
 leg_sqlite() {
   echo "== pytest (SQLite)"
+  local ignore=() module
+  for module in "${SECURITY_ANY_DATABASE[@]}"; do ignore+=(--ignore "$module"); done
   # Two xdist workers, a module to each, each on a database file of its own.
-  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "$@"
+  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "${ignore[@]}" "$@"
 }
 
-# MariaDB/MySQL: the database, admin and security tiers (their PostgreSQL-only tests skip), and
+# MariaDB/MySQL: the database and admin tiers and the security tests that read through the
+# database (their PostgreSQL-only tests skip), and
 # four runworker processes draining 2,000 jobs and a SIGKILLed worker's job recovered.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
 leg_mysql() {
@@ -116,8 +128,8 @@ except Exception as exc:
 '
   # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/admin tests/security \
-    tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py "$@"
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/admin \
+    "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py "$@"
 }
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a
@@ -158,9 +170,10 @@ leg_django6() {
   DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings "$VENV6/bin/python" -m django makemigrations --check --dry-run
   echo "== pytest (Django 6, PostgreSQL: unit tier, admin, Django Tasks backend and workers, checks, example project)"
   DATABASE_URL="$url6" "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "$@"
-  echo "== pytest (Django 6, SQLite: unit and database tiers)"
+  # The database tier's SQLite-marked tests (the unit tier ran just above, under Django 6).
+  echo "== pytest (Django 6, SQLite: database tier)"
   DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
-    "$VENV6/bin/python" -m pytest -m sqlite tests/unit tests/db "$@"
+    "$VENV6/bin/python" -m pytest -m sqlite tests/db "$@"
 }
 
 
