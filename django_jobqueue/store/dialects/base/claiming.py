@@ -24,14 +24,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.primitives import Primitives
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
-
-if TYPE_CHECKING:
-    from django.db.backends.base.base import BaseDatabaseWrapper
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -64,20 +62,8 @@ class ClaimSpec:
     lock_space: int = 0
 
 
-class ClaimingStatements:
+class ClaimingStatements(Primitives):
     """What every database's dialect answers for claims, turns and settlements."""
-
-    if TYPE_CHECKING:  # provided by ``Dialect``, which this half is composed into
-        alias: str
-
-        @property
-        def conn(self) -> BaseDatabaseWrapper: ...
-        def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
-        def job_id(self, value: uuid.UUID) -> Any: ...
-        def dt(self, value: datetime | None) -> Any: ...
-        def read_uuid(self, value: Any) -> uuid.UUID: ...
-        def read_dt(self, value: Any) -> datetime | None: ...
-        def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
 
     # --- the interface ------------------------------------------------------------------
 

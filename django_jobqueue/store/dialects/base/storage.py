@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from django.core.checks import CheckMessage
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -22,9 +22,7 @@ from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
 from django_jobqueue.models import Job, JournalEntry, RateBucket
-
-if TYPE_CHECKING:
-    from django.db.backends.base.base import BaseDatabaseWrapper
+from django_jobqueue.store.dialects.base.primitives import Primitives
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Any)
@@ -76,23 +74,9 @@ class Wakeups(Protocol):
     def close(self) -> None: ...
 
 
-class StorageStatements:
+class StorageStatements(Primitives):
     """What every database's dialect answers for inserts, rate tokens, journal deletion,
     percentiles, wake-ups, connection errors and transactions."""
-
-    if TYPE_CHECKING:
-        alias: str
-
-        @property
-        def conn(self) -> BaseDatabaseWrapper: ...
-
-        def run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
-
-        def job_id(self, value: uuid.UUID) -> Any: ...
-
-        def dt(self, value: datetime | None) -> Any: ...
-
-        def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
 
     # --- what the system checks ask, of a DATABASES entry, without connecting -------------
 

@@ -16,7 +16,7 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django_jobqueue import validation
 from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
@@ -93,13 +93,6 @@ _generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
 
 class PostgreSQLClaiming(ClaimingStatements):
     """PostgreSQL: claims, turns and settlements, each one statement."""
-
-    if TYPE_CHECKING:  # provided by the PostgreSQL dialect (see its package)
-
-        @property
-        def prepare(self) -> bool: ...
-        @property
-        def pooled(self) -> bool: ...
 
     def unpaused(self) -> str:
         # The paused names are read once per statement (an InitPlan) and each candidate
