@@ -9,6 +9,8 @@ from django.db import models
 
 
 class Status(models.TextChoices):
+    # A workflow step whose parents have not all finished: never claimed, not backlog.
+    WAITING = "waiting", "waiting"
     PENDING = "pending", "pending"
     CLAIMED = "claimed", "claimed"
     COMPLETED = "completed", "completed"
@@ -31,6 +33,25 @@ class Outcome(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     REQUEUED = "requeued", "requeued"
     RUN_NOW = "run-now", "run now"
+
+
+class WorkflowStatus(models.TextChoices):
+    """A workflow's status follows from its steps' (see ARCHITECTURE.md, Joins)."""
+
+    RUNNING = "running", "running"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class JoinWhen(models.TextChoices):
+    """When a step's parents release it: all completed (a dead parent cancels it), all
+    finished in any terminal state, or all finished with at least one dead (a batch's
+    ``on_failure``; cancelled when none died)."""
+
+    COMPLETED = "completed", "completed"
+    FINISHED = "finished", "finished"
+    FAILED = "failed", "failed"
 
 
 class Priority(models.IntegerChoices):

@@ -1,0 +1,189 @@
+"""The job and its journal: the rows every run reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import CheckMessage
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from django_jobqueue.ids import uuid7
+from django_jobqueue.models.fields import StoredJSONField, without_replaced
+from django_jobqueue.states import TERMINAL, Outcome, Priority, Status
+
+
+class Job(models.Model):
+    """One job; the row stays after it finishes until cleanup removes it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    kind = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, default="default")
+    payload = StoredJSONField(default=dict)
+    priority = models.SmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    visible_at = models.DateTimeField(default=timezone.now)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, blank=True, default="")
+    run_count = models.PositiveIntegerField(default=0)
+    failure_count = models.PositiveIntegerField(default=0)
+    carry = StoredJSONField(default=dict, blank=True)
+    result = StoredJSONField(null=True, blank=True)
+    # NULL, not "", means "no key": NULLs never collide in the unique index.
+    dedup_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    cancel_requested = models.BooleanField(default=False)
+    cancel_actor = models.CharField(max_length=255, blank=True, default="")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # A workflow's step (NULL for a plain job): see models/workflows.py.
+    workflow = models.ForeignKey(
+        "django_jobqueue.Workflow",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="steps",
+        db_index=False,
+    )
+    step_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # Database defaults: the store's raw inserts of plain jobs do not name them.
+    join_when = models.CharField(max_length=16, blank=True, default="", db_default="")
+    parents_open = models.PositiveIntegerField(default=0, db_default=0)
+    parents_dead = models.PositiveIntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name = "job"
+        # The admin's operator actions; "delete" is Django's own (finished jobs only).
+        permissions = [
+            ("requeue_job", "Can requeue a finished job"),
+            ("cancel_job", "Can cancel a pending or claimed job"),
+            ("run_job_now", "Can run a scheduled job now"),
+            ("cleanup_job", "Can clean up finished jobs"),
+            ("pause_queue", "Can pause and resume a queue"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="jobqueue_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__in=Priority.values), name="jobqueue_job_priority_valid"
+            ),
+            # Step names are unique in their workflow (NULLs never collide: plain jobs).
+            models.UniqueConstraint(
+                fields=["workflow", "step_name"], name="jobqueue_job_step_name_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=Q(status__in=["pending", "claimed"], idempotency_key__isnull=False),
+                name="jobqueue_job_idempotency_active",
+            ),
+        ]
+        indexes = [
+            # Claim: pending rows in claim order (priority, then when they became runnable).
+            models.Index(
+                fields=["priority", "visible_at", "id"],
+                condition=Q(status="pending"),
+                name="jobqueue_job_claim",
+            ),
+            # Next scheduled wake-up for an idle worker.
+            models.Index(
+                fields=["visible_at"], condition=Q(status="pending"), name="jobqueue_job_next"
+            ),
+            # Merge candidate: oldest pending job of a kind and dedup key.
+            models.Index(
+                fields=["kind", "dedup_key", "created_at"],
+                condition=Q(status="pending", dedup_key__isnull=False),
+                name="jobqueue_job_dedup",
+            ),
+            # Expired leases to recover.
+            models.Index(
+                fields=["claim_expires_at"],
+                condition=Q(status="claimed"),
+                name="jobqueue_job_lease",
+            ),
+            # History and cleanup of finished jobs: by status/kind and finish time. Partial,
+            # so claiming a job and settling it back to pending never touch them.
+            models.Index(
+                fields=["status", "kind", "finished_at"],
+                condition=Q(status__in=TERMINAL),
+                name="jobqueue_job_history",
+            ),
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(finished_at__isnull=False),
+                name="jobqueue_job_finished",
+            ),
+            # A workflow's steps (its page, its cancellation, its cleanup).
+            models.Index(
+                fields=["workflow", "status"],
+                condition=Q(workflow__isnull=False),
+                name="jobqueue_job_workflow",
+            ),
+            # Keyset pagination over all jobs.
+            models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),
+            # The admin: a kind's jobs newest first (search and filter by kind, and the list
+            # of kinds read as a loose index scan); search by key, partial on having one.
+            models.Index(fields=["kind", "created_at", "id"], name="jobqueue_job_kind"),
+            models.Index(
+                fields=["dedup_key"],
+                condition=Q(dedup_key__isnull=False),
+                name="jobqueue_job_dedup_key",
+            ),
+            models.Index(
+                fields=["idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="jobqueue_job_idem_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.status})"
+
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[CheckMessage]:
+        return without_replaced(super().check(**kwargs), kwargs.get("databases"))
+
+
+class JournalEntry(models.Model):
+    """Append-only record of one execution, merge or operator action on a job."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="journal")
+    kind = models.CharField(max_length=200)
+    run_no = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    started_at = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    duration = models.DurationField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+    attachment = StoredJSONField(null=True, blank=True)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    actor = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name = "journal entry"
+        verbose_name_plural = "journal entries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(outcome__in=Outcome.values), name="jobqueue_journal_outcome_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job", "id"], name="jobqueue_journal_job"),
+            models.Index(fields=["kind", "recorded_at"], name="jobqueue_journal_kind_time"),
+            # The dashboard's windows and the admin's date range; anything but a completion
+            # by outcome (partial: the common "completed" entry never writes to it).
+            models.Index(fields=["recorded_at"], name="jobqueue_journal_time"),
+            models.Index(
+                fields=["outcome", "recorded_at"],
+                condition=~Q(outcome="completed"),
+                name="jobqueue_journal_outcome",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_no}: {self.outcome}"
+
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[CheckMessage]:
+        return without_replaced(super().check(**kwargs), kwargs.get("databases"))
