@@ -91,7 +91,7 @@ def test_a_key_that_keeps_changing_hands_is_key_contended_and_writes_nothing(
 @pytest.mark.parametrize(
     ("filters", "argument", "message"),
     [
-        ({"status": "running"}, "status", "Unknown status running; known: pending"),
+        ({"status": "running"}, "status", "Unknown status running; known: waiting, pending"),
         ({"after": "garbage"}, "after", "Invalid history cursor 'garbage'"),
         ({"limit": 0}, "limit", "limit must be a positive int, got 0"),
         ({"limit": "10"}, "limit", "limit must be a positive int, got '10'"),
