@@ -94,6 +94,7 @@ DOCUMENTED = {
         "TooManyJobs",
         "assert_enqueued",
         "assert_not_enqueued",
+        "assert_workflow",
         "captured_jobs",
         "run_jobs",
     ],

@@ -267,3 +267,19 @@ def test_a_completed_step_cannot_be_requeued_to_count_twice() -> None:
     run_jobs()
     with pytest.raises(InvalidTransition, match="completed workflow step"):
         requeue(workflow(handle.id).steps["0"].id, force=True)
+
+
+def test_assert_workflow_passes_on_the_outcome_and_names_every_mismatch() -> None:
+    from django_jobqueue.testing import assert_workflow
+
+    handle = chain(tasks.wf_value.s(x=1), tasks.wf_step.s(label="b", die=True)).enqueue()
+    run_jobs()
+    found = assert_workflow(handle, status="failed", steps={"0": "completed", "1": "dead"})
+    assert found.steps["0"].result == 1
+    assert_workflow(handle.id, steps={"1": "dead"})
+    with pytest.raises(AssertionError) as caught:
+        assert_workflow(handle, status="completed", steps={"1": "completed", "x": "dead"})
+    message = str(caught.value)
+    assert "is failed, expected completed" in message
+    assert "step '1' is dead, expected completed" in message
+    assert "no step named 'x'" in message
