@@ -12,9 +12,12 @@ from django_jobqueue.errors import (
     ClaimLost,
     ConfigurationError,
     DuplicateKind,
+    DuplicateStep,
+    EmptyWorkflow,
     EnqueueError,
     InvalidArguments,
     InvalidFilter,
+    InvalidJoin,
     InvalidLimit,
     InvalidOption,
     InvalidPayload,
@@ -27,6 +30,10 @@ from django_jobqueue.errors import (
     SettleError,
     UnknownFilter,
     UnknownKind,
+    UnknownStep,
+    WorkflowCycle,
+    WorkflowError,
+    WorkflowNotFound,
 )
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.context import Context
@@ -39,6 +46,8 @@ from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
 from django_jobqueue.task.merge import Merge, Pending
 from django_jobqueue.task.periodic import periodic
+from django_jobqueue.task.signature import Signature
+from django_jobqueue.workflows import Batch, Workflow, WorkflowHandle, chain, chord, group, workflow
 
 if TYPE_CHECKING:
     import uuid
@@ -50,14 +59,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backoff",
+    "Batch",
     "ClaimLost",
     "ConfigurationError",
     "Context",
     "DuplicateKind",
+    "DuplicateStep",
+    "EmptyWorkflow",
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
     "InvalidFilter",
+    "InvalidJoin",
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
@@ -75,15 +88,25 @@ __all__ = [
     "Priority",
     "RateLimited",
     "SettleError",
+    "Signature",
     "Status",
     "Task",
     "UnknownFilter",
     "UnknownKind",
+    "UnknownStep",
+    "Workflow",
+    "WorkflowCycle",
+    "WorkflowError",
+    "WorkflowHandle",
+    "WorkflowNotFound",
     "cancel",
+    "chain",
+    "chord",
     "cleanup",
     "clear_limit",
     "enqueue",
     "enqueue_many",
+    "group",
     "history",
     "job",
     "job_enqueued",
@@ -98,6 +121,7 @@ __all__ = [
     "set_limit",
     "stats",
     "task",
+    "workflow",
 ]
 
 

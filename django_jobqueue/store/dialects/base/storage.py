@@ -21,7 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
-from django_jobqueue.models import Job, JournalEntry, RateBucket
+from django_jobqueue.models import Job, JournalEntry, RateBucket, StepEdge
 from django_jobqueue.store.dialects.base.primitives import Primitives
 
 T = TypeVar("T")
@@ -30,6 +30,7 @@ M = TypeVar("M", bound=Any)
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
 BUCKET = RateBucket._meta.db_table
+EDGE = StepEdge._meta.db_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,25 @@ FRESH_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cancel_actor", "''"),
 )
 COLUMN_LIST = ", ".join([*ROW_COLUMNS, *(name for name, _ in FRESH_COLUMNS)])
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """One new workflow step: a new row and what makes it a step (its status is
+    ``waiting`` while ``parents_open`` is above zero, else ``pending``)."""
+
+    row: NewRow
+    workflow_id: uuid.UUID
+    step_name: str
+    join_when: str
+    parents_open: int
+    status: str
+
+
+# A step's columns after the row's: the step's own, then the fresh ones but its status.
+STEP_COLUMNS: tuple[str, ...] = ("workflow_id", "step_name", "join_when", "parents_open", "status")
+STEP_FRESH = tuple((n, v) for n, v in FRESH_COLUMNS if n != "status")
+STEP_COLUMN_LIST = ", ".join([*ROW_COLUMNS, *STEP_COLUMNS, *(name for name, _ in STEP_FRESH)])
 
 
 class Wakeups(Protocol):
@@ -149,6 +169,43 @@ class StorageStatements(Primitives):
             size += length
         if count:
             self.run(self.insert_sql(count), params)
+
+    def insert_steps(self, steps: Sequence[NewStep]) -> None:
+        """Insert a workflow's new steps: multi-row VALUES, in statements within the
+        parameter limit and ``statement_bytes`` of payload (as ``insert_jobs``)."""
+        width = len(ROW_COLUMNS) + len(STEP_COLUMNS)
+        marks = ["%s"] * width
+        marks[ROW_COLUMNS.index("payload")] = self.json_mark
+        one = "(" + ", ".join([*marks, *(value for _, value in STEP_FRESH)]) + ")"
+        step, budget = max(1, self.max_params // width), self.statement_bytes
+        head = f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) VALUES "
+        count, size = 0, 0
+        params: list[Any] = []
+        for s in steps:
+            length = len(s.row.payload)
+            if count and (count == step or (budget is not None and size + length > budget)):
+                self.run(head + ", ".join([one] * count), params)
+                count, size, params = 0, 0, []
+            params += self.row_params(s.row)
+            params += [self.job_id(s.workflow_id), s.step_name, s.join_when, s.parents_open]
+            params.append(s.status)
+            count += 1
+            size += length
+        if count:
+            self.run(head + ", ".join([one] * count), params)
+
+    def insert_edges(self, edges: Sequence[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]) -> None:
+        """Insert a workflow's edges, (workflow id, parent id, child id) each: multi-row
+        VALUES within the parameter limit."""
+        step = self.max_params // 3
+        for start in range(0, len(edges), step):
+            chunk = edges[start : start + step]
+            params = [self.job_id(v) for edge in chunk for v in edge]
+            self.run(
+                f"INSERT INTO {EDGE} (workflow_id, parent_id, child_id) VALUES "
+                + ", ".join(["(%s, %s, %s)"] * len(chunk)),
+                params,
+            )
 
     def insert_keyed(self, row: NewRow, *, unique: UniqueConstraint) -> bool:
         """Insert ``row`` unless an active job holds its key under ``unique`` (a partial
