@@ -635,3 +635,56 @@ def deep_output(ctx: Context, where: str, depth: int) -> Any:
         ctx.attach(value)
         return None
     return value
+
+
+# --- issue 19, workflows ---------------------------------------------------------------
+
+
+@task(takes_context=True, kind="tests.wf.step")
+def wf_step(ctx: Context, label: str = "", fail_times: int = 0, die: bool = False) -> Any:
+    """A workflow step: returns its label and what its parents returned; fails its first
+    ``fail_times`` runs, or dies at once with ``die``."""
+    if die:
+        raise Permanent(f"{label} dies")
+    if ctx.failure_count < fail_times:
+        raise RuntimeError(f"{label}: planned failure {ctx.failure_count + 1} of {fail_times}")
+    return {"label": label, "parents": dict(ctx.parents)}
+
+
+@task(kind="tests.wf.value")
+def wf_value(x: int) -> int:
+    return x
+
+
+@task(takes_context=True, kind="tests.wf.total")
+def wf_total(ctx: Context) -> int:
+    """A chord's callback: the sum of its members' results."""
+    return sum(int(v) for v in ctx.parents.values())
+
+
+@task(takes_context=True, kind="tests.wf.crawl")
+def wf_crawl(ctx: Context, page: int, last: int) -> int:
+    """A batch member that adds the next page as a member until ``last``."""
+    if page < last:
+        ctx.batch.add(wf_crawl.s(page=page + 1, last=last))
+    return page
+
+
+@task(takes_context=True, kind="tests.wf.crawl_atomic", atomic=True)
+def wf_crawl_atomic(ctx: Context, page: int, last: int, fail_first: bool = False) -> int:
+    """As ``wf_crawl``, atomic: its added member commits with its settlement or not at all
+    (a failed first run adds nothing)."""
+    if page < last:
+        ctx.batch.add(wf_crawl_atomic.s(page=page + 1, last=last))
+    if fail_first and ctx.failure_count == 0:
+        raise RuntimeError("first run fails after adding")
+    return page
+
+
+@task(takes_context=True, kind="tests.wf.summary")
+def wf_summary(ctx: Context) -> dict[str, int]:
+    """A batch callback: its members' statuses, counted."""
+    counts: dict[str, int] = {}
+    for member in ctx.batch.members():
+        counts[member.status] = counts.get(member.status, 0) + 1
+    return counts
