@@ -16,11 +16,11 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobqueue.admin import guard
+from django_jobqueue.admin import guard, workflow_actions
 from django_jobqueue.admin.common import COLOURS, age, badge, local, short_id
 from django_jobqueue.admin.graph import NODE_CAP, STATUS_ORDER, layout
 from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, by_id
@@ -118,7 +118,15 @@ class WorkflowAdmin(ModelAdmin):
     def finished(self, wf: Workflow) -> str:
         return local(wf.finished_at) if wf.finished_at else ""
 
-    # --- the workflow page ---------------------------------------------------------------
+    # --- the workflow page and its actions ----------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_act"
+        act = self.admin_site.admin_view(self.action_view)
+        return [path("<path:object_id>/act/<str:name>/", act, name=name), *super().get_urls()]
+
+    def action_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
+        return workflow_actions.view(self, request, object_id, name)
 
     def workflow_or_404(self, request: HttpRequest, object_id: str) -> Workflow:
         if not self.has_view_permission(request):
@@ -159,6 +167,7 @@ class WorkflowAdmin(ModelAdmin):
             "opts": self.opts,
             "workflow": wf,
             "status": self.status_badge(wf),
+            "allowed": workflow_actions.allowed(request, wf),
             "times": {name: local(getattr(wf, name)) for name in ("created_at", "finished_at")},
             "counts": [(s, counts[s], badge(s), group_url(s, "")) for s in sorted(counts)],
             "steps_url": group_url("", ""),
