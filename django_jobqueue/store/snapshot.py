@@ -79,14 +79,16 @@ class KindRuns:
 
 @dataclass(frozen=True)
 class Gauges:
-    """The queue now, without the journal: backlog, claims, dead and cancelled jobs,
-    paused queues, kinds no live worker serves, and workers."""
+    """The queue now, without the journal: backlog, workflow steps waiting for their
+    parents, claims, dead and cancelled jobs, paused queues, kinds no live worker serves,
+    and workers."""
 
     at: datetime
     pending: tuple[PendingCount, ...]  # by kind, then queue
     pending_total: int
     oldest_pending_seconds: Mapping[str, float]  # by kind
     scheduled: int  # pending, not yet due
+    waiting: int  # workflow steps waiting for their parents: never claimed, not backlog
     claimed: int
     claimed_by_kind: Mapping[str, int]
     dead: Mapping[str, int]  # by kind
