@@ -76,11 +76,11 @@ def _cards(s: Stats) -> list[tuple[str, str, str]]:
     return [
         ("pending now", f"{s.pending_total:,}", "pending"),
         ("scheduled", f"{s.scheduled:,}", "pending"),
-        ("waiting (workflow steps)", f"{s.waiting:,}", "waiting"),
         ("claimed", f"{s.claimed:,}", "claimed"),
         ("dead", f"{dead:,}", "dead" if dead else "quiet"),
         ("cancelled", f"{s.cancelled:,}", "cancelled"),
         ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
+        ("waiting (workflow steps)", f"{s.waiting:,}", "waiting"),
     ]
 
 
