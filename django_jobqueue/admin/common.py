@@ -45,7 +45,7 @@ class JobPages(Protocol):
 # Status and outcome colours: one palette for the changelists, the detail page and the
 # dashboard (text stays black or white on each for contrast).
 COLOURS = {
-    "waiting": "#57606a",
+    "waiting": "#1b7c83",
     "pending": "#1f6feb",
     "claimed": "#8250df",
     "completed": "#1a7f37",
