@@ -90,3 +90,5 @@ def test_stats_and_the_dashboard_count_waiting_steps_apart_from_pending_ones() -
     cards = client.get("/admin/django_jobqueue/job/dashboard/").context["cards"]
     assert ("waiting (workflow steps)", "3", "waiting") in cards
     assert ("pending now", "2", "pending") in cards
+    metrics = client.get("/metrics/").content.decode()
+    assert "\njobqueue_waiting_steps 3.0\n" in metrics
