@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +38,12 @@ STATUS_ORDER = ("waiting", "pending", "claimed", "completed", "dead", "cancelled
 
 @dataclass
 class Node:
-    """One node of the drawing: a step, or a summary of several."""
+    """One node of the drawing: a step, or a summary of several (``ids``: their
+    positions in the steps given to ``layout``)."""
 
     key: str
     layer: int
+    ids: list[int]
     members: list[Step]
     summary: str = ""  # why several steps are one node ("" for a step)
     order: float = 0.0
@@ -50,10 +52,9 @@ class Node:
     parents: set[str] = field(default_factory=set)
 
 
-def layers(steps: Sequence[Step], edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> dict[Any, int]:
+def layers(ids: Sequence[Hashable], edges: Sequence[tuple[Hashable, Hashable]]) -> dict[Any, int]:
     """Each step's layer: 0 for a root, else one more than its deepest parent's (Kahn's
     order; steps on a cycle, which enqueue refuses, go below everything else)."""
-    ids = [s.id for s in steps]
     children: dict[Any, list[Any]] = defaultdict(list)
     indegree: Counter[Any] = Counter()
     for parent, child in edges:
@@ -80,69 +81,76 @@ def layers(steps: Sequence[Step], edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) 
     return layer
 
 
-def _collapse_layer(number: int, steps: list[Step], signature: dict[Any, Any]) -> list[Node]:
+def _node(key: str, number: int, ids: list[int], steps: Sequence[Step], summary: str) -> Node:
+    return Node(key, number, ids, [steps[i] for i in ids], summary=summary)
+
+
+def _collapse_layer(
+    number: int, ids: list[int], signature: dict[int, Any], steps: Sequence[Step]
+) -> list[Node]:
     """A layer's nodes, at most ``MAX_PER_LAYER``: the largest groups of steps with the
     same parents and children summarised first, then the rest of an overlong layer."""
-    if len(steps) <= MAX_PER_LAYER:
-        return [Node(str(s.id), number, [s]) for s in steps]
-    groups: dict[Any, list[Step]] = defaultdict(list)
-    for s in steps:
-        groups[signature[s.id]].append(s)
-    units: list[list[Step]] = list(groups.values())
+    if len(ids) <= MAX_PER_LAYER:
+        return [_node(f"s{i}", number, [i], steps, "") for i in ids]
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for i in ids:
+        groups[signature[i]].append(i)
+    units = list(groups.values())
     collapsed: set[int] = set()
-    width = len(steps)
-    for i in sorted(range(len(units)), key=lambda i: -len(units[i])):
-        if width <= MAX_PER_LAYER or len(units[i]) < 2:
+    width = len(ids)
+    for u in sorted(range(len(units)), key=lambda u: -len(units[u])):
+        if width <= MAX_PER_LAYER or len(units[u]) < 2:
             break
-        collapsed.add(i)
-        width -= len(units[i]) - 1
+        collapsed.add(u)
+        width -= len(units[u]) - 1
     nodes: list[Node] = []
-    for i, unit in enumerate(units):
-        if i in collapsed:
-            nodes.append(Node(f"group-{number}-{i}", number, unit, summary="same parents"))
+    for u, unit in enumerate(units):
+        if u in collapsed:
+            nodes.append(_node(f"group-{number}-{u}", number, unit, steps, "same parents"))
         else:
-            nodes.extend(Node(str(s.id), number, [s]) for s in unit)
+            nodes.extend(_node(f"s{i}", number, [i], steps, "") for i in unit)
     if len(nodes) > MAX_PER_LAYER:
-        rest = [m for n in nodes[MAX_PER_LAYER - 1 :] for m in n.members]
-        nodes = [*nodes[: MAX_PER_LAYER - 1], Node(f"more-{number}", number, rest, "more")]
+        rest = [i for n in nodes[MAX_PER_LAYER - 1 :] for i in n.ids]
+        nodes = [*nodes[: MAX_PER_LAYER - 1], _node(f"more-{number}", number, rest, steps, "more")]
     return nodes
 
 
-def _nodes(steps: Sequence[Step], edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> list[Node]:
-    layer = layers(steps, edges)
-    parents_of: dict[Any, list[Any]] = defaultdict(list)
-    children_of: dict[Any, list[Any]] = defaultdict(list)
+def _nodes(steps: Sequence[Step], edges: Sequence[tuple[int, int]]) -> list[Node]:
+    layer = layers(range(len(steps)), edges)
+    parents_of: dict[int, list[int]] = defaultdict(list)
+    children_of: dict[int, list[int]] = defaultdict(list)
     for parent, child in edges:
         parents_of[child].append(parent)
         children_of[parent].append(child)
     signature = {
-        s.id: (tuple(sorted(parents_of[s.id])), tuple(sorted(children_of[s.id]))) for s in steps
+        i: (tuple(sorted(parents_of[i])), tuple(sorted(children_of[i]))) for i in range(len(steps))
     }
-    by_layer: dict[int, list[Step]] = defaultdict(list)
-    for s in steps:
-        by_layer[layer[s.id]].append(s)
+    by_layer: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(steps)):
+        by_layer[layer[i]].append(i)
     numbers = sorted(by_layer)
-    if len(numbers) > MAX_LAYERS:
-        tail = MAX_LAYERS - HEAD_LAYERS - 1
-        middle = numbers[HEAD_LAYERS:-tail]
-        members = [s for n in middle for s in by_layer[n]]
-        summary = f"layers {middle[0] + 1}–{middle[-1] + 1}"
-        kept = [*numbers[:HEAD_LAYERS], *numbers[-tail:]]
-        nodes = [n for i in kept[:HEAD_LAYERS] for n in _collapse_layer(i, by_layer[i], signature)]
-        nodes.append(Node("middle", middle[0], members, summary=summary))
-        nodes += [n for i in kept[HEAD_LAYERS:] for n in _collapse_layer(i, by_layer[i], signature)]
-    else:
-        nodes = [n for i in numbers for n in _collapse_layer(i, by_layer[i], signature)]
-    return nodes
+
+    def row(n: int) -> list[Node]:
+        return _collapse_layer(n, by_layer[n], signature, steps)
+
+    if len(numbers) <= MAX_LAYERS:
+        return [node for n in numbers for node in row(n)]
+    tail = MAX_LAYERS - HEAD_LAYERS - 1
+    middle = numbers[HEAD_LAYERS:-tail]
+    inside = [i for n in middle for i in by_layer[n]]
+    summary = f"layers {middle[0] + 1}–{middle[-1] + 1}"
+    nodes = [node for n in numbers[:HEAD_LAYERS] for node in row(n)]
+    nodes.append(_node("middle", middle[0], inside, steps, summary))
+    return nodes + [node for n in numbers[-tail:] for node in row(n)]
 
 
-def _link(nodes: list[Node], edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[str, str]]:
+def _link(nodes: list[Node], edges: Sequence[tuple[int, int]]) -> set[tuple[str, str]]:
     """The drawing's edges: one between two nodes when any of their steps are joined."""
-    where = {m.id: n.key for n in nodes for m in n.members}
+    where = {i: n.key for n in nodes for i in n.ids}
     drawn = set()
     for parent, child in edges:
-        a, b = where.get(parent), where.get(child)
-        if a is not None and b is not None and a != b:
+        a, b = where[parent], where[child]
+        if a != b:
             drawn.add((a, b))
     by_key = {n.key: n for n in nodes}
     for a, b in drawn:
@@ -241,8 +249,12 @@ def layout(
 ) -> dict[str, Any]:
     """The template's drawing: nodes (a step's with its link and colour, a summary's
     with a bar of its counts by status) and edges as paths, and the canvas size."""
-    nodes = _nodes(steps, edges)
-    drawn = _link(nodes, edges)
+    # Positions, not UUIDs, from here on: a UUID hashes and compares in Python, and a
+    # chord's fan-in sorts ten thousand of them.
+    index = {s.id: i for i, s in enumerate(steps)}
+    pairs = [(index[p], index[c]) for p, c in edges if p in index and c in index]
+    nodes = _nodes(steps, pairs)
+    drawn = _link(nodes, pairs)
     width, height = _place(nodes)
     by_key = {n.key: n for n in nodes}
     paths = []

@@ -101,15 +101,14 @@ def graph(*, workflow_id: uuid.UUID, limit: int) -> Graph:
         Step(id=r[0], kind=r[1], name=r[2] or "", status=r[3], join_when=r[4], parents_open=r[5])
         for r in rows[:limit]
     ]
-    known = {s.id for s in steps}
-    edges = [
-        (parent, child)
-        for parent, child in StepEdge.objects.using(sql.alias())
+    edges = list(
+        StepEdge.objects.using(sql.alias())
         .filter(workflow_id=workflow_id)
         .values_list("parent_id", "child_id")
-        .iterator(chunk_size=5000)
-        if parent in known and child in known
-    ]
+    )
+    if not complete:  # only the edges among the steps read
+        known = {s.id for s in steps}
+        edges = [(p, c) for p, c in edges if p in known and c in known]
     return Graph(steps=steps, edges=edges, complete=complete)
 
 

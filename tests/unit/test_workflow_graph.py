@@ -39,7 +39,7 @@ def shown(g: dict[str, object]) -> int:
 def test_a_diamond_is_four_nodes_in_three_rows_with_every_edge_pointing_down() -> None:
     a, b, c, d = steps(4)
     edges = [(a.id, b.id), (a.id, c.id), (b.id, d.id), (c.id, d.id), (a.id, d.id)]
-    assert layers([a, b, c, d], edges) == {a.id: 0, b.id: 1, c.id: 1, d.id: 2}
+    assert layers([a.id, b.id, c.id, d.id], edges) == {a.id: 0, b.id: 1, c.id: 1, d.id: 2}
     g = drawn([a, b, c, d], edges)
     ys = {n["label"]: n["y"] for n in g["nodes"]}  # type: ignore[attr-defined]
     assert ys["s0"] < ys["s1"] == ys["s2"] < ys["s3"]
@@ -90,7 +90,7 @@ def test_a_wide_dag_of_distinct_steps_stays_under_the_cap_and_counts_every_step(
 
 def test_a_cycle_written_around_enqueue_is_drawn_not_looped_over() -> None:
     a, b, c = steps(3)
-    placed = layers([a, b, c], [(a.id, b.id), (b.id, c.id), (c.id, b.id)])
+    placed = layers([a.id, b.id, c.id], [(a.id, b.id), (b.id, c.id), (c.id, b.id)])
     assert placed[a.id] == 0
     assert placed[b.id] == placed[c.id] > 0
     assert len(drawn([a, b, c], [(a.id, b.id), (b.id, c.id), (c.id, b.id)])["nodes"]) == 3  # type: ignore[arg-type]
