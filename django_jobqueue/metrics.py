@@ -126,6 +126,11 @@ def _jobs(snapshot: Gauges, known: list[str]) -> Iterator[Metric]:
         "Pending jobs not yet due (delayed, paused, backing off).",
         value=snapshot.scheduled,
     )
+    yield GaugeMetricFamily(
+        f"{PREFIX}_waiting_steps",
+        "Workflow steps waiting for their parents (never claimed, not backlog).",
+        value=snapshot.waiting,
+    )
     for name, by_kind, what in (
         ("claimed_jobs", snapshot.claimed_by_kind, "Jobs claimed by a worker now, by kind."),
         ("dead_jobs", snapshot.dead, "Dead jobs the database holds, by kind."),

@@ -45,6 +45,7 @@ class JobPages(Protocol):
 # Status and outcome colours: one palette for the changelists, the detail page and the
 # dashboard (text stays black or white on each for contrast).
 COLOURS = {
+    "waiting": "#1b7c83",
     "pending": "#1f6feb",
     "claimed": "#8250df",
     "completed": "#1a7f37",
@@ -57,6 +58,9 @@ COLOURS = {
     "merged": "#6e7781",
     "requeued": "#1f6feb",
     "run-now": "#1f6feb",
+    # a workflow's own statuses
+    "running": "#8250df",
+    "failed": "#cf222e",
 }
 
 # A JSON value longer than this many characters is shown folded.

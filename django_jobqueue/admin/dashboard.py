@@ -80,6 +80,7 @@ def _cards(s: Stats) -> list[tuple[str, str, str]]:
         ("dead", f"{dead:,}", "dead" if dead else "quiet"),
         ("cancelled", f"{s.cancelled:,}", "cancelled"),
         ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
+        ("waiting (workflow steps)", f"{s.waiting:,}", "waiting"),
     ]
 
 

@@ -23,9 +23,11 @@ from django_jobqueue.admin.listing import (
     EstimatingPaginator,
     QueueFilter,
     RecentRangeFilter,
+    WorkflowFilter,
     kind_filter,
     search_jobs,
 )
+from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.redaction import redact_payload
@@ -63,6 +65,7 @@ class JobAdmin(ModelAdmin):
         "priority",
         ("created_at", RecentRangeFilter),
         ("finished_at", RecentRangeFilter),
+        WorkflowFilter,
     ]
     search_fields = ["id"]  # shows the search box; search_jobs does the looking up
     search_help_text = "An id (or the short id shown), a kind, a dedup key or an idempotency key."
@@ -293,6 +296,7 @@ class JobAdmin(ModelAdmin):
             "journal": [_entry(e) for e in entries[-JOURNAL_SHOWN:]],
             "journal_more": len(entries) > JOURNAL_SHOWN,
             "allowed": allowed,
+            "step": step_links(job),
             "now": timezone.now(),
             "has_view_permission": True,
         }

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.paginator import Paginator
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
@@ -19,6 +20,7 @@ from django.utils import timezone
 from rangefilter.filters import DateTimeRangeQuickSelectListFilter
 
 from django_jobqueue import store
+from django_jobqueue.store import graphs
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:  # generic in the stubs only
@@ -117,6 +119,36 @@ def kind_filter(model: type[Model]) -> type[ValuesFilter]:
             return store.distinct_values(model, "kind")
 
     return KindFilter
+
+
+class WorkflowFilter(admin.SimpleListFilter):
+    """A workflow's steps (the workflow page's summary nodes link here). It offers only
+    the workflow it is given: there is no list of workflows to choose from here."""
+
+    title = "workflow"
+    parameter_name = "workflow"
+
+    def workflow_id(self) -> uuid.UUID | None:
+        value = self.value()
+        if not value:
+            return None
+        try:
+            return uuid.UUID(str(value))
+        except ValueError:
+            raise IncorrectLookupParameters(f"workflow={value!r} is not a workflow id") from None
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # Offered whenever given, so that it applies (Django applies only the filters
+        # that offer something): an id of no workflow lists no steps.
+        key = self.workflow_id()
+        if key is None:
+            return []
+        found = graphs.get_workflow(workflow_id=key)
+        return [(str(key), f"{found.name if found else 'no such workflow'} {str(key)[:13]}…")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        key = self.workflow_id()
+        return queryset.filter(workflow_id=key) if key else queryset
 
 
 class QueueFilter(ValuesFilter):

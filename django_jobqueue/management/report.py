@@ -129,7 +129,8 @@ def render_stats(s: Stats) -> list[str]:
 def _backlog(s: Stats) -> list[str]:
     out = [
         f"Pending (runnable now): {s.pending_total}   scheduled for later: {s.scheduled}"
-        f"   claimed (running): {s.claimed}"
+        f"   claimed (running): {s.claimed}",
+        f"Waiting for their parents (workflow steps, not backlog): {s.waiting}",
     ]
     if s.pending:
         rows: list[list[Any]] = []

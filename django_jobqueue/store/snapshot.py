@@ -79,8 +79,9 @@ class KindRuns:
 
 @dataclass(frozen=True)
 class Gauges:
-    """The queue now, without the journal: backlog, claims, dead and cancelled jobs,
-    paused queues, kinds no live worker serves, and workers."""
+    """The queue now, without the journal: backlog, workflow steps waiting for their
+    parents, claims, dead and cancelled jobs, paused queues, kinds no live worker serves,
+    and workers."""
 
     at: datetime
     pending: tuple[PendingCount, ...]  # by kind, then queue

@@ -12,7 +12,16 @@ from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidFilter
-from django_jobqueue.models import Job, JournalEntry, Outcome, QueuePause, Status, WorkerHeartbeat
+from django_jobqueue.models import (
+    Job,
+    JournalEntry,
+    Outcome,
+    QueuePause,
+    Status,
+    WorkerHeartbeat,
+    Workflow,
+    WorkflowStatus,
+)
 from django_jobqueue.store import sql
 from django_jobqueue.store.snapshot import (
     Gauges,
@@ -27,9 +36,10 @@ WORKER_GONE_AFTER = timedelta(seconds=60)
 
 
 def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = None) -> Stats:
-    """A snapshot of the queue: backlog, claims, failures, workers, paused queues and recent
-    run statistics. Every count reads only the rows of its status (a partial index each);
-    the run statistics and ``unclaimed_kinds`` read the journal over their window."""
+    """A snapshot of the queue: backlog, waiting workflow steps, claims, failures, workers,
+    paused queues and recent run statistics. Every count reads only the rows of its status
+    (a partial index each); the run statistics and ``unclaimed_kinds`` read the journal
+    over their window."""
     now = now or timezone.now()
     snapshot = gauges(now=now)
     return Stats(
@@ -65,8 +75,7 @@ def gauges(*, now: datetime | None = None) -> Gauges:
         pending_total=sum(row.count for row in pending_by),
         oldest_pending_seconds=oldest,
         scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
-        # By the workflow index (workflow, status), partial on being a step.
-        waiting=jobs.filter(workflow__isnull=False, status=Status.WAITING).count(),
+        waiting=_waiting(jobs),
         claimed=sum(claimed_by.values()),
         claimed_by_kind=claimed_by,
         dead=_by_kind(jobs.filter(status=Status.DEAD)),
@@ -78,6 +87,14 @@ def gauges(*, now: datetime | None = None) -> Gauges:
         unserved_kinds=tuple(_unserved(pending_by, live)),
         workers=tuple(workers),
     )
+
+
+def _waiting(jobs: QuerySet[Job]) -> int:
+    """Steps waiting for their parents. Only a running workflow has any, so this reads the
+    running workflows (their status index) and probes each one's waiting steps (the steps'
+    ``(workflow, status)`` index): no scan of the jobs, however many finished steps stay."""
+    running = Workflow.objects.using(sql.alias()).filter(status=WorkflowStatus.RUNNING)
+    return jobs.filter(workflow__in=running.values("id"), status=Status.WAITING).count()
 
 
 def _by_kind(qs: QuerySet[Job]) -> dict[str, int]:

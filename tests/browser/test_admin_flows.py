@@ -1,7 +1,8 @@
 """The admin's main flows in headless Chromium, against a live server: log in, filter
 dead jobs of a kind in a date range, read a job's journal, requeue it behind its
 confirmation page, watch a worker complete it; clean up; pause a queue on the
-dashboard, see a worker leave it alone, resume, see it run. Screenshots along the way.
+dashboard, see a worker leave it alone, resume, see it run; open a failed workflow, see
+its graph, retry its dead step, watch the workflow complete. Screenshots along the way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from django_jobqueue import Status, store
+from django_jobqueue import Status, Workflow, store
 from django_jobqueue.models import Job
 from django_jobqueue.task.registry import registry
 from testproject.shop import tasks as shop
@@ -163,7 +164,7 @@ def test_pause_a_queue_on_the_dashboard_and_resume_it(
     login(page, base)
     page.goto(f"{base}/admin/django_jobqueue/")
     page.click("#jobqueue-dashboard-link a:text-is('Dashboard')")
-    assert page.locator("#cards .jq-card").count() == 6
+    assert page.locator("#cards .jq-card").count() == 7  # waiting workflow steps the 7th
     assert page.locator("svg.jq-chart").count() == 2
     page.screenshot(path=screenshots / "admin-dashboard.png", full_page=True)
 
@@ -182,3 +183,60 @@ def test_pause_a_queue_on_the_dashboard_and_resume_it(
     assert "Queue mail resumed." in page.inner_text(".messagelist")
     assert run_burst(worker_id=WORKER) == 1
     assert Job.objects.get(id=held.id).status == Status.COMPLETED
+
+
+WORKFLOW_TICKET = "browser-workflow-ticket"
+
+
+def graph_statuses(page: Any) -> dict[str, str]:
+    """Each drawn step's label and status, as the page shows them now."""
+    nodes = page.locator("#workflow-graph g.jq-step")
+    return {
+        nodes.nth(i).locator("text.jq-label").text_content(): nodes.nth(i).get_attribute(
+            "data-status"
+        )
+        for i in range(nodes.count())
+    }
+
+
+def test_open_a_workflow_see_its_graph_retry_its_dead_step_and_watch_it_complete(
+    page: Any, live_server: Any, screenshots: Path
+) -> None:
+    wf = Workflow("import-orders")
+    fetch = wf.add(tasks.add.s(1, 2), name="fetch")
+    check = wf.add(tasks.until_fixed.s(ticket=WORKFLOW_TICKET), name="check", after=[fetch])
+    wf.add(tasks.add.s(3, 4), name="report", after=[check])
+    handle = wf.enqueue()
+    run_burst(worker_id=WORKER)  # fetch completes, check dies, report is cancelled
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/django_jobqueue/workflow/")
+    page.click("#result_list tbody tr th a")
+    page.wait_for_selector("#workflow-graph")
+    assert "failed" in page.inner_text("#workflow-status")
+    assert graph_statuses(page) == {"fetch": "completed", "check": "dead", "report": "cancelled"}
+    page.screenshot(path=screenshots / "admin-workflow-failed.png", full_page=True)
+
+    # The dead step's job page links back to its workflow and to its parent.
+    page.click("#workflow-graph g.jq-step[data-status=dead] a")
+    page.wait_for_selector("#job-workflow")
+    assert "fetch" in page.inner_text("#job-parents")
+    page.click("#job-workflow-link")
+    page.wait_for_selector("#workflow-graph")
+
+    tasks.FIXED.add(WORKFLOW_TICKET)
+    try:
+        page.click("#workflow-actions a:text-is('Retry dead steps')")
+        page.click("input[type=submit][value='Yes, retry dead steps']")
+        page.wait_for_selector(".messagelist")
+        assert "Requeued 1 dead step" in page.inner_text(".messagelist")
+        assert graph_statuses(page)["check"] == "pending"
+        assert graph_statuses(page)["report"] == "waiting"  # re-armed behind it
+        assert run_burst(worker_id=WORKER) >= 2
+    finally:
+        tasks.FIXED.discard(WORKFLOW_TICKET)
+    page.reload()
+    assert graph_statuses(page) == dict.fromkeys(("fetch", "check", "report"), "completed")
+    assert "completed" in page.inner_text("#workflow-status")
+    assert handle.refresh().status == "completed"
+    page.screenshot(path=screenshots / "admin-workflow.png", full_page=True)

@@ -29,7 +29,7 @@ APP = "django_jobqueue"
 
 VIEW_JOB = frozenset({"view_job"})
 VIEW_JOURNAL = frozenset({"view_journalentry"})
-LISTED = frozenset({"view_job", "view_journalentry", "delete_job"})
+LISTED = frozenset({"view_job", "view_journalentry", "delete_job", "view_workflow"})
 
 
 def admin_urls() -> dict[str, str]:
@@ -135,6 +135,34 @@ def _changelists(world: World) -> Iterator[Page]:
     yield Page("journal add", f"{journal}add/", None)
 
 
+WORKFLOW_VIEW = frozenset({"view_workflow"})
+WORKFLOW_ACTS = {"cancel": "cancel_workflow", "retry_dead": "requeue_job"}
+
+
+def _workflow_pages(world: World) -> Iterator[Page]:
+    base = f"/admin/{APP}/workflow/"
+    shown = world.workflows["shown"]
+    yield Page("workflow changelist", base, WORKFLOW_VIEW, ("wfname",))
+    search = f"{base}?{urlencode({'q': hostile('wfq')})}"
+    yield Page("workflow changelist search", search, WORKFLOW_VIEW, ("wfq",), roles=False)
+    yield Page("workflow change", f"{base}{shown.pk}/change/", WORKFLOW_VIEW, ("wfname", "step"))
+    yield Page("workflow history", f"{base}{shown.pk}/history/", WORKFLOW_VIEW)
+    yield Page("workflow delete", f"{base}{shown.pk}/delete/", None)
+    yield Page("workflow add", f"{base}add/", None)
+    for name, perm in WORKFLOW_ACTS.items():
+        target = world.workflows[name]
+        needs = frozenset({"view_workflow", perm})
+        yield Page(f"workflow act {name}", f"{base}{target.pk}/act/{name}/", needs)
+    step = Job.objects.filter(workflow=shown).order_by("id").first() if shown.pk else None
+    yield Page(
+        "job change [workflow step]",
+        f"/admin/{APP}/job/{step.pk if step else '0'}/change/",
+        VIEW_JOB,
+        ("wfname", "step", "child"),
+        roles=False,
+    )
+
+
 def pages(world: World) -> list[Page]:
     """Every GET page of the app's admin (and the two index pages above it)."""
     return [
@@ -143,6 +171,7 @@ def pages(world: World) -> list[Page]:
         Page("app index", f"/admin/{APP}/", LISTED, any_of=True, refused=404),
         *_job_pages(world),
         *_changelists(world),
+        *_workflow_pages(world),
     ]
 
 
@@ -150,7 +179,12 @@ def page_keys(*, roles: bool = False) -> list[str]:
     """The pages' keys without a world, for test ids (the same list, in order); with
     ``roles``, those of the role matrix only."""
     fake = SimpleNamespace(pk="0", queue="q")
-    stand_in = SimpleNamespace(hostile=dict.fromkeys(JOB_TOKENS, fake), entry=fake)
+    no_wf = SimpleNamespace(pk=None)
+    stand_in = SimpleNamespace(
+        hostile=dict.fromkeys(JOB_TOKENS, fake),
+        entry=fake,
+        workflows=dict.fromkeys(["shown", *WORKFLOW_ACTS], no_wf),
+    )
     return [p.key for p in pages(cast(World, stand_in)) if p.roles or not roles]
 
 
@@ -261,7 +295,40 @@ def _endpoints() -> Iterator[Endpoint]:
         pause,
         lambda w: "reports" not in paused(),
     )
+    yield from _workflow_endpoints()
     yield from _refused_everywhere()
+
+
+def _step_status(name: str, step: str, status: str) -> Callable[[World], bool]:
+    return lambda w: Job.objects.get(workflow=w.workflows[name], step_name=step).status == status
+
+
+def _workflow_act_url(name: str) -> Callable[[World], str]:
+    return lambda w: f"/admin/{APP}/workflow/{w.workflows[name].pk}/act/{name}/"
+
+
+# What each workflow action's target shows once done: a step of it, in this status.
+WORKFLOW_DONE = {"cancel": ("a", "cancelled"), "retry_dead": ("b", "pending")}
+
+
+def _workflow_endpoints() -> Iterator[Endpoint]:
+    base = f"/admin/{APP}/workflow/"
+    for name, perm in WORKFLOW_ACTS.items():
+        step, status = WORKFLOW_DONE[name]
+        yield Endpoint(
+            f"workflow {name}",
+            _workflow_act_url(name),
+            lambda w: {"post": "yes"},
+            frozenset({"view_workflow", perm}),
+            _step_status(name, step, status),
+        )
+    yield Endpoint(
+        "workflow delete",
+        lambda w: f"{base}{w.workflows['cancel'].pk}/delete/",
+        lambda w: {"post": "yes"},
+        None,
+    )
+    yield Endpoint("workflow add", lambda w: f"{base}add/", lambda w: {"name": "x"}, None)
 
 
 def _refused_everywhere() -> Iterator[Endpoint]:

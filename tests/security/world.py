@@ -10,6 +10,7 @@ a test that changes something changes it for itself only, and no test needs
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,7 +24,14 @@ from django.test import Client
 from django.utils import timezone
 
 from django_jobqueue import pause_queue, periodic, set_limit, task
-from django_jobqueue.models import Job, JournalEntry, QueuePause, WorkerHeartbeat
+from django_jobqueue.models import (
+    Job,
+    JournalEntry,
+    QueuePause,
+    StepEdge,
+    WorkerHeartbeat,
+    Workflow,
+)
 from tests.taskapp import tasks
 
 # --- hostile strings ----------------------------------------------------------------------
@@ -62,7 +70,9 @@ def assert_safe(text: str, *tokens: str) -> None:
 # declares (one per admin action, the clean-up and queue pause).
 JOB_PERMS = ("delete_job", *(codename for codename, _ in Job._meta.permissions))
 VIEW = ("view_job", "view_journalentry")
-EVERY = (*VIEW, *JOB_PERMS)
+# The workflows' own: viewing them, and cancelling one (retrying dead steps is requeue_job).
+WORKFLOW_PERMS = ("view_workflow", *(codename for codename, _ in Workflow._meta.permissions))
+EVERY = (*VIEW, *JOB_PERMS, *WORKFLOW_PERMS)
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,8 @@ def _roles() -> list[Role]:
     for perm in JOB_PERMS:
         roles.append(Role(f"staff with only {perm}", frozenset({perm})))
         roles.append(Role(f"view-only staff with {perm}", frozenset({*VIEW, perm})))
+    roles.append(Role("workflow viewer", frozenset({"view_workflow"})))
+    roles.append(Role("workflow operator", frozenset({*WORKFLOW_PERMS, "requeue_job"})))
     roles.append(Role("operator", frozenset(EVERY)))
     roles.append(Role("superuser", superuser=True))
     return roles
@@ -150,6 +162,9 @@ class World:
     users: dict[str, User] = field(default_factory=dict)  # by role name
     xss_user: User | None = None  # a superuser whose username is hostile too
     sessions: dict[str, str] = field(default_factory=dict)  # session keys, by role name
+    # "shown": hostile names in every field its pages show; "cancel" (running) and
+    # "retry_dead" (failed, a dead step): the targets of the workflow actions.
+    workflows: dict[str, Workflow] = field(default_factory=dict)
 
     def client(self, role: Role, *, csrf: bool = False) -> Client:
         """A browser logged in as ``role`` (its session made once, with the world)."""
@@ -278,11 +293,53 @@ def _surroundings(world: World) -> None:
     )
 
 
+def _workflow(name: str, steps: dict[str, str], status: str, kind: str) -> Workflow:
+    """A workflow whose steps run one after another, written through the ORM."""
+    now = timezone.now()
+    done = ("completed", "dead", "cancelled")
+    wf = Workflow.objects.create(
+        name=name,
+        status=status,
+        steps_total=len(steps),
+        steps_open=sum(1 for s in steps.values() if s not in done),
+        steps_dead=sum(1 for s in steps.values() if s == "dead"),
+        finished_at=None if status == "running" else now,
+    )
+    made = [
+        Job.objects.create(
+            kind=kind,
+            payload={"data": {}},
+            workflow=wf,
+            step_name=step,
+            status=state,
+            run_count=int(state in done),
+            finished_at=now if state in done else None,
+        )
+        for step, state in steps.items()
+    ]
+    for parent, child in itertools.pairwise(made):
+        StepEdge.objects.create(workflow=wf, parent=parent, child=child)
+    return wf
+
+
+def _workflows() -> dict[str, Workflow]:
+    shown = {hostile("step"): "completed", hostile("child"): "waiting"}
+    return {
+        "shown": _workflow(hostile("wfname"), shown, "running", HOSTILE_KIND),
+        "cancel": _workflow("to-cancel", {"a": "pending", "b": "waiting"}, "running", KIND),
+        "retry_dead": _workflow("to-retry", {"a": "completed", "b": "dead"}, "failed", KIND),
+    }
+
+
+KIND = "tests.taskapp.tasks.add"
+
+
 def build_world() -> World:
     hostile_task = _hostile_task()
     jobs = _hostile_jobs(hostile_task)
     world = World(hostile=jobs, targets=_targets(), entry=_hostile_entry(jobs["dead"]))
     world.keyed = _keyed()
+    world.workflows = _workflows()
     world.users = {role.name: make_user(role) for role in ROLES if not role.anonymous}
     world.log_in_everyone()
     world.xss_user = make_user(Role("xss", superuser=True), username=hostile("user")[:150])

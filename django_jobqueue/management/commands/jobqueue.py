@@ -1,9 +1,9 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
 Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
-``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]``, ``schedules`` and
-``health``. Every read and write goes through :mod:`django_jobqueue.store`, exactly as
-the admin's do.
+``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]``, ``schedules``,
+``workflows``, ``workflow ID`` and ``health``. Every read and write goes through
+:mod:`django_jobqueue.store`, exactly as the admin's do.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from django_jobqueue.errors import (
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age, fmt_seconds
-from django_jobqueue.management import subparsers
+from django_jobqueue.management import subparsers, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -61,7 +61,7 @@ def operator() -> str:
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
-        "pause, resume, limit, schedules, health."
+        "pause, resume, limit, schedules, workflows, workflow, health."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -109,6 +109,12 @@ class Command(BaseCommand):
         sub.add_parser(
             "schedules", help="Periodic schedules: their next run, last tick and its job."
         )
+        workflows.list_arguments(
+            sub.add_parser("workflows", help="List workflows, newest first, with their progress.")
+        )
+        workflows.show_arguments(
+            sub.add_parser("workflow", help="One workflow: its steps, their status and parents.")
+        )
         subparsers.health_arguments(
             sub.add_parser(
                 "health",
@@ -142,6 +148,14 @@ class Command(BaseCommand):
             return
         for line in render_stats(snapshot):
             self.stdout.write(line)
+
+    # --- workflows ------------------------------------------------------------------------
+
+    def do_workflows(self, options: dict[str, Any]) -> None:
+        workflows.do_list(options, self.stdout.write)
+
+    def do_workflow(self, options: dict[str, Any]) -> None:
+        workflows.do_show(options, self.stdout.write)
 
     # --- schedules ------------------------------------------------------------------------
 
