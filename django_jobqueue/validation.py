@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
@@ -183,6 +183,58 @@ def too_deep(value: Any, max_depth: int) -> list[str] | None:
                 return path
             stack.append(_children(step[1]))
     return None
+
+
+def first_refused(
+    value: Any,
+    refused: Callable[[Any], bool],
+    *,
+    containers: tuple[type, ...] = (dict, list, tuple),
+) -> tuple[list[str], Any] | None:
+    """The path (as steps) to the first part of ``value``, or key in it, that
+    ``refused`` says no to, and that part; None if there is none. Mappings and the
+    other ``containers`` (never text) are walked with a stack of their own, so a deep
+    value never recurses: an encoder's bare "not serializable" becomes a message that
+    says where."""
+    if refused(value):
+        return [], value
+    if not _walked(value, containers):
+        return None
+    stack = [_parts(value)]
+    path: list[str] = []
+    while stack:
+        part = next(stack[-1], None)
+        if part is None:
+            stack.pop()
+            if path:
+                path.pop()
+            continue
+        label, keys, item = part
+        for key in keys:
+            if refused(key):
+                return [*path, label], key
+        if refused(item):
+            return [*path, label], item
+        if _walked(item, containers):
+            path.append(label)
+            stack.append(_parts(item))
+    return None
+
+
+def _walked(value: Any, containers: tuple[type, ...]) -> bool:
+    return isinstance(value, containers) and not isinstance(value, str | bytes)
+
+
+def _parts(value: Any) -> Iterator[tuple[str, tuple[Any, ...], Any]]:
+    """A mapping's or a sequence's parts as (path step, keys to check, item)."""
+    if isinstance(value, Mapping):
+        return ((f"[{key!r}]", (key,), item) for key, item in list(value.items()))
+    return ((f"[{index}]", (), item) for index, item in enumerate(value))
+
+
+def not_json(value: Any) -> bool:
+    """Whether ``json.dumps`` refuses ``value`` by its type (its parts aside)."""
+    return not isinstance(value, str | int | float | bool | dict | list | tuple | None)
 
 
 def short_path(steps: list[str]) -> str:

@@ -131,3 +131,18 @@ def test_a_backoff_takes_seconds_and_refuses_a_cap_below_its_base() -> None:
         Backoff(base=-1)
     with pytest.raises(ValueError, match=r"Backoff cap \(0:00:01\) must not be below its base"):
         Backoff(base=2, cap=1)
+
+
+def test_first_refused_names_the_path_to_the_first_refused_part_or_key() -> None:
+    value = {"a": [1, {"b": (2, {3})}], "c": object()}
+    steps, part = validation.first_refused(value, validation.not_json) or ([], None)
+    assert "".join(steps) == "['a'][1]['b'][1]"
+    assert part == {3}
+    assert validation.first_refused({"ok": [1, "x", None]}, validation.not_json) is None
+    assert validation.first_refused(b"raw", validation.not_json) == ([], b"raw")
+    deep: list[object] = [object()]
+    for _ in range(5000):  # deeper than the recursion limit: walked with its own stack
+        deep = [deep]
+    found = validation.first_refused(deep, validation.not_json)
+    assert found is not None
+    assert len(found[0]) == 5001
