@@ -635,3 +635,9 @@ def deep_output(ctx: Context, where: str, depth: int) -> Any:
         ctx.attach(value)
         return None
     return value
+
+
+@task(max_failures=2, kind="tests.declined")
+def declined(message: str) -> None:
+    """Fails with ``message``: retried once, then dead."""
+    raise ConnectionRefusedError(message)
