@@ -68,6 +68,7 @@ from django_jobqueue.store.settling import (
     settle,
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
+from django_jobqueue.store.stranded import pending_kinds_except, queues_in_use, unserved_kinds
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
@@ -119,7 +120,9 @@ __all__ = [
     "oldest_due",
     "pause_queue",
     "paused_queues",
+    "pending_kinds_except",
     "planned_rows",
+    "queues_in_use",
     "record_tick",
     "recover_expired",
     "register_worker",
@@ -137,4 +140,5 @@ __all__ = [
     "take_tokens",
     "throughput",
     "tick_key",
+    "unserved_kinds",
 ]

@@ -168,7 +168,7 @@ class Worker:
             len(self.kinds),
             self.caps,
         )
-        startup.warn_at_start(self.kinds)
+        startup.warn_at_start(self.kinds, self.queues)
         self._register()
         self._listener.start()
         self._slots.start(self.concurrency)

@@ -58,6 +58,11 @@ def operator() -> str:
     return f"manage.py jobqueue ({user})"
 
 
+# jobqueue health's exit status when workers are alive but runnable jobs are of kinds
+# none of them runs (1 is unhealthy, 2 a bad command line): a probe can tell it apart.
+UNSERVED_EXIT = 3
+
+
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
@@ -114,7 +119,8 @@ class Command(BaseCommand):
                 "health",
                 help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no "
                 "due job has waited longer); else exit 1 with the reason on one line (for "
-                "container health checks).",
+                "container health checks); exit 3 if workers are alive but runnable jobs "
+                "are of kinds no live worker runs.",
             )
         )
 
@@ -172,6 +178,9 @@ class Command(BaseCommand):
     # --- health ---------------------------------------------------------------------------
 
     def do_health(self, options: dict[str, Any]) -> None:
+        """Exit 0 healthy; 1 unhealthy (no fresh heartbeat, a due job waiting too long, the
+        database unreadable): restart or page; ``UNSERVED_EXIT`` when workers are fine but
+        runnable jobs wait for a kind none of them runs: a restart would not help."""
         now = timezone.now()
         max_beat: timedelta = options["max_heartbeat_age"]
         max_pending: timedelta | None = options["max_pending_age"]
@@ -196,6 +205,13 @@ class Command(BaseCommand):
             )
         if problems:
             raise CommandError(f"unhealthy: {'; '.join(problems)}")
+        unserved = store.unserved_kinds(now=now)
+        if unserved:
+            shown = ", ".join(f"{kind} ({count})" for kind, count in unserved.items())
+            raise CommandError(
+                f"unserved: runnable jobs of kind(s) no live worker runs: {shown}",
+                returncode=UNSERVED_EXIT,
+            )
         waited = (
             "" if due is None else f"; oldest due job waited {fmt_age((now - due).total_seconds())}"
         )
