@@ -50,7 +50,7 @@ from django_jobqueue.store.operations import (
 )
 from django_jobqueue.store.pruning import cleanup, delete_finished
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
-from django_jobqueue.store.reading import Page, as_uuid, get_job, history, journal
+from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -111,6 +111,7 @@ __all__ = [
     "gauges",
     "get_job",
     "history",
+    "history_count",
     "in_flight",
     "journal",
     "last_jobs",

@@ -14,6 +14,7 @@ import uuid
 from argparse import ArgumentParser
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -29,7 +30,7 @@ from django_jobqueue.errors import (
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age, fmt_seconds
-from django_jobqueue.management import subparsers
+from django_jobqueue.management import bulk, subparsers
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -87,14 +88,20 @@ class Command(BaseCommand):
         p = sub.add_parser("show", help="One job's fields and its journal.")
         p.add_argument("job_id", type=parse_job_id, metavar="ID")
 
-        p = sub.add_parser("cancel", help="Cancel pending jobs; ask workers to stop claimed ones.")
-        p.add_argument("job_ids", type=parse_job_id, nargs="+", metavar="ID")
-
-        p = sub.add_parser("requeue", help="Send dead or cancelled jobs back to pending.")
-        p.add_argument("job_ids", type=parse_job_id, nargs="+", metavar="ID")
-        p.add_argument(
-            "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
-        )
+        for verb, what in (
+            ("cancel", "Cancel pending jobs; ask workers to stop claimed ones."),
+            ("requeue", "Send dead or cancelled jobs back to pending."),
+        ):
+            subparsers.bulk_arguments(
+                sub.add_parser(
+                    verb,
+                    help=f"{what} By id, or every job the filters match (a count "
+                    "first; --yes to act).",
+                ),
+                statuses=bulk.STATUSES[verb],
+                default=bulk.DEFAULT_STATUSES[verb],
+                force=verb == "requeue",
+            )
         subparsers.cleanup_arguments(
             sub.add_parser("cleanup", help="Delete finished jobs (and journals).")
         )
@@ -306,6 +313,15 @@ class Command(BaseCommand):
         except ValueError as exc:
             name = "--after" if options["after"] and "cursor" in str(exc) else "list"
             raise CommandError(f"{name}: {exc}") from exc
+        if options["json"]:
+            self.stdout.write(bulk.page_json(page))
+            return
+        if options["ids"]:
+            for job in page.jobs:
+                self.stdout.write(str(job.id))
+            if page.next_cursor:
+                self.stderr.write(f"next: --after '{page.next_cursor}'")
+            return
         rows = [
             [
                 str(job.id),
@@ -377,6 +393,8 @@ class Command(BaseCommand):
 
     def do_cancel(self, options: dict[str, Any]) -> None:
         actor = operator()
+        if bulk.run("cancel", options, partial(store.cancel, actor=actor), self):
+            return
 
         def act(job_id: uuid.UUID) -> str:
             job = store.cancel(job_id=job_id, actor=actor)
@@ -388,9 +406,12 @@ class Command(BaseCommand):
 
     def do_requeue(self, options: dict[str, Any]) -> None:
         actor = operator()
+        requeue = partial(store.requeue, force=options["force"], actor=actor)
+        if bulk.run("requeue", options, requeue, self):
+            return
 
         def act(job_id: uuid.UUID) -> str:
-            job = store.requeue(job_id=job_id, force=options["force"], actor=actor)
+            job = requeue(job_id=job_id)
             return f"{job.id}: requeued (pending now)"
 
         self._each(options["job_ids"], act, verb="requeue")
