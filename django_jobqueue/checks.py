@@ -48,7 +48,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     try:
         conf.validate(getattr(settings, "JOBQUEUE", None))
     except ConfigurationError as exc:
-        return [Error(str(exc), id="django_jobqueue.E001", hint="See the settings reference.")]
+        return [
+            Error(
+                str(exc),
+                id="django_jobqueue.E001",
+                hint="See the Settings page of the django-jobqueue documentation "
+                "(reference/settings).",
+            )
+        ]
     return []
 
 
@@ -437,8 +444,9 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             Error(
                 str(exc),
                 id="django_jobqueue.E005",
-                hint="See docs/howto/periodic-jobs.md: each schedule names a registered task "
-                "kind and arguments that fit it.",
+                hint="Each schedule names a registered task kind and arguments that fit "
+                "it: see the Periodic jobs page of the django-jobqueue documentation "
+                "(howto/periodic-jobs).",
             )
         ]
     return []

@@ -220,7 +220,9 @@ class Registry:
             return self._by_kind[kind]
         except KeyError:
             raise UnknownKind(
-                f"No task is registered under kind {kind!r}; is its tasks.py in an installed app?",
+                f"No task is registered under kind {kind!r}"
+                f"{validation.did_you_mean(kind, self._by_kind)}; is its tasks.py in an "
+                "installed app?",
                 kind=kind,
             ) from None
 

@@ -127,7 +127,7 @@ def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
     [warning] = database_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
     assert warning.id == "django_jobqueue.W010"
     assert "poll" in warning.msg
-    assert "docs/explanation/databases.md" in warning.hint
+    assert "(explanation/databases)" in warning.hint
     committed = {
         "ENGINE": "django.db.backends.mysql",
         "OPTIONS": {"isolation_level": "read committed"},

@@ -29,7 +29,7 @@ from django_jobqueue.errors import (
     JobNotFound,
     JobQueueError,
 )
-from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.formatting import fmt_age, fmt_seconds, plural
 from django_jobqueue.management import bulk, subparsers
 from django_jobqueue.management.arguments import (
     parse_duration,
@@ -368,7 +368,7 @@ class Command(BaseCommand):
         for label, value in job_fields(job):
             self.stdout.write(f"{label + ':':<17} {value}")
         self.stdout.write("")
-        self.stdout.write(f"Journal ({len(entries)} entries):")
+        self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
         if not entries:
             return
         rows = [
