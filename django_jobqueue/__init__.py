@@ -6,6 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
+from importlib import metadata
 from typing import TYPE_CHECKING, Unpack
 
 from django_jobqueue.errors import (
@@ -47,6 +48,13 @@ if TYPE_CHECKING:
 
     from django_jobqueue.store.reading import HistoryFilters
     from django_jobqueue.store.snapshot import Stats
+
+try:
+    # The one source of the version is pyproject.toml; an installed copy (a wheel, or an
+    # editable install of a checkout) carries it in its metadata.
+    __version__ = metadata.version("django-jobqueue")
+except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Backoff",
