@@ -6,7 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
-from importlib import metadata
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Unpack
 
 from django_jobqueue.errors import (
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 try:
     # The one source of the version is pyproject.toml; an installed copy (a wheel, or an
     # editable install of a checkout) carries it in its metadata.
-    __version__ = metadata.version("django-jobqueue")
-except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = version("django-jobqueue")
+except PackageNotFoundError:  # imported from a checkout that was never installed
     __version__ = "0+unknown"
 
 __all__ = [
