@@ -6,6 +6,7 @@ Everything public is re-exported here; other modules are internal.
 from __future__ import annotations
 
 from datetime import timedelta
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Unpack
 
 from django_jobqueue.errors import (
@@ -56,6 +57,13 @@ if TYPE_CHECKING:
 
     from django_jobqueue.store.reading import HistoryFilters
     from django_jobqueue.store.snapshot import Stats
+
+try:
+    # The one source of the version is pyproject.toml; an installed copy (a wheel, or an
+    # editable install of a checkout) carries it in its metadata.
+    __version__ = version("django-jobqueue")
+except PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Backoff",

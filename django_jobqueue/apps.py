@@ -14,5 +14,7 @@ class JobQueueConfig(AppConfig):
 
     def ready(self) -> None:
         from django_jobqueue import checks  # noqa: F401 - registers the system checks
+        from django_jobqueue.task.registry import registry
 
         autodiscover_modules("tasks")
+        registry.mark_discovered()  # what a worker sees too; W006 names any registered later

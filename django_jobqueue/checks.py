@@ -7,8 +7,8 @@ differ only in case (E004), a periodic schedule that does not fit its task (E005
 Warnings: SQLite without IMMEDIATE transactions (W001) or with more than one job at a
 time (W002), wake-ups that would LISTEN through a transaction pooler (W003), one task
 registered under two kinds by a double import (W004), a KIND_CONCURRENCY entry
-naming no registered kind (W005), what differs on MySQL/MariaDB (W010), and a
-MySQL/MariaDB isolation level above READ COMMITTED (W011).
+naming no registered kind (W005), a task no worker imports (W006), what differs on
+MySQL/MariaDB (W010), and a MySQL/MariaDB isolation level above READ COMMITTED (W011).
 
 Each check is a small function of values (a settings dict, the kinds) beside the
 registered check that feeds it, so that a test can hand it the case it reports.
@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.apps import apps as django_apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
@@ -47,7 +48,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     try:
         conf.validate(getattr(settings, "JOBQUEUE", None))
     except ConfigurationError as exc:
-        return [Error(str(exc), id="django_jobqueue.E001", hint="See the settings reference.")]
+        return [
+            Error(
+                str(exc),
+                id="django_jobqueue.E001",
+                hint="See the Settings page of the django-jobqueue documentation "
+                "(reference/settings).",
+            )
+        ]
     return []
 
 
@@ -322,10 +330,51 @@ def double_import_warnings(definitions: Iterable[TaskDef]) -> list[CheckMessage]
     return warnings
 
 
+def _in_tasks_module(module: str, apps: Iterable[str]) -> bool:
+    return any(module == f"{app}.tasks" or module.startswith(f"{app}.tasks.") for app in apps)
+
+
+def unimported_task_warnings(
+    definitions: Iterable[TaskDef], *, discovered: frozenset[str], apps: Iterable[str]
+) -> list[CheckMessage]:
+    """W006: a task registered only after Django was set up, by a module that is no
+    installed app's ``tasks`` module (``shop/jobs.py`` imported by a view, say). Workers
+    import each app's tasks module, and what it imports, at start, so they never see
+    it: its jobs enqueue and wait forever."""
+    apps = list(apps)
+    warnings: list[CheckMessage] = []
+    for defn in definitions:
+        source = _source_of(defn)
+        if defn.kind in discovered or source is None or _in_tasks_module(source[2], apps):
+            continue
+        module = source[2]
+        app = max((a for a in apps if module.startswith(f"{a}.")), key=len, default=None)
+        where = f"{app}/tasks.py".replace(".", "/") if app else "an installed app's tasks.py"
+        warnings.append(
+            Warning(
+                f"Task kind {defn.kind!r} is registered by {module}, which is not an "
+                "installed app's tasks module nor imported by one: workers will not import "
+                "it, so its jobs would be enqueued and never run.",
+                hint=(
+                    f"Define it at module level in {where}."
+                    if "<locals>" in source[1]
+                    else f"Move {source[1]} into {where}, or import it there "
+                    f"(from {module} import {source[1]})."
+                ),
+                id="django_jobqueue.W006",
+            )
+        )
+    return warnings
+
+
 @register()
 def check_task_kinds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     definitions = list(registry)
-    return [*kind_collision_errors(definitions), *double_import_warnings(definitions)]
+    found = [*kind_collision_errors(definitions), *double_import_warnings(definitions)]
+    if registry.discovered is not None:
+        apps = [config.name for config in django_apps.get_app_configs()]
+        found += unimported_task_warnings(definitions, discovered=registry.discovered, apps=apps)
+    return found
 
 
 # --- W005: settings naming unknown kinds ---------------------------------------------------
@@ -395,8 +444,9 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             Error(
                 str(exc),
                 id="django_jobqueue.E005",
-                hint="See docs/howto/periodic-jobs.md: each schedule names a registered task "
-                "kind and arguments that fit it.",
+                hint="Each schedule names a registered task kind and arguments that fit "
+                "it: see the Periodic jobs page of the django-jobqueue documentation "
+                "(howto/periodic-jobs).",
             )
         ]
     return []

@@ -196,7 +196,8 @@ def _with_defaults(raw: Any) -> dict[str, Any]:
     unknown = sorted(set(raw) - set(DEFAULTS))
     if unknown:
         raise ConfigurationError(
-            f"Unknown JOBQUEUE key(s): {', '.join(unknown)}. "
+            f"Unknown JOBQUEUE key(s): {', '.join(unknown)}"
+            f"{validation.did_you_mean(unknown[0], DEFAULTS)}. "
             f"Known keys: {', '.join(sorted(DEFAULTS))}",
             key=unknown[0],
         )

@@ -32,3 +32,8 @@ def fmt_seconds(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.2f}s"
     return fmt_age(seconds)
+
+
+def plural(count: int, one: str, many: str) -> str:
+    """``1 entry``, ``2 entries``: a count with its noun agreeing."""
+    return f"{count} {one if count == 1 else many}"

@@ -5,14 +5,16 @@ default; case, ``-``, ``_`` and spaces ignored, so ``X-Api-Key`` and ``apiKey`` 
 are a Django task's positional arguments whose parameter name contains one.
 
 Only what the admin's pages and ``manage.py jobqueue show`` display is redacted; the
-stored job, and so what the task receives, is never altered. Logs are not redacted:
-the worker's lines name a job's id, kind and outcome, never its payload, carry or
-result, but an exception's text (a failure's journal note, the DEBUG traceback) is
-written as the task raised it.
+stored job, and so what the task receives, is never altered. The worker's log lines
+name a job's id, kind and outcome, never its payload, carry or result; the error they
+quote (the INFO line's first line of a failure, the DEBUG traceback) goes through
+``redact_text``, which hides the value after a secret-named key (``token=…``,
+``"password": "…"``). The journal's note keeps the exception as the task raised it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,3 +96,29 @@ def _redact(value: Any, words: list[str]) -> Any:
     if isinstance(value, list | tuple):
         return [_redact(item, words) for item in value]
     return value
+
+
+# A key and what follows it in text: ``token=abc``, ``api-key: abc``, ``"password":
+# "abc"``. The value is looked ahead at, not consumed, so a key inside another's value
+# (``failed: password=abc``) is found too.
+_PAIR = re.compile(
+    r"""(?P<key>[A-Za-z][\w-]*)['"]?\s*[=:]\s*['"]?(?=(?P<value>[^\s'",;&)}\]=]+))"""
+)
+
+
+def redact_text(text: str, words: Iterable[str] | None = None) -> str:
+    """``text`` (an exception's message, a traceback) with the value after each
+    secret-named key replaced by ``MARK``: a message has no structure to redact by, but
+    a secret in one is nearly always written as a key and its value."""
+    lowered = _lowered(words)
+    if not lowered or not text:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for match in _PAIR.finditer(text):
+        start = match.start("value")
+        if start < done or not _secret(match["key"], lowered):
+            continue
+        pieces += [text[done:start], MARK]
+        done = match.end("value")
+    return "".join([*pieces, text[done:]])

@@ -9,9 +9,12 @@ Pure: no Django, no database.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
@@ -19,16 +22,69 @@ from typing import Any, overload
 ErrorFactory = Callable[[str], Exception]
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice nearest a misspelt ``name``, or ""."""
+    near = difflib.get_close_matches(name, sorted(choices), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def unexpected_keywords(signature: inspect.Signature, kwargs: Iterable[str]) -> str | None:
+    """What ``signature.bind`` would not say first: a keyword the function does not take
+    (``emial=``) is reported as such, with the parameter it was likely meant for, not
+    as the missing ``email``. None when every keyword is taken."""
+    params = signature.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    named = [
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    for key in kwargs:
+        if key not in named:
+            return f"got an unexpected keyword argument {key!r}{did_you_mean(key, named)}"
+    return None
+
+
 def _must(name: str) -> str:
     return f"{name} must" if name else "must"
 
 
+# Durations as text, as the command line takes them: 45s, 30m, 12h, 7d, 2w, or a sum
+# such as 1h30m.
+UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+DURATION_PART = re.compile(r"(\d+)([wdhms])")
+DURATION_TEXT = re.compile(r"(?:\d+[wdhms])+")
+
+
+def duration_seconds(text: str) -> float | None:
+    """The seconds a duration such as ``5m`` or ``1h30m`` stands for; None for text in
+    no such form."""
+    spec = text.strip().lower()
+    if not DURATION_TEXT.fullmatch(spec):
+        return None
+    try:
+        return float(sum(int(n) * UNITS[unit] for n, unit in DURATION_PART.findall(spec)))
+    except (ValueError, OverflowError):  # more digits than Python converts
+        return math.inf
+
+
 def duration(value: Any, *, name: str, error: ErrorFactory, allow_zero: bool = True) -> timedelta:
-    """Seconds (int or float) or a timedelta, as a timedelta; never negative, and above
-    zero unless ``allow_zero``."""
+    """Seconds (int or float), a timedelta, or text as the command line takes it
+    (``"5m"``, ``"1h30m"``), as a timedelta; never negative, and above zero unless
+    ``allow_zero``."""
+    if isinstance(value, str):
+        seconds = duration_seconds(value)
+        if seconds is None:
+            raise error(
+                f"{_must(name)} be a number of seconds, a timedelta or a duration such as "
+                f"'45s', '5m', '12h', '7d' or '1h30m', got {value[:40]!r}"
+            )
+        value = seconds
     if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
         raise error(
-            f"{_must(name)} be a number of seconds or a timedelta, not {type(value).__name__}"
+            f"{_must(name)} be a number of seconds, a timedelta or a duration such as '5m', "
+            f"not {type(value).__name__}"
         )
     try:
         result = value if isinstance(value, timedelta) else timedelta(seconds=value)
@@ -183,6 +239,58 @@ def too_deep(value: Any, max_depth: int) -> list[str] | None:
                 return path
             stack.append(_children(step[1]))
     return None
+
+
+def first_refused(
+    value: Any,
+    refused: Callable[[Any], bool],
+    *,
+    containers: tuple[type, ...] = (dict, list, tuple),
+) -> tuple[list[str], Any] | None:
+    """The path (as steps) to the first part of ``value``, or key in it, that
+    ``refused`` says no to, and that part; None if there is none. Mappings and the
+    other ``containers`` (never text) are walked with a stack of their own, so a deep
+    value never recurses: an encoder's bare "not serializable" becomes a message that
+    says where."""
+    if refused(value):
+        return [], value
+    if not _walked(value, containers):
+        return None
+    stack = [_parts(value)]
+    path: list[str] = []
+    while stack:
+        part = next(stack[-1], None)
+        if part is None:
+            stack.pop()
+            if path:
+                path.pop()
+            continue
+        label, keys, item = part
+        for key in keys:
+            if refused(key):
+                return [*path, label], key
+        if refused(item):
+            return [*path, label], item
+        if _walked(item, containers):
+            path.append(label)
+            stack.append(_parts(item))
+    return None
+
+
+def _walked(value: Any, containers: tuple[type, ...]) -> bool:
+    return isinstance(value, containers) and not isinstance(value, str | bytes)
+
+
+def _parts(value: Any) -> Iterator[tuple[str, tuple[Any, ...], Any]]:
+    """A mapping's or a sequence's parts as (path step, keys to check, item)."""
+    if isinstance(value, Mapping):
+        return ((f"[{key!r}]", (key,), item) for key, item in list(value.items()))
+    return ((f"[{index}]", (), item) for index, item in enumerate(value))
+
+
+def not_json(value: Any) -> bool:
+    """Whether ``json.dumps`` refuses ``value`` by its type (its parts aside)."""
+    return not isinstance(value, str | int | float | bool | dict | list | tuple | None)
 
 
 def short_path(steps: list[str]) -> str:

@@ -108,6 +108,69 @@ leg_sqlite() {
   for module in "${SECURITY_ANY_DATABASE[@]}"; do ignore+=(--ignore "$module"); done
   # Two xdist workers, a module to each, each on a database file of its own.
   DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "${ignore[@]}" "$@"
+  leg_wheel
+}
+
+# The package as users get it: build the sdist and the wheel (python -m build), check
+# them (twine check), install the wheel alone (not editable) into a fresh virtualenv,
+# and from there, outside the checkout (so nothing imports its sources): the wheel's
+# package data (templates, migrations, py.typed) present, __version__ its metadata's,
+# then the demo (migrate, enqueue the example jobs, a worker until they settle) and a
+# smoke test of one job of our own, on SQLite. Self-contained: called at the end of the
+# SQLite leg.
+leg_wheel() {
+  echo "== wheel (python -m build, twine check, the wheel alone in a fresh virtualenv)"
+  local work
+  work="$(mktemp -d "${TMPDIR:-/tmp}/jobqueue-wheel.XXXXXX")"
+  python -m build --sdist --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 \
+    || { cat "$work/build.log"; return 1; }
+  python -m twine check --strict "$work"/dist/*
+  local wheel
+  wheel="$(ls "$work"/dist/*.whl)"
+  python - "$wheel" <<'EOF_WHEEL'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+needed = ["django_jobqueue/py.typed", "django_jobqueue/migrations/0001_initial.py",
+          "django_jobqueue/templates/admin/django_jobqueue/app_index.html"]
+missing = [n for n in needed if n not in names]
+assert not missing, f"the wheel lacks {missing}"
+print(f"   the wheel holds {len(names)} files, package data included")
+EOF_WHEEL
+  python -m venv "$work/venv"
+  "$work/venv/bin/python" -m pip install --quiet "$wheel[metrics]"
+  cp -r testproject "$work/testproject"
+  (
+    cd "$work"
+    unset DATABASE_URL
+    export DJANGO_SETTINGS_MODULE=testproject.settings SQLITE_PATH="$work/demo.sqlite3"
+    export JOBQUEUE_LOG_LEVEL=WARNING
+    venv/bin/python - <<'EOF_SMOKE'
+import importlib.metadata, pathlib, django
+django.setup()
+import django_jobqueue
+where = pathlib.Path(django_jobqueue.__file__).resolve()
+assert "site-packages" in where.parts, f"imported {where}, not the installed wheel"
+assert django_jobqueue.__version__ == importlib.metadata.version("django-jobqueue")
+for part in ("py.typed", "migrations/0001_initial.py", "templates/admin"):
+    assert (where.parent / part).exists(), f"installed package lacks {part}"
+print(f"   django_jobqueue {django_jobqueue.__version__} from {where.parent}")
+EOF_SMOKE
+    venv/bin/python testproject/manage.py migrate --verbosity 0
+    venv/bin/python testproject/manage.py demo
+    venv/bin/python - <<'EOF_ONE'
+import django
+django.setup()
+from django_jobqueue import Status
+from django_jobqueue.models import Job
+from django_jobqueue.testing import run_jobs
+from testproject.shop import tasks
+handle = tasks.send_receipt.enqueue(order_id=1, email="smoke@example.com")
+run_jobs()
+assert Job.objects.get(id=handle.id).status == Status.COMPLETED, "the smoke job did not complete"
+print("   smoke test: one job enqueued and run from the installed wheel: completed")
+EOF_ONE
+  )
+  rm -rf "$work"
 }
 
 # MariaDB/MySQL: the database and admin tiers and the security tests that read through the

@@ -149,7 +149,10 @@ def bulk(
         return confirm_or_apply(modeladmin, request, action, jobs, changelist=True)
 
     run.__name__ = action.name
-    run.short_description = f"{action.verb} selected jobs"  # type: ignore[attr-defined]
+    # "Run selected jobs now", not "Run now selected jobs": a verb's particle goes last.
+    verb, _, particle = action.verb.partition(" ")
+    label = f"{verb} selected jobs {particle}".strip()
+    run.short_description = label  # type: ignore[attr-defined]
     # ActingAdmin.has_<name>_permission (Django's own has_delete_permission for delete).
     allowed = "delete" if action.name == "delete_selected" else action.name
     run.allowed_permissions = (allowed,)  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ job and its journal back as a ``TaskResult``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -29,7 +30,13 @@ from django_jobqueue.backend.runner import DjangoTaskDef
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
 from django_jobqueue.run.lifecycle import clamped
 from django_jobqueue.task.handle import JobHandle
-from django_jobqueue.task.options import Options, build_request, check_json, encode_payload
+from django_jobqueue.task.options import (
+    Options,
+    build_request,
+    check_json,
+    encode_payload,
+    unsupported,
+)
 from django_jobqueue.task.registry import registry
 from django_jobqueue.task.registry import validate_queue as check_queue
 
@@ -100,13 +107,11 @@ class JobQueueBackend(BaseTaskBackend):
             defn.check_call(args, kwargs)
         except TypeError as exc:
             raise InvalidArguments(f"{defn.kind}{defn.signature}: {exc}", kind=defn.kind) from exc
-        for index, value in enumerate(args):
-            check_json(f"args[{index}]", value, kind=defn.kind)
-        for name, value in kwargs.items():
-            check_json(name, value, kind=defn.kind)
+        args = [_normalized(f"args[{index}]", value, defn.kind) for index, value in enumerate(args)]
+        kwargs = {name: _normalized(name, value, defn.kind) for name, value in kwargs.items()}
         payload = {
-            "args": normalize_json(args),
-            "kwargs": normalize_json(kwargs),
+            "args": args,
+            "kwargs": kwargs,
             "priority": task.priority,
             "backend": self.alias,
             "run_after": after.isoformat() if (after := _run_after(task)) else None,
@@ -142,6 +147,38 @@ class JobQueueBackend(BaseTaskBackend):
                 "knows (is the module defining it imported?)"
             )
         return defn.result(results.JobView.of_job(job), store.journal(job_id=job.id))
+
+
+def _normalized(name: str, value: Any, kind: str) -> Any:
+    """The argument as Django's own check turns it into JSON (tuples and other sequences
+    to lists, UTF-8 bytes to text), refused as Django refuses it (``TypeError``,
+    "Unsupported type: …", here with the argument and the path inside it), then held to
+    what the queue stores (NaN, NUL, depth)."""
+    try:
+        normal = normalize_json(value)
+    except (TypeError, ValueError) as exc:
+        raise unsupported(
+            name,
+            value,
+            kind=kind,
+            problem=str(exc),
+            refused=_django_refuses,
+            containers=(Mapping, Sequence),
+            word=lambda part: "value" if isinstance(part, bytes) else "type",
+        ) from None
+    check_json(name, normal, kind=kind)
+    return normal
+
+
+def _django_refuses(value: Any) -> bool:
+    """What ``normalize_json`` raises on by itself (its parts aside)."""
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        return False
+    return not isinstance(value, Mapping | Sequence | str | int | float | bool | None)
 
 
 def _run_after(task: Task[..., Any]) -> datetime | None:

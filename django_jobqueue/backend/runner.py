@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from django_jobqueue import store
+from django_jobqueue import store, validation
 from django_jobqueue.backend import results
 from django_jobqueue.backend.compat import (
     InvalidTask,
@@ -83,7 +83,11 @@ class DjangoTaskDef(TaskDef):
     # --- payloads and results -----------------------------------------------------------
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """Raise TypeError unless the arguments fit the task function's signature."""
+        """Raise TypeError unless the arguments fit the task function's signature (an
+        unexpected keyword named as such, with the parameter it may have meant)."""
+        unexpected = validation.unexpected_keywords(self.signature, kwargs)
+        if unexpected:
+            raise TypeError(unexpected)
         self.signature.bind(*args, **kwargs)
 
     def positional_names(self, count: int) -> list[str | None]:

@@ -7,7 +7,6 @@ held to the same rules as the settings (argparse names the option in its message
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from argparse import ArgumentTypeError
 from collections.abc import Callable
@@ -120,9 +119,10 @@ def _too_long(text: str) -> ArgumentTypeError:
     )
 
 
-UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION = re.compile(r"(\d+)([wdhms])")
-_DURATION_FULL = re.compile(r"(?:\d+[wdhms])+")
+# One duration format for the command line and the settings (``LEASE: "5m"``).
+UNITS = validation.UNITS
+_DURATION = validation.DURATION_PART
+_DURATION_FULL = validation.DURATION_TEXT
 
 
 def parse_duration(text: str) -> timedelta:

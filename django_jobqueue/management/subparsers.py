@@ -4,6 +4,7 @@ checks in ``arguments`` so that a bad value is a usage error naming its option."
 from __future__ import annotations
 
 from argparse import ArgumentParser
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django_jobqueue.management.arguments import (
@@ -12,6 +13,7 @@ from django_jobqueue.management.arguments import (
     limit_rate,
     parse_age,
     parse_duration,
+    parse_job_id,
     parse_moment,
     plain_text,
     positive_int,
@@ -46,6 +48,48 @@ def list_arguments(p: ArgumentParser) -> None:
         "--after", type=plain_text, metavar="CURSOR", help="Continue after this page cursor."
     )
     p.add_argument("--newest-first", action="store_true", help="Newest jobs first.")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--ids",
+        action="store_true",
+        help="Print only the ids, one a line (the next page's cursor goes to stderr).",
+    )
+    shown.add_argument(
+        "--json", action="store_true", help="Print the page as JSON: its jobs and next_cursor."
+    )
+
+
+def bulk_arguments(
+    p: ArgumentParser, *, statuses: Sequence[str], default: Sequence[str], force: bool = False
+) -> None:
+    """``cancel``/``requeue``: ids, or the filters that select jobs in bulk."""
+    p.add_argument("job_ids", type=parse_job_id, nargs="*", metavar="ID")
+    if force:
+        p.add_argument(
+            "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
+        )
+    p.add_argument(
+        "--kind", action="append", type=kind_name, default=[], help="Only this kind (repeatable)."
+    )
+    p.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=list(statuses),
+        help=f"Only this status (repeatable; default {', '.join(default)}).",
+    )
+    p.add_argument("--queue", type=queue_name, help="Only this queue.")
+    p.add_argument(
+        "--older-than",
+        type=parse_duration,
+        metavar="AGE",
+        help="Only jobs created more than AGE ago (7d, 12h, 30m).",
+    )
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="Act on every job the filters match (without it: only count them).",
+    )
 
 
 def cleanup_arguments(p: ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from django.utils import timezone
 
 from django_jobqueue import validation
+from django_jobqueue.redaction import redact_text
 from django_jobqueue.run.control import Pause, Permanent, RetryAfter
 from django_jobqueue.run.lifecycle import (
     NOTE_LIMIT,
@@ -146,7 +147,8 @@ def execute(
         # reason to lose the worker's slot thread. Other BaseExceptions propagate.
         note = error_text(exc)
         if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
-            logger.debug("job %s raised %s", job.id, validation.clean_text(note, NOTE_LIMIT))
+            shown = redact_text(validation.clean_text(note, NOTE_LIMIT))
+            logger.debug("job %s raised %s", job.id, shown)
         return _checked(result("failed", note=note), max_output_bytes)
     return _checked(result("completed", value=value), max_output_bytes)
 

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from django_jobqueue import signals, store, validation
+from django_jobqueue.redaction import redact_text
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import RunResult, decide, error_text, failed_outright
 from django_jobqueue.run.lifecycle import NOTE_LIMIT, Policy, Settlement
+from django_jobqueue.states import Outcome
 from django_jobqueue.store import Claimed
 from django_jobqueue.store import workflows as stored
 from django_jobqueue.task.registry import policy_for, registry
@@ -143,11 +145,30 @@ class Pipeline:
             lines = [
                 f"settled job={s.job_id} kind={s.kind} outcome={s.outcome} "
                 f"duration={s.duration.total_seconds() if s.duration else 0.0:.3f}s"
+                f"{failure_summary(s)}"
                 for s, ok in zip(batch, applied, strict=True)
                 if ok
             ]
             if lines:
                 logger.info("\n".join(lines))
+
+
+# The most of a failure's first line the INFO line quotes: enough for the exception's
+# class and its message, never a screenful.
+SUMMARY_LIMIT = 200
+_FAILURES = frozenset({Outcome.RETRIED, Outcome.DEAD})
+
+
+def failure_summary(s: Settlement) -> str:
+    """What a retried or dead run's INFO line adds: `` error=`` and the first line of
+    its note (the exception's class and message, a ``Permanent`` reason), redacted and
+    bounded; "" for any other settlement. The traceback is the executor's DEBUG line."""
+    if s.outcome not in _FAILURES or not s.note:
+        return ""
+    first = redact_text(s.note.strip().partition("\n")[0])
+    if len(first) > SUMMARY_LIMIT:
+        first = first[: SUMMARY_LIMIT - 1] + "…"
+    return f" error={first}"
 
 
 # How a slot runs one job: ``Pipeline.run_one`` of the worker's pipeline.

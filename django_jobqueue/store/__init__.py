@@ -51,7 +51,7 @@ from django_jobqueue.store.operations import (
 )
 from django_jobqueue.store.pruning import cleanup, delete_finished
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
-from django_jobqueue.store.reading import Page, as_uuid, get_job, history, journal
+from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -70,6 +70,7 @@ from django_jobqueue.store.settling import (
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
+from django_jobqueue.store.stranded import pending_kinds_except, queues_in_use, unserved_kinds
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
@@ -113,6 +114,7 @@ __all__ = [
     "gauges",
     "get_job",
     "history",
+    "history_count",
     "in_flight",
     "journal",
     "last_jobs",
@@ -122,7 +124,9 @@ __all__ = [
     "oldest_due",
     "pause_queue",
     "paused_queues",
+    "pending_kinds_except",
     "planned_rows",
+    "queues_in_use",
     "record_tick",
     "recover_expired",
     "register_worker",
@@ -141,4 +145,5 @@ __all__ = [
     "take_tokens",
     "throughput",
     "tick_key",
+    "unserved_kinds",
 ]

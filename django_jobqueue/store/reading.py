@@ -122,6 +122,20 @@ def history(**filters: Unpack[HistoryFilters]) -> Page:
     return Page(jobs=rows, next_cursor=_encode_cursor(rows[-1]) if more and rows else None)
 
 
+_PAGING = frozenset({"after", "limit", "newest_first"})
+
+
+def history_count(**filters: Unpack[HistoryFilters]) -> int:
+    """How many jobs ``history`` would page through with these filters (paging keys
+    aside): what a bulk operation reports before it acts."""
+    refused = sorted(set(filters) - set(HistoryFilters.__annotations__) | _PAGING & set(filters))
+    if refused:
+        raise UnknownFilter(
+            f"history_count() got unknown filter(s) {', '.join(refused)}", argument=refused[0]
+        )
+    return _filtered(filters).count()
+
+
 # filter key -> lookup; absent or empty values select everything
 _RANGES = {
     "created_after": "created_at__gte",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
+from django_jobqueue import validation
 from django_jobqueue.errors import (
     EnqueueError,
     InvalidArguments,
@@ -124,6 +125,9 @@ class FunctionTask(TaskDef):
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a call to the signature: parameter names to values (not yet JSON)."""
+        unexpected = validation.unexpected_keywords(self.signature, kwargs)
+        if unexpected:
+            raise InvalidArguments(f"{self.kind}{self.signature}: {unexpected}", kind=self.kind)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:

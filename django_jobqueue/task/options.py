@@ -51,11 +51,31 @@ def check_json(name: str, value: Any, *, kind: str) -> None:
             argument=name,
         ) from None
     except (TypeError, ValueError) as exc:
-        raise InvalidPayload(
-            f"{kind}: argument {name!r} is not JSON-serialisable ({exc})",
-            kind=kind,
-            argument=name,
-        ) from None
+        raise unsupported(name, value, kind=kind, problem=str(exc)) from None
+
+
+def unsupported(
+    name: str,
+    value: Any,
+    *,
+    kind: str,
+    problem: str,
+    refused: Callable[[Any], bool] = validation.not_json,
+    containers: tuple[type, ...] = (dict, list, tuple),
+    word: Callable[[Any], str] = lambda part: "type",
+) -> InvalidPayload:
+    """The error for an argument JSON cannot hold, naming where in it the first part of
+    a type it refuses is, in the words Django's own check uses ("Unsupported type:
+    <class '…'>"), so tests written against Django's backends match ours."""
+    found = validation.first_refused(value, refused, containers=containers)
+    if found is not None:
+        steps, part = found
+        problem = f"Unsupported {word(part)}: {type(part)} at {name}{validation.short_path(steps)}"
+    return InvalidPayload(
+        f"{kind}: argument {name!r} is not JSON-serialisable ({problem})",
+        kind=kind,
+        argument=name,
+    )
 
 
 def encode_payload(payload: dict[str, Any], *, kind: str) -> str:

@@ -200,6 +200,10 @@ class Registry:
     def __init__(self) -> None:
         self._by_kind: dict[str, TaskDef] = {}
         self._schedules: dict[str, Schedule] = {}
+        # The kinds registered by the time the app registry was ready (every installed
+        # app's tasks module, and what those import): what every worker process sees.
+        # None until then.
+        self.discovered: frozenset[str] | None = None
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -216,9 +220,16 @@ class Registry:
             return self._by_kind[kind]
         except KeyError:
             raise UnknownKind(
-                f"No task is registered under kind {kind!r}; is its tasks.py in an installed app?",
+                f"No task is registered under kind {kind!r}"
+                f"{validation.did_you_mean(kind, self._by_kind)}; is its tasks.py in an "
+                "installed app?",
                 kind=kind,
             ) from None
+
+    def mark_discovered(self) -> None:
+        """Note the kinds registered so far as those any process sees once Django is set
+        up (called when the app is ready, after the tasks modules were imported)."""
+        self.discovered = frozenset(self._by_kind)
 
     def find(self, kind: str) -> TaskDef | None:
         return self._by_kind.get(kind)

@@ -26,6 +26,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from django_jobqueue import conf, store
+from django_jobqueue.formatting import plural
 from django_jobqueue.run.executor import run_of
 from django_jobqueue.run.lifecycle import Settlement, timed_out
 from django_jobqueue.run.pipeline import Pipeline
@@ -168,7 +169,7 @@ class Worker:
             len(self.kinds),
             self.caps,
         )
-        startup.warn_at_start(self.kinds)
+        startup.warn_at_start(self.kinds, self.queues)
         self._register()
         self._listener.start()
         self._slots.start(self.concurrency)
@@ -184,7 +185,9 @@ class Worker:
                 )
             )
             connections[self.alias].close()
-        logger.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
+        logger.info(
+            "worker %s stopped after %s", self.worker_id, plural(self.processed, "job", "jobs")
+        )
         return self.processed
 
     def _register(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
@@ -42,7 +42,18 @@ def settle_alone(
 
 
 def handed_back(running: Iterable[Running], *, worker_id: str, now: datetime) -> list[Settlement]:
-    """The runs still going at shutdown, released: pending now, no failure counted."""
+    """The runs still going at shutdown, released: pending now, no failure counted, with
+    how long each had run (none for one still waiting for a slot)."""
     return [
-        released(run_of(r.job, worker=worker_id), now=now, note="worker shut down") for r in running
+        released(
+            run_of(
+                r.job,
+                worker=worker_id,
+                started_at=r.started_at,
+                duration=None if r.started_at is None else max(now - r.started_at, timedelta(0)),
+            ),
+            now=now,
+            note="worker shut down",
+        )
+        for r in running
     ]

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from django.db import connections
+from django.utils import timezone
 
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, RunOne
@@ -73,6 +74,7 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
+                running.started_at = timezone.now()
                 # The pipeline leaves the thread's connections clean before the loop
                 # sees the result, so no settlement waits on what the run left open.
                 self._outbox.put(self.run(job, running.ctx, guard))

@@ -3,12 +3,15 @@ the registry, its maintenance services, and the warnings an operator should see 
 
 from __future__ import annotations
 
+import difflib
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from django_jobqueue import conf, validation
+from django.db import DatabaseError
+
+from django_jobqueue import conf, store, validation
 from django_jobqueue.task.periodic import schedules
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import DbCall, Maintenance, Running, Service, Timings
@@ -48,8 +51,9 @@ def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: b
     ).total_seconds()
 
 
-def warn_at_start(kinds: Sequence[str]) -> None:
-    """Say what makes a worker claim less than its operator expects."""
+def warn_at_start(kinds: Sequence[str], queues: Sequence[str] = ()) -> None:
+    """Say what makes a worker claim less than its operator expects: no kinds, limits
+    on kinds that do not exist, and (from the database) what it will leave stranded."""
     if not kinds:
         logger.warning(
             "no task kinds are registered, so this worker will claim nothing: "
@@ -60,6 +64,40 @@ def warn_at_start(kinds: Sequence[str]) -> None:
         logger.warning(
             "JOBQUEUE['LIMITS'] names kind(s) no task is registered under, ignored: %s",
             ", ".join(unknown),
+        )
+    try:
+        _warn_stranded(queues)
+    except DatabaseError as exc:  # the loop reconnects; these warnings are not worth a stop
+        logger.debug("could not look for stranded jobs at start: %s", exc)
+
+
+def _warn_stranded(queues: Sequence[str]) -> None:
+    """Pending jobs of kinds no task in this process has (a task moved out of tasks.py,
+    or renamed), and ``--queue`` names nothing can ever be in (a typo)."""
+    stranded = store.pending_kinds_except(kinds=registry.kinds())
+    if stranded:
+        shown = ", ".join(f"{kind} ({count})" for kind, count in list(stranded.items())[:20])
+        more = f" and {len(stranded) - 20} more" if len(stranded) > 20 else ""
+        logger.warning(
+            "pending jobs of kind(s) no task is registered under here, which no worker "
+            "running this code can run: %s%s; is each such task in an installed app's "
+            "tasks.py (or imported by it), or was it renamed?",
+            shown,
+            more,
+        )
+    routed = {defn.queue for defn in registry}
+    unknown = [q for q in queues if q not in routed]
+    used = store.queues_in_use(queues=unknown)
+    for queue in unknown:
+        if queue in used:
+            continue
+        near = difflib.get_close_matches(queue, sorted(routed), n=1)
+        logger.warning(
+            "--queue %s: no registered task routes to it and no pending job is in it, so "
+            "this worker will claim nothing from it%s (queues tasks route to: %s)",
+            queue,
+            f"; did you mean {near[0]}?" if near else "",
+            ", ".join(sorted(routed)) or "none",
         )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
@@ -289,3 +290,11 @@ def test_every_post_needs_the_csrf_token(operator: User, client_for: Callable[..
     from django_jobqueue.models import QueuePause
 
     assert not QueuePause.objects.exists()
+
+
+def test_bulk_action_labels_read_as_english() -> None:
+    """A two-word verb keeps its particle last: "Run selected jobs now"."""
+    actions = admin.site._registry[Job].actions
+    labels = {getattr(a, "__name__", a): getattr(a, "short_description", "") for a in actions}
+    assert labels["run_now"] == "Run selected jobs now"
+    assert labels["requeue"] == "Requeue selected jobs"

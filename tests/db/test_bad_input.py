@@ -32,6 +32,17 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
         UnknownKind,
         "No task is registered under kind 'no.such.kind'",
     ),
+    "misspelt kind": (
+        lambda: enqueue("tests.taskapp.tasks.ad", 1, 2),
+        UnknownKind,
+        "No task is registered under kind 'tests.taskapp.tasks.ad' (did you mean "
+        "'tests.taskapp.tasks.add'?)",
+    ),
+    "misspelt keyword, not a missing one": (
+        lambda: tasks.declined.enqueue(mesage="card declined"),
+        InvalidArguments,
+        "got an unexpected keyword argument 'mesage' (did you mean 'message'?)",
+    ),
     "payload not JSON": (
         lambda: tasks.add.enqueue(1, dt.date(2020, 1, 1)),
         InvalidPayload,

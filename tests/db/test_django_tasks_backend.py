@@ -68,6 +68,34 @@ def test_non_json_argument_is_named_and_nothing_is_written(
     assert not Job.objects.exists()
 
 
+def test_non_json_argument_raises_what_djangos_own_check_raises() -> None:
+    """Django's tests/tasks test_enqueue_with_invalid_argument and its async twin: a
+    TypeError with Django's words in it, here with our argument and path too."""
+    now = dt.datetime.now()
+    with pytest.raises(TypeError) as django_raised:
+        tasks.echo.using(backend="immediate").enqueue(now)
+    with pytest.raises(TypeError, match="Unsupported type") as ours:
+        tasks.echo.enqueue(now)
+    assert str(django_raised.value) in str(ours.value)
+    assert "argument 'args[0]'" in str(ours.value)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        async_to_sync(tasks.echo.aenqueue)(now)
+    with pytest.raises(InvalidPayload, match=re.escape("<class 'set'> at key['when'][1]")):
+        tasks.echo.enqueue(key={"when": [1, {2}]})
+    with pytest.raises(ValueError, match=re.escape("Unsupported value: <class 'bytes'> at b[0]")):
+        tasks.echo.enqueue(b=[b"\xff"])
+    assert not Job.objects.exists()
+
+
+def test_arguments_are_normalised_as_djangos_own_check_does() -> None:
+    """UTF-8 bytes become text and tuples lists, as on Django's own backends."""
+    immediate = tasks.echo.using(backend="immediate").enqueue(b"abc", pair=(1, b"d"))
+    ours = tasks.echo.enqueue(b"abc", pair=(1, b"d"))
+    assert ours.args == immediate.args == ["abc"]
+    assert ours.kwargs == immediate.kwargs == {"pair": [1, "d"]}
+    assert Job.objects.get().payload["args"] == ["abc"]
+
+
 def test_arguments_that_do_not_fit_the_function_are_refused_at_enqueue() -> None:
     with pytest.raises(InvalidArguments, match=r"tasks\.add\(.*missing a required argument: 'b'"):
         tasks.add.enqueue(1)

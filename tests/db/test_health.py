@@ -15,7 +15,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 import django_jobqueue
-from django_jobqueue.models import WorkerHeartbeat
+from django_jobqueue.management.commands.jobqueue import UNSERVED_EXIT
+from django_jobqueue.models import Job, WorkerHeartbeat
+from django_jobqueue.task.registry import registry
 from tests.concurrency.procs import database_url
 from tests.helpers import WorkerThread, wait_for
 from tests.taskapp import tasks
@@ -40,14 +42,22 @@ def unhealthy(*args: str) -> str:
     return message
 
 
-def worker(seen_ago: timedelta, *, stopped: bool = False, name: str = "w") -> WorkerHeartbeat:
+def worker(
+    seen_ago: timedelta,
+    *,
+    stopped: bool = False,
+    name: str = "w",
+    kinds: list[str] | None = None,
+    queues: list[str] | None = None,
+) -> WorkerHeartbeat:
+    """A worker row as runworker writes it: by default running every registered kind."""
     now = timezone.now()
     return WorkerHeartbeat.objects.create(
         id=f"host:1:{name}",
         host="host",
         pid=1,
-        queues=[],
-        kinds=[],
+        queues=queues or [],
+        kinds=registry.kinds() if kinds is None else kinds,
         concurrency=1,
         started_at=now - seen_ago - timedelta(minutes=1),
         last_seen_at=now - seen_ago,
@@ -93,6 +103,42 @@ def test_the_oldest_due_job_is_checked_only_when_asked_and_paused_queues_are_lef
         "unhealthy: no running worker has a heartbeat; "
         "the oldest due pending job has waited 10m, over 5m"
     )
+
+
+def unserved(*args: str) -> str:
+    with pytest.raises(CommandError) as info:
+        health(*args)
+    assert info.value.returncode == UNSERVED_EXIT == 3  # apart from 1 and argparse's 2
+    return str(info.value)
+
+
+def test_runnable_jobs_no_live_worker_runs_exit_with_their_own_code() -> None:
+    add, noop = tasks.add.kind, tasks.noop.kind
+    worker(timedelta(seconds=1), kinds=[add])
+    tasks.add.enqueue(1, 1)
+    tasks.noop.using(delay=timedelta(hours=1)).enqueue()  # not due: not waiting yet
+    assert health().startswith("healthy:")
+    tasks.noop.enqueue()
+    tasks.noop.enqueue()
+    assert unserved() == f"unserved: runnable jobs of kind(s) no live worker runs: {noop} (2)"
+    # A kind no process has any more (renamed, or moved out of tasks.py) is unserved too.
+    renamed = tasks.add.enqueue(2, 2)
+    Job.objects.filter(id=renamed.id).update(kind="shop.renamed_task")
+    assert "shop.renamed_task (1)" in unserved()
+    # A paused queue's jobs wait on purpose.
+    django_jobqueue.pause_queue("default")
+    assert health().startswith("healthy:")
+    django_jobqueue.resume_queue("default")
+    # A worker serves a job only if it reads the job's queue too.
+    worker(timedelta(seconds=1), name="all-kinds", queues=["other"])
+    assert noop in unserved()
+    worker(timedelta(seconds=1), name="everything")
+    assert unserved() == (
+        "unserved: runnable jobs of kind(s) no live worker runs: shop.renamed_task (1)"
+    )
+    # No heartbeat at all is the graver reason: unhealthy, exit 1.
+    WorkerHeartbeat.objects.all().delete()
+    assert unhealthy() == "unhealthy: no running worker has a heartbeat"
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "abc", "nan", "inf"])

@@ -262,7 +262,7 @@ def test_history_rejects_an_invalid_cursor_with_a_value_error(cursor: str) -> No
 
 
 def test_history_rejects_an_unknown_status_naming_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="Unknown status running; known: waiting, pending, claimed"):
+    with pytest.raises(ValueError, match="Unknown status running; known: waiting, pending"):
         history(status="running")
     with pytest.raises(ValueError, match="Unknown status bogus"):
         history(status=["pending", "bogus"])

@@ -705,3 +705,9 @@ def wf_record_total(ctx: Context) -> int:
     journal) and sums its members' results."""
     _record(ctx)
     return sum(int(v) for v in ctx.parents.values())
+
+
+@task(max_failures=2, kind="tests.declined")
+def declined(message: str) -> None:
+    """Fails with ``message``: retried once, then dead."""
+    raise ConnectionRefusedError(message)

@@ -19,7 +19,13 @@ from django.core.checks import CheckMessage, run_checks
 from django.test import override_settings
 
 from django_jobqueue import task
-from django_jobqueue.checks import claim_support_errors, database_warnings, unknown_kind_warnings
+from django_jobqueue.checks import (
+    check_task_kinds,
+    claim_support_errors,
+    database_warnings,
+    unimported_task_warnings,
+    unknown_kind_warnings,
+)
 from django_jobqueue.store.dialects import MySQL, for_settings
 from django_jobqueue.task.registry import registry
 
@@ -122,7 +128,7 @@ def test_mysql_gets_the_feature_warning_and_other_databases_do_not() -> None:
     [warning] = database_warnings("jobs", {"ENGINE": "django.db.backends.mysql"})
     assert warning.id == "django_jobqueue.W010"
     assert "poll" in warning.msg
-    assert "docs/explanation/databases.md" in warning.hint
+    assert "(explanation/databases)" in warning.hint
     committed = {
         "ENGINE": "django.db.backends.mysql",
         "OPTIONS": {"isolation_level": "read committed"},
@@ -194,8 +200,15 @@ def test_a_listen_database_that_is_pooled_too_is_a_warning() -> None:
 
 @pytest.fixture
 def isolated() -> Iterator[None]:
-    with registry.isolated():
-        yield
+    """Tasks defined in the test, standing for ones in an app's tasks.py (so W006, which
+    would name them as defined outside one, is left out)."""
+    discovered = registry.discovered
+    registry.discovered = None
+    try:
+        with registry.isolated():
+            yield
+    finally:
+        registry.discovered = discovered
 
 
 @pytest.mark.usefixtures("isolated")
@@ -249,6 +262,56 @@ def test_one_function_under_two_kinds_on_purpose_is_not_reported() -> None:
     task(kind="accounts.sync")(sync)
     task(kind="accounts.sync_v1")(sync)  # the old name, while its jobs drain
     assert ours() == []
+
+
+# --- W006 ---------------------------------------------------------------------------------
+
+
+def test_a_task_registered_outside_any_tasks_module_after_start_up_is_a_warning() -> None:
+    with registry.isolated():
+
+        @task(kind="shop.send_receipt")
+        def send_receipt(order_id: int) -> None: ...
+
+        [warning] = [m for m in check_task_kinds() if m.id == "django_jobqueue.W006"]
+    assert "'shop.send_receipt'" in warning.msg
+    assert f"registered by {__name__}" in warning.msg
+    assert "workers will not import it" in warning.msg
+    assert warning.hint is not None
+    assert "Define it at module level in an installed app's tasks.py" in warning.hint
+
+
+def test_tasks_seen_at_start_up_or_in_a_tasks_module_are_not_reported() -> None:
+    assert registry.discovered is not None
+    assert "tests.taskapp.tasks.add" in registry.discovered  # an installed app's tasks.py
+    assert [m for m in check_task_kinds() if m.id == "django_jobqueue.W006"] == []
+    definitions = list(registry)
+    # Registered at start-up by a module that is no tasks module (imported by one): seen.
+    assert (
+        unimported_task_warnings(
+            definitions, discovered=frozenset(registry.kinds()), apps=["tests.taskapp"]
+        )
+        == []
+    )
+    # Registered later, but by an installed app's tasks module: seen too.
+    assert (
+        unimported_task_warnings(
+            [d for d in definitions if d.kind == "tests.taskapp.tasks.add"],
+            discovered=frozenset(),
+            apps=["tests.taskapp"],
+        )
+        == []
+    )
+    [late] = unimported_task_warnings(
+        [d for d in definitions if d.kind == "tests.taskapp.tasks.add"],
+        discovered=frozenset(),
+        apps=["shop"],
+    )
+    assert late.id == "django_jobqueue.W006"
+    assert late.hint == (
+        "Move add into an installed app's tasks.py, or import it there "
+        "(from tests.taskapp.tasks import add)."
+    )
 
 
 # --- W005 ---------------------------------------------------------------------------------

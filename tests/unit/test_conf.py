@@ -27,6 +27,7 @@ def test_defaults() -> None:
 
 
 def test_numbers_are_seconds_and_timedeltas_pass_through() -> None:
+    assert conf.validate({"LEASE": "5m"}).lease == timedelta(minutes=5)  # as the CLI takes it
     settings = conf.validate({"LEASE": 90, "POLL_INTERVAL": timedelta(seconds=2)})
     assert settings.lease == timedelta(seconds=90)
     assert settings.poll_interval == timedelta(seconds=2)
@@ -41,7 +42,7 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
     ("raw", "key"),
     [
         ({"LEASE": 0}, "LEASE"),
-        ({"LEASE": "15m"}, "LEASE"),
+        ({"LEASE": "15 minutes"}, "LEASE"),  # "15m" is a duration, as on the command line
         ({"POLL_INTERVAL": -1}, "POLL_INTERVAL"),
         ({"SHUTDOWN_TIMEOUT": True}, "SHUTDOWN_TIMEOUT"),
         ({"CONCURRENCY": 0}, "CONCURRENCY"),
@@ -110,3 +111,10 @@ def test_sqlite_without_immediate_transactions_gets_a_warning() -> None:
     immediate = {**sqlite, "OPTIONS": {"transaction_mode": "IMMEDIATE"}}
     assert database_warnings("default", immediate) == []
     assert database_warnings("default", {"ENGINE": "django.db.backends.postgresql"}) == []
+
+
+def test_a_misspelt_key_is_refused_with_the_key_it_is_near() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"Unknown JOBQUEUE key\(s\): LEASES \(did you mean 'LEASE'\?\)"
+    ):
+        conf.validate({"LEASES": 5})

@@ -340,7 +340,10 @@ def test_docs_paths_named_by_the_code_and_scripts_exist() -> None:
         for source in sources
         for path in DOCS_PATH.findall(source.read_text(encoding="utf-8"))
     }
-    assert ("django_jobqueue/checks.py", "docs/explanation/databases.md") in named  # read
+    assert (
+        "django_jobqueue/checks.py",
+        "docs/explanation/databases.md",
+    ) in named  # read (a docstring)
     assert sorted(n for n in named if not (ROOT / n[1]).exists()) == []
 
 
@@ -388,3 +391,33 @@ def test_the_module_paths_the_docs_name_exist() -> None:
         )
     )
     assert missing == [], "the docs name modules or files that no longer exist"
+
+
+# A documentation page as a check's hint names it: "(explanation/databases)".
+DOCS_PAGE = re.compile(r"\(((?:tutorial|howto|reference|explanation)/[\w-]+)\)")
+
+
+def check_hints() -> list[tuple[str, str]]:
+    """Every check hint's literal text in the package: (file, text)."""
+    found = []
+    for source in PACKAGE.rglob("*.py"):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.keyword) or node.arg != "hint":
+                continue
+            parts = [
+                n.value
+                for n in ast.walk(node.value)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]
+            found.append((source.relative_to(ROOT).as_posix(), "".join(parts)))
+    return found
+
+
+def test_check_hints_name_documentation_pages_not_repository_paths() -> None:
+    """A user's project has no docs/ folder: a hint names the page as published."""
+    hints = check_hints()
+    assert any("(explanation/databases)" in text for _, text in hints)  # the test reads them
+    assert [(f, t) for f, t in hints if DOCS_PATH.search(t) or "docs/" in t] == []
+    pages = {(f, page) for f, text in hints for page in DOCS_PAGE.findall(text)}
+    assert sorted((f, p) for f, p in pages if not (DOCS / f"{p}.md").exists()) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,18 @@ def test_the_testing_docs_import_exactly_the_pinned_names() -> None:
     assert block is not None
     shown = [n.strip() for n in block.group(1).split(",") if n.strip()]
     assert sorted(shown) == sorted(DOCUMENTED["django_jobqueue.testing"])
+
+
+def test_version_and_classifiers_come_from_pyproject() -> None:
+    """One source of the version (pyproject.toml, read back through the installed
+    metadata), and a classifier for every supported Django and Python."""
+    project = tomllib.loads(
+        (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    )["project"]
+    assert django_jobqueue.__version__ == project["version"]
+    classifiers = set(project["classifiers"])
+    for django_version in ("5.2", "6.0", "6.1"):
+        assert f"Framework :: Django :: {django_version}" in classifiers
+    for python in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {python}" in classifiers
+    assert {"build>=1.2", "twine>=5.1"} <= set(project["optional-dependencies"]["dev"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from django_jobqueue.redaction import MARK, redact, redact_payload
+from django_jobqueue.redaction import MARK, redact, redact_payload, redact_text
 
 
 def a_django_payload(*args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -67,3 +67,23 @@ def test_arguments_past_the_signature_and_unknown_django_kinds_are_hidden() -> N
 def test_a_payload_of_our_own_tasks_is_redacted_by_key_only() -> None:
     payload = {"args": ["ann", "hunter2"], "password": "p"}  # a task taking args=, password=
     assert redact_payload(payload, task=None) == {"args": ["ann", "hunter2"], "password": MARK}
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("login failed: password=hunter2 user=ann", "login failed: password=******** user=ann"),
+        ('{"api_key": "abc123", "n": 1}', '{"api_key": "********", "n": 1}'),
+        ("X-Api-Key: zzz", "X-Api-Key: ********"),
+        ("https://x.example/?token=abc&page=2", "https://x.example/?token=********&page=2"),
+        ("session:abc token=t2", "session:******** token=********"),
+        ("nothing secret: a=b, c: d", "nothing secret: a=b, c: d"),
+        ("", ""),
+    ],
+)
+def test_redact_text_hides_the_value_after_a_secret_named_key(text: str, shown: str) -> None:
+    assert redact_text(text, words=("password", "token", "api_key", "session")) == shown
+
+
+def test_redact_text_with_no_words_leaves_text_alone() -> None:
+    assert redact_text("token=abc", words=()) == "token=abc"

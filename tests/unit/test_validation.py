@@ -19,17 +19,42 @@ Error = partial(InvalidOption, option="x")
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(5, timedelta(seconds=5)), (0.5, timedelta(milliseconds=500)), (timedelta(0), timedelta(0))],
+    [
+        (5, timedelta(seconds=5)),
+        (0.5, timedelta(milliseconds=500)),
+        (timedelta(0), timedelta(0)),
+        ("5m", timedelta(minutes=5)),  # as the command line takes it
+        ("1h30m", timedelta(minutes=90)),
+        (" 2W ", timedelta(weeks=2)),
+    ],
 )
-def test_duration_takes_seconds_or_a_timedelta(value: object, expected: timedelta) -> None:
+def test_duration_takes_seconds_a_timedelta_or_the_command_lines_text(
+    value: object, expected: timedelta
+) -> None:
     assert validation.duration(value, name="x", error=Error) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "allow_zero", "message"),
     [
-        ("5", True, "x must be a number of seconds or a timedelta, not str"),
-        (True, True, "x must be a number of seconds or a timedelta, not bool"),
+        (
+            "5",
+            True,
+            "x must be a number of seconds, a timedelta or a duration such as '45s', '5m', "
+            "'12h', '7d' or '1h30m', got '5'",
+        ),
+        (
+            "5 minutes",
+            True,
+            "x must be a number of seconds, a timedelta or a duration such as '45s', '5m', "
+            "'12h', '7d' or '1h30m', got '5 minutes'",
+        ),
+        ("9" * 400 + "w", True, "x must be a finite number of seconds, got inf"),
+        (
+            True,
+            True,
+            "x must be a number of seconds, a timedelta or a duration such as '5m', not bool",
+        ),
         (-1, True, "x must not be negative, got -1"),
         (0, False, "x must be positive, got 0"),
         (-1, False, "x must be positive, got -1"),
@@ -131,3 +156,18 @@ def test_a_backoff_takes_seconds_and_refuses_a_cap_below_its_base() -> None:
         Backoff(base=-1)
     with pytest.raises(ValueError, match=r"Backoff cap \(0:00:01\) must not be below its base"):
         Backoff(base=2, cap=1)
+
+
+def test_first_refused_names_the_path_to_the_first_refused_part_or_key() -> None:
+    value = {"a": [1, {"b": (2, {3})}], "c": object()}
+    steps, part = validation.first_refused(value, validation.not_json) or ([], None)
+    assert "".join(steps) == "['a'][1]['b'][1]"
+    assert part == {3}
+    assert validation.first_refused({"ok": [1, "x", None]}, validation.not_json) is None
+    assert validation.first_refused(b"raw", validation.not_json) == ([], b"raw")
+    deep: list[object] = [object()]
+    for _ in range(5000):  # deeper than the recursion limit: walked with its own stack
+        deep = [deep]
+    found = validation.first_refused(deep, validation.not_json)
+    assert found is not None
+    assert len(found[0]) == 5001

@@ -14,6 +14,7 @@ import uuid
 from argparse import ArgumentParser
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -28,8 +29,8 @@ from django_jobqueue.errors import (
     JobNotFound,
     JobQueueError,
 )
-from django_jobqueue.formatting import fmt_age, fmt_seconds
-from django_jobqueue.management import subparsers, workflows
+from django_jobqueue.formatting import fmt_age, fmt_seconds, plural
+from django_jobqueue.management import bulk, subparsers, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -58,6 +59,11 @@ def operator() -> str:
     return f"manage.py jobqueue ({user})"
 
 
+# jobqueue health's exit status when workers are alive but runnable jobs are of kinds
+# none of them runs (1 is unhealthy, 2 a bad command line): a probe can tell it apart.
+UNSERVED_EXIT = 3
+
+
 class Command(BaseCommand):
     help = (
         "Inspect and steer the job queue: stats, list, show, cancel, requeue, cleanup, "
@@ -82,14 +88,25 @@ class Command(BaseCommand):
         p = sub.add_parser("show", help="One job's fields and its journal.")
         p.add_argument("job_id", type=parse_job_id, metavar="ID")
 
-        p = sub.add_parser("cancel", help="Cancel pending jobs; ask workers to stop claimed ones.")
-        p.add_argument("job_ids", type=parse_job_id, nargs="+", metavar="ID")
+        for verb, what in (
+            ("cancel", "Cancel pending jobs; ask workers to stop claimed ones."),
+            ("requeue", "Send dead or cancelled jobs back to pending."),
+        ):
+            subparsers.bulk_arguments(
+                sub.add_parser(
+                    verb,
+                    help=f"{what} By id, or every job the filters match (a count "
+                    "first; --yes to act).",
+                ),
+                statuses=bulk.STATUSES[verb],
+                default=bulk.DEFAULT_STATUSES[verb],
+                force=verb == "requeue",
+            )
+        self._add_operations(sub)
 
-        p = sub.add_parser("requeue", help="Send dead or cancelled jobs back to pending.")
-        p.add_argument("job_ids", type=parse_job_id, nargs="+", metavar="ID")
-        p.add_argument(
-            "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
-        )
+    @staticmethod
+    def _add_operations(sub: Any) -> None:
+        """The queue-wide operations and reads, apart from the per-job ones above."""
         subparsers.cleanup_arguments(
             sub.add_parser("cleanup", help="Delete finished jobs (and journals).")
         )
@@ -120,7 +137,8 @@ class Command(BaseCommand):
                 "health",
                 help="Exit 0 if a worker's heartbeat is fresh (and, with --max-pending-age, no "
                 "due job has waited longer); else exit 1 with the reason on one line (for "
-                "container health checks).",
+                "container health checks); exit 3 if workers are alive but runnable jobs "
+                "are of kinds no live worker runs.",
             )
         )
 
@@ -186,6 +204,9 @@ class Command(BaseCommand):
     # --- health ---------------------------------------------------------------------------
 
     def do_health(self, options: dict[str, Any]) -> None:
+        """Exit 0 healthy; 1 unhealthy (no fresh heartbeat, a due job waiting too long, the
+        database unreadable): restart or page; ``UNSERVED_EXIT`` when workers are fine but
+        runnable jobs wait for a kind none of them runs: a restart would not help."""
         now = timezone.now()
         max_beat: timedelta = options["max_heartbeat_age"]
         max_pending: timedelta | None = options["max_pending_age"]
@@ -210,6 +231,13 @@ class Command(BaseCommand):
             )
         if problems:
             raise CommandError(f"unhealthy: {'; '.join(problems)}")
+        unserved = store.unserved_kinds(now=now)
+        if unserved:
+            shown = ", ".join(f"{kind} ({count})" for kind, count in unserved.items())
+            raise CommandError(
+                f"unserved: runnable jobs of kind(s) no live worker runs: {shown}",
+                returncode=UNSERVED_EXIT,
+            )
         waited = (
             "" if due is None else f"; oldest due job waited {fmt_age((now - due).total_seconds())}"
         )
@@ -304,6 +332,15 @@ class Command(BaseCommand):
         except ValueError as exc:
             name = "--after" if options["after"] and "cursor" in str(exc) else "list"
             raise CommandError(f"{name}: {exc}") from exc
+        if options["json"]:
+            self.stdout.write(bulk.page_json(page))
+            return
+        if options["ids"]:
+            for job in page.jobs:
+                self.stdout.write(str(job.id))
+            if page.next_cursor:
+                self.stderr.write(f"next: --after '{page.next_cursor}'")
+            return
         rows = [
             [
                 str(job.id),
@@ -350,7 +387,7 @@ class Command(BaseCommand):
         for label, value in job_fields(job):
             self.stdout.write(f"{label + ':':<17} {value}")
         self.stdout.write("")
-        self.stdout.write(f"Journal ({len(entries)} entries):")
+        self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
         if not entries:
             return
         rows = [
@@ -375,6 +412,8 @@ class Command(BaseCommand):
 
     def do_cancel(self, options: dict[str, Any]) -> None:
         actor = operator()
+        if bulk.run("cancel", options, partial(store.cancel, actor=actor), self):
+            return
 
         def act(job_id: uuid.UUID) -> str:
             job = store.cancel(job_id=job_id, actor=actor)
@@ -386,9 +425,12 @@ class Command(BaseCommand):
 
     def do_requeue(self, options: dict[str, Any]) -> None:
         actor = operator()
+        requeue = partial(store.requeue, force=options["force"], actor=actor)
+        if bulk.run("requeue", options, requeue, self):
+            return
 
         def act(job_id: uuid.UUID) -> str:
-            job = store.requeue(job_id=job_id, force=options["force"], actor=actor)
+            job = requeue(job_id=job_id)
             return f"{job.id}: requeued (pending now)"
 
         self._each(options["job_ids"], act, verb="requeue")

@@ -64,6 +64,9 @@ class Running:
     ended: bool = False  # its result is in: no longer subject to the timeout
     # An atomic run: monotonic time after which its open transaction is logged as long.
     warn_at: float | None = None
+    # When a slot began running it (None while it waits for one): a run handed back at
+    # shutdown is logged and journalled with how long it ran.
+    started_at: datetime | None = None
 
 
 class Service:

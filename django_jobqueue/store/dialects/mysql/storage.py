@@ -81,7 +81,8 @@ class MySQLStorage(StorageStatements):
                 "are whole rather than partial (the idempotency key's uniqueness is a "
                 "generated column's unique index), a claim or settlement takes a few "
                 "statements instead of one, and JSON is stored as checked text.",
-                hint="See docs/explanation/databases.md for the feature-by-database table; add "
+                hint="See the feature-by-database table on the Databases page of the "
+                "django-jobqueue documentation (explanation/databases); add "
                 "'django_jobqueue.W010' to SILENCED_SYSTEM_CHECKS once you have read it.",
                 id="django_jobqueue.W010",
             )
