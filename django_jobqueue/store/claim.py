@@ -42,6 +42,7 @@ class Claimed:
     claim_expires_at: datetime
     status: str = Status.CLAIMED
     created_at: datetime | None = None  # when it was enqueued
+    trace_context: str = ""  # the enqueuing code's (``tracing.capture_context``)
 
 
 class ClaimOptions(TypedDict, total=False):
@@ -110,6 +111,7 @@ class PreparedClaim:
                 claimed_by=self.spec.worker_id,
                 claim_expires_at=now + self.leases.get(r[1], self.lease),
                 created_at=d.read_dt(r[9]),
+                trace_context=r[10] or "",
             )
             for r in rows
         ]

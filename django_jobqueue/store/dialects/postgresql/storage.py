@@ -30,7 +30,8 @@ _FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value i
 _BULK = (
     f"INSERT INTO {JOB} ({COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8, {_FRESH}"
+    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8,"
+    f" coalesce(r->>9, ''), {_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
@@ -132,7 +133,8 @@ class _Listening:
 
 def _bulk_document(rows: Sequence[NewRow]) -> str:
     """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
-    idempotency_key], …]`` as JSON text (the keys left out when there are none)."""
+    idempotency_key, trace_context], …]`` as JSON text (the keys and the trace context
+    left out when there are none)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -150,11 +152,13 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
         return found
 
     def keys(r: NewRow) -> str:
-        if r.dedup_key is None and r.idempotency_key is None:
-            return ""  # r->>7 and r->>8 past the end are NULL
-        return "," + ",".join(
-            "null" if k is None else q(k) for k in (r.dedup_key, r.idempotency_key)
-        )
+        if r.trace_context:
+            tail: tuple[str | None, ...] = (r.dedup_key, r.idempotency_key, r.trace_context)
+        elif r.dedup_key is None and r.idempotency_key is None:
+            return ""  # r->>7, r->>8 and r->>9 past the end are NULL
+        else:
+            tail = (r.dedup_key, r.idempotency_key)
+        return "," + ",".join("null" if k is None else q(k) for k in tail)
 
     parts = [
         f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
