@@ -18,6 +18,7 @@ from django_jobqueue.errors import (
     InvalidLimit,
     InvalidOption,
     InvalidPayload,
+    InvalidProgress,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
@@ -30,6 +31,7 @@ from django_jobqueue.errors import (
 )
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.context import Context
+from django_jobqueue.progress import Progress
 from django_jobqueue.run.control import Pause, Permanent
 from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
@@ -61,6 +63,7 @@ __all__ = [
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
+    "InvalidProgress",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -73,6 +76,7 @@ __all__ = [
     "Pending",
     "Permanent",
     "Priority",
+    "Progress",
     "RateLimited",
     "SettleError",
     "Status",
