@@ -670,3 +670,8 @@ async def reports_progress_async(ctx: Context, steps: int, step_seconds: float) 
         ctx.progress(done, total=steps, note=f"async step {done}")
         await asyncio.sleep(step_seconds)
     return steps
+
+
+@task(takes_context=True, kind="tests.misreports_progress", max_failures=2)
+def misreports_progress(ctx: Context, done: float) -> None:
+    ctx.progress(done)
