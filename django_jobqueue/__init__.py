@@ -29,9 +29,9 @@ from django_jobqueue.errors import (
     UnknownFilter,
     UnknownKind,
 )
+from django_jobqueue.progress import Progress
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.context import Context
-from django_jobqueue.progress import Progress
 from django_jobqueue.run.control import Pause, Permanent
 from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status

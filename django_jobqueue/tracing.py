@@ -62,6 +62,18 @@ def capture_context() -> str:
     return text if len(text) <= CONTEXT_LIMIT else ""
 
 
+def trace_id(stored: str) -> str:
+    """The trace id in a job's stored context ("" when none can be read), to find the
+    enqueuing request's trace in a tracing backend. Needs no OpenTelemetry."""
+    try:
+        carrier = json.loads(stored) if stored else None
+    except ValueError:
+        return ""
+    parent = carrier.get("traceparent") if isinstance(carrier, dict) else None
+    parts = parent.split("-") if isinstance(parent, str) else []
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
 def _tracer() -> Any:
     return trace.get_tracer(SYSTEM)
 

@@ -48,9 +48,7 @@ def renew(worker_id: str, *runs: Running) -> list[dict[str, Any]]:
     return list(queries.captured_queries)
 
 
-def test_many_progress_calls_send_no_statement_and_the_renewal_writes_the_last_in_its_own() -> (
-    None
-):
+def test_many_progress_calls_send_no_statement_and_the_renewal_writes_the_last_in_its_own() -> None:
     quiet, busy = claimed(), claimed()
     with CaptureQueriesContext(connection) as during:
         for n in range(5000):
@@ -85,7 +83,9 @@ def test_the_first_renewal_of_a_new_run_clears_the_progress_an_earlier_run_left(
     assert job(r.job.id).progress == Progress(7, 10, "before the crash")
     # The run is lost (as to a crash) and the job runnable again: its next run has not
     # reported anything, and its first renewal says so.
-    Job.objects.filter(id=r.job.id).update(status="pending", claimed_by="", visible_at=timezone.now())
+    Job.objects.filter(id=r.job.id).update(
+        status="pending", claimed_by="", visible_at=timezone.now()
+    )
     [again] = store.claim_jobs(worker_id="w:2", limit=1, kinds=[tasks.add.kind], lease=LEASE)
     assert again.run_count == 2
     ctx = Pipeline(worker_id="w:2", alias="default", max_output_bytes=10_000).context(again)
@@ -148,13 +148,15 @@ def test_a_task_whose_progress_call_is_bad_fails_its_run_saying_why() -> None:
 
     handle = tasks.reports_progress.enqueue(steps=0, step_seconds=0)
     [ran] = run_jobs()  # steps=0: nothing reported, a clean run
-    assert ran.status == "completed" and ran.id == handle.id
+    assert ran.status == "completed"
+    assert ran.id == handle.id
     bad = tasks.misreports_progress.enqueue(-1)
     ran = run_jobs()[0]  # max_failures=2: retried, then dead, each run failing alike
     assert ran.id == bad.id
     entry = ran.journal()[0]
     assert entry.outcome == "retried"
-    assert "InvalidProgress" in entry.note and "must not be negative" in entry.note
+    assert "InvalidProgress" in entry.note
+    assert "must not be negative" in entry.note
 
 
 def test_a_job_that_never_ran_has_no_progress() -> None:

@@ -66,12 +66,15 @@ def test_a_run_is_a_child_of_its_enqueue_and_a_retry_starts_a_new_trace_linked_t
     assert [h.status for h in ran] == ["pending", "completed"]
 
     [producer] = named(spans, "publish")
-    [first, retry] = sorted(named(spans, "process"), key=lambda s: s.attributes["jobqueue.job.attempt"])
+    [first, retry] = sorted(
+        named(spans, "process"), key=lambda s: s.attributes["jobqueue.job.attempt"]
+    )
     request_context = request.get_span_context()
 
     # enqueue: a PRODUCER span in the request's trace, whose context the job keeps
     assert producer.kind is SpanKind.PRODUCER
-    assert producer.parent is not None and producer.parent.span_id == request_context.span_id
+    assert producer.parent is not None
+    assert producer.parent.span_id == request_context.span_id
     assert producer.context.trace_id == request_context.trace_id
     assert producer.attributes["jobqueue.job.id"] == str(handle.id)
     assert producer.attributes["messaging.system"] == "django_jobqueue"
@@ -80,7 +83,8 @@ def test_a_run_is_a_child_of_its_enqueue_and_a_retry_starts_a_new_trace_linked_t
 
     # first attempt: a CONSUMER child of the PRODUCER span, failed with its exception
     assert first.kind is SpanKind.CONSUMER
-    assert first.parent is not None and first.parent.span_id == producer.context.span_id
+    assert first.parent is not None
+    assert first.parent.span_id == producer.context.span_id
     assert first.context.trace_id == request_context.trace_id
     assert not first.links
     assert first.attributes["jobqueue.job.outcome"] == "retried"
@@ -113,7 +117,8 @@ def test_the_task_s_own_spans_are_children_of_its_run(spans: InMemorySpanExporte
     run_jobs()
     [run] = named(spans, "process")
     [inner] = named(spans, "inner")
-    assert inner.parent is not None and inner.parent.span_id == run.context.span_id
+    assert inner.parent is not None
+    assert inner.parent.span_id == run.context.span_id
 
 
 def test_a_bulk_enqueue_is_one_producer_span_whose_context_every_job_keeps(
@@ -163,7 +168,8 @@ def test_a_stored_context_that_cannot_be_read_starts_a_run_of_its_own(
     Job.objects.filter(id=handle.id).update(trace_context="{not json")
     assert [h.result for h in run_jobs()] == [3]
     [run] = named(spans, "process")
-    assert run.parent is None and not run.links
+    assert run.parent is None
+    assert not run.links
 
 
 def test_a_carrier_over_the_limit_is_not_kept(
