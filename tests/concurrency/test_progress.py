@@ -34,36 +34,43 @@ def test_the_task_s_lease_is_the_one_this_test_reasons_with() -> None:
     assert tasks.reports_progress_async.lease == LEASE
 
 
-@pytest.mark.parametrize("task", [tasks.reports_progress, tasks.reports_progress_async])
-def test_a_running_job_s_progress_is_seen_from_another_process_within_a_renewal(
-    runworker: WorkerProcesses, task: object
+def test_running_jobs_progress_is_seen_from_another_process_within_a_renewal(
+    runworker: WorkerProcesses,
 ) -> None:
-    runworker.start_ready("--concurrency", "1")
-    handle = task.enqueue(steps=STEPS, step_seconds=STEP_SECONDS)  # type: ignore[attr-defined]
+    """A sync and an ``async def`` task side by side, in one child."""
+    runworker.start_ready("--concurrency", "2")
+    handles = [
+        t.enqueue(steps=STEPS, step_seconds=STEP_SECONDS)
+        for t in (tasks.reports_progress, tasks.reports_progress_async)
+    ]
+    for handle in handles:
+        assert_seen_while_running(handle.id)
+    out = StringIO()
+    call_command("jobqueue", "show", str(handles[0].id), stdout=out)
+    shown = [line for line in out.getvalue().splitlines() if line.startswith("progress:")]
+    assert len(shown) == 1, out.getvalue()
+    assert f"/{STEPS} (" in shown[0]
+    for handle in handles:
+        wait_for(lambda h=handle: job(h.id).status == Status.COMPLETED, timeout=30)
+        assert job(handle.id).result == STEPS
 
-    wait_for(lambda: Job.objects.get(id=handle.id).status == Status.CLAIMED, timeout=30)
+
+def assert_seen_while_running(job_id: object) -> None:
+    wait_for(lambda: Job.objects.get(id=job_id).status == Status.CLAIMED, timeout=30)
     claimed_seen = time.monotonic()
-    first = wait_for(lambda: job(handle.id).progress, timeout=10)
+    first = wait_for(lambda: job(job_id).progress, timeout=10)
     waited = time.monotonic() - claimed_seen
     # The first renewal is due a third of a lease after the claim (which came before
     # claimed_seen); a little over one interval allows for the worker's own wake-up.
     assert waited < RENEWAL + 1.0, f"first progress seen {waited:.2f}s after the claim"
-    assert job(handle.id).status == Status.CLAIMED  # seen while the job runs
+    assert job(job_id).status == Status.CLAIMED  # seen while the job runs
     assert first.total == STEPS
     assert 1 <= first.done < STEPS
     assert first.note.endswith(f"step {int(first.done)}")
-
     # It moves on as the run does, each value seen while the job is still running.
     later = wait_for(
-        lambda: (p := job(handle.id).progress) is not None and p.done > first.done and p,
+        lambda: (p := job(job_id).progress) is not None and p.done > first.done and p,
         timeout=5,
     )
     assert isinstance(later, Progress)
-    out = StringIO()
-    call_command("jobqueue", "show", str(handle.id), stdout=out)
-    shown = [line for line in out.getvalue().splitlines() if line.startswith("progress:")]
-    assert len(shown) == 1, out.getvalue()
-    assert f"/{STEPS} (" in shown[0]
-
-    wait_for(lambda: job(handle.id).status == Status.COMPLETED, timeout=30)
-    assert job(handle.id).result == STEPS
+    assert job(job_id).status == Status.CLAIMED
