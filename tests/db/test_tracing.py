@@ -182,3 +182,26 @@ def test_a_carrier_over_the_limit_is_not_kept(
     with trace.get_tracer("tests").start_as_current_span("request"):
         carrier: dict[str, Any] = json.loads(tracing.capture_context())
     assert set(carrier) == {"traceparent"}
+
+
+def test_jobqueue_show_prints_the_trace_id_the_job_was_enqueued_in(
+    spans: InMemorySpanExporter,
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    with trace.get_tracer("tests").start_as_current_span("POST /orders") as request:
+        handle = tasks.add.enqueue(1, 2)
+    out = StringIO()
+    call_command("jobqueue", "show", str(handle.id), stdout=out)
+    trace_id = f"{request.get_span_context().trace_id:032x}"
+    assert f"trace id:         {trace_id}" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["", "{not json", "[]", '{"traceparent": 5}', '{"traceparent": "00-short-01"}', '{"b3": "x"}'],
+)
+def test_a_stored_context_without_a_readable_traceparent_has_no_trace_id(stored: str) -> None:
+    assert tracing.trace_id(stored) == ""
