@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 try:
@@ -36,14 +38,34 @@ SYSTEM = "django_jobqueue"
 # A carrier longer than this (a propagator carrying a large baggage) is not kept: the
 # column is bounded, and a trace context is never worth failing an enqueue for.
 CONTEXT_LIMIT = 2048
+# Asking OpenTelemetry for its provider costs microseconds (it reads the environment):
+# without one it is asked again at most this often, so a provider an application sets
+# later is seen within a second. One set stays: OpenTelemetry never replaces it.
+RECHECK = 1.0
+_NO_SPAN: AbstractContextManager[Any] = contextlib.nullcontext()
+_active = False
+_checked_at = float("-inf")
 
 
 def active() -> bool:
     """Whether an application configured a tracer provider (the API alone gives none)."""
-    if trace is None:
+    global _active, _checked_at
+    if _active or trace is None:
+        return _active
+    now = time.monotonic()
+    if now - _checked_at < RECHECK:
         return False
+    _checked_at = now
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+    _active = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+    return _active
+
+
+def refresh() -> None:
+    """Forget what ``active`` found: the next call asks OpenTelemetry again (for tests
+    that set and reset a provider)."""
+    global _active, _checked_at
+    _active, _checked_at = False, float("-inf")
 
 
 def capture_context() -> str:
@@ -89,13 +111,16 @@ def _job_attributes(*, job_id: Any, kind: str, queue: str) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def enqueue_span(*, kind: str, queue: str, count: int = 1) -> Iterator[Any]:
+def enqueue_span(*, kind: str, queue: str, count: int = 1) -> AbstractContextManager[Any]:
     """A PRODUCER span around writing ``count`` jobs (None when tracing is off): the
     jobs' stored context is this span's, so their runs hang off the enqueue."""
     if not active():
-        yield None
-        return
+        return _NO_SPAN
+    return _enqueue_span(kind=kind, queue=queue, count=count)
+
+
+@contextlib.contextmanager
+def _enqueue_span(*, kind: str, queue: str, count: int) -> Iterator[Any]:
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM,
         "messaging.operation": "publish",
@@ -168,15 +193,12 @@ def start_run(job: Any, *, worker_id: str) -> Any:
     return span
 
 
-@contextlib.contextmanager
-def current(span: Any) -> Iterator[None]:
+def current(span: Any) -> AbstractContextManager[Any]:
     """Make the run's span current while its task runs, so the task's own spans (its
     queries, its HTTP calls) are its children. Nothing when there is no span."""
     if span is None:
-        yield
-        return
-    with trace.use_span(span, end_on_exit=False, record_exception=False):
-        yield
+        return _NO_SPAN
+    return trace.use_span(span, end_on_exit=False, record_exception=False)
 
 
 def ran(span: Any, *, end: str, error: BaseException | None, note: str = "") -> None:

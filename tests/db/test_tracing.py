@@ -37,6 +37,7 @@ def _reset_global_provider() -> None:
     # same two globals between tests (opentelemetry.test.globals_test).
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
+    tracing.refresh()
 
 
 @pytest.fixture
