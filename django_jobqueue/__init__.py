@@ -22,6 +22,7 @@ from django_jobqueue.errors import (
     InvalidLimit,
     InvalidOption,
     InvalidPayload,
+    InvalidProgress,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
@@ -36,6 +37,7 @@ from django_jobqueue.errors import (
     WorkflowError,
     WorkflowNotFound,
 )
+from django_jobqueue.progress import Progress
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.control import Pause, Permanent
@@ -82,6 +84,7 @@ __all__ = [
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
+    "InvalidProgress",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -94,6 +97,7 @@ __all__ = [
     "Pending",
     "Permanent",
     "Priority",
+    "Progress",
     "RateLimited",
     "SettleError",
     "Signature",

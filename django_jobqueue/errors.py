@@ -146,3 +146,8 @@ class ClaimLost(JobQueueError):
 
 class SettleError(JobQueueError, RuntimeError):
     """ctx.settle_now() cannot settle this run here."""
+
+
+class InvalidProgress(JobQueueError, ValueError):
+    """ctx.progress() was given a value it cannot record (``argument`` names it); the
+    progress reported before stays."""

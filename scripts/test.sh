@@ -175,7 +175,8 @@ EOF_ONE
 
 # MariaDB/MySQL: the database and admin tiers and the security tests that read through the
 # database (their PostgreSQL-only tests skip), and
-# four runworker processes draining 2,000 jobs and a SIGKILLed worker's job recovered.
+# four runworker processes draining 2,000 jobs, a SIGKILLed worker's job recovered, and a
+# runworker's live progress read while its jobs run.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
 leg_mysql() {
   echo "== pytest (MariaDB/MySQL: database, admin and security tiers, drain and crash recovery)"
@@ -192,7 +193,8 @@ except Exception as exc:
   # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
   DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin \
-    "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py "$@"
+    "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
+    tests/concurrency/test_progress.py "$@"
 }
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a

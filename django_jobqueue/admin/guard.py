@@ -24,7 +24,7 @@ from django.core.exceptions import BadRequest
 from django.http import HttpRequest
 
 # The columns a changelist and a bulk confirmation never read: they can hold megabytes.
-LARGE_JOB_FIELDS = ("payload", "carry", "result")
+LARGE_JOB_FIELDS = ("payload", "carry", "result", "trace_context")
 
 
 def declared_roots(list_filter: Any) -> set[str]:

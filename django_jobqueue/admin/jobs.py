@@ -9,13 +9,14 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobqueue import store
+from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
 from django_jobqueue.admin import cleanup, dashboard, guard
 from django_jobqueue.admin.common import age, badge, duration, json_block, local, short_id
@@ -30,6 +31,7 @@ from django_jobqueue.admin.listing import (
 from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.progress import Progress
 from django_jobqueue.redaction import redact_payload
 from django_jobqueue.store import sql
 from django_jobqueue.task.registry import registry
@@ -184,9 +186,12 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="status")
     def status_badge(self, job: Job) -> SafeString:
-        if job.status == Status.CLAIMED and job.cancel_requested:
-            return format_html("{} {}", badge(job.status), badge("cancelled"))
-        return badge(job.status)
+        progress = live_progress(job)
+        if progress is None:
+            return status_of(job)
+        # A running job's bar, under its badge (the job page has a line of its own).
+        bar = render_to_string("django_jobqueue/admin/progress.html", {"progress": progress})
+        return format_html("{}<br>{}", status_of(job), bar)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, job: Job) -> SafeString:
@@ -284,7 +289,9 @@ class JobAdmin(ModelAdmin):
             # Formatted here, not by the template's date filter, so that a time whose
             # local form does not exist (near year 1 or 9999) is shown, in UTC.
             "times": {name: local(getattr(job, name)) for name in JOB_TIMES},
-            "status": self.status_badge(job),
+            "status": status_of(job),
+            "progress": Progress.stored(job.progress_done, job.progress_total, job.progress_note),
+            "trace_id": tracing.trace_id(job.trace_context),
             "blocks": [
                 (label, json_block(value))
                 for label, value in (
@@ -303,6 +310,20 @@ class JobAdmin(ModelAdmin):
 
 
 JOB_TIMES = ("created_at", "visible_at", "claim_expires_at", "finished_at")
+
+
+def status_of(job: Job) -> SafeString:
+    if job.status == Status.CLAIMED and job.cancel_requested:
+        return format_html("{} {}", badge(job.status), badge("cancelled"))
+    return badge(job.status)
+
+
+def live_progress(job: Job) -> Progress | None:
+    """A running job's progress as its last lease renewal wrote it (None when it is not
+    running, or its run reported none): what the list's bar shows."""
+    if job.status != Status.CLAIMED:
+        return None
+    return Progress.stored(job.progress_done, job.progress_total, job.progress_note)
 
 
 def _entry(e: JournalEntry) -> dict[str, Any]:

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from django_jobqueue import tracing
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
+from django_jobqueue.progress import Progress
 from django_jobqueue.redaction import redact, redact_payload
 from django_jobqueue.task.registry import registry
 from django_jobqueue.validation import Undecodable
@@ -101,6 +103,12 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
             ("claimed by", job.claimed_by),
             ("lease expires", fmt_time(job.claim_expires_at)),
         ]
+    progress = Progress.stored(job.progress_done, job.progress_total, job.progress_note)
+    if progress is not None:
+        fields.append(("progress", str(progress)))
+    trace_id = tracing.trace_id(job.trace_context)
+    if trace_id:
+        fields.append(("trace id", trace_id))
     if job.dedup_key is not None:
         fields.append(("dedup key", job.dedup_key))
     if job.idempotency_key is not None:

@@ -51,6 +51,14 @@ class Job(models.Model):
     join_when = models.CharField(max_length=16, blank=True, default="", db_default="")
     parents_open = models.PositiveIntegerField(default=0, db_default=0)
     parents_dead = models.PositiveIntegerField(default=0, db_default=0)
+    # Live progress, as the running task last reported it (``ctx.progress``): written
+    # with its lease renewal, never a statement of its own.
+    progress_done = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
+    progress_note = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # The enqueuing code's trace context (the propagator's carrier as JSON text, "" for
+    # none), so a run's span joins the trace of the request that enqueued it.
+    trace_context = models.CharField(max_length=2048, blank=True, default="", db_default="")
 
     class Meta:
         verbose_name = "job"

@@ -7,7 +7,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError
+
+# What a context's written progress is before its first lease renewal: not even
+# "none", so that renewal clears what an earlier run of the job left.
+_UNWRITTEN: Any = object()
 
 
 class Context:
@@ -48,6 +53,9 @@ class Context:
         self._claimed: Any = None
         # Set by the worker for each run it starts (see ``atomic.InTransaction``).
         self._settle_now: Callable[[Any], None] | None = None
+        # The latest ctx.progress() value, and the one the last lease renewal wrote.
+        self._progress: progress_.Progress | None = None
+        self._progress_written: progress_.Progress | None = _UNWRITTEN
 
     @classmethod
     def for_job(
@@ -117,6 +125,31 @@ class Context:
                 "belongs to none"
             )
         self._settle_now(result)
+
+    def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
+        """Report how far this run is: ``done`` of ``total`` (None: no known end), and
+        what it is doing (``note``, up to 200 characters).
+
+        Only held in memory, so call it as often as you like, from a sync or an
+        ``async`` task: the worker writes the latest value with its next lease renewal
+        (once a third of the lease is used), in the statement that renews the lease.
+        A bad value raises ``InvalidProgress``, naming the argument."""
+        self._progress = progress_.checked(done, total, note)
+
+    @property
+    def reported(self) -> progress_.Progress | None:
+        """The progress this run last reported (None: none yet)."""
+        return self._progress
+
+    def unwritten_progress(self) -> tuple[bool, progress_.Progress | None]:
+        """For the lease renewal: whether there is progress to write, and what (None
+        clears what an earlier run left, on this run's first renewal)."""
+        current = self._progress
+        return current is not self._progress_written, current
+
+    def progress_written(self, value: progress_.Progress | None) -> None:
+        """The renewal wrote ``value``: the next one writes only a newer report."""
+        self._progress_written = value
 
     def attach(self, value: Any) -> None:
         """Record JSON evidence on this run's journal entry; the last call wins."""

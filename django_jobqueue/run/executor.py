@@ -63,6 +63,8 @@ class RunResult:
     settled: bool = False
     # Its claim was lost (a settlement in its transaction was refused): nothing may be written.
     lost: bool = False
+    # The exception that failed it, for its trace span (dropped once recorded there).
+    error: BaseException | None = None
 
 
 def error_text(exc: BaseException) -> str:
@@ -133,14 +135,18 @@ def execute(
         return _checked(result("paused", note=exc.note, resume_in=exc.resume_in), max_output_bytes)
     except Permanent as exc:
         return _checked(
-            result("permanent", note=exc.reason or "permanent failure"), max_output_bytes
+            result("permanent", note=exc.reason or "permanent failure", error=exc),
+            max_output_bytes,
         )
     except RetryAfter as exc:
         cause = exc.__cause__ or exc
         if exc.delay is None:
-            return _checked(result("permanent", note=error_text(cause)), max_output_bytes)
+            return _checked(
+                result("permanent", note=error_text(cause), error=cause), max_output_bytes
+            )
         return _checked(
-            result("failed", note=error_text(cause), retry_in=exc.delay), max_output_bytes
+            result("failed", note=error_text(cause), retry_in=exc.delay, error=cause),
+            max_output_bytes,
         )
     except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
         # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
@@ -149,7 +155,7 @@ def execute(
         if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
             shown = redact_text(validation.clean_text(note, NOTE_LIMIT))
             logger.debug("job %s raised %s", job.id, shown)
-        return _checked(result("failed", note=note), max_output_bytes)
+        return _checked(result("failed", note=note, error=exc), max_output_bytes)
     return _checked(result("completed", value=value), max_output_bytes)
 
 

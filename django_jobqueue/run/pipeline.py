@@ -13,11 +13,13 @@ next turn, the test kit writes each at once. That stays theirs.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
-from django_jobqueue import signals, store, validation
+from django_jobqueue import signals, store, tracing, validation
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
@@ -52,6 +54,9 @@ class Pipeline:
     max_output_bytes: int
     # Each kind's policy, resolved once (settings are read when the pipeline is made).
     _policies: dict[str, Policy] = field(default_factory=dict, repr=False)
+    # The trace spans of runs whose settlement is not written yet (only when tracing),
+    # by job and run: ended by ``settled`` (or ``to_write``), from the loop's thread.
+    _spans: dict[tuple[uuid.UUID, int], Any] = field(default_factory=dict, repr=False)
 
     def policy(self, kind: str) -> Policy:
         policy = self._policies.get(kind)
@@ -83,16 +88,20 @@ class Pipeline:
         worker = self.worker_id
         if signals.job_started.receivers:
             announce.started(job, worker=worker)
+        span = tracing.start_run(job, worker_id=worker)
+        if span is not None:  # held from now: a timeout's settlement may come first
+            self._spans[(job.id, job.run_count)] = span
         guard.before_run()
         try:
-            result = transactional.run(
-                registry.find(job.kind),
-                job,
-                ctx,
-                alias=self.alias,
-                worker_id=worker,
-                max_output_bytes=self.max_output_bytes,
-            )
+            with tracing.current(span):
+                result = transactional.run(
+                    registry.find(job.kind),
+                    job,
+                    ctx,
+                    alias=self.alias,
+                    worker_id=worker,
+                    max_output_bytes=self.max_output_bytes,
+                )
         except BaseException as exc:  # the executor catches task errors; this is ours
             logger.error(
                 "executor failed on job %s: %s",
@@ -101,6 +110,9 @@ class Pipeline:
             )
             result = failed_outright(job, exc)
         result = guard.after_run(result)
+        if span is not None:
+            tracing.ran(span, end=result.end, error=result.error, note=result.note)
+        result.error = None  # its traceback's frames are not kept until the settlement
         if result.settled or result.lost:
             return Ended(result, None)
         return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
@@ -112,6 +124,12 @@ class Pipeline:
             return ended.settlement
         result = ended.result
         job = result.job
+        if self._spans:
+            tracing.settled(
+                self._spans.pop((job.id, job.run_count), None),
+                outcome="completed",
+                applied=not result.lost,
+            )
         if result.lost:
             logger.info(
                 "dropped run job=%s kind=%s run=%d: its claim was lost, its transaction "
@@ -136,7 +154,11 @@ class Pipeline:
 
     def settled(self, batch: Sequence[Settlement], applied: Sequence[bool]) -> None:
         """Report settlements once written: ``job_finished`` and the log, for each one
-        the guard let through."""
+        the guard let through (and end the runs' trace spans, naming their outcome)."""
+        if self._spans:
+            for s, ok in zip(batch, applied, strict=True):
+                span = self._spans.pop((s.job_id, s.run_no), None)
+                tracing.settled(span, outcome=s.outcome, applied=ok)
         if signals.job_finished.receivers:
             announce.finished(batch, applied)
         if logger.isEnabledFor(logging.INFO):

@@ -43,6 +43,7 @@ class Claimed:
     status: str = Status.CLAIMED
     created_at: datetime | None = None  # when it was enqueued
     workflow_id: uuid.UUID | None = None  # a workflow step's workflow (None: a plain job)
+    trace_context: str = ""  # the enqueuing code's (``tracing.capture_context``)
 
 
 class ClaimOptions(TypedDict, total=False):
@@ -112,6 +113,7 @@ class PreparedClaim:
                 claim_expires_at=now + self.leases.get(r[1], self.lease),
                 created_at=d.read_dt(r[9]),
                 workflow_id=None if r[10] is None else d.read_uuid(r[10]),
+                trace_context=r[11] or "",
             )
             for r in rows
         ]

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import UniqueConstraint
 from django.utils import timezone
 
+from django_jobqueue import tracing
 from django_jobqueue.errors import KeyContended, RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
@@ -100,8 +101,16 @@ def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
     """Write one job in the caller's transaction (or in autocommit, as one statement).
 
     A rate-limited kind's token is taken in the same transaction (one of its own in
-    autocommit); ``RateLimited`` when there is none, and nothing is written.
+    autocommit); ``RateLimited`` when there is none, and nothing is written. When an
+    application traces, the write is a PRODUCER span whose context the job keeps.
     """
+    with tracing.enqueue_span(kind=request.kind, queue=request.queue) as span:
+        job, disposition = _limited(request)
+        tracing.enqueued(span, job_id=job.id, disposition=disposition)
+    return job, disposition
+
+
+def _limited(request: EnqueueRequest) -> tuple[Job, Disposition]:
     if request.rate is None:
         return _enqueue(request)
     alias = sql.alias()
@@ -186,8 +195,24 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
     Returns a (row, disposition) per request, in order.
 
     Rate-limited kinds take the batch's tokens first, all of a kind at once: if any kind
-    has too few, ``RateLimited`` and nothing of the batch is written.
+    has too few, ``RateLimited`` and nothing of the batch is written. Traced, the batch
+    is one PRODUCER span, whose context every job of it keeps.
     """
+    if not requests:
+        return []
+    kinds = {r.kind for r in requests}
+    queues = {r.queue for r in requests}
+    with tracing.enqueue_span(
+        kind=next(iter(kinds)) if len(kinds) == 1 else "(several)",
+        queue=next(iter(queues)) if len(queues) == 1 else "(several)",
+        count=len(requests),
+    ):
+        return _enqueue_many(requests, tracing.capture_context())
+
+
+def _enqueue_many(
+    requests: Sequence[EnqueueRequest], context: str
+) -> list[tuple[Job | NewJob, Disposition]]:
     now = timezone.now()
     out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
     plain: list[tuple[int, NewJob, EnqueueRequest]] = []
@@ -214,13 +239,13 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
         d = sql.dialect()
         for start in range(0, len(plain), BULK_BATCH):
             chunk = plain[start : start + BULK_BATCH]
-            d.insert_jobs([_bulk_row(row.id, request, now) for _, row, request in chunk])
+            d.insert_jobs([_bulk_row(row.id, request, now, context) for _, row, request in chunk])
             for i, row, _ in chunk:
                 out[i] = (row, "inserted")
     return [item for item in out if item is not None]
 
 
-def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime) -> NewRow:
+def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime, context: str) -> NewRow:
     payload = (
         request.payload_json if request.payload_json is not None else sql.dumps(request.payload)
     )
@@ -232,6 +257,7 @@ def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime) -> NewR
         priority=request.priority,
         created_at=now,
         visible_at=request.visible_at(now),
+        trace_context=context,
     )
 
 
@@ -247,6 +273,7 @@ def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None
         visible_at=request.visible_at(now),
         dedup_key=request.dedup_key,
         idempotency_key=request.idempotency_key,
+        trace_context=tracing.capture_context(),
     )
 
 
@@ -262,6 +289,7 @@ def _insert_row(job: Job, request: EnqueueRequest) -> NewRow:
         visible_at=job.visible_at,
         dedup_key=job.dedup_key,
         idempotency_key=job.idempotency_key,
+        trace_context=job.trace_context,
     )
 
 

@@ -24,12 +24,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, CharField, F, Field, FloatField, Q, Value, When
 from django.utils import timezone
 from django.utils.duration import duration_microseconds
 
 from django_jobqueue import conf
 from django_jobqueue.models import Outcome, Status
+from django_jobqueue.progress import Progress
 from django_jobqueue.run.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
 from django_jobqueue.store import joins, sql
 from django_jobqueue.store.dialects.base.fragment import Fragment
@@ -223,18 +224,45 @@ _EXPIRED = (
 )
 
 
-def extend_leases(*, worker_id: str, runs: Mapping[uuid.UUID, int], until: datetime) -> int:
-    """Push the lease of this worker's running jobs to ``until`` (guarded by run number)."""
+def extend_leases(
+    *,
+    worker_id: str,
+    runs: Mapping[uuid.UUID, int],
+    until: datetime,
+    progress: Mapping[uuid.UUID, Progress | None] | None = None,
+) -> int:
+    """Push the lease of this worker's running jobs to ``until`` (guarded by run number),
+    writing in the same statement the live progress of those in ``progress`` (None
+    clears it): a run's progress costs no statement of its own."""
     if not runs:
         return 0
     guard = Q()
     for job_id, run_no in runs.items():
         guard |= Q(id=job_id, run_count=run_no)
-    return (
-        sql.jobs()
-        .filter(guard, status=Status.CLAIMED, claimed_by=worker_id)
-        .update(claim_expires_at=until)
-    )
+    changes: dict[str, Any] = {"claim_expires_at": until}
+    if progress:
+        changes.update(_progress_changes(progress))
+    return sql.jobs().filter(guard, status=Status.CLAIMED, claimed_by=worker_id).update(**changes)
+
+
+def _progress_changes(progress: Mapping[uuid.UUID, Progress | None]) -> dict[str, Any]:
+    """The progress columns as CASE expressions by job id (a job not named keeps its own)."""
+
+    def case(column: str, value: Callable[[Progress | None], Any], output: Field[Any, Any]) -> Case:
+        return Case(
+            *(
+                When(id=job_id, then=Value(value(p), output_field=output))
+                for job_id, p in progress.items()
+            ),
+            default=F(column),
+            output_field=output,
+        )
+
+    return {
+        "progress_done": case("progress_done", lambda p: p and p.done, FloatField()),
+        "progress_total": case("progress_total", lambda p: p and p.total, FloatField()),
+        "progress_note": case("progress_note", lambda p: p.note if p else "", CharField()),
+    }
 
 
 def cancel_requested(*, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from django_jobqueue import tracing
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import Job, Status, Workflow
 from django_jobqueue.store import sql
@@ -46,6 +47,7 @@ def enqueue_workflow(
     now = timezone.now()
     alias = sql.alias()
     ids = uuid7_many(len(steps))
+    context = tracing.capture_context()  # the enqueuing code's, for every step
     with transaction.atomic(using=alias):
         _take_tokens(steps)
         wf = Workflow(
@@ -59,7 +61,7 @@ def enqueue_workflow(
         wf.save(using=alias, force_insert=True)
         rows = [
             NewStep(
-                row=_bulk_row(ids[i], spec.request, now),
+                row=_bulk_row(ids[i], spec.request, now, context),
                 workflow_id=wf.id,
                 step_name=spec.name,
                 join_when=spec.when,
@@ -147,7 +149,7 @@ def add_to_batch(*, workflow_id: uuid.UUID, request: EnqueueRequest) -> NewJob:
             )
         job_id = uuid7()
         step = NewStep(
-            row=_bulk_row(job_id, request, now),
+            row=_bulk_row(job_id, request, now, tracing.capture_context()),
             workflow_id=workflow_id,
             step_name=str(job_id),
             join_when="completed",

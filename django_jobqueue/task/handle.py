@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django_jobqueue.progress import Progress
+
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
     from django_jobqueue.store import Disposition, NewJob
@@ -74,6 +76,14 @@ class JobHandle:
         decoded (as the task's own ``ctx.carry`` then starts empty)."""
         carry = self.job.carry
         return dict(carry) if isinstance(carry, dict) else {}
+
+    @property
+    def progress(self) -> Progress | None:
+        """The live progress its run last reported (``ctx.progress``), as of the last
+        lease renewal and as this handle read it (``refresh()`` re-reads); None when no
+        run reported any."""
+        job = self.job
+        return Progress.stored(job.progress_done, job.progress_total, job.progress_note)
 
     def refresh(self) -> JobHandle:
         from django_jobqueue import store

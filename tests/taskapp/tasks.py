@@ -711,3 +711,43 @@ def wf_record_total(ctx: Context) -> int:
 def declined(message: str) -> None:
     """Fails with ``message``: retried once, then dead."""
     raise ConnectionRefusedError(message)
+
+
+# --- issue 21: tracing and live progress ---------------------------------------------------
+
+
+@task(kind="tests.traced")
+def traced(name: str) -> None:
+    """Makes a span of its own, which should be a child of its run's span."""
+    from opentelemetry import trace
+
+    with trace.get_tracer("tests").start_as_current_span(name):
+        pass
+
+
+@task(takes_context=True, kind="tests.progress", lease=timedelta(seconds=1.5))
+def reports_progress(ctx: Context, steps: int, step_seconds: float, calls: int = 1) -> int:
+    """Reports ``done = 1 … steps`` of ``steps``, ``calls`` times each, a step every
+    ``step_seconds``: its lease (1.5 s) is renewed, and its progress written, every 0.5 s."""
+    for done in range(1, steps + 1):
+        for _ in range(calls):
+            ctx.progress(done, total=steps, note=f"step {done}")
+        if ctx.cancelled.wait(step_seconds):
+            break
+    return steps
+
+
+@task(takes_context=True, kind="tests.aprogress", lease=timedelta(seconds=1.5))
+async def reports_progress_async(ctx: Context, steps: int, step_seconds: float) -> int:
+    """``reports_progress`` as an ``async def`` task."""
+    import asyncio
+
+    for done in range(1, steps + 1):
+        ctx.progress(done, total=steps, note=f"async step {done}")
+        await asyncio.sleep(step_seconds)
+    return steps
+
+
+@task(takes_context=True, kind="tests.misreports_progress", max_failures=2)
+def misreports_progress(ctx: Context, done: float) -> None:
+    ctx.progress(done)

@@ -144,6 +144,8 @@ LAYERS: list[set[str]] = [
         "run.context",
         "run.control",
         "task.cron",
+        "progress",
+        "tracing",
     },
     # the rules of how a run ends: still pure
     {"run.lifecycle", "run.joins"},

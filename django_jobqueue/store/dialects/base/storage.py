@@ -46,6 +46,8 @@ class NewRow:
     visible_at: datetime
     dedup_key: str | None = None
     idempotency_key: str | None = None
+    # The enqueuing code's trace context (``tracing.capture_context()``; "" for none).
+    trace_context: str = ""
 
 
 # A new row's columns: those a NewRow gives (its fields, in order: the row template and

@@ -5,7 +5,7 @@ estimates, LISTEN/NOTIFY wake-ups and SQLSTATE-classified errors."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from django.core.exceptions import EmptyResultSet
@@ -34,7 +34,8 @@ _FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value i
 _BULK = (
     f"INSERT INTO {JOB} ({COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8, {_FRESH}"
+    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8,"
+    f" coalesce(r->>9, ''), {_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
@@ -43,7 +44,7 @@ _STEP_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, va
 _STEPS = (
     f"INSERT INTO {JOB} ({STEP_COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL,"
+    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''),"
     f" (r->>7)::uuid, r->>8, r->>9, (r->>10)::int, r->>11, {_STEP_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
@@ -160,7 +161,8 @@ class _Listening:
 
 def _bulk_document(rows: Sequence[NewRow]) -> str:
     """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
-    idempotency_key], …]`` as JSON text (the keys left out when there are none)."""
+    idempotency_key, trace_context], …]`` as JSON text (the keys and the trace context
+    left out when there are none)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -178,11 +180,13 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
         return found
 
     def keys(r: NewRow) -> str:
-        if r.dedup_key is None and r.idempotency_key is None:
-            return ""  # r->>7 and r->>8 past the end are NULL
-        return "," + ",".join(
-            "null" if k is None else q(k) for k in (r.dedup_key, r.idempotency_key)
-        )
+        if r.trace_context:
+            tail: tuple[str | None, ...] = (r.dedup_key, r.idempotency_key, r.trace_context)
+        elif r.dedup_key is None and r.idempotency_key is None:
+            return ""  # r->>7, r->>8 and r->>9 past the end are NULL
+        else:
+            tail = (r.dedup_key, r.idempotency_key)
+        return "," + ",".join("null" if k is None else q(k) for k in tail)
 
     parts = [
         f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
@@ -192,9 +196,15 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
+def _traced(context: str, q: Callable[[str], str]) -> str:
+    """A step's trace context as the document's last element, or nothing."""
+    return f",{q(context)}" if context else ""
+
+
 def _steps_document(steps: Sequence[NewStep]) -> str:
     """``[[id, kind, queue, payload, priority, created_at, visible_at, workflow_id,
-    step_name, join_when, parents_open, status], …]`` as JSON text."""
+    step_name, join_when, parents_open, status, trace_context], …]`` as JSON text (the
+    trace context only when there is one)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:  # kinds, queues, joins and statuses repeat: encoded once each
@@ -206,7 +216,8 @@ def _steps_document(steps: Sequence[NewStep]) -> str:
     parts = [
         f'["{s.row.id}",{q(s.row.kind)},{q(s.row.queue)},{s.row.payload},{s.row.priority},'
         f'"{s.row.created_at.isoformat()}","{s.row.visible_at.isoformat()}",'
-        f'"{s.workflow_id}",{validation.dumps(s.step_name)},{q(s.join_when)},{s.parents_open},{q(s.status)}]'
+        f'"{s.workflow_id}",{validation.dumps(s.step_name)},{q(s.join_when)},{s.parents_open},'
+        f"{q(s.status)}{_traced(s.row.trace_context, q)}]"
         for s in steps
     ]
     return "[" + ",".join(parts) + "]"

@@ -1,0 +1,223 @@
+"""OpenTelemetry: the enqueuing code's trace context kept with its job, a PRODUCER span
+around an enqueue, and a CONSUMER span around each run, from its claim to its settlement.
+
+Optional twice over. Without the ``otel`` extra nothing here imports OpenTelemetry and
+every function is a no-op. With it, nothing is made (no span, no context captured)
+until the application configures a tracer provider: ``active()`` is the one check
+each enqueue and each run pays.
+
+A run's span is a child of the enqueuing context on the first attempt; a retry (run
+count above 1) starts a trace of its own with a ``Link`` to the enqueuing span, so a
+job retried for a day does not stretch its request's trace over that day.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import (
+        Link,
+        NoOpTracerProvider,
+        ProxyTracerProvider,
+        SpanKind,
+        Status,
+        StatusCode,
+    )
+except ImportError:  # the otel extra is not installed: tracing is off
+    trace = None  # type: ignore[assignment]
+
+SYSTEM = "django_jobqueue"
+# A carrier longer than this (a propagator carrying a large baggage) is not kept: the
+# column is bounded, and a trace context is never worth failing an enqueue for.
+CONTEXT_LIMIT = 2048
+# Asking OpenTelemetry for its provider costs microseconds (it reads the environment):
+# without one it is asked again at most this often, so a provider an application sets
+# later is seen within a second. One set stays: OpenTelemetry never replaces it.
+RECHECK = 1.0
+_NO_SPAN: AbstractContextManager[Any] = contextlib.nullcontext()
+_active = False
+_checked_at = float("-inf")
+
+
+def active() -> bool:
+    """Whether an application configured a tracer provider (the API alone gives none)."""
+    global _active, _checked_at
+    if _active or trace is None:
+        return _active
+    now = time.monotonic()
+    if now - _checked_at < RECHECK:
+        return False
+    _checked_at = now
+    provider = trace.get_tracer_provider()
+    _active = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+    return _active
+
+
+def refresh() -> None:
+    """Forget what ``active`` found: the next call asks OpenTelemetry again (for tests
+    that set and reset a provider)."""
+    global _active, _checked_at
+    _active, _checked_at = False, float("-inf")
+
+
+def capture_context() -> str:
+    """The current trace context as the job stores it: the configured propagator's
+    carrier (W3C ``traceparent`` and ``tracestate`` by default) as JSON text, or ""
+    when tracing is off, there is no current span, or the carrier is too long.
+
+    Every path that writes a new job calls this (enqueue, bulk enqueue, workflows)."""
+    if not active():
+        return ""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    if not carrier:
+        return ""
+    text = json.dumps(carrier, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= CONTEXT_LIMIT else ""
+
+
+def trace_id(stored: str) -> str:
+    """The trace id in a job's stored context ("" when none can be read), to find the
+    enqueuing request's trace in a tracing backend. Needs no OpenTelemetry."""
+    try:
+        carrier = json.loads(stored) if stored else None
+    except ValueError:
+        return ""
+    parent = carrier.get("traceparent") if isinstance(carrier, dict) else None
+    parts = parent.split("-") if isinstance(parent, str) else []
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
+def _tracer() -> Any:
+    return trace.get_tracer(SYSTEM)
+
+
+def _job_attributes(*, job_id: Any, kind: str, queue: str) -> dict[str, Any]:
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.destination.name": queue,
+        "messaging.message.id": str(job_id),
+        "jobqueue.job.id": str(job_id),
+        "jobqueue.job.kind": kind,
+        "jobqueue.job.queue": queue,
+    }
+
+
+def enqueue_span(*, kind: str, queue: str, count: int = 1) -> AbstractContextManager[Any]:
+    """A PRODUCER span around writing ``count`` jobs (None when tracing is off): the
+    jobs' stored context is this span's, so their runs hang off the enqueue."""
+    if not active():
+        return _NO_SPAN
+    return _enqueue_span(kind=kind, queue=queue, count=count)
+
+
+@contextlib.contextmanager
+def _enqueue_span(*, kind: str, queue: str, count: int) -> Iterator[Any]:
+    attributes: dict[str, Any] = {
+        "messaging.system": SYSTEM,
+        "messaging.operation": "publish",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": queue,
+        "jobqueue.job.kind": kind,
+    }
+    if count != 1:
+        attributes["messaging.batch.message_count"] = count
+    name = f"publish {kind}" if count == 1 else f"publish {count} jobs"
+    with _tracer().start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attributes) as s:
+        yield s
+
+
+def enqueued(span: Any, *, job_id: Any, disposition: str) -> None:
+    """Name the job an enqueue span wrote (or merged into, or reused)."""
+    if span is not None:
+        span.set_attribute("jobqueue.job.id", str(job_id))
+        span.set_attribute("messaging.message.id", str(job_id))
+        span.set_attribute("jobqueue.enqueue.disposition", disposition)
+
+
+def _stored(text: str) -> Any:
+    """The stored carrier as a context (None: there is none, or it cannot be read)."""
+    if not text:
+        return None
+    try:
+        carrier = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(carrier, dict):
+        return None
+    return propagate.extract({str(k): str(v) for k, v in carrier.items()})
+
+
+def start_run(job: Any, *, worker_id: str) -> Any:
+    """The CONSUMER span of one run of a claimed job, started (None when tracing is off).
+
+    The first attempt is a child of the stored enqueue context; a retry starts a new
+    trace linked to it. Not made current here: ``current`` does that on the thread
+    that runs the task."""
+    if not active():
+        return None
+    parent = _stored(getattr(job, "trace_context", ""))
+    attributes = _job_attributes(job_id=job.id, kind=job.kind, queue=getattr(job, "queue", ""))
+    attributes.update(
+        {
+            "messaging.operation": "process",
+            "messaging.operation.type": "process",
+            "jobqueue.job.attempt": job.run_count,
+            "jobqueue.worker.id": worker_id,
+        }
+    )
+    links: list[Any] = []
+    if job.run_count > 1:
+        remote = trace.get_current_span(parent).get_span_context() if parent else None
+        if remote is not None and remote.is_valid:
+            links.append(Link(remote, {"jobqueue.link": "enqueue"}))
+        parent = otel_context.Context()  # a root: no parent, whatever is current here
+    elif parent is None:
+        parent = otel_context.Context()
+    span = _tracer().start_span(
+        f"process {job.kind}",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
+    )
+    span.add_event("jobqueue.claimed", {"jobqueue.worker.id": worker_id})
+    return span
+
+
+def current(span: Any) -> AbstractContextManager[Any]:
+    """Make the run's span current while its task runs, so the task's own spans (its
+    queries, its HTTP calls) are its children. Nothing when there is no span."""
+    if span is None:
+        return _NO_SPAN
+    return trace.use_span(span, end_on_exit=False, record_exception=False)
+
+
+def ran(span: Any, *, end: str, error: BaseException | None, note: str = "") -> None:
+    """Record how the task ended on its span: an event, and a failure's exception.
+    Nothing on a span already ended (a timed-out run's settlement came first)."""
+    if span is None or not span.is_recording():
+        return
+    span.add_event("jobqueue.run.ended", {"jobqueue.run.end": end})
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}"))
+    elif end in ("failed", "permanent", "mismatch"):
+        span.set_status(Status(StatusCode.ERROR, note.splitlines()[0][:200] if note else end))
+
+
+def settled(span: Any, *, outcome: str, applied: bool) -> None:
+    """End a run's span once its settlement is written (or refused by the guard)."""
+    if span is None or not span.is_recording():
+        return
+    span.set_attribute("jobqueue.job.outcome", outcome if applied else "lost")
+    span.add_event("jobqueue.settled", {"jobqueue.job.outcome": outcome, "applied": applied})
+    span.end()
