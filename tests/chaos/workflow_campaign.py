@@ -175,19 +175,12 @@ class WorkflowCampaign(Campaign):
             wf_chaos_member.s(seconds=self.seconds(base + i), value=i)
             for i in range(self.plan.chord_size)
         ]
-        handle = chord(members, wf_chaos_join.s(seconds=self.seconds(base + 99))).enqueue()
-        _rename(handle.id, f"{PREFIX}chord-{number}")
+        callback = wf_chaos_join.s(seconds=self.seconds(base + 99))
+        chord(members, callback, name=f"{PREFIX}chord-{number}").enqueue()
 
     def run(self) -> WorkflowReport:  # type: ignore[override]
         self.execute()
         return build_workflow_report(self.plan, self.tally)
-
-
-def _rename(workflow_id: Any, name: str) -> None:
-    """Name a chord's workflow for the campaign's counts (a chord takes no name)."""
-    from django_jobqueue.models import Workflow
-
-    Workflow.objects.filter(id=workflow_id).update(name=name)
 
 
 def build_workflow_report(plan: WorkflowPlan, tally: Tally) -> WorkflowReport:
