@@ -112,6 +112,7 @@ class WorkflowCampaign(Campaign):
     """The chaos campaign's faults and waves, over workflows instead of plain jobs."""
 
     plan: WorkflowPlan
+    made: int = 0  # steps made so far (``seconds``)
 
     def args(self) -> list[str]:
         p = self.plan
@@ -143,39 +144,38 @@ class WorkflowCampaign(Campaign):
                 (self.diamond if number % 2 else self.chord)(number)
         return len(wave)
 
-    def seconds(self, step: int) -> float:
-        """How long a step works: every ``long_every``-th one long (SIGTERMs release it)."""
+    def seconds(self) -> float:
+        """How long the next step made works: every ``long_every``-th one long, so that
+        a SIGTERM releases some runs."""
         p = self.plan
-        return p.long_work if step % p.long_every == 0 else p.work
+        self.made += 1
+        return p.long_work if self.made % p.long_every == 0 else p.work
 
     def diamond(self, number: int) -> None:
         from django_jobqueue import Workflow
         from tests.taskapp.tasks import wf_chaos_join, wf_chaos_member
 
-        base = number * 100
         wf = Workflow(f"{PREFIX}diamond-{number}")
-        a = wf.add(wf_chaos_member.s(seconds=self.seconds(base), value=DIAMOND["a"]), name="a")
+        a = wf.add(wf_chaos_member.s(seconds=self.seconds(), value=DIAMOND["a"]), name="a")
         steps = [
             wf.add(
-                wf_chaos_member.s(seconds=self.seconds(base + i), value=DIAMOND[n]),
+                wf_chaos_member.s(seconds=self.seconds(), value=DIAMOND[n]),
                 name=n,
                 after=[a],
             )
-            for i, n in ((1, "b"), (2, "c"))
+            for n in ("b", "c")
         ]
-        wf.add(wf_chaos_join.s(seconds=self.seconds(base + 3)), name="d", after=steps)
+        wf.add(wf_chaos_join.s(seconds=self.seconds()), name="d", after=steps)
         wf.enqueue()
 
     def chord(self, number: int) -> None:
         from django_jobqueue import chord
         from tests.taskapp.tasks import wf_chaos_join, wf_chaos_member
 
-        base = number * 100
         members = [
-            wf_chaos_member.s(seconds=self.seconds(base + i), value=i)
-            for i in range(self.plan.chord_size)
+            wf_chaos_member.s(seconds=self.seconds(), value=i) for i in range(self.plan.chord_size)
         ]
-        callback = wf_chaos_join.s(seconds=self.seconds(base + 99))
+        callback = wf_chaos_join.s(seconds=self.seconds())
         chord(members, callback, name=f"{PREFIX}chord-{number}").enqueue()
 
     def run(self) -> WorkflowReport:  # type: ignore[override]
