@@ -27,6 +27,8 @@ from django_jobqueue.errors import (
     SettleError,
     UnknownFilter,
     UnknownKind,
+    WorkflowError,
+    WorkflowNotFound,
 )
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.context import Context
@@ -39,6 +41,8 @@ from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
 from django_jobqueue.task.merge import Merge, Pending
 from django_jobqueue.task.periodic import periodic
+from django_jobqueue.task.signature import Signature
+from django_jobqueue.workflows import Batch, Workflow, WorkflowHandle, chain, chord, group, workflow
 
 if TYPE_CHECKING:
     import uuid
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backoff",
+    "Batch",
     "ClaimLost",
     "ConfigurationError",
     "Context",
@@ -75,15 +80,23 @@ __all__ = [
     "Priority",
     "RateLimited",
     "SettleError",
+    "Signature",
     "Status",
     "Task",
     "UnknownFilter",
     "UnknownKind",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowHandle",
+    "WorkflowNotFound",
     "cancel",
+    "chain",
+    "chord",
     "cleanup",
     "clear_limit",
     "enqueue",
     "enqueue_many",
+    "group",
     "history",
     "job",
     "job_enqueued",
@@ -98,6 +111,7 @@ __all__ = [
     "set_limit",
     "stats",
     "task",
+    "workflow",
 ]
 
 

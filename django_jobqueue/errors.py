@@ -24,6 +24,7 @@ class JobQueueError(Exception):
     key: str | None = None
     index: int | None = None
     status: str | None = None
+    workflow_id: Any = None
 
     def __init__(self, message: str | None = None, **facts: Any) -> None:
         self.facts = facts
@@ -77,6 +78,37 @@ class KeyContended(EnqueueError, RuntimeError):
 
     A RuntimeError too, as this raised one before it had a type of its own.
     """
+
+
+class WorkflowError(EnqueueError):
+    """The workflow is not one that can be enqueued; nothing of it was written.
+    ``step`` names the step at fault, where there is one."""
+
+    step: str | None = None
+
+
+class EmptyWorkflow(WorkflowError):
+    """A workflow, group, chord or batch with no step (no member) has nothing to run."""
+
+
+class DuplicateStep(WorkflowError):
+    """Two steps of one workflow have the same name."""
+
+
+class UnknownStep(WorkflowError, LookupError):
+    """``after`` names no step of this workflow (an unknown name, or a step of another)."""
+
+
+class WorkflowCycle(WorkflowError):
+    """The steps' ``after`` lists form a circle: none of them could ever run."""
+
+
+class InvalidJoin(WorkflowError):
+    """``when`` is not one of the joins a step can wait for."""
+
+
+class WorkflowNotFound(JobQueueError, LookupError):
+    """No workflow has this id."""
 
 
 class InvalidFilter(JobQueueError, ValueError):

@@ -20,6 +20,8 @@ class Status(models.TextChoices):
 
 TERMINAL = (Status.COMPLETED, Status.DEAD, Status.CANCELLED)
 ACTIVE = (Status.PENDING, Status.CLAIMED)
+# Not yet finished, a waiting workflow step included (what an operator may not delete).
+UNFINISHED = (Status.WAITING, Status.PENDING, Status.CLAIMED)
 
 
 class Outcome(models.TextChoices):

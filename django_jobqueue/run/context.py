@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django_jobqueue.errors import SettleError
@@ -23,6 +23,8 @@ class Context:
         carry: dict[str, Any] | None = None,
         history_loader: Callable[[], Sequence[Any]] | None = None,
         cancelled: threading.Event | None = None,
+        parents_loader: Callable[[], Mapping[str, Any]] | None = None,
+        batch_loader: Callable[[], Any] | None = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -33,6 +35,12 @@ class Context:
         self.cancelled = cancelled or threading.Event()
         self._history_loader = history_loader
         self._history: Sequence[Any] | None = None
+        # A workflow step's parents' results and its batch, read on first use (the
+        # loaders are the store's, handed in: this module knows no database).
+        self._parents_loader = parents_loader
+        self._parents: Mapping[str, Any] | None = None
+        self._batch_loader = batch_loader
+        self._batch: Any = None
         self.attachment: Any = None
         # The job as the claim handed it over (``store.Claimed``; set by ``for_job``), for
         # task wrappers that need more of it than the fields above (the Django Tasks
@@ -43,7 +51,12 @@ class Context:
 
     @classmethod
     def for_job(
-        cls, job: Any, *, history_loader: Callable[[], Sequence[Any]] | None = None
+        cls,
+        job: Any,
+        *,
+        history_loader: Callable[[], Sequence[Any]] | None = None,
+        parents_loader: Callable[[], Mapping[str, Any]] | None = None,
+        batch_loader: Callable[[], Any] | None = None,
     ) -> Context:
         """The context for a claimed job's run (``job`` as ``store.claim_jobs`` returns it)."""
         ctx = cls(
@@ -53,6 +66,8 @@ class Context:
             failure_count=job.failure_count,
             carry=job.carry,
             history_loader=history_loader,
+            parents_loader=parents_loader,
+            batch_loader=batch_loader,
         )
         ctx._claimed = job
         return ctx
@@ -68,6 +83,23 @@ class Context:
         if self._history is None:
             self._history = list(self._history_loader()) if self._history_loader else []
         return self._history
+
+    @property
+    def parents(self) -> Mapping[str, Any]:
+        """A workflow step's parents' results by step name (one query, on first use;
+        empty for a plain job or a step without parents)."""
+        if self._parents is None:
+            self._parents = dict(self._parents_loader()) if self._parents_loader else {}
+        return self._parents
+
+    @property
+    def batch(self) -> Any:
+        """In a step of a batch, its ``BatchContext`` (``add`` a member, read
+        ``members()``); None elsewhere."""
+        if self._batch is None and self._batch_loader is not None:
+            self._batch = self._batch_loader()
+            self._batch_loader = None
+        return self._batch
 
     def settle_now(self, result: Any = None) -> None:
         """Complete this run inside the transaction open on the jobs database, now.

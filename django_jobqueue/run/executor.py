@@ -259,6 +259,7 @@ def run_of(
         started_at=started_at,
         duration=duration,
         attachment=attachment,
+        step=job.workflow_id is not None,
     )
 
 

@@ -52,6 +52,8 @@ class Settlement:
     started_at: datetime | None = None
     duration: timedelta | None = None
     worker: str = ""
+    # A workflow step's: its settlement also releases (or cancels) its dependents.
+    step: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class Run:
     started_at: datetime | None = None
     duration: timedelta | None = None
     attachment: Any = None
+    step: bool = False  # the job is a workflow step
 
 
 # Every note is stored as text the databases accept, and bounded: a run's own words
@@ -124,6 +127,7 @@ def _ending(
         started_at=run.started_at,
         duration=run.duration,
         worker=run.worker,
+        step=run.step,
     )
 
 
@@ -223,6 +227,7 @@ def settlement_refused(
             worker=s.worker,
             started_at=s.started_at,
             duration=s.duration,
+            step=s.step,
         ),
         failure_count=failure_count,
         policy=policy,

@@ -24,7 +24,9 @@ from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import RunResult, decide, error_text, failed_outright
 from django_jobqueue.run.lifecycle import NOTE_LIMIT, Policy, Settlement
 from django_jobqueue.store import Claimed
+from django_jobqueue.store import workflows as stored
 from django_jobqueue.task.registry import policy_for, registry
+from django_jobqueue.workflows.batch import batch_context
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -56,8 +58,17 @@ class Pipeline:
         return policy
 
     def context(self, job: Claimed) -> Context:
-        """The context a claimed job's run is given; it reads its journal lazily."""
-        return Context.for_job(job, history_loader=partial(store.journal, job_id=job.id))
+        """The context a claimed job's run is given; it reads its journal (and a step
+        its parents' results and its batch) lazily."""
+        history = partial(store.journal, job_id=job.id)
+        if job.workflow_id is None:
+            return Context.for_job(job, history_loader=history)
+        return Context.for_job(
+            job,
+            history_loader=history,
+            parents_loader=partial(stored.parent_results, job_id=job.id),
+            batch_loader=partial(batch_context, job.id, job.workflow_id),
+        )
 
     def run_one(self, job: Claimed, ctx: Context, guard: ThreadConnections) -> Ended:
         """Run one claimed job on this thread and decide how it ends; never raises for

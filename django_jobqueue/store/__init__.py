@@ -68,6 +68,7 @@ from django_jobqueue.store.settling import (
     settle,
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
+from django_jobqueue.store.steering import cancel_workflow, retry_dead_steps
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "cancel",
     "cancel_refusal",
     "cancel_requested",
+    "cancel_workflow",
     "claim_jobs",
     "claim_statement",
     "cleanup",
@@ -126,6 +128,7 @@ __all__ = [
     "requeue",
     "requeue_refusal",
     "resume_queue",
+    "retry_dead_steps",
     "run_now",
     "run_now_refusal",
     "run_stats",

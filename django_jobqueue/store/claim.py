@@ -42,6 +42,7 @@ class Claimed:
     claim_expires_at: datetime
     status: str = Status.CLAIMED
     created_at: datetime | None = None  # when it was enqueued
+    workflow_id: uuid.UUID | None = None  # a workflow step's workflow (None: a plain job)
 
 
 class ClaimOptions(TypedDict, total=False):
@@ -110,6 +111,7 @@ class PreparedClaim:
                 claimed_by=self.spec.worker_id,
                 claim_expires_at=now + self.leases.get(r[1], self.lease),
                 created_at=d.read_dt(r[9]),
+                workflow_id=None if r[10] is None else d.read_uuid(r[10]),
             )
             for r in rows
         ]

@@ -33,6 +33,9 @@ def exchange(
     prepared.dialect.use_generic_plans()
     if not mine:
         return [], prepared.run()
+    if any(s.step for s in mine):
+        # Workflow steps settle with their joins in a transaction of their own first.
+        return apply(mine), prepared.run()
     d = prepared.dialect
     rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
     done, claimed = d.turn(rows, TALLY, prepared.spec)

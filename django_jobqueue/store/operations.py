@@ -16,24 +16,29 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, JobNotFound
-from django_jobqueue.models import ACTIVE, Job, Outcome, Status
-from django_jobqueue.store import sql, wakeups
+from django_jobqueue.models import Job, Outcome, Status
+from django_jobqueue.states import UNFINISHED
+from django_jobqueue.store import joins, sql, steering, wakeups
 from django_jobqueue.store.reading import as_uuid
 
 
 def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
-    """Cancel a pending job now, or ask a claimed job's worker to stop it.
+    """Cancel a pending (or waiting) job now, or ask a claimed job's worker to stop it.
 
     A claimed job settles as ``cancelled`` when its run ends (unless it completed or
     died). Cancelling a cancelled job is a no-op; completed and dead jobs cannot be
-    cancelled.
+    cancelled. A workflow step's dependents follow its cancellation in the same
+    transaction, as they follow a death.
     """
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         job = _locked(job_id)
-        if job.status == Status.PENDING:
+        if job.status in (Status.PENDING, Status.WAITING):
+            was = job.status
             _save(job, status=Status.CANCELLED, finished_at=now)
-            _operator_entry(job, Outcome.CANCELLED, actor, "cancelled while pending", now)
+            _operator_entry(job, Outcome.CANCELLED, actor, f"cancelled while {was}", now)
+            if job.workflow_id is not None:
+                joins.release([job.id], now=now)
         elif job.status == Status.CLAIMED:
             if not job.cancel_requested:
                 _save(job, cancel_requested=True, cancel_actor=actor)
@@ -73,7 +78,12 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
                 f"key {job.idempotency_key!r}",
                 job_id=job.id,
             ) from exc
-        _operator_entry(job, Outcome.REQUEUED, actor, f"requeued from {previous}", now)
+        note = f"requeued from {previous}"
+        if job.workflow_id is not None:
+            job.status = steering.requeue_step(job, previous=previous, now=now, actor=actor)
+            if job.status == Status.WAITING:
+                note += " (waiting for its parents)"
+        _operator_entry(job, Outcome.REQUEUED, actor, note, now)
         wakeups.notify(alias, job.queue)
     return job
 
@@ -99,19 +109,22 @@ def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
 def cancel_refusal(job: Job) -> str | None:
     """Why ``job`` cannot be cancelled now (a claimed job already asked to stop cannot be
     asked again), or None."""
-    if job.status == Status.PENDING:
+    if job.status in (Status.PENDING, Status.WAITING):
         return None
     if job.status == Status.CLAIMED:
         if job.cancel_requested:
             return f"Job {job.id} is claimed and has already been asked to stop"
         return None
-    return f"Job {job.id} is {job.status}; only pending or claimed jobs can be cancelled"
+    return f"Job {job.id} is {job.status}; only waiting, pending or claimed jobs can be cancelled"
 
 
 def requeue_refusal(job: Job, *, force: bool = False) -> str | None:
     """Why ``job`` cannot be requeued (with or without ``force``), or None."""
-    if job.status in ACTIVE:
+    if job.status in UNFINISHED:
         return f"Job {job.id} is {job.status}; only finished jobs can be requeued"
+    if job.status == Status.COMPLETED and job.workflow_id is not None:
+        # Its dependents counted its completion once; a second one would count twice.
+        return f"Job {job.id} is a completed workflow step; it cannot run again"
     if job.status == Status.COMPLETED and not force:
         return f"Job {job.id} completed; requeue it with force to run it again"
     return None
@@ -128,7 +141,7 @@ def run_now_refusal(job: Job, *, now: datetime) -> str | None:
 
 def delete_refusal(job: Job) -> str | None:
     """Why ``job`` cannot be deleted (only finished jobs ever are), or None."""
-    if job.status in ACTIVE:
+    if job.status in UNFINISHED:
         return f"Job {job.id} is {job.status}; only finished jobs can be deleted"
     return None
 

@@ -31,7 +31,7 @@ from django.utils.duration import duration_microseconds
 from django_jobqueue import conf
 from django_jobqueue.models import Outcome, Status
 from django_jobqueue.run.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
-from django_jobqueue.store import sql
+from django_jobqueue.store import joins, sql
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.monitoring import bucket_of, shard_of, tally_insert, tally_rows
@@ -47,8 +47,26 @@ def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> 
     if not settlements:
         return []
     d = sql.dialect()
-    rows = settle_rows(settlements, now or timezone.now(), held=d.conn.in_atomic_block)
+    now = now or timezone.now()
+    if any(s.step for s in settlements):
+        return _apply_with_joins(settlements, now)
+    rows = settle_rows(settlements, now, held=d.conn.in_atomic_block)
     return outcome(settlements, d.apply_settlements(rows, TALLY))
+
+
+def _apply_with_joins(settlements: Sequence[Settlement], now: datetime) -> list[bool]:
+    """A batch with workflow steps: the settlements and the release of the dependents
+    of the steps they ended, in one transaction (a savepoint in the caller's), so a
+    join fires with the guarded write that decides it or not at all. Only the steps
+    the guard let through release anything; one settled back to pending releases
+    nothing."""
+    d = sql.dialect()
+    with transaction.atomic(using=sql.alias()):
+        rows = settle_rows(settlements, now, held=True)
+        applied = d.apply_settlements(rows, TALLY)
+        steps = [s.job_id for s in settlements if s.step and s.job_id in applied]
+        joins.release(steps, now=now)
+    return outcome(settlements, applied)
 
 
 def settle_rows(settlements: Sequence[Settlement], now: datetime, *, held: bool) -> list[SettleRow]:
@@ -170,7 +188,13 @@ def recover_expired(
             rows = d.run(*expired.statement())
             settlements = [
                 failure(
-                    Run(job_id=d.read_uuid(job_id), kind=kind, run_no=run_no, worker=claimed_by),
+                    Run(
+                        job_id=d.read_uuid(job_id),
+                        kind=kind,
+                        run_no=run_no,
+                        worker=claimed_by,
+                        step=workflow_id is not None,
+                    ),
                     failure_count=failure_count,
                     policy=policy_of(kind),
                     now=now_,
@@ -180,7 +204,7 @@ def recover_expired(
                     ),
                     outcome=Outcome.STALE_RECOVERED,
                 )
-                for job_id, kind, claimed_by, expired, run_no, failure_count in rows
+                for job_id, kind, claimed_by, expired, run_no, failure_count, workflow_id in rows
             ]
             apply(settlements, now=now_)
         total += len(rows)
@@ -193,7 +217,8 @@ def recover_expired(
 # Expired leases, oldest first, by the partial lease index.
 _ANY_EXPIRED = f"SELECT 1 FROM {sql.JOB} WHERE status = 'claimed' AND claim_expires_at < %s LIMIT 1"
 _EXPIRED = (
-    f"SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count FROM {sql.JOB}"
+    "SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count, workflow_id"
+    f" FROM {sql.JOB}"
     " WHERE status = 'claimed' AND claim_expires_at < %s ORDER BY claim_expires_at LIMIT %s"
 )
 

@@ -27,6 +27,7 @@ from django_jobqueue.task.merge import Merge
 from django_jobqueue.task.options import Options, build_request, encode_payload
 from django_jobqueue.task.periodic import periodic, register_schedule
 from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
+from django_jobqueue.task.signature import Signature, signature
 from django_jobqueue.task.submit import items_error, submit, submit_many
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class FunctionTask(TaskDef):
         """Enqueue a call; inside ``transaction.atomic()`` it commits with the caller's data."""
         return BoundCall(self, Options()).enqueue(*args, **kwargs)
 
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of a call (validated as enqueue validates it), for a workflow."""
+        return BoundCall(self, Options()).s(*args, **kwargs)
+
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Enqueue one job per item, each a dict of keyword arguments, in one transaction."""
         return BoundCall(self, Options()).enqueue_many(items)
@@ -195,6 +200,10 @@ class BoundCall:
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         payload, text = self.defn.encode(args, kwargs)
         return submit(build_request(self.defn, payload, self.options, payload_json=text))
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        payload, text = self.defn.encode(args, kwargs)
+        return signature(build_request(self.defn, payload, self.options, payload_json=text))
 
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Enqueue one job per item (a dict of keyword arguments): every item is checked
@@ -411,6 +420,10 @@ class Task:
     def enqueue(self) -> JobHandle:
         return BoundTask(self, Options()).enqueue()
 
+    def s(self) -> Signature:
+        """This instance as a workflow step's signature."""
+        return BoundTask(self, Options()).s()
+
     @classmethod
     def enqueue_many(cls, items: Iterable[Task | BoundTask]) -> list[JobHandle]:
         """Enqueue instances of this task (or ``instance.using(...)``) in one transaction."""
@@ -429,6 +442,9 @@ class BoundTask:
 
     def enqueue(self) -> JobHandle:
         return submit(self.request())
+
+    def s(self) -> Signature:
+        return signature(self.request())
 
     def request(self) -> EnqueueRequest:
         defn = self.task._definition()

@@ -377,6 +377,37 @@ def chaos_atomic(ctx: Context, seconds: float) -> int:
     return ctx.run_count
 
 
+# --- used by the workflow chaos campaign (tests/chaos/workflow_campaign.py) --------------
+
+
+@task(takes_context=True, kind="tests.wf_chaos", lease=timedelta(seconds=3), max_failures=None)
+def wf_chaos_member(ctx: Context, seconds: float, value: int) -> int:
+    """A workflow's member or inner step: records this execution in its own transaction
+    (its start time is checked against its parents' completions), works, returns ``value``
+    for the join to add up."""
+    with transaction.atomic():
+        _record(ctx)
+    time.sleep(seconds)
+    return value
+
+
+@task(
+    takes_context=True,
+    kind="tests.wf_chaos_join",
+    lease=timedelta(seconds=3),
+    atomic=True,
+    max_failures=None,
+)
+def wf_chaos_join(ctx: Context, seconds: float) -> dict[str, Any]:
+    """A join (a diamond's last step, a chord's callback): an atomic task, so its one
+    Effect row commits only with its completing run; returns what it read of its
+    parents, for the campaign to check ``ctx.parents`` whole."""
+    _effect(ctx)
+    parents = dict(ctx.parents)
+    time.sleep(seconds)
+    return {"parents": sorted(parents), "sum": sum(int(v) for v in parents.values())}
+
+
 # --- atomic tasks (tests/db/test_atomic.py) ----------------------------------------------
 
 # Gates a test holds a first run at: the run sets ``started``, then waits for ``go``.
@@ -637,32 +668,54 @@ def deep_output(ctx: Context, where: str, depth: int) -> Any:
     return value
 
 
-# --- used by the workflow chaos campaign (tests/chaos/workflow_campaign.py) --------------
+# --- issue 19, workflows ---------------------------------------------------------------
 
 
-@task(takes_context=True, kind="tests.wf_chaos", lease=timedelta(seconds=3), max_failures=None)
-def wf_chaos_member(ctx: Context, seconds: float, value: int) -> int:
-    """A workflow's member or inner step: records this execution in its own transaction
-    (its start time is checked against its parents' completions), works, returns ``value``
-    for the join to add up."""
-    with transaction.atomic():
-        _record(ctx)
-    time.sleep(seconds)
-    return value
+@task(takes_context=True, kind="tests.wf.step")
+def wf_step(ctx: Context, label: str = "", fail_times: int = 0, die: bool = False) -> Any:
+    """A workflow step: returns its label and what its parents returned; fails its first
+    ``fail_times`` runs, or dies at once with ``die``."""
+    if die:
+        raise Permanent(f"{label} dies")
+    if ctx.failure_count < fail_times:
+        raise RuntimeError(f"{label}: planned failure {ctx.failure_count + 1} of {fail_times}")
+    return {"label": label, "parents": dict(ctx.parents)}
 
 
-@task(
-    takes_context=True,
-    kind="tests.wf_chaos_join",
-    lease=timedelta(seconds=3),
-    atomic=True,
-    max_failures=None,
-)
-def wf_chaos_join(ctx: Context, seconds: float) -> dict[str, Any]:
-    """A join (a diamond's last step, a chord's callback): an atomic task, so its one
-    Effect row commits only with its completing run; returns what it read of its
-    parents, for the campaign to check ``ctx.parents`` whole."""
-    _effect(ctx)
-    parents = dict(ctx.parents)
-    time.sleep(seconds)
-    return {"parents": sorted(parents), "sum": sum(int(v) for v in parents.values())}
+@task(kind="tests.wf.value")
+def wf_value(x: int) -> int:
+    return x
+
+
+@task(takes_context=True, kind="tests.wf.total")
+def wf_total(ctx: Context) -> int:
+    """A chord's callback: the sum of its members' results."""
+    return sum(int(v) for v in ctx.parents.values())
+
+
+@task(takes_context=True, kind="tests.wf.crawl")
+def wf_crawl(ctx: Context, page: int, last: int) -> int:
+    """A batch member that adds the next page as a member until ``last``."""
+    if page < last:
+        ctx.batch.add(wf_crawl.s(page=page + 1, last=last))
+    return page
+
+
+@task(takes_context=True, kind="tests.wf.crawl_atomic", atomic=True)
+def wf_crawl_atomic(ctx: Context, page: int, last: int, fail_first: bool = False) -> int:
+    """As ``wf_crawl``, atomic: its added member commits with its settlement or not at all
+    (a failed first run adds nothing)."""
+    if page < last:
+        ctx.batch.add(wf_crawl_atomic.s(page=page + 1, last=last))
+    if fail_first and ctx.failure_count == 0:
+        raise RuntimeError("first run fails after adding")
+    return page
+
+
+@task(takes_context=True, kind="tests.wf.summary")
+def wf_summary(ctx: Context) -> dict[str, int]:
+    """A batch callback: its members' statuses, counted."""
+    counts: dict[str, int] = {}
+    for member in ctx.batch.members():
+        counts[member.status] = counts.get(member.status, 0) + 1
+    return counts

@@ -146,7 +146,7 @@ LAYERS: list[set[str]] = [
         "task.cron",
     },
     # the rules of how a run ends: still pure
-    {"run.lifecycle"},
+    {"run.lifecycle", "run.joins"},
     # settings, and what they say to hide
     {"conf", "redaction"},
     # the tables
@@ -154,7 +154,7 @@ LAYERS: list[set[str]] = [
     # every read and write the queue makes, and the databases' dialects
     {"store"},
     # defining and submitting work, and the signals of a job's life
-    {"task", "signals"},
+    {"task", "signals", "workflows"},
     # what happens to one claimed job
     {"run"},
     # the process that claims, runs and settles

@@ -37,7 +37,8 @@ PAUSED = QueuePause._meta.db_table
 # What a claim returns of each claimed row, in this order. Unqualified: SQLite's
 # RETURNING does not know the table's alias.
 CLAIMED = (
-    "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at"
+    "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at,"
+    " workflow_id"
 )
 # Claim order: exactly the columns of the partial claim index.
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"

@@ -64,6 +64,25 @@ FRESH_COLUMNS: tuple[tuple[str, str], ...] = (
 COLUMN_LIST = ", ".join([*ROW_COLUMNS, *(name for name, _ in FRESH_COLUMNS)])
 
 
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """One new workflow step: a new row and what makes it a step (its status is
+    ``waiting`` while ``parents_open`` is above zero, else ``pending``)."""
+
+    row: NewRow
+    workflow_id: uuid.UUID
+    step_name: str
+    join_when: str
+    parents_open: int
+    status: str
+
+
+# A step's columns after the row's: the step's own, then the fresh ones but its status.
+STEP_COLUMNS: tuple[str, ...] = ("workflow_id", "step_name", "join_when", "parents_open", "status")
+STEP_FRESH = tuple((n, v) for n, v in FRESH_COLUMNS if n != "status")
+STEP_COLUMN_LIST = ", ".join([*ROW_COLUMNS, *STEP_COLUMNS, *(name for name, _ in STEP_FRESH)])
+
+
 class Wakeups(Protocol):
     """A connection that listens for wake-ups (see ``StorageStatements.listen``)."""
 
@@ -149,6 +168,26 @@ class StorageStatements(Primitives):
             size += length
         if count:
             self.run(self.insert_sql(count), params)
+
+    def insert_steps(self, steps: Sequence[NewStep]) -> None:
+        """Insert a workflow's new steps: multi-row VALUES, in statements within the
+        parameter limit (one per chunk of rows, as ``insert_jobs``)."""
+        width = len(ROW_COLUMNS) + len(STEP_COLUMNS)
+        marks = ["%s"] * width
+        marks[ROW_COLUMNS.index("payload")] = self.json_mark
+        one = "(" + ", ".join([*marks, *(value for _, value in STEP_FRESH)]) + ")"
+        step = max(1, self.max_params // width)
+        for start in range(0, len(steps), step):
+            chunk = steps[start : start + step]
+            params: list[Any] = []
+            for s in chunk:
+                params += self.row_params(s.row)
+                params += [self.job_id(s.workflow_id), s.step_name, s.join_when, s.parents_open]
+                params.append(s.status)
+            statement = f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) VALUES " + ", ".join(
+                [one] * len(chunk)
+            )
+            self.run(statement, params)
 
     def insert_keyed(self, row: NewRow, *, unique: UniqueConstraint) -> bool:
         """Insert ``row`` unless an active job holds its key under ``unique`` (a partial

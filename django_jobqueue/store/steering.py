@@ -1,0 +1,193 @@
+"""What operators do to workflows: cancel one, retry its dead steps, and the re-arming
+of a requeued step's dependents. Cold paths, on the ORM, each in one transaction that
+locks job rows before the workflow's row (the order a settlement's release takes).
+
+Re-arming recounts a dependent's counters from its parents' statuses (a scan of its
+parents, fine on an operator's path): a ``completed`` join that a death cancelled waits
+again if none of its parents is still dead; a ``finished`` join still waiting counts
+the requeued parent as open again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
+from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
+from django_jobqueue.states import JoinWhen, WorkflowStatus
+from django_jobqueue.store import joins, sql
+
+
+def _workflow(workflow_id: uuid.UUID | str) -> Workflow:
+    from django_jobqueue.store.reading import as_uuid
+
+    try:
+        key = as_uuid(workflow_id)
+    except Exception:
+        key = None
+    found = None if key is None else joins.workflows().filter(id=key).first()
+    if found is None:
+        raise WorkflowNotFound(f"No workflow with id {workflow_id}", workflow_id=workflow_id)
+    return found
+
+
+def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflow:
+    """Cancel every unfinished step of a workflow: waiting and pending ones now (each
+    journalled), claimed ones when their runs end (as ``cancel`` asks them); the
+    workflow ends ``cancelled`` once none is open. Cancelling a cancelled workflow is a
+    no-op; a finished one cannot be cancelled."""
+    now = timezone.now()
+    with transaction.atomic(using=sql.alias()):
+        wf = _workflow(workflow_id)
+        if wf.status == WorkflowStatus.CANCELLED or wf.cancel_requested:
+            return wf
+        if wf.status != WorkflowStatus.RUNNING:
+            raise InvalidTransition(
+                f"Workflow {wf.id} is {wf.status}; only a running workflow can be cancelled",
+                workflow_id=wf.id,
+                status=wf.status,
+            )
+        steps = sql.jobs().filter(workflow_id=wf.id)
+        steps.filter(status=Status.CLAIMED, cancel_requested=False).update(
+            cancel_requested=True, cancel_actor=actor
+        )
+        open_ = list(
+            sql.dialect()
+            .locked(steps.filter(status__in=[Status.WAITING, Status.PENDING]), skip_locked=False)
+            .order_by("id")
+            .values_list("id", "kind", "run_count")
+        )
+        ids = [i for i, _, _ in open_]
+        sql.jobs().filter(id__in=ids).update(
+            status=Status.CANCELLED, finished_at=now, cancel_actor=actor
+        )
+        note = f"cancelled with its workflow by {actor}" if actor else "cancelled with its workflow"
+        sql.journal_entries().bulk_create(
+            JournalEntry(
+                job_id=i,
+                kind=kind,
+                run_no=runs,
+                outcome=Outcome.CANCELLED,
+                recorded_at=now,
+                note=note,
+                actor=actor,
+            )
+            for i, kind, runs in open_
+        )
+        joins.workflows().filter(id=wf.id).update(cancel_requested=True, cancel_actor=actor)
+        joins.close(wf.id, closed=len(ids), dead=0, now=now)
+    return _workflow(wf.id)
+
+
+def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[uuid.UUID]:
+    """Requeue every dead step of a workflow (each re-arming the steps its death
+    cancelled); the ids requeued."""
+    from django_jobqueue.store.operations import requeue
+
+    wf = _workflow(workflow_id)
+    dead = list(
+        sql.jobs()
+        .filter(workflow_id=wf.id, status=Status.DEAD)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    with transaction.atomic(using=sql.alias()):
+        for job_id in dead:
+            requeue(job_id=job_id, actor=actor)
+    return dead
+
+
+def parent_counts(job_id: uuid.UUID) -> tuple[int, int]:
+    """A step's parents not yet finished, and those dead or cancelled."""
+    statuses = list(
+        sql.jobs().filter(child_edges__child_id=job_id).values_list("status", flat=True)
+    )
+    open_ = sum(1 for s in statuses if s not in TERMINAL)
+    dead = sum(1 for s in statuses if s in (Status.DEAD, Status.CANCELLED))
+    return open_, dead
+
+
+def requeue_step(job: Job, *, previous: str, now: datetime, actor: str) -> str:
+    """A step an operator requeues: pending if its parents allow it, else waiting on
+    them again (the status it takes); then its dependents are re-armed and the
+    workflow runs again."""
+    open_, dead = parent_counts(job.id)
+    status = Status.PENDING
+    if open_ or (job.join_when == JoinWhen.FAILED and not dead):
+        status = Status.WAITING
+    if job.join_when == JoinWhen.COMPLETED and dead:
+        raise InvalidTransition(
+            f"Step {job.step_name!r} ({job.id}) waits for parents that did not complete: "
+            "requeue its dead parent instead, which re-arms this step",
+            job_id=job.id,
+            status=job.status,
+        )
+    sql.jobs().filter(id=job.id).update(status=status, parents_open=open_, parents_dead=dead)
+    rearm([job.id], now=now, actor=actor, because=job)
+    recount(job.workflow_id)
+    return status
+
+
+def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: Job) -> None:
+    """Re-arm the dependents of requeued ``parents``, and theirs, journalled."""
+    frontier = list(parents)
+    seen: set[uuid.UUID] = set(frontier)
+    while frontier:
+        children = sorted(
+            set(joins.edges().filter(parent_id__in=frontier).values_list("child_id", flat=True))
+            - seen
+        )
+        seen.update(children)
+        rows = (
+            sql.dialect()
+            .locked(sql.jobs().filter(id__in=children), skip_locked=False)
+            .order_by("id")
+            .values_list("id", "kind", "status", "join_when", "run_count")
+        )
+        frontier = []
+        entries = []
+        for cid, kind, status, when, runs in rows:
+            open_, dead = parent_counts(cid)
+            if status == Status.WAITING:
+                sql.jobs().filter(id=cid).update(parents_open=open_, parents_dead=dead)
+                continue
+            if status != Status.CANCELLED or when == JoinWhen.FINISHED:
+                continue
+            if when == JoinWhen.COMPLETED and dead:
+                continue  # another parent is still dead
+            sql.jobs().filter(id=cid, status=Status.CANCELLED).update(
+                status=Status.WAITING, parents_open=open_, parents_dead=dead, finished_at=None
+            )
+            entries.append(
+                JournalEntry(
+                    job_id=cid,
+                    kind=kind,
+                    run_no=runs,
+                    outcome=Outcome.REQUEUED,
+                    recorded_at=now,
+                    actor=actor,
+                    note=f"re-armed: waiting again, as step {because.step_name!r} "
+                    f"({because.id}) was requeued",
+                )
+            )
+            frontier.append(cid)
+        sql.journal_entries().bulk_create(entries)
+
+
+def recount(workflow_id: uuid.UUID | None) -> None:
+    """A workflow's counters from its steps (an operator's path), and running again
+    if a step is open."""
+    if workflow_id is None:
+        return
+    steps = sql.jobs().filter(workflow_id=workflow_id)
+    open_ = steps.exclude(status__in=TERMINAL).count()
+    dead = steps.filter(status=Status.DEAD).count()
+    changes: dict[str, object] = {"steps_open": open_, "steps_dead": dead}
+    if open_:
+        changes.update(status=WorkflowStatus.RUNNING, finished_at=None, cancel_requested=False)
+    joins.workflows().filter(id=workflow_id).update(**changes)

@@ -1,0 +1,188 @@
+"""Writing and reading workflows: the workflow row, its steps (one bulk statement per
+chunk, as ``enqueue_many``) and its edges, all in the caller's transaction; the reads a
+running step and a workflow's handle make.
+
+The store is handed a workflow already validated (``workflows.graph``: names, cycles,
+joins); it writes, never decides.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from django_jobqueue.ids import uuid7, uuid7_many
+from django_jobqueue.models import Job, Status, StepEdge, Workflow
+from django_jobqueue.store import sql
+from django_jobqueue.store.dialects.base.storage import NewStep
+from django_jobqueue.store.inserting import BULK_BATCH, EnqueueRequest, NewJob, _bulk_row
+from django_jobqueue.store.inserting import rate_limited as _rate_limited
+from django_jobqueue.store.joins import edges, workflows
+from django_jobqueue.store.limits import take_tokens
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step to write: its name, its job's request, its parents (indexes of earlier
+    or later steps of the same list) and when they release it."""
+
+    name: str
+    request: EnqueueRequest
+    parents: tuple[int, ...] = ()
+    when: str = "completed"
+
+
+def enqueue_workflow(
+    *, name: str, shape: str, steps: Sequence[StepSpec]
+) -> tuple[Workflow, list[NewJob]]:
+    """Write a workflow, its steps and its edges in one transaction (joining the
+    caller's): roots pending, the others waiting on their parents' count. The rate
+    limits of the steps' kinds take their tokens first, as ``enqueue_many`` does."""
+    now = timezone.now()
+    alias = sql.alias()
+    ids = uuid7_many(len(steps))
+    with transaction.atomic(using=alias):
+        _take_tokens(steps)
+        wf = Workflow(
+            id=uuid7(),
+            name=name,
+            shape=shape,
+            steps_total=len(steps),
+            steps_open=len(steps),
+            created_at=now,
+        )
+        wf.save(using=alias, force_insert=True)
+        rows = [
+            NewStep(
+                row=_bulk_row(ids[i], spec.request, now),
+                workflow_id=wf.id,
+                step_name=spec.name,
+                join_when=spec.when,
+                parents_open=len(spec.parents),
+                status=Status.WAITING if spec.parents else Status.PENDING,
+            )
+            for i, spec in enumerate(steps)
+        ]
+        d = sql.dialect()
+        for start in range(0, len(rows), BULK_BATCH):
+            d.insert_steps(rows[start : start + BULK_BATCH])
+        links = [
+            StepEdge(workflow_id=wf.id, parent_id=ids[p], child_id=ids[i])
+            for i, spec in enumerate(steps)
+            for p in spec.parents
+        ]
+        edges().bulk_create(links, batch_size=BULK_BATCH)
+    handles = [
+        NewJob(id=ids[i], kind=spec.request.kind, status=rows[i].status)
+        for i, spec in enumerate(steps)
+    ]
+    return wf, handles
+
+
+def _take_tokens(steps: Sequence[StepSpec]) -> None:
+    rated: dict[str, tuple[Any, int]] = {}
+    for spec in steps:
+        if spec.request.rate is not None:
+            rate, count = rated.get(spec.request.kind, (spec.request.rate, 0))
+            rated[spec.request.kind] = (rate, count + 1)
+    for kind in sorted(rated):  # one order, so two batches cannot deadlock on buckets
+        rate, count = rated[kind]
+        wait = take_tokens(kind=kind, rate=rate, count=count)
+        if wait is not None:
+            raise _rate_limited(kind, rate, count, wait)
+
+
+def get_workflow(*, workflow_id: uuid.UUID) -> Workflow | None:
+    return workflows().filter(id=workflow_id).first()
+
+
+def steps_of(*, workflow_id: uuid.UUID) -> list[Job]:
+    """A workflow's steps, in the order they were written."""
+    return list(sql.jobs().filter(workflow_id=workflow_id).order_by("id"))
+
+
+def parent_results(*, job_id: uuid.UUID) -> dict[str, Any]:
+    """A step's parents' results by step name, in one query."""
+    rows = sql.jobs().filter(child_edges__child_id=job_id).values_list("step_name", "result")
+    return {name or "": result for name, result in rows}
+
+
+# A batch's callbacks, by step name (the members are every other step).
+CALLBACKS = {"on_success": "completed", "on_failure": "failed", "on_finish": "finished"}
+
+
+def add_to_batch(*, workflow_id: uuid.UUID, request: EnqueueRequest) -> NewJob:
+    """Add a member to an open batch, in the caller's transaction (the adding member's
+    run, or an atomic run's settlement transaction): the new member is pending, and
+    each waiting callback waits for one parent more, so none can fire before it ends.
+
+    The callbacks and then the workflow are locked in that order, as a settlement's
+    release locks them."""
+    from django.db.models import F
+
+    from django_jobqueue.errors import InvalidTransition
+
+    now = timezone.now()
+    alias = sql.alias()
+    with transaction.atomic(using=alias):
+        callbacks = list(
+            sql.dialect()
+            .locked(
+                sql.jobs().filter(
+                    workflow_id=workflow_id, step_name__in=list(CALLBACKS), status=Status.WAITING
+                ),
+                skip_locked=False,
+            )
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+        wf = sql.dialect().locked(workflows().filter(id=workflow_id), skip_locked=False).first()
+        if wf is None or wf.shape != "batch" or wf.status != "running" or wf.cancel_requested:
+            state = "gone" if wf is None else ("cancelled" if wf.cancel_requested else wf.status)
+            raise InvalidTransition(
+                f"batch {workflow_id} is {state}: no member can be added to it",
+                workflow_id=workflow_id,
+            )
+        job_id = uuid7()
+        step = NewStep(
+            row=_bulk_row(job_id, request, now),
+            workflow_id=workflow_id,
+            step_name=str(job_id),
+            join_when="completed",
+            parents_open=0,
+            status=Status.PENDING,
+        )
+        sql.dialect().insert_steps([step])
+        edges().bulk_create(
+            [StepEdge(workflow_id=workflow_id, parent_id=job_id, child_id=c) for c in callbacks]
+        )
+        if callbacks:
+            sql.jobs().filter(id__in=callbacks).update(parents_open=F("parents_open") + 1)
+        workflows().filter(id=workflow_id).update(
+            steps_total=F("steps_total") + 1, steps_open=F("steps_open") + 1
+        )
+    return NewJob(id=job_id, kind=request.kind)
+
+
+def members(*, workflow_id: uuid.UUID, status: str | None = None) -> list[Job]:
+    """A batch's members (every step but its callbacks), oldest first."""
+    qs = sql.jobs().filter(workflow_id=workflow_id).exclude(step_name__in=list(CALLBACKS))
+    if status is not None:
+        qs = qs.filter(status=status)
+    return list(qs.order_by("id"))
+
+
+def step_of_batch(*, job_id: uuid.UUID, workflow_id: uuid.UUID) -> str | None:
+    """The step's name if its workflow is a batch, else None."""
+    row = (
+        sql.jobs()
+        .filter(id=job_id, workflow_id=workflow_id, workflow__shape="batch")
+        .values_list("step_name", flat=True)
+        .first()
+    )
+    return None if row is None else (row or "")

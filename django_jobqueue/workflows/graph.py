@@ -1,0 +1,237 @@
+"""Composing signatures: ``Workflow`` (a graph of named steps), and ``chain``, ``group``
+and ``chord``, which are workflows of a fixed shape whose steps are named by position
+("0", "1", …; a chord's callback is "callback").
+
+Everything is checked before anything is written (names, the steps ``after`` names,
+joins, cycles, the signatures themselves), then ``enqueue()`` hands the store the whole
+graph to write in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django_jobqueue import signals
+from django_jobqueue.errors import (
+    DuplicateStep,
+    EmptyWorkflow,
+    InvalidArguments,
+    InvalidJoin,
+    UnknownStep,
+    WorkflowCycle,
+)
+from django_jobqueue.states import JoinWhen
+from django_jobqueue.task.signature import Signature
+
+if TYPE_CHECKING:
+    from django_jobqueue.workflows.handle import WorkflowHandle
+
+
+class WorkflowShape:
+    """How a workflow was written (``models.WorkflowShape``'s values; the models are
+    not imported here, so that ``django_jobqueue`` imports before Django's apps load)."""
+
+    WORKFLOW = "workflow"
+    CHAIN = "chain"
+    GROUP = "group"
+    CHORD = "chord"
+    BATCH = "batch"
+
+
+# The joins a caller may ask for; ``failed`` is a batch's on_failure's own.
+WHENS = (JoinWhen.COMPLETED.value, JoinWhen.FINISHED.value)
+NAME_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class StepRef:
+    """A step added to a workflow: what ``after=`` takes (or the step's name)."""
+
+    workflow: Workflow = field(repr=False, compare=False)
+    name: str
+
+
+@dataclass
+class _Step:
+    name: str
+    sig: Signature
+    after: list[StepRef | str]
+    when: str
+
+
+class Workflow:
+    """A graph of steps; ``add`` returns a ``StepRef`` for later steps' ``after``."""
+
+    def __init__(self, name: str = "workflow", *, shape: str = WorkflowShape.WORKFLOW) -> None:
+        if not isinstance(name, str) or not name or len(name) > NAME_LIMIT:
+            raise InvalidArguments(
+                f"a workflow's name must be a non-empty string of at most {NAME_LIMIT} "
+                f"characters, got {name!r}"
+            )
+        self.name = name
+        self.shape = shape
+        self._steps: list[_Step] = []
+        self._empty: str | None = None  # why a shape with no member cannot run
+
+    def add(
+        self,
+        sig: Signature,
+        *,
+        name: str | None = None,
+        after: Iterable[StepRef | str] = (),
+        when: str = JoinWhen.COMPLETED,
+    ) -> StepRef:
+        """Add a step that runs ``sig`` after the steps ``after`` names (handles or names)
+        have completed (``when="completed"``) or finished in any way (``"finished"``)."""
+        if not isinstance(sig, Signature):
+            raise InvalidArguments(
+                f"a workflow step is a signature (task.s(...)), not {type(sig).__name__}"
+            )
+        step = str(len(self._steps)) if name is None else name
+        if not isinstance(step, str) or not step or len(step) > NAME_LIMIT:
+            raise InvalidArguments(
+                f"a step name must be a non-empty string of at most {NAME_LIMIT} characters, "
+                f"got {step!r}"
+            )
+        if isinstance(after, StepRef | str):
+            after = [after]
+        self._steps.append(_Step(step, sig, list(after), when))
+        return StepRef(self, step)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def specs(self) -> list[Any]:
+        """The steps as the store writes them, after every check (see the module)."""
+        from django_jobqueue.store.workflows import StepSpec
+
+        if self._empty is not None:
+            raise EmptyWorkflow(self._empty)
+        if not self._steps:
+            raise EmptyWorkflow(f"workflow {self.name!r} has no step: nothing to enqueue")
+        index: dict[str, int] = {}
+        for i, step in enumerate(self._steps):
+            if step.name in index:
+                raise DuplicateStep(
+                    f"workflow {self.name!r} has two steps named {step.name!r}", step=step.name
+                )
+            index[step.name] = i
+        parents = [self._parents(step, index) for step in self._steps]
+        _check_acyclic(self.name, [s.name for s in self._steps], parents)
+        return [
+            StepSpec(name=s.name, request=s.sig.request, parents=tuple(p), when=s.when)
+            for s, p in zip(self._steps, parents, strict=True)
+        ]
+
+    def _parents(self, step: _Step, index: dict[str, int]) -> list[int]:
+        if step.when not in WHENS and not (
+            self.shape == WorkflowShape.BATCH and step.when == JoinWhen.FAILED
+        ):
+            raise InvalidJoin(
+                f"step {step.name!r}: when={step.when!r} is not a join; use one of "
+                f"{', '.join(map(repr, WHENS))}",
+                step=step.name,
+            )
+        found: list[int] = []
+        for ref in step.after:
+            if isinstance(ref, StepRef):
+                if ref.workflow is not self:
+                    raise UnknownStep(
+                        f"step {step.name!r}: after names step {ref.name!r} of another "
+                        f"workflow ({ref.workflow.name!r})",
+                        step=step.name,
+                    )
+                ref = ref.name
+            if not isinstance(ref, str) or ref not in index:
+                raise UnknownStep(
+                    f"step {step.name!r}: after names {ref!r}, which is no step of workflow "
+                    f"{self.name!r}",
+                    step=step.name,
+                )
+            if index[ref] not in found:
+                found.append(index[ref])
+        return found
+
+    def enqueue(self) -> WorkflowHandle:
+        """Write the workflow (joining the caller's transaction, like ``enqueue()``)."""
+        from django_jobqueue.store.workflows import enqueue_workflow
+        from django_jobqueue.task.handle import JobHandle
+        from django_jobqueue.workflows.handle import WorkflowHandle
+
+        specs = self.specs()
+        wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs)
+        handles = [JobHandle(row, "inserted") for row in rows]
+        signals.enqueued([s.request for s in specs], handles)
+        return WorkflowHandle(wf, {s.name: h for s, h in zip(specs, handles, strict=True)})
+
+    def __repr__(self) -> str:
+        return f"<Workflow {self.name!r} ({self.shape}, {len(self._steps)} steps)>"
+
+
+def _check_acyclic(name: str, names: Sequence[str], parents: Sequence[Sequence[int]]) -> None:
+    """Raise ``WorkflowCycle`` naming a circle's steps, if the edges have one (Kahn's
+    order: whatever never comes free is on or behind a circle)."""
+    waiting = [len(p) for p in parents]
+    children: list[list[int]] = [[] for _ in names]
+    for child, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(child)
+    free = [i for i, n in enumerate(waiting) if n == 0]
+    seen = 0
+    while free:
+        i = free.pop()
+        seen += 1
+        for c in children[i]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                free.append(c)
+    if seen < len(names):
+        stuck = [names[i] for i, n in enumerate(waiting) if n > 0]
+        raise WorkflowCycle(
+            f"workflow {name!r} has a cycle: steps {', '.join(map(repr, stuck))} wait on "
+            "each other",
+            step=stuck[0],
+        )
+
+
+def _signatures(what: str, sigs: Iterable[Signature]) -> list[Signature]:
+    found = list(sigs)
+    for i, sig in enumerate(found):
+        if not isinstance(sig, Signature):
+            raise InvalidArguments(
+                f"{what} member {i} is {type(sig).__name__}, not a signature (task.s(...))",
+                index=i,
+            )
+    return found
+
+
+def chain(*sigs: Signature, name: str = "chain") -> Workflow:
+    """Steps "0", "1", …, each after the previous one completed."""
+    wf = Workflow(name, shape=WorkflowShape.CHAIN)
+    previous: StepRef | None = None
+    for sig in _signatures("chain", sigs):
+        previous = wf.add(sig, after=[previous] if previous else [])
+    return wf
+
+
+def group(sigs: Iterable[Signature], *, name: str = "group") -> Workflow:
+    """Steps "0", "1", … all at once."""
+    wf = Workflow(name, shape=WorkflowShape.GROUP)
+    for sig in _signatures("group", sigs):
+        wf.add(sig)
+    if not len(wf):
+        wf._empty = f"group {name!r} has no member: nothing to enqueue"
+    return wf
+
+
+def chord(header: Iterable[Signature], callback: Signature, *, name: str = "chord") -> Workflow:
+    """Members "0", "1", … at once, then "callback" once every member completed (its
+    ``ctx.parents`` maps each member's name to its result)."""
+    wf = Workflow(name, shape=WorkflowShape.CHORD)
+    members = [wf.add(sig) for sig in _signatures("chord", header)]
+    if not members:
+        wf._empty = f"chord {name!r} has no member: its callback would wait for nothing"
+    wf.add(_signatures("chord callback", [callback])[0], name="callback", after=members)
+    return wf
