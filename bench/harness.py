@@ -92,6 +92,7 @@ class Config:
     systems: tuple[System, ...]
     server: Server
     quick: bool
+    only_measures: frozenset[str] = frozenset()  # run only these measures (empty: all)
 
 
 @dataclass
@@ -527,6 +528,8 @@ def run(config: Config, bench: Bench, progress: Callable[[str], None]) -> Result
             broken[s.key] = _as_bench_error(exc)
             progress(f"{s.key}: install failed: {broken[s.key]}")
     for m in measures(config.sizes):
+        if config.only_measures and m.key not in config.only_measures:
+            continue
         for s in config.systems:
             results[s.key][m.key] = Outcome() if m.applies(s) else None
         for rep in range(1, config.reps + 1):
