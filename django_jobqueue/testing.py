@@ -1,5 +1,5 @@
 """Helpers for your project's tests: assert what was enqueued, capture what a block
-enqueues, run pending jobs inline.
+enqueues, run pending jobs (and whole workflows) inline, assert a workflow's outcome.
 
 ``run_jobs`` claims, runs and settles jobs in the calling thread through the same run
 pipeline as a worker (``run.pipeline``: the same signals, the same guard on the
@@ -14,7 +14,8 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from django_jobqueue.states import Status
 from django_jobqueue.task.definition import FunctionTask, Task
 from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.registry import registry
+from django_jobqueue.workflows import WorkflowHandle, workflow
 
 TaskRef = str | FunctionTask | type[Task]
 
@@ -78,6 +80,34 @@ def assert_not_enqueued(ref: TaskRef, **payload: Any) -> None:
         )
 
 
+def assert_workflow(
+    handle: WorkflowHandle | uuid.UUID | str,
+    *,
+    status: str | None = None,
+    steps: Mapping[str, str] | None = None,
+) -> WorkflowHandle:
+    """Assert a workflow's status and (some of) its steps' statuses, read afresh.
+
+    ``steps`` maps step names to the status each must have (names not given are not
+    checked; a name that is no step fails). Returns the re-read handle, whose
+    ``steps`` give each step's result.
+    """
+    found = workflow(handle.id if isinstance(handle, WorkflowHandle) else handle)
+    problems = []
+    if status is not None and found.status != status:
+        problems.append(f"workflow {found.name!r} is {found.status}, expected {status}")
+    actual = found.steps
+    for name, wanted in (steps or {}).items():
+        step = actual.get(name)
+        if step is None:
+            problems.append(f"no step named {name!r} (steps: {', '.join(sorted(actual))})")
+        elif step.status != wanted:
+            problems.append(f"step {name!r} is {step.status}, expected {wanted}")
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return found
+
+
 class TooManyJobs(AssertionError):
     """``run_jobs`` ran its ``max_jobs`` and jobs were still runnable."""
 
@@ -90,7 +120,8 @@ def run_jobs(
     max_jobs: int = 1000,
 ) -> list[JobHandle]:
     """Run claimable jobs one by one in this thread until none is left, including the
-    jobs those jobs enqueue; returns a handle for each run, in order.
+    jobs those jobs enqueue and the workflow steps their settlements release (so a
+    workflow runs to its end); returns a handle for each run, in order.
 
     ``now`` treats the clock as reading that time when choosing what is runnable, so
     delayed, paused and backed-off jobs can be run without waiting. ``max_jobs`` bounds

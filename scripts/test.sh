@@ -53,7 +53,7 @@ suffixed() {
 #   concurrency tier and PgBouncer; the admin on a million jobs and the 200,000-job
 #   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
 # A tier in none of the lists fails the leg: none is left out unseen.
-INPROCESS=(tests/unit tests/db tests/admin tests/security tests/model tests/fuzz testproject)
+INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz testproject)
 FAULTS=(tests/chaos tests/browser)
 CONCURRENCY=(tests/concurrency tests/pgbouncer)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock
@@ -128,7 +128,7 @@ except Exception as exc:
 '
   # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/admin \
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin \
     "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py "$@"
 }
 
@@ -173,7 +173,7 @@ leg_django6() {
   # The database tier's SQLite-marked tests (the unit tier ran just above, under Django 6).
   echo "== pytest (Django 6, SQLite: database tier)"
   DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
-    "$VENV6/bin/python" -m pytest -m sqlite tests/db "$@"
+    "$VENV6/bin/python" -m pytest -m sqlite tests/db tests/workflows "$@"
 }
 
 

@@ -45,6 +45,7 @@ from django_jobqueue.store.operations import (
     delete_refusal,
     requeue,
     requeue_refusal,
+    retry_dead_steps,
     run_now,
     run_now_refusal,
 )
@@ -68,7 +69,7 @@ from django_jobqueue.store.settling import (
     settle,
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
-from django_jobqueue.store.steering import cancel_workflow, retry_dead_steps
+from django_jobqueue.store.steering import cancel_workflow
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [

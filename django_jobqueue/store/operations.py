@@ -106,6 +106,22 @@ def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     return job
 
 
+def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[uuid.UUID]:
+    """Requeue every dead step of a workflow (each re-arming the steps its death
+    cancelled); the ids requeued."""
+    wf = steering.workflow_row(workflow_id)
+    dead = list(
+        sql.jobs()
+        .filter(workflow_id=wf.id, status=Status.DEAD)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    with transaction.atomic(using=sql.alias()):
+        for job_id in dead:
+            requeue(job_id=job_id, actor=actor)
+    return dead
+
+
 def cancel_refusal(job: Job) -> str | None:
     """Why ``job`` cannot be cancelled now (a claimed job already asked to stop cannot be
     asked again), or None."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -45,11 +46,16 @@ def cleanup(
             argument="status",
         )
     statuses = [str(s) for s in given]
-    qs = sql.jobs().filter(status__in=statuses, finished_at__lt=finished_before)
+    # Workflow steps go with their workflow, once it finished (see cleanup_workflows).
+    qs = sql.jobs().filter(
+        status__in=statuses, finished_at__lt=finished_before, workflow__isnull=True
+    )
+    whole = kind is None and set(statuses) == set(TERMINAL)
     if kind:
         qs = qs.filter(kind=names("kind", kind))
     if dry_run:
-        return qs.count()
+        steps = cleanup_workflows(finished_before=finished_before, dry_run=True) if whole else 0
+        return qs.count() + steps
     alias = sql.alias()
     d = sql.dialect()
     total = 0
@@ -68,13 +74,56 @@ def cleanup(
         total += deleted
         if found < batch_size:
             break
+    if whole:
+        total += cleanup_workflows(finished_before=finished_before, batch_size=batch_size)
     return total
+
+
+def cleanup_workflows(
+    *, finished_before: datetime, batch_size: int = 1000, dry_run: bool = False
+) -> int:
+    """Delete workflows that finished before ``finished_before`` with their steps (and
+    their journal) and edges, a few workflows per short transaction; never a step of a
+    running workflow. Returns the steps deleted (with ``dry_run``, that would be)."""
+    from django_jobqueue.models import Workflow, WorkflowStatus
+
+    done = (
+        Workflow.objects.using(sql.alias())
+        .filter(finished_at__lt=finished_before, finished_at__isnull=False)
+        .exclude(status=WorkflowStatus.RUNNING)
+    )
+    if dry_run:
+        return sql.jobs().filter(workflow__in=done).count()
+    alias = sql.alias()
+    d = sql.dialect()
+    total = 0
+
+    def batch() -> tuple[int, int]:
+        with transaction.atomic(using=alias):
+            wfs = list(
+                d.locked(done.order_by("finished_at"), skip_locked=True).values_list(
+                    "id", flat=True
+                )[:10]
+            )
+            ids = list(sql.jobs().filter(workflow_id__in=wfs).values_list("id", flat=True))
+            deleted = 0
+            for start in range(0, len(ids), batch_size):
+                deleted += _delete(ids[start : start + batch_size], list(TERMINAL))
+            Workflow.objects.using(alias).filter(id__in=wfs).delete()
+            return len(wfs), deleted
+
+    while True:
+        found, deleted = d.retrying_deadlocks(batch)
+        total += deleted
+        if found < 10:
+            return total
 
 
 def delete_finished(
     *, job_ids: Iterable[uuid.UUID | str], batch_size: int = 1000
 ) -> list[uuid.UUID]:
-    """Delete these jobs (and their journal) where they are finished; active ones stay.
+    """Delete these jobs (and their journal) where they are finished; active ones stay,
+    and so do the steps of a running workflow.
 
     Returns the ids deleted. Rows are locked first, so a job that a concurrent
     requeue is returning to pending is either deleted before it or left alone.
@@ -87,8 +136,10 @@ def delete_finished(
 
         def batch(start: int = start) -> list[uuid.UUID]:
             with transaction.atomic(using=alias):
-                chunk = sql.jobs().filter(
-                    id__in=ids[start : start + batch_size], status__in=TERMINAL
+                chunk = (
+                    sql.jobs()
+                    .filter(id__in=ids[start : start + batch_size], status__in=TERMINAL)
+                    .exclude(workflow_id__in=_running_workflows())
                 )
                 locked = list(d.locked(chunk, skip_locked=False).values_list("id", flat=True))
                 _delete(locked, list(TERMINAL))
@@ -96,6 +147,13 @@ def delete_finished(
 
         deleted += d.retrying_deadlocks(batch)
     return deleted
+
+
+def _running_workflows() -> Any:
+    from django_jobqueue.models import Workflow, WorkflowStatus
+
+    running = Workflow.objects.using(sql.alias()).filter(status=WorkflowStatus.RUNNING)
+    return running.values("id")
 
 
 def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:

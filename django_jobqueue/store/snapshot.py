@@ -87,6 +87,7 @@ class Gauges:
     pending_total: int
     oldest_pending_seconds: Mapping[str, float]  # by kind
     scheduled: int  # pending, not yet due
+    waiting: int  # workflow steps waiting for their parents: never claimed, not backlog
     claimed: int
     claimed_by_kind: Mapping[str, int]
     dead: Mapping[str, int]  # by kind

@@ -65,6 +65,8 @@ def gauges(*, now: datetime | None = None) -> Gauges:
         pending_total=sum(row.count for row in pending_by),
         oldest_pending_seconds=oldest,
         scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
+        # By the workflow index (workflow, status), partial on being a step.
+        waiting=jobs.filter(workflow__isnull=False, status=Status.WAITING).count(),
         claimed=sum(claimed_by.values()),
         claimed_by_kind=claimed_by,
         dead=_by_kind(jobs.filter(status=Status.DEAD)),

@@ -1,4 +1,4 @@
-"""What operators do to workflows: cancel one, retry its dead steps, and the re-arming
+"""What operators do to workflows: cancel one, and the re-arming
 of a requeued step's dependents. Cold paths, on the ORM, each in one transaction that
 locks job rows before the workflow's row (the order a settlement's release takes).
 
@@ -23,7 +23,7 @@ from django_jobqueue.states import JoinWhen, WorkflowStatus
 from django_jobqueue.store import joins, sql
 
 
-def _workflow(workflow_id: uuid.UUID | str) -> Workflow:
+def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
     from django_jobqueue.store.reading import as_uuid
 
     try:
@@ -43,7 +43,7 @@ def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflo
     no-op; a finished one cannot be cancelled."""
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
-        wf = _workflow(workflow_id)
+        wf = workflow_row(workflow_id)
         if wf.status == WorkflowStatus.CANCELLED or wf.cancel_requested:
             return wf
         if wf.status != WorkflowStatus.RUNNING:
@@ -81,25 +81,7 @@ def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflo
         )
         joins.workflows().filter(id=wf.id).update(cancel_requested=True, cancel_actor=actor)
         joins.close(wf.id, closed=len(ids), dead=0, now=now)
-    return _workflow(wf.id)
-
-
-def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[uuid.UUID]:
-    """Requeue every dead step of a workflow (each re-arming the steps its death
-    cancelled); the ids requeued."""
-    from django_jobqueue.store.operations import requeue
-
-    wf = _workflow(workflow_id)
-    dead = list(
-        sql.jobs()
-        .filter(workflow_id=wf.id, status=Status.DEAD)
-        .order_by("id")
-        .values_list("id", flat=True)
-    )
-    with transaction.atomic(using=sql.alias()):
-        for job_id in dead:
-            requeue(job_id=job_id, actor=actor)
-    return dead
+    return workflow_row(wf.id)
 
 
 def parent_counts(job_id: uuid.UUID) -> tuple[int, int]:

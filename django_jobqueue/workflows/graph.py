@@ -23,6 +23,7 @@ from django_jobqueue.errors import (
     WorkflowCycle,
 )
 from django_jobqueue.states import JoinWhen
+from django_jobqueue.task.registry import registry
 from django_jobqueue.task.signature import Signature
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Workflow:
                     f"workflow {self.name!r} has two steps named {step.name!r}", step=step.name
                 )
             index[step.name] = i
+        for step in self._steps:
+            registry.get(step.sig.kind)  # UnknownKind: a task no worker could run
         parents = [self._parents(step, index) for step in self._steps]
         _check_acyclic(self.name, [s.name for s in self._steps], parents)
         return [

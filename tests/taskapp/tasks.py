@@ -719,3 +719,12 @@ def wf_summary(ctx: Context) -> dict[str, int]:
     for member in ctx.batch.members():
         counts[member.status] = counts.get(member.status, 0) + 1
     return counts
+
+
+@task(takes_context=True, kind="tests.wf.flaky", max_failures=1)
+def wf_flaky(ctx: Context, label: str = "") -> str:
+    """Dies on its first run (one failure is its most), completes on any later one: a
+    step that a requeue puts right."""
+    if ctx.run_count == 1:
+        raise RuntimeError(f"{label}: the first run fails")
+    return label

@@ -18,17 +18,22 @@ import django_jobqueue
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 # As it stood before the packages of issue 18, plus the typed errors that issue added
-# (InvalidFilter, KeyContended, UnknownFilter).
+# (InvalidFilter, KeyContended, UnknownFilter), and issue 19's workflows (Batch, Signature,
+# Workflow, WorkflowHandle, chain, chord, group, workflow and their errors).
 PUBLIC = [
     "Backoff",
+    "Batch",
     "ClaimLost",
     "ConfigurationError",
     "Context",
     "DuplicateKind",
+    "DuplicateStep",
+    "EmptyWorkflow",
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
     "InvalidFilter",
+    "InvalidJoin",
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
@@ -46,15 +51,25 @@ PUBLIC = [
     "Priority",
     "RateLimited",
     "SettleError",
+    "Signature",
     "Status",
     "Task",
     "UnknownFilter",
     "UnknownKind",
+    "UnknownStep",
+    "Workflow",
+    "WorkflowCycle",
+    "WorkflowError",
+    "WorkflowHandle",
+    "WorkflowNotFound",
     "cancel",
+    "chain",
+    "chord",
     "cleanup",
     "clear_limit",
     "enqueue",
     "enqueue_many",
+    "group",
     "history",
     "job",
     "job_enqueued",
@@ -69,6 +84,7 @@ PUBLIC = [
     "set_limit",
     "stats",
     "task",
+    "workflow",
 ]
 
 # Module -> the names its docs import from it.
@@ -78,6 +94,7 @@ DOCUMENTED = {
         "TooManyJobs",
         "assert_enqueued",
         "assert_not_enqueued",
+        "assert_workflow",
         "captured_jobs",
         "run_jobs",
     ],
