@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 CALLBACK = "callback"  # the chord callback's stamp label
 CHAIN_PREFIX = "c"  # a chain step's stamp label: "c<position>"
 WORKERS = 2  # worker processes for the drains
+PROXIED_CHAIN = 100  # steps of the chain whose statements are counted
 
 MEMBERS_DONE = (
     "SELECT count(*) FROM django_jobqueue_job"
@@ -43,6 +44,7 @@ LAST_MEMBER = (
     "SELECT extract(epoch FROM max(finished_at)) FROM django_jobqueue_job"
     " WHERE workflow_id IS NOT NULL AND step_name <> %(callback)s"
 )
+STEPS_OPEN = "SELECT count(*) FROM django_jobqueue_job WHERE status <> 'completed'"
 STEP_FINISHES = (
     "SELECT step_name, extract(epoch FROM finished_at) FROM django_jobqueue_job"
     " WHERE workflow_id IS NOT NULL AND finished_at IS NOT NULL"
@@ -116,10 +118,29 @@ def chain_latency(b: Bench, s: System) -> Rep:
     if len(gaps) != n - 1:
         raise BenchError(f"{n - 1 - len(gaps)} chain steps have no finish time")
     cuts = statistics.quantiles(gaps, n=100, method="inclusive")
+    per_step, counted = chain_statements(b, s, min(n, PROXIED_CHAIN))
     return Rep(
-        {"p50": cuts[49], "p95": cuts[94], "max": max(gaps)},
-        {"n": n, "gaps_ms": gaps},
+        {"p50": cuts[49], "p95": cuts[94], "max": max(gaps), "statements": per_step},
+        {"n": n, "gaps_ms": gaps, "proxied": counted},
     )
+
+
+def chain_statements(b: Bench, s: System, n: int) -> tuple[float, dict[str, float]]:
+    """Statements one worker sends per chain step (through the counting proxy, on a
+    chain of its own: the proxy's hop would slow the timed one), idle polling during
+    the chain included."""
+    proxy = b.proxy()
+    with b.fresh(s) as db, b.server.connect(db) as conn:
+        stamp_file = b.workdir / f"{db}-stamps.txt"
+        with b.workers(s, db, 1, proxied=True, stamp_file=stamp_file) as procs:
+            b.wait_ready(s, conn, procs)
+            proxy.reset()
+            b.agent(s, db, "enqueue_chain", n=n, prefix=CHAIN_PREFIX)
+            _wait_all(stamp_file, {f"{CHAIN_PREFIX}{n - 1}"}, procs, timeout=30.0 + n * 0.1)
+            while scalar(conn, STEPS_OPEN) > 0:  # the last step's settlement, too
+                time.sleep(0.01)
+            counts = proxy.counts()
+    return counts.statements / n, {"n": n, "Q": counts.query, "E": counts.execute}
 
 
 def _wait_all(
@@ -174,6 +195,7 @@ def workflow_measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("p50", f"{sz.chain:,}-step chain, step to step p50 (ms, < 5)", True),
                 Row("p95", "chain step to step p95 (ms)", True),
                 Row("max", "chain step to step max (ms)", True),
+                Row("statements", "statements per chain step, 1 worker", True),
             ),
             chain_latency,
             applies=applies,
