@@ -50,12 +50,17 @@ DIAMOND = {"a": 1, "b": 2, "c": 3}  # step -> the value its result is
 class WorkflowPlan(Plan):
     """What a workflow campaign does (``jobs`` aside: it counts workflows)."""
 
-    workflows: int = 100  # half diamonds, half chords
+    workflows: int = 100
+    chords: int = 20  # of the workflows, this many are chords (spread evenly), the rest diamonds
     chord_size: int = 20
+
+    def is_chord(self, number: int) -> bool:
+        """Whether workflow ``number`` (1-based) is a chord: ``chords`` of them, evenly."""
+        return number * self.chords // self.workflows > (number - 1) * self.chords // self.workflows
 
     @property
     def diamonds(self) -> int:
-        return (self.workflows + 1) // 2  # the odd-numbered workflows
+        return self.workflows - self.chords
 
     @property
     def steps(self) -> int:
@@ -86,8 +91,8 @@ class WorkflowReport:
         effects = ", ".join(f"{n}: {c}" for n, c in sorted(self.effects_per_join.items()))
         closest = "none" if self.closest_ms is None else f"{self.closest_ms:.1f} ms"
         lines = [
-            f"workflow chaos campaign: {p.workflows} workflows (diamonds and"
-            f" {p.chord_size}-member chords), {p.steps} steps, {p.workers} workers x"
+            f"workflow chaos campaign: {p.workflows} workflows ({p.diamonds} diamonds,"
+            f" {p.chords} chords of {p.chord_size}), {p.steps} steps, {p.workers} workers x"
             f" {p.concurrency} slots, {t.seconds:.1f} s",
             f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
             f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
@@ -141,7 +146,7 @@ class WorkflowCampaign(Campaign):
 
         with transaction.atomic():
             for number in wave:
-                (self.diamond if number % 2 else self.chord)(number)
+                (self.chord if self.plan.is_chord(number) else self.diamond)(number)
         return len(wave)
 
     def seconds(self) -> float:
@@ -332,6 +337,7 @@ def _value(step: dict[str, Any]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workflows", type=int, default=1000)
+    parser.add_argument("--chords", type=int, default=None, help="default: a fifth")
     parser.add_argument("--chord-size", type=int, default=20)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--kills", type=int, default=60)
@@ -341,9 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3600.0)
     options = parser.parse_args(argv)
+    if options.chords is not None and not 0 <= options.chords <= options.workflows:
+        parser.error(f"--chords must be between 0 and --workflows, got {options.chords}")
     half = options.kills // 2
     plan = WorkflowPlan(
         workflows=options.workflows,
+        chords=options.workflows // 5 if options.chords is None else options.chords,
         chord_size=options.chord_size,
         workers=options.workers,
         kills=options.kills,
