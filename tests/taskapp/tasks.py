@@ -728,3 +728,11 @@ def wf_flaky(ctx: Context, label: str = "") -> str:
     if ctx.run_count == 1:
         raise RuntimeError(f"{label}: the first run fails")
     return label
+
+
+@task(takes_context=True, kind="tests.wf.record_total")
+def wf_record_total(ctx: Context) -> int:
+    """A chord's callback that writes an Execution row per start (counted apart from the
+    journal) and sums its members' results."""
+    _record(ctx)
+    return sum(int(v) for v in ctx.parents.values())
