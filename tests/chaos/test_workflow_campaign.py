@@ -1,5 +1,5 @@
-"""The workflow chaos campaign's CI form: 100 workflows (80 diamonds, 20 chords of 20
-members: 740 steps), 4 workers, SIGKILLs, SIGTERMs and terminated connections while they
+"""The workflow chaos campaign's CI form: 100 workflows (85 diamonds, 15 chords of 20
+members: 655 steps), 3 workers, SIGKILLs, SIGTERMs and terminated connections while they
 drain; every join must fire exactly once, no step may start before its parents finished,
 and nothing may be lost.
 
@@ -25,7 +25,7 @@ LONG = os.environ.get("JOBQUEUE_WF_CHAOS_LONG") == "1"
 # The timeouts are for a machine far slower than CI's: the short form takes well under a
 # minute there.
 SHORT_PLAN = WorkflowPlan(
-    workflows=100, chords=20, workers=4, kills=4, stops=2, cuts=3, timeout=240.0
+    workflows=100, chords=15, workers=3, kills=4, stops=2, cuts=3, timeout=240.0
 )
 LONG_PLAN = WorkflowPlan(
     workflows=1000, chords=200, workers=4, kills=60, stops=30, cuts=30, timeout=1800.0
