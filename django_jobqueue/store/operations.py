@@ -131,7 +131,10 @@ def cancel_refusal(job: Job) -> str | None:
         if job.cancel_requested:
             return f"Job {job.id} is claimed and has already been asked to stop"
         return None
-    return f"Job {job.id} is {job.status}; only waiting, pending or claimed jobs can be cancelled"
+    return (
+        f"Job {job.id} is {job.status}; only pending or claimed jobs can be cancelled "
+        "(and waiting workflow steps)"
+    )
 
 
 def requeue_refusal(job: Job, *, force: bool = False) -> str | None:

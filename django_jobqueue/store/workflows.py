@@ -186,3 +186,17 @@ def step_of_batch(*, job_id: uuid.UUID, workflow_id: uuid.UUID) -> str | None:
         .first()
     )
     return None if row is None else (row or "")
+
+
+def edges_of(*, workflow_id: uuid.UUID) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """A workflow's edges as (parent id, child id), for its graph."""
+    return list(
+        edges().filter(workflow_id=workflow_id).order_by("id").values_list("parent_id", "child_id")
+    )
+
+
+def neighbours(*, job_id: uuid.UUID) -> tuple[list[Job], list[Job]]:
+    """A step's parents and children (a job page's links), each by id."""
+    parents = sql.jobs().filter(child_edges__child_id=job_id).order_by("id")
+    children = sql.jobs().filter(parent_edges__parent_id=job_id).order_by("id")
+    return list(parents), list(children)

@@ -305,6 +305,7 @@ def test_stats_is_frozen_and_to_dict_is_the_json_shape_of_jobqueue_stats(now: da
         "pending_total",
         "oldest_pending_seconds",
         "scheduled",
+        "waiting",
         "claimed",
         "claimed_by_kind",
         "dead",

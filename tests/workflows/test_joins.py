@@ -283,3 +283,20 @@ def test_assert_workflow_passes_on_the_outcome_and_names_every_mismatch() -> Non
     assert "is failed, expected completed" in message
     assert "step '1' is dead, expected completed" in message
     assert "no step named 'x'" in message
+
+
+def test_the_store_reads_a_workflows_edges_and_a_steps_neighbours() -> None:
+    from django_jobqueue.store.workflows import edges_of, neighbours
+
+    handle = diamond().enqueue()
+    ids = {n: h.id for n, h in handle.steps.items()}
+    names = {v: k for k, v in ids.items()}
+    assert sorted((names[p], names[c]) for p, c in edges_of(workflow_id=handle.id)) == [
+        ("a", "b"),
+        ("a", "c"),
+        ("b", "d"),
+        ("c", "d"),
+    ]
+    parents, children = neighbours(job_id=ids["b"])
+    assert [j.step_name for j in parents] == ["a"]
+    assert [j.step_name for j in children] == ["d"]
