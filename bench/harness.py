@@ -77,7 +77,7 @@ QUICK = Sizes(
     big_runnable=2_000,
     proxied=500,
     chord=1_000,
-    chain=100,
+    chain=50,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
