@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_jobqueue.ids import uuid7, uuid7_many
-from django_jobqueue.models import Job, Status, StepEdge, Workflow
+from django_jobqueue.models import Job, Status, Workflow
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects.base.storage import NewStep
 from django_jobqueue.store.inserting import BULK_BATCH, EnqueueRequest, NewJob, _bulk_row
@@ -71,12 +71,9 @@ def enqueue_workflow(
         d = sql.dialect()
         for start in range(0, len(rows), BULK_BATCH):
             d.insert_steps(rows[start : start + BULK_BATCH])
-        links = [
-            StepEdge(workflow_id=wf.id, parent_id=ids[p], child_id=ids[i])
-            for i, spec in enumerate(steps)
-            for p in spec.parents
-        ]
-        edges().bulk_create(links, batch_size=BULK_BATCH)
+        links = [(wf.id, ids[p], ids[i]) for i, spec in enumerate(steps) for p in spec.parents]
+        for start in range(0, len(links), BULK_BATCH):
+            d.insert_edges(links[start : start + BULK_BATCH])
     handles = [
         NewJob(id=ids[i], kind=spec.request.kind, status=rows[i].status)
         for i, spec in enumerate(steps)
@@ -158,9 +155,7 @@ def add_to_batch(*, workflow_id: uuid.UUID, request: EnqueueRequest) -> NewJob:
             status=Status.PENDING,
         )
         sql.dialect().insert_steps([step])
-        edges().bulk_create(
-            [StepEdge(workflow_id=workflow_id, parent_id=job_id, child_id=c) for c in callbacks]
-        )
+        sql.dialect().insert_edges([(workflow_id, job_id, c) for c in callbacks])
         if callbacks:
             sql.jobs().filter(id__in=callbacks).update(parents_open=F("parents_open") + 1)
         workflows().filter(id=workflow_id).update(

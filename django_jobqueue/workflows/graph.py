@@ -137,7 +137,7 @@ class Workflow:
                 f"{', '.join(map(repr, WHENS))}",
                 step=step.name,
             )
-        found: list[int] = []
+        found: dict[int, None] = {}  # in order, each once
         for ref in step.after:
             if isinstance(ref, StepRef):
                 if ref.workflow is not self:
@@ -153,9 +153,8 @@ class Workflow:
                     f"{self.name!r}",
                     step=step.name,
                 )
-            if index[ref] not in found:
-                found.append(index[ref])
-        return found
+            found[index[ref]] = None
+        return list(found)
 
     def enqueue(self) -> WorkflowHandle:
         """Write the workflow (joining the caller's transaction, like ``enqueue()``)."""

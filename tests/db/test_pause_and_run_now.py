@@ -147,8 +147,8 @@ def test_delete_finished_deletes_only_finished_jobs_and_their_journal() -> None:
         JournalEntry.objects.create(job_id=job_id, kind="k", outcome="merged")
     deleted = store.delete_finished(job_ids=list(ids.values()))
     assert set(deleted) == {ids[s] for s in ("completed", "dead", "cancelled")}
-    assert set(Job.objects.values_list("status", flat=True)) == {"pending", "claimed"}
-    assert JournalEntry.objects.count() == 2
+    assert set(Job.objects.values_list("status", flat=True)) == {"waiting", "pending", "claimed"}
+    assert JournalEntry.objects.count() == 3
 
 
 def test_count_is_exact_under_the_cap_and_estimated_above_it_on_postgres() -> None:

@@ -21,7 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
-from django_jobqueue.models import Job, JournalEntry, RateBucket
+from django_jobqueue.models import Job, JournalEntry, RateBucket, StepEdge
 from django_jobqueue.store.dialects.base.primitives import Primitives
 
 T = TypeVar("T")
@@ -30,6 +30,7 @@ M = TypeVar("M", bound=Any)
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
 BUCKET = RateBucket._meta.db_table
+EDGE = StepEdge._meta.db_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,23 +172,40 @@ class StorageStatements(Primitives):
 
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """Insert a workflow's new steps: multi-row VALUES, in statements within the
-        parameter limit (one per chunk of rows, as ``insert_jobs``)."""
+        parameter limit and ``statement_bytes`` of payload (as ``insert_jobs``)."""
         width = len(ROW_COLUMNS) + len(STEP_COLUMNS)
         marks = ["%s"] * width
         marks[ROW_COLUMNS.index("payload")] = self.json_mark
         one = "(" + ", ".join([*marks, *(value for _, value in STEP_FRESH)]) + ")"
-        step = max(1, self.max_params // width)
-        for start in range(0, len(steps), step):
-            chunk = steps[start : start + step]
-            params: list[Any] = []
-            for s in chunk:
-                params += self.row_params(s.row)
-                params += [self.job_id(s.workflow_id), s.step_name, s.join_when, s.parents_open]
-                params.append(s.status)
-            statement = f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) VALUES " + ", ".join(
-                [one] * len(chunk)
+        step, budget = max(1, self.max_params // width), self.statement_bytes
+        head = f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) VALUES "
+        count, size = 0, 0
+        params: list[Any] = []
+        for s in steps:
+            length = len(s.row.payload)
+            if count and (count == step or (budget is not None and size + length > budget)):
+                self.run(head + ", ".join([one] * count), params)
+                count, size, params = 0, 0, []
+            params += self.row_params(s.row)
+            params += [self.job_id(s.workflow_id), s.step_name, s.join_when, s.parents_open]
+            params.append(s.status)
+            count += 1
+            size += length
+        if count:
+            self.run(head + ", ".join([one] * count), params)
+
+    def insert_edges(self, edges: Sequence[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]) -> None:
+        """Insert a workflow's edges, (workflow id, parent id, child id) each: multi-row
+        VALUES within the parameter limit."""
+        step = self.max_params // 3
+        for start in range(0, len(edges), step):
+            chunk = edges[start : start + step]
+            params = [self.job_id(v) for edge in chunk for v in edge]
+            self.run(
+                f"INSERT INTO {EDGE} (workflow_id, parent_id, child_id) VALUES "
+                + ", ".join(["(%s, %s, %s)"] * len(chunk)),
+                params,
             )
-            self.run(statement, params)
 
     def insert_keyed(self, row: NewRow, *, unique: UniqueConstraint) -> bool:
         """Insert ``row`` unless an active job holds its key under ``unique`` (a partial

@@ -15,9 +15,13 @@ from django_jobqueue import validation
 from django_jobqueue.models import JournalEntry
 from django_jobqueue.store.dialects.base.storage import (
     COLUMN_LIST,
+    EDGE,
     FRESH_COLUMNS,
     JOB,
+    STEP_COLUMN_LIST,
+    STEP_FRESH,
     NewRow,
+    NewStep,
     StorageStatements,
     Wakeups,
 )
@@ -32,6 +36,20 @@ _BULK = (
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
     f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8, {_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
+)
+
+# A workflow's steps and edges, the same way: one statement and one parameter each.
+_STEP_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value in STEP_FRESH)
+_STEPS = (
+    f"INSERT INTO {JOB} ({STEP_COLUMN_LIST})"
+    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
+    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL,"
+    f" (r->>7)::uuid, r->>8, r->>9, (r->>10)::int, r->>11, {_STEP_FRESH}"
+    " FROM jsonb_array_elements(%s::jsonb) AS r"
+)
+_EDGES = (
+    f"INSERT INTO {EDGE} (workflow_id, parent_id, child_id)"
+    " SELECT (r->>0)::uuid, (r->>1)::uuid, (r->>2)::uuid FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
 # SQLSTATEs a new connection may get past: serialization_failure, deadlock_detected.
@@ -61,6 +79,16 @@ class PostgreSQLStorage(StorageStatements):
             super().insert_jobs(rows)
         elif rows:
             self.run(_BULK, [_bulk_document(rows)])
+
+    def insert_steps(self, steps: Sequence[NewStep]) -> None:
+        """In one statement whatever the count (a step has no dedup or idempotency key)."""
+        if steps:
+            self.run(_STEPS, [_steps_document(steps)])
+
+    def insert_edges(self, edges: Sequence[tuple[Any, Any, Any]]) -> None:
+        if edges:
+            text = ",".join(f'["{w}","{p}","{c}"]' for w, p, c in edges)
+            self.run(_EDGES, ["[" + text + "]"])
 
     def _clock(self) -> tuple[str, list[Any]]:
         """The database's clock: the same for every host."""
@@ -160,5 +188,25 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
         f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
         f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"{keys(r)}]'
         for r in rows
+    ]
+    return "[" + ",".join(parts) + "]"
+
+
+def _steps_document(steps: Sequence[NewStep]) -> str:
+    """``[[id, kind, queue, payload, priority, created_at, visible_at, workflow_id,
+    step_name, join_when, parents_open, status], …]`` as JSON text."""
+    quoted: dict[str, str] = {}
+
+    def q(text: str) -> str:  # kinds, queues, joins and statuses repeat: encoded once each
+        found = quoted.get(text)
+        if found is None:
+            found = quoted[text] = validation.dumps(text)
+        return found
+
+    parts = [
+        f'["{s.row.id}",{q(s.row.kind)},{q(s.row.queue)},{s.row.payload},{s.row.priority},'
+        f'"{s.row.created_at.isoformat()}","{s.row.visible_at.isoformat()}",'
+        f'"{s.workflow_id}",{validation.dumps(s.step_name)},{q(s.join_when)},{s.parents_open},{q(s.status)}]'
+        for s in steps
     ]
     return "[" + ",".join(parts) + "]"
