@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench import report
-from bench.harness import FULL, QUICK, Bench, Config, run
+from bench.harness import FULL, QUICK, Bench, Config, measures, run
 from bench.pg import Server
 from bench.systems import select
 
@@ -43,12 +43,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     p.add_argument("--database-url", default=DEFAULT_URL, help="admin connection (loopback only)")
     p.add_argument(
+        "--measures",
+        metavar="MEASURE[,MEASURE]",
+        help="run only these measures, by key (chord_write, chord_drain, chain, drain_1, ...)",
+    )
+    p.add_argument(
         "--concurrency",
         type=positive,
         default=16,
         help="django_jobqueue's jobs in flight per worker (default 16)",
     )
     return p
+
+
+def select_measures(names: str | None) -> frozenset[str]:
+    """The measure keys ``--measures`` names (empty: every measure)."""
+    if not names:
+        return frozenset()
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    known = {m.key for m in measures(FULL)}
+    unknown = sorted(wanted - known)
+    if unknown:
+        listed = ", ".join(sorted(known))
+        raise ValueError(f"--measures: unknown measure(s) {', '.join(unknown)}; known: {listed}")
+    return frozenset(wanted)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -66,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = Server(args.database_url)
         systems = select(args.only)
+        chosen = select_measures(args.measures)
     except ValueError as exc:
         p.error(str(exc))
     try:
@@ -84,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         systems=systems,
         server=server,
         quick=args.quick,
+        only_measures=chosen,
     )
     workdir = Path(tempfile.mkdtemp(prefix="jobqueue-bench-"))
     signal.signal(signal.SIGTERM, _terminate)

@@ -13,7 +13,17 @@ import json
 import os
 import sys
 
-ACTIONS = ("install", "enqueue_each", "enqueue_bulk", "preload", "stamp_series")
+ACTIONS = (
+    "install",
+    "enqueue_each",
+    "enqueue_bulk",
+    "preload",
+    "stamp_series",
+    # django_jobqueue's workflow measures only (bench/workflows.py)
+    "chord_write",
+    "preload_chord",
+    "enqueue_chain",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -63,6 +63,8 @@ class Sizes:
     proxied: int = 5_000  # jobs drained through the counting proxy
     idle_seconds: float = 3.0  # how long an idle worker is counted
     poll: float = 0.1  # seconds between counts during a drain (see the module docstring)
+    chord: int = 10_000  # members of the workflow measures' chord (bench/workflows.py)
+    chain: int = 1_000  # steps of their chain
 
 
 FULL = Sizes()
@@ -74,6 +76,8 @@ QUICK = Sizes(
     big_total=20_000,
     big_runnable=2_000,
     proxied=500,
+    chord=1_000,
+    chain=50,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
@@ -88,6 +92,7 @@ class Config:
     systems: tuple[System, ...]
     server: Server
     quick: bool
+    only_measures: frozenset[str] = frozenset()  # run only these measures (empty: all)
 
 
 @dataclass
@@ -227,18 +232,27 @@ class Bench:
         time.sleep(READY_SETTLE)
 
     def drain(
-        self, system: System, conn: Conn, n: int, workers: list[Worker], *, timed: bool = True
+        self,
+        system: System,
+        conn: Conn,
+        n: int,
+        workers: list[Worker],
+        *,
+        timed: bool = True,
+        remaining: Callable[[Conn, int], int] | None = None,
     ) -> Drained:
         """Poll until the ``n`` jobs are done; see the module docstring for the clock.
 
         ``timed=False``: only wait for them (a drain that is counted, not timed, may
-        finish between two polls)."""
+        finish between two polls). ``remaining``: count the jobs left this way instead
+        of ``system.remaining`` (a chord's members, not its callback)."""
+        count = remaining or system.remaining
         start: float | None = None
         counted = polls = 0
         last_left, last_change = n, time.monotonic()
         next_poll = time.monotonic()
         while True:
-            left = system.remaining(conn, n)
+            left = count(conn, n)
             now = time.monotonic()
             polls += 1
             if left != last_left:
@@ -433,6 +447,8 @@ class Measure:
 
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
+    from bench.workflows import workflow_measures  # it builds on this module's types
+
     return (
         Measure(
             "enqueue_each",
@@ -485,6 +501,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             big_table,
             applies=lambda s: s.has_big_table,
         ),
+        *workflow_measures(sz),
     )
 
 
@@ -511,6 +528,8 @@ def run(config: Config, bench: Bench, progress: Callable[[str], None]) -> Result
             broken[s.key] = _as_bench_error(exc)
             progress(f"{s.key}: install failed: {broken[s.key]}")
     for m in measures(config.sizes):
+        if config.only_measures and m.key not in config.only_measures:
+            continue
         for s in config.systems:
             results[s.key][m.key] = Outcome() if m.applies(s) else None
         for rep in range(1, config.reps + 1):

@@ -105,6 +105,8 @@ def table(config: Config, results: Results) -> str:
     header = ["measure", *[s.key for s in SYSTEMS], *ratios]
     lines: list[list[str]] = [header]
     for m in measures(config.sizes):
+        if config.only_measures and m.key not in config.only_measures:
+            continue
         for row in m.rows:
             arrow = "↓" if row.lower_is_better else "↑"
             lines.append(

@@ -38,3 +38,37 @@ def stamp_series(count: int, gap: float, warmup: int) -> dict[str, float]:
         stamp.enqueue(label=label)
 
     return paced(count, gap, warmup, submit)
+
+
+# --- the workflow measures (bench/workflows.py) ---------------------------------------------
+
+
+def chord_write(n: int, callback: str) -> dict[str, float]:
+    """Seconds for one ``enqueue_many`` of ``n`` no-ops, then for one chord of ``n`` no-op
+    members (its signatures built inside the clock: ``enqueue_many`` checks its items
+    inside its own), after an untimed small one of each."""
+    from django_jobqueue import chord
+
+    noop.enqueue_many([{} for _ in range(WARMUP)])
+    chord([noop.s() for _ in range(WARMUP)], stamp.s(label="warmup")).enqueue()
+    items: list[dict[str, object]] = [{} for _ in range(n)]
+    start = time.perf_counter()
+    noop.enqueue_many(items)
+    plain = time.perf_counter() - start
+    start = time.perf_counter()
+    chord([noop.s() for _ in range(n)], stamp.s(label=callback)).enqueue()
+    return {"plain": plain, "chord": time.perf_counter() - start}
+
+
+def preload_chord(n: int, callback: str) -> None:
+    """A chord of ``n`` no-op members and a stamp callback, before a drain."""
+    from django_jobqueue import chord
+
+    chord([noop.s() for _ in range(n)], stamp.s(label=callback)).enqueue()
+
+
+def enqueue_chain(n: int, prefix: str) -> None:
+    """A chain of ``n`` stamp steps, labelled ``<prefix><position>``."""
+    from django_jobqueue import chain
+
+    chain(*(stamp.s(label=f"{prefix}{i}") for i in range(n))).enqueue()

@@ -22,6 +22,7 @@ class System(ABC):
     settings_module: ClassVar[str | None] = None  # DJANGO_SETTINGS_MODULE of its children
     has_bulk: ClassVar[bool] = False  # a bulk enqueue API to measure
     has_big_table: ClassVar[bool] = False  # the 1M-pending-rows measure applies
+    has_workflows: ClassVar[bool] = False  # the chord and chain measures apply
     listen_prefix: ClassVar[str | None] = None  # its worker's LISTEN, as pg_stat_activity shows
 
     @abstractmethod

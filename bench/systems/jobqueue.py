@@ -35,6 +35,7 @@ class JobQueue(System):
     settings_module = "bench.djangoproject.settings_jobqueue"
     has_bulk = True
     has_big_table = True
+    has_workflows = True
     listen_prefix = "LISTEN "
 
     def worker_argv(self, concurrency: int) -> list[str]:

@@ -34,8 +34,13 @@ def exchange(
     if not mine:
         return [], prepared.run()
     if any(s.step for s in mine):
-        # Workflow steps settle with their joins in a transaction of their own first.
-        return apply(mine), prepared.run()
+        # Workflow steps settle with their joins in a transaction of their own first; the
+        # claim is prepared after it, so that its clock is past the visible_at of the
+        # steps that settlement released and this turn claims them (a chain moves on
+        # now, not a turn or a wake-up later).
+        applied = apply(mine)
+        after = _prepared(worker_id, claim)
+        return applied, [] if after is None else after.run()
     d = prepared.dialect
     rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
     done, claimed = d.turn(rows, TALLY, prepared.spec)

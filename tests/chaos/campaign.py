@@ -170,6 +170,11 @@ class Campaign:
         self.tally.workers_started += 1
 
     def run(self) -> Report:
+        self.execute()
+        return build_report(self.plan, self.tally)
+
+    def execute(self) -> None:
+        """Start the workers, inject every fault while the work drains, stop them all."""
         p = self.plan
         began = time.monotonic()
         self.working = self.procs.start_ready(*self.args(), count=p.workers)
@@ -184,11 +189,19 @@ class Campaign:
         self.working = []
         self.reap(wait=True)
         self.tally.seconds = time.monotonic() - began
-        return build_report(p, self.tally)
+
+    @property
+    def total(self) -> int:
+        """How many units (here jobs) ``done`` counts up to, and the waves split."""
+        return self.plan.jobs
+
+    def done(self) -> int:
+        """How many units are done so far."""
+        return completed_count(self.plan.kind)
 
     def waves(self, count: int) -> list[range]:
         """The job numbers (1-based) split into ``count`` waves of nearly equal size."""
-        n = self.plan.jobs
+        n = self.total
         bounds = [1 + n * i // count for i in range(count + 1)]
         return [range(a, b) for a, b in itertools.pairwise(bounds)]
 
@@ -215,8 +228,8 @@ class Campaign:
         enqueued = newest
         last = 0.0
         while True:
-            done = completed_count(p.kind)
-            if done >= p.jobs or time.monotonic() > deadline:
+            done = self.done()
+            if done >= self.total or time.monotonic() > deadline:
                 return
             self.reap(wait=False)
             due = bool(faults) and done >= enqueued - newest // 2

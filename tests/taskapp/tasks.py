@@ -377,6 +377,37 @@ def chaos_atomic(ctx: Context, seconds: float) -> int:
     return ctx.run_count
 
 
+# --- used by the workflow chaos campaign (tests/chaos/workflow_campaign.py) --------------
+
+
+@task(takes_context=True, kind="tests.wf_chaos", lease=timedelta(seconds=3), max_failures=None)
+def wf_chaos_member(ctx: Context, seconds: float, value: int) -> int:
+    """A workflow's member or inner step: records this execution in its own transaction
+    (its start time is checked against its parents' completions), works, returns ``value``
+    for the join to add up."""
+    with transaction.atomic():
+        _record(ctx)
+    time.sleep(seconds)
+    return value
+
+
+@task(
+    takes_context=True,
+    kind="tests.wf_chaos_join",
+    lease=timedelta(seconds=3),
+    atomic=True,
+    max_failures=None,
+)
+def wf_chaos_join(ctx: Context, seconds: float) -> dict[str, Any]:
+    """A join (a diamond's last step, a chord's callback): an atomic task, so its one
+    Effect row commits only with its completing run; returns what it read of its
+    parents, for the campaign to check ``ctx.parents`` whole."""
+    _effect(ctx)
+    parents = dict(ctx.parents)
+    time.sleep(seconds)
+    return {"parents": sorted(parents), "sum": sum(int(v) for v in parents.values())}
+
+
 # --- atomic tasks (tests/db/test_atomic.py) ----------------------------------------------
 
 # Gates a test holds a first run at: the run sets ``started``, then waits for ``go``.
