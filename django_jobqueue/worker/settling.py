@@ -41,8 +41,9 @@ def settle_alone(
         return False  # still claimed: recovered when its lease runs out
 
 
-def handed_back(running: Iterable[Running], *, worker_id: str, now: datetime) -> list[Settlement]:
-    """The runs still going at shutdown, released: pending now, no failure counted."""
-    return [
-        released(run_of(r.job, worker=worker_id), now=now, note="worker shut down") for r in running
-    ]
+def handed_back(
+    running: Iterable[Running], *, worker_id: str, now: datetime, note: str = "worker shut down"
+) -> list[Settlement]:
+    """The runs still going at shutdown (or buffered, never started), released: pending
+    now, no failure counted."""
+    return [released(run_of(r.job, worker=worker_id), now=now, note=note) for r in running]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -45,6 +46,9 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"POLL_INTERVAL": -1}, "POLL_INTERVAL"),
         ({"SHUTDOWN_TIMEOUT": True}, "SHUTDOWN_TIMEOUT"),
         ({"CONCURRENCY": 0}, "CONCURRENCY"),
+        ({"PROCESSES": 0}, "PROCESSES"),
+        ({"PROCESSES": "all"}, "PROCESSES"),
+        ({"PROCESSES": True}, "PROCESSES"),
         ({"KIND_CONCURRENCY": {"a.b": 0}}, "KIND_CONCURRENCY['a.b']"),
         ({"KIND_CONCURRENCY": ["a"]}, "KIND_CONCURRENCY"),
         ({"PRIORITY_RATIO": 0}, "PRIORITY_RATIO"),
@@ -110,3 +114,9 @@ def test_sqlite_without_immediate_transactions_gets_a_warning() -> None:
     immediate = {**sqlite, "OPTIONS": {"transaction_mode": "IMMEDIATE"}}
     assert database_warnings("default", immediate) == []
     assert database_warnings("default", {"ENGINE": "django.db.backends.postgresql"}) == []
+
+
+def test_processes_takes_a_count_or_auto_for_the_cpus() -> None:
+    assert conf.validate({}).processes == 1
+    assert conf.validate({"PROCESSES": 3}).processes == 3
+    assert conf.validate({"PROCESSES": "auto"}).processes == max(1, os.cpu_count() or 1)
