@@ -7,11 +7,13 @@ shutdown timeout; the supervisor holds no database connection; a crash loop back
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,28 @@ from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
 pytestmark = [row_locking, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def supervisors(runworker: WorkerProcesses) -> Iterator[WorkerProcesses]:
+    """``runworker`` children, whose own children (in sessions of their own, so out of
+    reach of a kill of the supervisor) are killed too at teardown: none is left to
+    claim the next test's jobs."""
+    try:
+        yield runworker
+    finally:
+        for proc in runworker.started:
+            for pid in _children(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _children(parent: int) -> list[int]:
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _parent(int(p.name)) == parent
+    ]
 
 
 def children_of(supervisor: WorkerProcess, count: int, timeout: float = 60) -> set[int]:
@@ -70,9 +94,9 @@ def database_sockets(pid: int, port: int) -> int:
     return count
 
 
-def test_a_sigkilled_child_is_replaced_and_its_job_recovered(runworker: WorkerProcesses) -> None:
+def test_a_sigkilled_child_is_replaced_and_its_job_recovered(supervisors: WorkerProcesses) -> None:
     """Also: the supervisor holds no database connection, its children do."""
-    sup = runworker.start("--processes", "2", "--concurrency", "1", "--poll-interval", "0.5")
+    sup = supervisors.start("--processes", "2", "--concurrency", "1", "--poll-interval", "0.5")
     first = children_of(sup, 2)
     if connection.vendor == "postgresql":
         port = int(connection.settings_dict.get("PORT") or 5432)
@@ -95,10 +119,10 @@ def test_a_sigkilled_child_is_replaced_and_its_job_recovered(runworker: WorkerPr
 
 
 def test_children_recycled_after_their_quota_lose_no_job_and_run_none_twice(
-    runworker: WorkerProcesses,
+    supervisors: WorkerProcesses,
 ) -> None:
     tasks.record.enqueue_many([{"n": i} for i in range(300)])
-    sup = runworker.start("--processes", "2", "--concurrency", "4", "--max-jobs-per-child", "100")
+    sup = supervisors.start("--processes", "2", "--concurrency", "4", "--max-jobs-per-child", "100")
     wait_for(
         lambda: Job.objects.filter(status=Status.COMPLETED).count() == 300,
         timeout=120,
@@ -118,9 +142,9 @@ def test_children_recycled_after_their_quota_lose_no_job_and_run_none_twice(
 
 
 def test_sigterm_stops_every_child_gracefully_within_the_shutdown_timeout(
-    runworker: WorkerProcesses,
+    supervisors: WorkerProcesses,
 ) -> None:
-    sup = runworker.start(
+    sup = supervisors.start(
         "--processes", "2", "--concurrency", "1", "--shutdown-timeout", "2", "--poll-interval", "1"
     )
     pids = children_of(sup, 2)
