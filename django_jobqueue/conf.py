@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_DATABASE": None,  # None: DATABASE itself
     "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
     "KIND_CONCURRENCY": {},
+    "ASYNC_CONCURRENCY": 100,  # async def runs at once on a worker's event loop
+    "PROCESSES": 1,  # worker processes per runworker: a positive int, or "auto" (CPUs)
     "LEASE": timedelta(minutes=1),
     "POLL_INTERVAL": timedelta(seconds=5),
     "SHUTDOWN_TIMEOUT": timedelta(seconds=30),
@@ -129,6 +131,10 @@ class Settings:
     listen_database: str = "default"
     metrics_token: str | None = None
     periodic: tuple[PeriodicEntry, ...] = ()
+    #: Worker processes one ``runworker`` supervises (1: the worker runs in the command).
+    processes: int = 1
+    #: ``async def`` runs one worker process awaits at once, on its event loop.
+    async_concurrency: int = 100
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -161,6 +167,8 @@ def validate(raw: Any) -> Settings:
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
         kind_concurrency=_kind_concurrency(values["KIND_CONCURRENCY"]),
+        processes=_processes(values["PROCESSES"]),
+        async_concurrency=_positive("ASYNC_CONCURRENCY", values["ASYNC_CONCURRENCY"]),
         lease=duration("LEASE", values["LEASE"], allow_zero=False),
         poll_interval=duration("POLL_INTERVAL", values["POLL_INTERVAL"], allow_zero=False),
         shutdown_timeout=duration("SHUTDOWN_TIMEOUT", values["SHUTDOWN_TIMEOUT"]),
@@ -226,6 +234,20 @@ def _positive(key: str, value: Any, *, allow_none: bool) -> int | None: ...
 
 def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
     return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
+
+
+def _processes(value: Any) -> int:
+    if value == "auto":
+        return _default_processes()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f'PROCESSES must be a positive int or "auto", got {value!r}', key="PROCESSES"
+        )
+    return value
+
+
+def _default_processes() -> int:
+    return max(1, os.cpu_count() or 1)
 
 
 def _database(database: Any, key: str = "DATABASE") -> str:

@@ -7,6 +7,7 @@ held to the same rules as the settings (argparse names the option in its message
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from argparse import ArgumentTypeError
 from collections.abc import Callable
@@ -49,6 +50,34 @@ def concurrency(text: str) -> int:
             f"must be at most {MAX_CONCURRENCY} (a thread per job in flight; run more"
             f" worker processes for more), got {_short(text)}"
         )
+    return value
+
+
+# The most worker processes one runworker supervises: each is a whole interpreter with
+# its own connections; beyond this many it is a typing slip.
+MAX_PROCESSES = 256
+
+
+def processes(text: str) -> int:
+    """A ``--processes``: ``auto`` (one per CPU) or a whole number from 1 to MAX_PROCESSES."""
+    if text == "auto":
+        return max(1, os.cpu_count() or 1)
+    value = positive_int(text)
+    if value > MAX_PROCESSES:
+        raise ArgumentTypeError(f"must be at most {MAX_PROCESSES} or auto, got {_short(text)}")
+    return value
+
+
+# The most async runs a worker process awaits at once: no thread each, but memory and
+# connections to whatever they await.
+MAX_ASYNC_CONCURRENCY = 100_000
+
+
+def async_concurrency(text: str) -> int:
+    """An ``--async-concurrency``: a whole number from 1 to ``MAX_ASYNC_CONCURRENCY``."""
+    value = positive_int(text)
+    if value > MAX_ASYNC_CONCURRENCY:
+        raise ArgumentTypeError(f"must be at most {MAX_ASYNC_CONCURRENCY}, got {_short(text)}")
     return value
 
 

@@ -108,55 +108,89 @@ def execute(
     stored fails the run with a note naming it, and is not stored.
     """
     started = timezone.now()
-    clock = timezone.now
+    unrunnable = _unrunnable(defn, job, ctx, started)
+    if unrunnable is not None or defn is None:
+        return unrunnable or _result(job, ctx, started, "mismatch")
+    try:
+        value = _call(defn, job, ctx)
+    except BaseException as exc:
+        return ended_by(exc, job, ctx, started, max_output_bytes)
+    return _checked(_result(job, ctx, started, "completed", value=value), max_output_bytes)
 
-    def result(end: RunEnd, **kw: Any) -> RunResult:
-        return RunResult(
-            job=job,
-            end=end,
-            started_at=started,
-            duration=clock() - started,
-            carry=ctx.carry,
-            attachment=ctx.attachment,
-            **kw,
-        )
 
+async def aexecute(
+    defn: TaskDef, job: Claimed, ctx: Context, *, max_output_bytes: int
+) -> RunResult:
+    """``execute`` for an ``async def`` task, awaited on the worker's event loop: the
+    same checks and the same classification, the coroutine awaited instead of run."""
+    started = timezone.now()
+    unrunnable = _unrunnable(defn, job, ctx, started)
+    if unrunnable is not None:
+        return unrunnable
+    try:
+        value = await defn.call(job.payload, ctx)
+    except BaseException as exc:
+        return ended_by(exc, job, ctx, started, max_output_bytes)
+    return _checked(_result(job, ctx, started, "completed", value=value), max_output_bytes)
+
+
+def _result(job: Claimed, ctx: Context, started: datetime, end: RunEnd, **kw: Any) -> RunResult:
+    return RunResult(
+        job=job,
+        end=end,
+        started_at=started,
+        duration=timezone.now() - started,
+        carry=ctx.carry,
+        attachment=ctx.attachment,
+        **kw,
+    )
+
+
+def _unrunnable(
+    defn: TaskDef | None, job: Claimed, ctx: Context, started: datetime
+) -> RunResult | None:
+    """A run that cannot start (no such task, a stored value that cannot be read)."""
     if defn is None:
-        return result("mismatch", note=f"no task is registered under kind {job.kind!r}")
+        return _result(
+            job, ctx, started, "mismatch", note=f"no task is registered under kind {job.kind!r}"
+        )
     unreadable = undecodable(job)
     if unreadable:
         ctx.carry = {}  # the stored one cannot be read, so none is written back
-        return result("mismatch", note=unreadable)
-    try:
-        value = _call(defn, job, ctx)
-    except PayloadMismatch as exc:
-        return result("mismatch", note=f"payload no longer fits the task: {exc}")
-    except Pause as exc:
-        return _checked(result("paused", note=exc.note, resume_in=exc.resume_in), max_output_bytes)
-    except Permanent as exc:
-        return _checked(
-            result("permanent", note=exc.reason or "permanent failure", error=exc),
-            max_output_bytes,
+        return _result(job, ctx, started, "mismatch", note=unreadable)
+    return None
+
+
+def ended_by(
+    exc: BaseException, job: Claimed, ctx: Context, started: datetime, limit: int
+) -> RunResult:
+    """How a run that raised ``exc`` ended, by the lifecycle's rules. A task calling
+    sys.exit() or a cancelled coroutine is the task failing, not a reason to lose the
+    worker's slot; other BaseExceptions are raised again."""
+
+    def result(end: RunEnd, **kw: Any) -> RunResult:
+        return _checked(_result(job, ctx, started, end, **kw), limit)
+
+    if isinstance(exc, PayloadMismatch):
+        return _result(
+            job, ctx, started, "mismatch", note=f"payload no longer fits the task: {exc}"
         )
-    except RetryAfter as exc:
+    if isinstance(exc, Pause):
+        return result("paused", note=exc.note, resume_in=exc.resume_in)
+    if isinstance(exc, Permanent):
+        return result("permanent", note=exc.reason or "permanent failure", error=exc)
+    if isinstance(exc, RetryAfter):
         cause = exc.__cause__ or exc
         if exc.delay is None:
-            return _checked(
-                result("permanent", note=error_text(cause), error=cause), max_output_bytes
-            )
-        return _checked(
-            result("failed", note=error_text(cause), retry_in=exc.delay, error=cause),
-            max_output_bytes,
-        )
-    except (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:
-        # A task calling sys.exit() or a cancelled coroutine is the task failing, not a
-        # reason to lose the worker's slot thread. Other BaseExceptions propagate.
+            return result("permanent", note=error_text(cause), error=cause)
+        return result("failed", note=error_text(cause), retry_in=exc.delay, error=cause)
+    if isinstance(exc, Exception | SystemExit | KeyboardInterrupt | asyncio.CancelledError):
         note = error_text(exc)
         if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
             shown = redact_text(validation.clean_text(note, NOTE_LIMIT))
             logger.debug("job %s raised %s", job.id, shown)
-        return _checked(result("failed", note=note, error=exc), max_output_bytes)
-    return _checked(result("completed", value=value), max_output_bytes)
+        return result("failed", note=note, error=exc)
+    raise exc
 
 
 def undecodable(job: Claimed) -> str:

@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+from asgiref.sync import sync_to_async
 
 from django_jobqueue import signals, store, tracing, validation
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
-from django_jobqueue.run.executor import RunResult, decide, error_text, failed_outright
+from django_jobqueue.run.executor import (
+    RunResult,
+    aexecute,
+    decide,
+    error_text,
+    execute,
+    failed_outright,
+)
 from django_jobqueue.run.lifecycle import NOTE_LIMIT, Policy, Settlement
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import Claimed
@@ -117,6 +126,40 @@ class Pipeline:
             return Ended(result, None)
         return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
 
+    async def arun_one(self, job: Claimed, ctx: Context) -> Ended:
+        """``run_one`` for an ``async def`` task, awaited on the worker's event loop: the
+        same steps (``job_started``, the run, the settlement decided by the lifecycle's
+        rules) but for the transaction, which an async task cannot hold (``atomic`` is
+        refused for one), and the thread's connections, which belong to the threads its
+        ORM calls run on. A cancelled run (its timeout, or the worker stopping after its
+        release) ends as a failed run; the worker drops a result it no longer waits for.
+        """
+        worker = self.worker_id
+        if signals.job_started.receivers:
+            await sync_to_async(announce.started)(job, worker=worker)
+        defn = registry.find(job.kind)
+        span = tracing.start_run(job, worker_id=worker)
+        if span is not None:  # held from now, as run_one's
+            self._spans[(job.id, job.run_count)] = span
+        try:
+            with tracing.current(span):
+                if defn is None:  # unregistered since the claim: settled dead, saying so
+                    result = execute(defn, job, ctx, max_output_bytes=self.max_output_bytes)
+                else:
+                    limit = self.max_output_bytes
+                    result = await aexecute(defn, job, ctx, max_output_bytes=limit)
+        except BaseException as exc:  # the executor catches task errors; this is ours
+            logger.error(
+                "executor failed on job %s: %s",
+                job.id,
+                validation.clean_text(error_text(exc), NOTE_LIMIT),
+            )
+            result = failed_outright(job, exc)
+        if span is not None:
+            tracing.ran(span, end=result.end, error=result.error, note=result.note)
+        result.error = None
+        return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
+
     def to_write(self, ended: Ended) -> Settlement | None:
         """The settlement left to write for a run, or None after reporting a run that
         settled itself (``job_finished`` now that it committed) or lost its claim."""
@@ -195,3 +238,5 @@ def failure_summary(s: Settlement) -> str:
 
 # How a slot runs one job: ``Pipeline.run_one`` of the worker's pipeline.
 RunOne = Callable[[Claimed, Context, ThreadConnections], Ended]
+# How the event loop runs one: ``Pipeline.arun_one``.
+ARunOne = Callable[[Claimed, Context], Coroutine[Any, Any, Ended]]

@@ -27,7 +27,7 @@ from django_jobqueue.states import Priority
 from django_jobqueue.task.merge import Merge
 from django_jobqueue.task.options import Options, build_request, encode_payload
 from django_jobqueue.task.periodic import periodic, register_schedule
-from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry, run_maybe_async
+from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
 from django_jobqueue.task.submit import items_error, submit, submit_many
 
@@ -168,11 +168,11 @@ class FunctionTask(TaskDef):
             ) from exc
         return bound.args, bound.kwargs
 
-    def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
+    def call(self, payload: dict[str, Any], ctx: Context) -> Any:
         args, kwargs = self._unbind(payload)
         if self.takes_context:
             args = (ctx, *args)
-        return run_maybe_async(self.func(*args, **kwargs))
+        return self.func(*args, **kwargs)
 
     def using(self, **options: Any) -> BoundCall:
         """Enqueue with overrides: ``add.using(delay=timedelta(minutes=5)).enqueue(1, 2)``."""
@@ -342,8 +342,8 @@ class ClassTask(TaskDef):
             )
         return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
 
-    def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
-        return run_maybe_async(self.instance(payload).run(ctx))
+    def call(self, payload: dict[str, Any], ctx: Context) -> Any:
+        return self.instance(payload).run(ctx)
 
 
 class Task:

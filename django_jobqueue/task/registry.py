@@ -123,8 +123,15 @@ class TaskDef:
         self.max_in_flight = max_in_flight
         self.rate_limit = rate_limit
         self.atomic = atomic
+        # An ``async def`` task: the worker awaits ``call`` on its event loop.
+        self.asynchronous = asynchronous
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
+        """Run the task here and now (an async one under its own ``asyncio.run``)."""
+        return run_maybe_async(self.call(payload, ctx))
+
+    def call(self, payload: dict[str, Any], ctx: Context) -> Any:
+        """Call the task: its value, or for an async task the coroutine to await."""
         raise NotImplementedError
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

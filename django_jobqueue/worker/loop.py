@@ -36,11 +36,12 @@ from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import startup
 from django_jobqueue.worker.claiming import claim_options
 from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
 from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.settling import handed_back, settle_alone
-from django_jobqueue.worker.slots import Slots
+from django_jobqueue.worker.sizing import HOLD
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -54,6 +55,7 @@ class Worker:
         queues: Sequence[str] | None = None,
         kinds: Sequence[str] | None = None,
         concurrency: int | None = None,
+        async_concurrency: int | None = None,
         caps: dict[str, int] | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -67,6 +69,9 @@ class Worker:
         self.queues = list(queues or [])
         self.kinds = startup.known_kinds(kinds)
         self.concurrency = startup.concurrency(concurrency, settings)
+        self.async_concurrency = startup.concurrency(
+            async_concurrency, settings, name="async_concurrency"
+        )
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         # Each limited kind's max_in_flight, kept current by the LimitRefresh service.
         self.max_in_flight: dict[str, int] = {}
@@ -92,7 +97,7 @@ class Worker:
             alias=self.alias,
             max_output_bytes=settings.max_output_bytes,
         )
-        self._slots = Slots(run=self._pipe.run_one, on_result=self._wake.set)
+        self._pools = self._make_pools()
         self._atomic_kinds = {d.kind for d in registry if d.atomic}
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
@@ -104,6 +109,16 @@ class Worker:
         self.claimed = 0
         self._signals = 0
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
+
+    def _make_pools(self) -> Pools:
+        return Pools(
+            pipe=self._pipe,
+            on_result=self._wake.set,
+            concurrency=self.concurrency,
+            async_concurrency=self.async_concurrency,
+            kinds=self.kinds,
+            async_kinds={d.kind for d in registry if d.asynchronous},
+        )
 
     def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
         self._recovery = Recovery(
@@ -172,13 +187,13 @@ class Worker:
         startup.warn_at_start(self.kinds, self.queues)
         self._register()
         self._listener.start()
-        self._slots.start(self.concurrency)
+        self._pools.start()
         try:
             self._loop()
             self._shutdown()
         finally:
             self._listener.stop()
-            self._slots.stop()
+            self._pools.stop()
             self._db(
                 lambda: store.beat(
                     worker_id=self.heartbeat_id, jobs_done=self.processed, stopped=True
@@ -214,6 +229,7 @@ class Worker:
             # for the next wait instead of being lost.
             self._wake.clear()
             self._collect()
+            self._hand_back(self._pools.withdraw(waited=HOLD), "waited too long for a slot")
             self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
@@ -258,11 +274,14 @@ class Worker:
         slots there were to fill.
         """
         batch = [] if self._db.waiting else list(self._unsettled)
-        settling = {s.job_id for s in batch}
-        free = self.concurrency - sum(1 for job_id in self._running if job_id not in settling)
-        wanted = self._claim_options(free) if claim else None
+        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
+        groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
+        free = sum(max(room, 0) for _, room in groups)
+        (kinds, room), others = groups[0], groups[1:]
+        wanted = self._claim_options(room, kinds) if claim else None
         if not batch and wanted is None:
-            return 0, 0, free
+            return 0, self._claim_others(others) if claim else 0, free
+        began = time.monotonic()
         try:
             result = self._db(
                 partial(
@@ -280,13 +299,32 @@ class Worker:
         if result is None:
             return 0, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
+        self._pools.sizing.turned(time.monotonic() - began)
         self._settled(batch, applied)
         self._slot += len(claimed)
         for job in claimed:
             self._dispatch(job)
-        return len(batch), len(claimed), free
+        return len(batch), len(claimed) + (self._claim_others(others) if claim else 0), free
 
-    def _claim_options(self, free: int) -> dict[str, Any] | None:
+    def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
+        """Claim for the pools the turn's own claim was not for (the event loop's kinds
+        when the slot threads had more room, or the other way round): a second round
+        trip, only for a worker that runs both sync and async kinds."""
+        got = 0
+        for kinds, room in groups:
+            wanted = self._claim_options(room, kinds)
+            if wanted is None:
+                continue
+            call = partial(store.exchange, worker_id=self.worker_id, settlements=[], **wanted)
+            result = self._db(call)
+            claimed = result[1] if result is not None else []
+            self._slot += len(claimed)
+            for job in claimed:
+                self._dispatch(job)
+            got += len(claimed)
+        return got
+
+    def _claim_options(self, free: int, kinds: Sequence[str]) -> dict[str, Any] | None:
         """What to claim for ``free`` slots (None: nothing to claim now)."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
@@ -299,7 +337,7 @@ class Worker:
             max_in_flight=self.max_in_flight,
             slot=self._slot,
             priority_ratio=self.priority_ratio,
-            kinds=self.kinds,
+            kinds=kinds,
             queues=self.queues or None,
             leases=self.leases,
         )
@@ -324,7 +362,7 @@ class Worker:
         self.claimed += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("claimed job=%s kind=%s run=%d", job.id, job.kind, job.run_count)
-        self._slots.submit(running)
+        self._pools.submit(running)
 
     def _timed_out(self, running: Running) -> None:
         """Give up on a run past its timeout: settle it as a failed run now; its thread is
@@ -333,9 +371,9 @@ class Worker:
         policy = self._pipe.policy(job.kind)
         del self._running[job.id]
         running.ctx.cancelled.set()
-        self._slots.abandon(running)
+        self._pools.abandon(running)
         logger.warning(
-            "job=%s kind=%s run=%d timed out after %s: thread abandoned",
+            "job=%s kind=%s run=%d timed out after %s: run abandoned",
             job.id,
             job.kind,
             job.run_count,
@@ -355,12 +393,13 @@ class Worker:
     def _collect(self) -> None:
         """Take in the runs that ended: their settlements, decided on the slot threads,
         wait to be written in one batch."""
-        for ended in self._slots.results():
+        for ended in self._pools.results():
             job = ended.result.job
             running = self._running.get(job.id)
             if running is None or running.job.run_count != job.run_count:
                 continue  # released at shutdown or timed out; its result is dropped
             running.ended = True
+            self._pools.sizing.ran(ended.result.duration.total_seconds())
             settlement = self._pipe.to_write(ended)
             if settlement is not None:
                 self._unsettled.append(settlement)
@@ -403,7 +442,17 @@ class Worker:
 
     # --- shutdown ---------------------------------------------------------------------------
 
+    def _hand_back(self, waiting: list[Running], note: str) -> None:
+        """Release buffered jobs no slot thread started: pending now, no failure counted."""
+        for running in waiting:
+            running.ended = True  # no timeout or warning applies to a run never started
+        if waiting:
+            self._unsettled += handed_back(
+                waiting, worker_id=self.worker_id, now=timezone.now(), note=note
+            )
+
     def _shutdown(self) -> None:
+        self._hand_back(self._pools.withdraw(), "worker shut down before it started")
         for running in self._running.values():
             running.ctx.cancelled.set()
         deadline = time.monotonic() + self.shutdown_timeout

@@ -41,9 +41,11 @@ def settle_alone(
         return False  # still claimed: recovered when its lease runs out
 
 
-def handed_back(running: Iterable[Running], *, worker_id: str, now: datetime) -> list[Settlement]:
-    """The runs still going at shutdown, released: pending now, no failure counted, with
-    how long each had run (none for one still waiting for a slot)."""
+def handed_back(
+    running: Iterable[Running], *, worker_id: str, now: datetime, note: str = "worker shut down"
+) -> list[Settlement]:
+    """The runs still going at shutdown (or buffered, never started), released: pending
+    now, no failure counted, with how long each had run (none for one never started)."""
     return [
         released(
             run_of(
@@ -53,7 +55,7 @@ def handed_back(running: Iterable[Running], *, worker_id: str, now: datetime) ->
                 duration=None if r.started_at is None else max(now - r.started_at, timedelta(0)),
             ),
             now=now,
-            note="worker shut down",
+            note=note,
         )
         for r in running
     ]

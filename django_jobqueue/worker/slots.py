@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -36,6 +37,13 @@ class Slots:
         self._threads: list[threading.Thread] = []
         # (job id, run number) of runs given up on: their threads exit when they return.
         self._abandoned: set[tuple[uuid.UUID, int]] = set()
+        # (job id, run number) -> when it was submitted, for the runs not started yet.
+        self._queued: dict[tuple[uuid.UUID, int], float] = {}
+        # Runs given up on before any thread started them: skipped when reached.
+        self._skip: set[tuple[uuid.UUID, int]] = set()
+        self._lock = threading.Lock()
+        # When each thread's current run started (by thread name).
+        self._started: dict[str, float] = {}
 
     def start(self, count: int) -> None:
         for _ in range(count):
@@ -46,7 +54,40 @@ class Slots:
             self._threads.append(thread)
 
     def submit(self, running: Running) -> None:
+        self._queued[(running.job.id, running.job.run_count)] = time.monotonic()
         self._inbox.put(running)
+
+    def longest_run(self) -> float:
+        """Seconds the longest of the runs going on now has been going (0: none)."""
+        started = list(self._started.values())
+        return time.monotonic() - min(started) if started else 0.0
+
+    def withdraw(self, *, waited: float = 0.0) -> list[Running]:
+        """Take back the runs no thread has started that have waited ``waited`` seconds
+        or more (all of them by default); the others keep their place in the queue. A
+        run is either started by a thread or withdrawn here, never both: each is taken
+        off the queue once."""
+        if not self._queued:
+            return []
+        now = time.monotonic()
+        taken: list[Running | None] = []
+        while True:
+            try:
+                taken.append(self._inbox.get(block=False))
+            except queue.Empty:
+                break
+        out: list[Running] = []
+        for running in taken:
+            if running is None:  # a stop sentinel keeps its place
+                self._inbox.put(running)
+                continue
+            key = (running.job.id, running.job.run_count)
+            if now - self._queued.get(key, now) >= waited:
+                self._queued.pop(key, None)
+                out.append(running)
+            else:
+                self._inbox.put(running)
+        return out
 
     def results(self) -> Iterator[Ended]:
         """The runs that ended since the last call (never blocks)."""
@@ -57,8 +98,14 @@ class Slots:
                 return
 
     def abandon(self, running: Running) -> None:
-        """Give up on a run: its thread is replaced now and exits once the run returns."""
-        self._abandoned.add((running.job.id, running.job.run_count))
+        """Give up on a run: its thread is replaced now and exits once the run returns;
+        one no thread has started yet is skipped instead, and never runs."""
+        key = (running.job.id, running.job.run_count)
+        with self._lock:
+            if self._queued.pop(key, None) is not None:
+                self._skip.add(key)
+                return
+            self._abandoned.add(key)
         self.start(1)
 
     def stop(self) -> None:
@@ -74,10 +121,19 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
+                with self._lock:
+                    if (job.id, job.run_count) in self._skip:
+                        self._skip.discard((job.id, job.run_count))
+                        continue
+                    self._queued.pop((job.id, job.run_count), None)
                 running.started_at = timezone.now()
+                name = threading.current_thread().name
+                self._started[name] = time.monotonic()
                 # The pipeline leaves the thread's connections clean before the loop
                 # sees the result, so no settlement waits on what the run left open.
-                self._outbox.put(self.run(job, running.ctx, guard))
+                ended = self.run(job, running.ctx, guard)
+                self._started.pop(name, None)
+                self._outbox.put(ended)
                 self.on_result()
                 if (job.id, job.run_count) in self._abandoned:
                     self._abandoned.discard((job.id, job.run_count))

@@ -37,10 +37,11 @@ def known_kinds(kinds: Sequence[str] | None) -> list[str]:
     return list(kinds) if kinds else registry.kinds()
 
 
-def concurrency(given: int | None, settings: conf.Settings) -> int:
+def concurrency(given: int | None, settings: conf.Settings, *, name: str = "concurrency") -> int:
+    """A worker's concurrency (or ``async_concurrency``): the setting's unless given."""
     if given is None:
-        return settings.concurrency
-    return validation.positive_int(given, name="concurrency", error=ValueError)
+        return int(getattr(settings, name))
+    return validation.positive_int(given, name=name, error=ValueError)
 
 
 def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:

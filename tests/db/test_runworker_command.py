@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_jobqueue import Status
-from django_jobqueue.models import Job
+from django_jobqueue.models import Job, WorkerHeartbeat
 from django_jobqueue.worker.loop import Worker
 from tests.concurrency.procs import database_url
 from tests.helpers import row_locking
@@ -33,6 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--shutdown-timeout", "-1"], "must not be negative"),
         (["--poll-interval", "soon"], "expected seconds"),
         (["--poll-interval", "0"], "--poll-interval: must be positive, got 0.0"),
+        (["--processes", "0"], "--processes: must be a positive integer, got 0"),
+        (["--processes", "many"], "--processes: expected a whole number"),
+        (["--processes", "257"], "--processes: must be at most 256 or auto"),
+        (["--max-jobs-per-child", "0"], "--max-jobs-per-child: must be a positive integer"),
+        (["--max-memory-per-child", "lots"], "--max-memory-per-child: expected a whole number"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
@@ -142,3 +147,11 @@ def test_a_worker_refuses_zero_concurrency_and_a_zero_poll_interval(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Worker(**options)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_max_jobs_is_refused_beside_processes_naming_the_per_child_limit() -> None:
+    with pytest.raises(CommandError, match="use --max-jobs-per-child"):
+        call_command("runworker", "--processes", "2", "--max-jobs", "5")
+    assert not WorkerHeartbeat.objects.exists(), "no worker process was started"

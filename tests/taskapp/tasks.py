@@ -782,3 +782,84 @@ async def reports_progress_async(ctx: Context, steps: int, step_seconds: float) 
 @task(takes_context=True, kind="tests.misreports_progress", max_failures=2)
 def misreports_progress(ctx: Context, done: float) -> None:
     ctx.progress(done)
+
+
+class AsyncGauge:
+    """What the event-loop tests read off their async runs: how many await at once
+    (and the most ever), the thread count at that peak, the runs that were cancelled."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self.threads_at_peak = 0
+        self.cancelled: set[str] = set()
+        self.db_threads: set[str] = set()
+
+
+async_gauge = AsyncGauge()
+
+
+@task(takes_context=True, kind="tests.async_wait")
+async def async_wait(ctx: Context, seconds: float) -> str:
+    """Awaits ``seconds``; counts how many do at once, and is told apart when cancelled."""
+    import asyncio
+
+    gauge = async_gauge
+    gauge.now += 1
+    if gauge.now > gauge.peak:
+        gauge.peak = gauge.now
+        gauge.threads_at_peak = threading.active_count()
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        gauge.cancelled.add(str(ctx.job_id))
+        raise
+    finally:
+        gauge.now -= 1
+    return "waited"
+
+
+@task(takes_context=True, kind="tests.async_query")
+async def async_query(ctx: Context, seconds: float) -> int:
+    """One ORM query and a wait, as an async view's task would: the ORM from async code."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    def where() -> str:
+        return threading.current_thread().name
+
+    async_gauge.db_threads.add(await sync_to_async(where)())
+    count = await Execution.objects.filter(kind="nothing-here").acount()
+    await asyncio.sleep(seconds)
+    return count
+
+
+@task(takes_context=True, kind="tests.async_cooperative")
+async def async_cooperative(ctx: Context, seconds: float) -> str:
+    """Awaits in small steps; when asked to stop it pauses, keeping its progress."""
+    import asyncio
+
+    steps = ctx.carry.get("steps", 0)
+    for _ in range(int(seconds / 0.05)):
+        if ctx.cancelled.is_set():
+            ctx.carry["steps"] = steps
+            raise Pause(resume_in=timedelta(0), note="stopping early")
+        await asyncio.sleep(0.05)
+        steps += 1
+    return "done"
+
+
+@task(takes_context=True, kind="tests.async_leased", lease=timedelta(seconds=2))
+async def async_leased(ctx: Context, seconds: float) -> str:
+    """Awaits longer than its 2 s lease: only a renewed lease keeps it."""
+    return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]
+
+
+@task(takes_context=True, kind="tests.async_overrun", timeout=timedelta(seconds=0.5))
+async def async_overrun(ctx: Context, seconds: float) -> str:
+    """Overruns its 0.5 s timeout unless ``seconds`` is short."""
+    return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]

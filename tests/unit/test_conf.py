@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -46,6 +47,9 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"POLL_INTERVAL": -1}, "POLL_INTERVAL"),
         ({"SHUTDOWN_TIMEOUT": True}, "SHUTDOWN_TIMEOUT"),
         ({"CONCURRENCY": 0}, "CONCURRENCY"),
+        ({"PROCESSES": 0}, "PROCESSES"),
+        ({"PROCESSES": "all"}, "PROCESSES"),
+        ({"PROCESSES": True}, "PROCESSES"),
         ({"KIND_CONCURRENCY": {"a.b": 0}}, "KIND_CONCURRENCY['a.b']"),
         ({"KIND_CONCURRENCY": ["a"]}, "KIND_CONCURRENCY"),
         ({"PRIORITY_RATIO": 0}, "PRIORITY_RATIO"),
@@ -118,3 +122,9 @@ def test_a_misspelt_key_is_refused_with_the_key_it_is_near() -> None:
         ConfigurationError, match=r"Unknown JOBQUEUE key\(s\): LEASES \(did you mean 'LEASE'\?\)"
     ):
         conf.validate({"LEASES": 5})
+
+
+def test_processes_takes_a_count_or_auto_for_the_cpus() -> None:
+    assert conf.validate({}).processes == 1
+    assert conf.validate({"PROCESSES": 3}).processes == 3
+    assert conf.validate({"PROCESSES": "auto"}).processes == max(1, os.cpu_count() or 1)

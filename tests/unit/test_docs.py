@@ -57,7 +57,8 @@ def table_names(text: str) -> set[str]:
 
 
 def own_runworker_options() -> set[str]:
-    """Long options runworker adds to Django's standard ones (--settings, --verbosity...)."""
+    """Long options runworker adds to Django's standard ones (--settings, --verbosity...),
+    but for those hidden from --help (``--supervised``: the supervisor's own use)."""
     parser = runworker.Command().create_parser("manage.py", "runworker")
     base = BaseCommand().create_parser("manage.py", "base")
     standard = {s for action in base._actions for s in action.option_strings}
@@ -65,7 +66,7 @@ def own_runworker_options() -> set[str]:
         s
         for action in parser._actions
         for s in action.option_strings
-        if s.startswith("--") and s not in standard
+        if s.startswith("--") and s not in standard and action.help != argparse.SUPPRESS
     }
 
 

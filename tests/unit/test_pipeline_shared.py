@@ -5,6 +5,7 @@ off a claimed row in one place. Then what the pipeline does, below the database.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -62,21 +63,29 @@ def _uses_run_one_of_a_pipeline(node: ast.AST) -> bool:
     return "run_one" in names and ("Pipeline" in names or "_pipe" in names)
 
 
+def _given(tree: ast.AST, callee: str, keyword: str) -> str:
+    """What ``keyword=`` the one call of ``callee`` in ``tree`` is given, as source."""
+    [call] = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == callee
+    ]
+    [given] = [k.value for k in call.keywords if k.arg == keyword]
+    return ast.unparse(given)
+
+
 def test_run_jobs_and_the_worker_call_the_same_run_function() -> None:
     run_jobs = _function(_tree("testing.py"), "run_jobs")
     assert _uses_run_one_of_a_pipeline(run_jobs), "testing.run_jobs must run jobs via run_one"
-    worker = _function(_tree("worker/loop.py"), "__init__")
-    assert _uses_run_one_of_a_pipeline(worker), "the worker's slots must run Pipeline.run_one"
-    # The slots run what they are given, which the worker gives as run_one.
-    slots = _tree("worker/slots.py")
-    assert "RunOne" in _names(slots)
-    [pool] = [
-        n
-        for n in ast.walk(worker)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Slots"
-    ]
-    [given] = [k.value for k in pool.keywords if k.arg == "run"]
-    assert ast.unparse(given) == "self._pipe.run_one"
+    # The worker hands its pipeline to its pools; they give the slot threads its run_one
+    # and the event loop its arun_one (the same steps, awaited), and run what they are
+    # given.
+    assert _given(_tree("worker/loop.py"), "Pools", "pipe") == "self._pipe"
+    pools = _tree("worker/pools.py")
+    assert _given(pools, "Slots", "run") == "pipe.run_one"
+    assert _given(pools, "EventLoop", "run") == "pipe.arun_one"
+    assert "RunOne" in _names(_tree("worker/slots.py"))
+    assert "ARunOne" in _names(_tree("worker/eventloop.py"))
 
 
 def test_no_caller_of_the_pipeline_runs_a_step_of_it_itself() -> None:
@@ -218,3 +227,41 @@ def test_a_run_that_lost_its_claim_leaves_nothing_to_write_and_says_so(
         assert pipe.to_write(Ended(result=ended.result, settlement=None)) is None
     [record] = caplog.records
     assert f"dropped run job={job.id}" in record.getMessage()
+
+
+def test_arun_one_takes_the_same_steps_for_an_async_task(pipe: Pipeline) -> None:
+    import asyncio
+
+    from django_jobqueue import Pause
+
+    @task(kind="unit.pipeline.aadd")
+    async def aadd(a: int, b: int) -> int:
+        await asyncio.sleep(0)
+        if a < 0:
+            raise ValueError("negative")
+        if b < 0:
+            raise Pause(resume_in=timedelta(seconds=5), note="later")
+        return a + b
+
+    heard: list[dict[str, Any]] = []
+
+    def receiver(**kw: Any) -> None:
+        heard.append(kw)
+
+    def run(**payload: Any) -> Ended:
+        job = dataclasses.replace(_job(**payload), kind="unit.pipeline.aadd")
+        return asyncio.run(pipe.arun_one(job, pipe.context(job)))
+
+    job_started.connect(receiver)
+    try:
+        done, failed, paused = run(a=1, b=2), run(a=-1, b=0), run(a=1, b=-1)
+    finally:
+        job_started.disconnect(receiver)
+    assert len(heard) == 3, "job_started for each async run"
+    assert done.settlement is not None
+    assert (done.settlement.status, done.settlement.result) == (Status.COMPLETED, 3)
+    assert failed.settlement is not None
+    assert failed.settlement.outcome == "retried"
+    assert "ValueError: negative" in (failed.settlement.note or "")
+    assert paused.settlement is not None
+    assert (paused.settlement.outcome, paused.settlement.note) == ("paused", "later")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import SUPPRESS, ArgumentParser, ArgumentTypeError
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -12,14 +12,17 @@ from django.core.management.base import BaseCommand, CommandError
 from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError, JobQueueError
 from django_jobqueue.management.arguments import (
+    async_concurrency,
     concurrency,
     kind_name,
     positive_int,
     positive_seconds,
+    processes,
     queue_name,
     seconds,
 )
 from django_jobqueue.task.registry import registry
+from django_jobqueue.worker import supervisor
 from django_jobqueue.worker.loop import Worker
 
 
@@ -82,6 +85,13 @@ class Command(BaseCommand):
             help="Jobs in flight at once (default: JOBQUEUE CONCURRENCY).",
         )
         parser.add_argument(
+            "--async-concurrency",
+            type=async_concurrency,
+            default=None,
+            help="async def jobs in flight at once on the event loop "
+            "(default: JOBQUEUE ASYNC_CONCURRENCY, 100).",
+        )
+        parser.add_argument(
             "--cap",
             type=_cap,
             action="append",
@@ -109,9 +119,36 @@ class Command(BaseCommand):
             help="Longest wait between looks at the queue, in seconds.",
         )
 
+        self._process_arguments(parser)
+
+    def _process_arguments(self, parser: ArgumentParser) -> None:
+        """How many worker processes, and when one is replaced by a new one."""
+        parser.add_argument(
+            "--processes",
+            type=processes,
+            default=None,
+            help="Worker processes to run and supervise; auto: one per CPU "
+            "(default: JOBQUEUE PROCESSES, 1).",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=positive_int,
+            default=None,
+            help="Replace a worker process after it has run this many jobs.",
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            type=positive_int,
+            default=None,
+            metavar="MIB",
+            help="Replace a worker process once its resident memory passes this many MiB.",
+        )
+        # A child of a supervising runworker: it exits with a status saying why.
+        parser.add_argument("--supervised", action="store_true", help=SUPPRESS)
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            conf.get()
+            settings = conf.get()
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
         capped = [kind for kind, _ in options["caps"]]
@@ -119,27 +156,104 @@ class Command(BaseCommand):
         if unknown:
             known = ", ".join(registry.kinds())
             raise CommandError(f"{', '.join(unknown)}: no such task kind. Known: {known}")
-        logger = logging.getLogger("django_jobqueue")
-        # Only when no handler would write the lines already (the project's own LOGGING,
-        # on this logger or an ancestor such as root): otherwise every line came twice.
-        if options["verbosity"] >= 1 and not logger.hasHandlers():
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(LineFormatter("%(asctime)s %(levelname)s %(message)s"))
-            logger.addHandler(handler)
-        if options["verbosity"] >= 1 and logger.level == logging.NOTSET:
-            logger.setLevel(logging.DEBUG if options["verbosity"] > 1 else logging.INFO)
+        _log_to_stderr(options["verbosity"])
+        count = options["processes"] or settings.processes
+        per_child = options["max_jobs_per_child"] or options["max_memory_per_child"]
+        if options["supervised"]:
+            sys.exit(self._child(options))
+        if count > 1 or per_child:
+            self._supervise(count, options, settings)
+            return
+        worker = self._worker(options, max_jobs=options["max_jobs"])
+        worker.install_signal_handlers()
+        worker.run()
+
+    def _worker(self, options: dict[str, Any], *, max_jobs: int | None) -> Worker:
         try:
-            worker = Worker(
+            return Worker(
                 queues=options["queues"],
                 kinds=options["kinds"],
                 concurrency=options["concurrency"],
+                async_concurrency=options["async_concurrency"],
                 caps=dict(options["caps"]),
                 burst=options["burst"],
-                max_jobs=options["max_jobs"],
+                max_jobs=max_jobs,
                 shutdown_timeout=options["shutdown_timeout"],
                 poll_interval=options["poll_interval"],
             )
         except JobQueueError as exc:  # a periodic schedule that does not fit its task
             raise CommandError(str(exc)) from exc
-        worker.install_signal_handlers()
-        worker.run()
+
+    def _child(self, options: dict[str, Any]) -> int:
+        """Run as one supervised worker process; the exit status says why it ended."""
+        quota = options["max_jobs_per_child"]
+        worker = self._worker(options, max_jobs=quota)
+        watch = supervisor.Supervised(worker.stop, max_memory_mib=options["max_memory_per_child"])
+        watch.install()
+        try:
+            worker.run()
+        finally:
+            watch.finish()
+        if watch.memory_exceeded:
+            return supervisor.EXIT_RECYCLE_MEMORY
+        if quota is not None and worker.claimed >= quota:
+            return supervisor.EXIT_RECYCLE_JOBS
+        return supervisor.EXIT_STOPPED
+
+    def _supervise(self, count: int, options: dict[str, Any], settings: conf.Settings) -> None:
+        if options["max_jobs"] is not None:
+            raise CommandError(
+                "--max-jobs counts the jobs of one worker process; with --processes or a "
+                "per-child limit, use --max-jobs-per-child"
+            )
+        # Checked here, not first in a child that would fail at every restart.
+        self._worker(options, max_jobs=None)
+        timeout = options["shutdown_timeout"]
+        sup = supervisor.Supervisor(
+            argv=child_argv(options),
+            count=count,
+            shutdown_timeout=(
+                settings.shutdown_timeout.total_seconds() if timeout is None else timeout
+            ),
+            burst=options["burst"],
+        )
+        sup.install_signal_handlers()
+        sup.run()
+
+
+def child_argv(options: dict[str, Any]) -> list[str]:
+    """The command line of one supervised worker process: this command's options, but
+    one process each, with the per-child limits as its own."""
+    argv = [sys.executable, "-m", "django", "runworker", "--supervised"]
+    argv += ["--verbosity", str(options["verbosity"])]
+    for queue in options["queues"]:
+        argv += ["--queue", queue]
+    for kind in options["kinds"]:
+        argv += ["--kind", kind]
+    for kind, cap in options["caps"]:
+        argv += ["--cap", f"{kind}={cap}"]
+    if options["burst"]:
+        argv.append("--burst")
+    for name in (
+        "concurrency",
+        "async_concurrency",
+        "shutdown_timeout",
+        "poll_interval",
+        "max_jobs_per_child",
+        "max_memory_per_child",
+    ):
+        if options[name] is not None:
+            argv += [f"--{name.replace('_', '-')}", str(options[name])]
+    return argv
+
+
+def _log_to_stderr(verbosity: int) -> None:
+    logger = logging.getLogger("django_jobqueue")
+    # Only when no handler would write the lines already (the project's own LOGGING,
+    # on this logger or an ancestor such as root): otherwise every line came twice.
+    if verbosity >= 1 and not logger.hasHandlers():
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(LineFormatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    if verbosity >= 1 and logger.level == logging.NOTSET:
+        logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)

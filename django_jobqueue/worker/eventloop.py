@@ -1,0 +1,132 @@
+"""The worker's event loop: every ``async def`` run of a worker process on one loop thread.
+
+A thousand concurrent awaits cost a thousand coroutines, not a thousand threads and
+event loops. Runs go in through ``submit`` and come back out of ``results()``, as with
+the slot threads; the loop thread never touches the worker's own connection.
+
+An async task's ORM calls (Django's ``a…`` methods, ``sync_to_async``) are
+thread-sensitive: left alone, asgiref sends all of them to one shared thread, one at a
+time, so 200 tasks each doing one query would wait on each other. Each run here gets one
+of ``db_threads`` single-thread executors of its own instead (round robin), so queries
+of different runs go side by side on at most ``db_threads`` threads (and connections),
+while one run's calls stay on one thread, as Django expects. The executors start their
+thread on first use: a run that makes no sync call costs no thread at all.
+
+A run given up on at its timeout is cancelled (``abandon``): unlike a thread, a
+coroutine can be stopped. At ``stop`` whatever still runs (released by the worker
+already) is cancelled, then each executor's connections are closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext
+from django.db import connections
+
+from django_jobqueue.run.pipeline import ARunOne, Ended
+from django_jobqueue.worker.services.base import Running
+
+logger = logging.getLogger("django_jobqueue")
+
+# Threads (each with its own database connections) the ORM calls of async runs share.
+DB_THREADS = 8
+
+
+class EventLoop:
+    """One asyncio loop on a daemon thread, running jobs with ``run`` (the pipeline's
+    ``arun_one``); ``on_result`` is called after each run."""
+
+    def __init__(self, *, run: ARunOne, on_result: Callable[[], None], db_threads: int) -> None:
+        self.run = run
+        self.on_result = on_result
+        self._outbox: queue.SimpleQueue[Ended] = queue.SimpleQueue()
+        self._tasks: dict[tuple[uuid.UUID, int], asyncio.Task[None]] = {}
+        self._executors = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"jobqueue-async-db-{i}")
+            for i in range(db_threads)
+        ]
+        self._next = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="jobqueue-eventloop", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, running: Running) -> None:
+        self._loop.call_soon_threadsafe(self._begin, running)
+
+    def results(self) -> Iterator[Ended]:
+        """The runs that ended since the last call (never blocks)."""
+        while True:
+            try:
+                yield self._outbox.get(block=False)
+            except queue.Empty:
+                return
+
+    def abandon(self, running: Running) -> None:
+        """Give up on a run: its coroutine is cancelled; what it comes to is dropped."""
+        key = (running.job.id, running.job.run_count)
+        self._loop.call_soon_threadsafe(self._cancel, key)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel what still runs, stop the loop, close the ORM threads' connections."""
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(timeout)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+        for executor in self._executors:
+            with contextlib.suppress(Exception):
+                executor.submit(connections.close_all).result(timeout)
+            executor.shutdown(wait=False)
+
+    # --- on the loop thread -----------------------------------------------------------
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    def _begin(self, running: Running) -> None:
+        key = (running.job.id, running.job.run_count)
+        executor = self._executors[self._next % len(self._executors)]
+        self._next += 1
+        task = self._loop.create_task(self._one(running, executor))
+        self._tasks[key] = task
+        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+
+    async def _one(self, running: Running, executor: ThreadPoolExecutor) -> None:
+        async with _context(executor):
+            ended = await self.run(running.job, running.ctx)
+        self._outbox.put(ended)
+        self.on_result()
+
+    def _cancel(self, key: tuple[uuid.UUID, int]) -> None:
+        task = self._tasks.get(key)
+        if task is not None:
+            task.cancel()
+
+    async def _cancel_all(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _context(executor: ThreadPoolExecutor) -> Any:
+    """The run's thread-sensitive context on ``executor`` (asgiref 3.10 and later take
+    one; before, a context of its own: a thread per run that calls the ORM)."""
+    try:
+        return ThreadSensitiveContext(executor=executor)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:
+        return ThreadSensitiveContext()

@@ -1,0 +1,104 @@
+"""Where a worker's runs go: sync tasks to the slot threads, ``async def`` ones to the
+event loop, each with its own concurrency, and what each can take on next.
+
+A worker with no async kind has no event loop, and claims exactly as it did with slot
+threads alone: one group of every kind, as many as there are free slots. With both, it
+claims each group for its own free room (``groups``), so a full set of slot threads never
+holds back async runs, nor a thousand free awaits bring in a thousand sync jobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+
+from django_jobqueue.run.pipeline import Ended, Pipeline
+from django_jobqueue.worker.eventloop import DB_THREADS, EventLoop
+from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.sizing import Sizing
+from django_jobqueue.worker.slots import Slots
+
+
+class Pools:
+    """The slot threads and, when some kind is ``async def``, the event loop."""
+
+    def __init__(
+        self,
+        *,
+        pipe: Pipeline,
+        on_result: Callable[[], None],
+        concurrency: int,
+        async_concurrency: int,
+        kinds: Sequence[str],
+        async_kinds: Collection[str],
+    ) -> None:
+        self.concurrency = concurrency
+        self.async_concurrency = async_concurrency
+        self.async_kinds = frozenset(k for k in kinds if k in async_kinds)
+        self.sync_kinds = [k for k in kinds if k not in self.async_kinds]
+        self.all_kinds = list(kinds)
+        self.slots = Slots(run=pipe.run_one, on_result=on_result)
+        # The slot threads' claim buffer, sized by what the worker measures.
+        self.sizing = Sizing()
+        self.loop = (
+            EventLoop(run=pipe.arun_one, on_result=on_result, db_threads=DB_THREADS)
+            if self.async_kinds
+            else None
+        )
+
+    def start(self) -> None:
+        self.slots.start(self.concurrency)
+        if self.loop is not None:
+            self.loop.start()
+
+    def stop(self) -> None:
+        self.slots.stop()
+        if self.loop is not None:
+            self.loop.stop()
+
+    def submit(self, running: Running) -> None:
+        if self.loop is not None and running.job.kind in self.async_kinds:
+            self.loop.submit(running)
+        else:
+            self.slots.submit(running)
+
+    def abandon(self, running: Running) -> None:
+        """Give up on a run at its timeout: a thread is replaced, a coroutine cancelled."""
+        if self.loop is not None and running.job.kind in self.async_kinds:
+            self.loop.abandon(running)
+        else:
+            self.slots.abandon(running)
+
+    def results(self) -> Iterator[Ended]:
+        if self.loop is None:
+            return self.slots.results()
+        return itertools.chain(self.slots.results(), self.loop.results())
+
+    def longest_run(self) -> float:
+        """Seconds the longest sync run going on now has been going."""
+        return self.slots.longest_run()
+
+    def withdraw(self, *, waited: float = 0.0) -> list[Running]:
+        """The sync runs still waiting for a slot thread (``Slots.withdraw``)."""
+        return self.slots.withdraw(waited=waited)
+
+    def groups(
+        self,
+        running: Mapping[uuid.UUID, Running],
+        settling: Collection[uuid.UUID],
+        *,
+        extra: int = 0,
+    ) -> list[tuple[list[str], int]]:
+        """(kinds, free room) to claim for, the roomiest first; runs being settled this
+        turn free their room already; ``extra`` is the slot threads' buffer (``sizing``)."""
+        busy = [r for job_id, r in running.items() if job_id not in settling]
+        if self.loop is None:
+            return [(self.all_kinds, self.concurrency + extra - len(busy))]
+        in_loop = sum(1 for r in busy if r.job.kind in self.async_kinds)
+        found = [
+            (self.sync_kinds, self.concurrency + extra - (len(busy) - in_loop)),
+            (sorted(self.async_kinds), self.async_concurrency - in_loop),
+        ]
+        found = [(kinds, free) for kinds, free in found if kinds]
+        return sorted(found, key=lambda group: -group[1])

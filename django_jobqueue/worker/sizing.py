@@ -1,0 +1,54 @@
+"""How many jobs a worker claims beyond its free slots: a small buffer, sized by the work.
+
+A turn that claims only as many jobs as there are free slots leaves each slot idle for a
+round trip after every run: for jobs that take less time than that, the claim size, not
+the work, sets the rate. So the worker measures both (recent run durations and turn
+round trips, as moving averages) and claims, beyond its free slots, about what its
+slots get through in one round trip: ``concurrency × round trip / run duration``,
+never more than ``concurrency`` (so never more than twice its slots held), and none at
+all while runs take longer than ``LONG_RUN``: long jobs are never hoarded, and what one
+worker does not buffer the others take.
+
+A buffered job waits in the slot threads' queue under the same lease as a running one
+(the worker renews it), starts as soon as a slot frees (no round trip), and is handed
+back (``released``: pending now, no failure counted) if it has waited ``HOLD`` seconds,
+or at once when the worker shuts down.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Runs longer than this (on average) get no buffer at all.
+LONG_RUN = 0.25
+# A run going on for this long means its slot is not about to free: no buffer meanwhile.
+STUCK = 4 * LONG_RUN
+# The longest a buffered job waits for a slot before it is handed back, in seconds.
+HOLD = 5.0
+# The weight of the newest sample in each moving average.
+WEIGHT = 0.2
+
+
+class Sizing:
+    """Moving averages of run durations and turn round trips, and the buffer they call for."""
+
+    def __init__(self) -> None:
+        self.run: float | None = None
+        self.turn: float | None = None
+
+    def ran(self, seconds: float) -> None:
+        self.run = seconds if self.run is None else self.run + WEIGHT * (seconds - self.run)
+
+    def turned(self, seconds: float) -> None:
+        self.turn = seconds if self.turn is None else self.turn + WEIGHT * (seconds - self.turn)
+
+    def buffer(self, concurrency: int, *, longest_run: float = 0.0) -> int:
+        """Jobs to claim beyond the free slots of ``concurrency`` slot threads; none
+        while a run has been going for ``STUCK`` seconds (its slot frees no sooner)."""
+        if self.run is None or self.turn is None or self.run > LONG_RUN:
+            return 0
+        if longest_run >= STUCK:
+            return 0
+        if self.run <= 0:
+            return concurrency
+        return min(concurrency, math.ceil(concurrency * self.turn / self.run))

@@ -1,0 +1,278 @@
+"""``runworker --processes N``: one parent that keeps N worker processes running.
+
+The parent holds no database connection and runs no task: it starts each child as a
+fresh interpreter (``python -m django runworker … --supervised``, so nothing the parent
+opened is inherited), restarts one that dies, with a backoff so a crash loop does not
+spin, and says why it died; forwards SIGTERM/SIGINT for a graceful stop of all; and
+starts a new child in place of one that recycled itself (after ``--max-jobs-per-child``
+jobs, or above ``--max-memory-per-child`` MiB), which exits like a stopped worker: its
+runs finish or are released, never lost. Each child is a worker of its own, with its own
+heartbeat row (host and pid), so the admin's worker list shows every one.
+
+The child's side is here too (``Supervised``): its signals, and a watcher thread that
+stops it gracefully when its memory passes the bound or its parent is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+
+logger = logging.getLogger("django_jobqueue")
+
+# A child's exit status says why it ended, so the parent can tell a recycle from a crash.
+EXIT_STOPPED = 0  # told to stop (or a burst ran out of work): not restarted
+EXIT_RECYCLE_JOBS = 3  # ran its --max-jobs-per-child jobs: replaced at once
+EXIT_RECYCLE_MEMORY = 4  # passed --max-memory-per-child: replaced at once
+RECYCLED = {EXIT_RECYCLE_JOBS: "ran its job quota", EXIT_RECYCLE_MEMORY: "passed its memory bound"}
+
+# The restart backoff after a crash: doubled per crash in a row, reset once a child has
+# lived for BACKOFF_RESET seconds.
+BACKOFF_FIRST = 0.5
+BACKOFF_CAP = 30.0
+BACKOFF_RESET = 60.0
+# How much longer than the workers' shutdown timeout the parent waits before it kills a
+# child that has not exited (its settle and release take a round trip or two).
+STOP_GRACE = 10.0
+# A signal arriving this soon after the first is the same stop delivered twice (a
+# process-group kill reaching a child directly and through its parent), not a second one.
+DUPLICATE_SIGNAL = 1.0
+
+
+def reason(returncode: int) -> str:
+    """Why a child ended, in words, from its exit status."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    if returncode in RECYCLED:
+        return RECYCLED[returncode]
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class Child:
+    """One worker process the supervisor runs, in the place (``slot``) it keeps filled."""
+
+    slot: int
+    popen: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+@dataclass
+class Supervisor:
+    """Keeps ``count`` children running ``argv`` (the child's command line) until stopped.
+
+    ``burst`` children that exit having drained the queue are not replaced; the
+    supervisor returns once all are gone.
+    """
+
+    argv: Sequence[str]
+    count: int
+    shutdown_timeout: float
+    burst: bool = False
+    spawn: Callable[[Sequence[str]], subprocess.Popen[bytes]] | None = None
+    children: dict[int, Child] = field(default_factory=dict)
+    restarts: int = 0
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    _crashes: dict[int, int] = field(default_factory=dict)
+    _due: dict[int, float] = field(default_factory=dict)  # slot -> when to restart it
+    _signals: int = 0
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            logger.warning("second signal: killing every worker process now")
+            self._send(signal.SIGKILL)
+            return
+        logger.info("signal %s: stopping %d worker processes", signum, len(self.children))
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop every child gracefully (each gets SIGTERM and its shutdown timeout)."""
+        if not self._stopping.is_set():
+            self._stopping.set()
+            self._send(signal.SIGTERM)
+
+    def run(self) -> int:
+        """Run until stopped (or, for a burst, until every child is done); returns how many
+        children were started in place of others."""
+        logger.info("supervisor %d starting %d worker processes", os.getpid(), self.count)
+        for slot in range(self.count):
+            self._start(slot)
+        while not self._stopping.is_set():
+            self._reap()
+            if self.burst and not self.children and not self._due:
+                break
+            self._restart_due()
+            self._stopping.wait(0.1)
+        self._wait_all()
+        logger.info("supervisor %d stopped (%d restarts)", os.getpid(), self.restarts)
+        return self.restarts
+
+    def _start(self, slot: int) -> None:
+        spawn = self.spawn or _spawn
+        child = Child(slot=slot, popen=spawn(self.argv))
+        self.children[slot] = child
+        logger.info("worker process %d started (pid %d)", slot, child.pid)
+
+    def _reap(self) -> None:
+        for slot, child in list(self.children.items()):
+            code = child.popen.poll()
+            if code is None:
+                continue
+            del self.children[slot]
+            if self._stopping.is_set():
+                continue
+            if code == EXIT_STOPPED and self.burst:
+                logger.info("worker process %d (pid %d) done", slot, child.pid)
+                continue
+            self._schedule(child, code)
+
+    def _schedule(self, child: Child, code: int) -> None:
+        """Plan the restart of a child that ended: at once for a recycle, else after a
+        backoff that grows with each crash in a row of that slot."""
+        lived = time.monotonic() - child.started
+        if code in RECYCLED:
+            delay = 0.0
+            self._crashes[child.slot] = 0
+            log = logger.info
+        else:
+            crashes = 0 if lived >= BACKOFF_RESET else self._crashes.get(child.slot, 0)
+            delay = min(BACKOFF_FIRST * 2**crashes, BACKOFF_CAP)
+            self._crashes[child.slot] = crashes + 1
+            log = logger.warning
+        log(
+            "worker process %d (pid %d) %s after %.1fs; restarting in %.1fs",
+            child.slot,
+            child.pid,
+            reason(code),
+            lived,
+            delay,
+        )
+        self._due[child.slot] = time.monotonic() + delay
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for slot, when in list(self._due.items()):
+            if when <= now:
+                del self._due[slot]
+                self.restarts += 1
+                self._start(slot)
+
+    def _send(self, sig: signal.Signals) -> None:
+        for child in list(self.children.values()):
+            if child.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.popen.send_signal(sig)
+
+    def _wait_all(self) -> None:
+        """Wait for the children told to stop; kill one still there past its grace."""
+        self._due.clear()
+        deadline = time.monotonic() + self.shutdown_timeout + STOP_GRACE
+        for child in list(self.children.values()):
+            pid = child.pid
+            try:
+                child.popen.wait(max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                logger.error("worker process %d (pid %d) did not stop: killed", child.slot, pid)
+                child.popen.kill()
+                child.popen.wait()
+            code = child.popen.returncode
+            logger.info("worker process %d (pid %d) stopped: %s", child.slot, pid, reason(code))
+        self.children.clear()
+
+
+def _spawn(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start a child in a session of its own (a terminal's Ctrl-C reaches the parent,
+    which forwards it once), with the parent's import path, logging to the parent's
+    stderr; no file descriptor but the standard three is inherited."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.Popen(
+        list(argv), env=env, stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True
+    )
+
+
+def current_rss_mib() -> float:
+    """This process's resident memory in MiB: current where /proc tells it, else peak."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+class Supervised:
+    """A worker's side of supervision: ``stop`` is the worker's graceful stop.
+
+    Its signals: the first stops the worker, one within ``DUPLICATE_SIGNAL`` of it is
+    the same stop twice and is ignored, a later one exits at once. Its watcher stops the
+    worker when its memory passes ``max_memory_mib`` or its parent is gone (no worker
+    outlives a killed supervisor by more than a graceful stop).
+    """
+
+    def __init__(self, stop: Callable[[], None], *, max_memory_mib: int | None) -> None:
+        self.stop = stop
+        self.max_memory_mib = max_memory_mib
+        self.parent = os.getppid()
+        self.memory_exceeded = False
+        self._first_signal: float | None = None
+        self._done = threading.Event()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        threading.Thread(target=self._watch, name="jobqueue-supervised", daemon=True).start()
+
+    def finish(self) -> None:
+        self._done.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self._first_signal is None:
+            self._first_signal = now
+            logger.info("signal %s: stopping", signum)
+            self.stop()
+        elif now - self._first_signal > DUPLICATE_SIGNAL:
+            logger.warning("second signal: exiting now; running jobs recover when leases expire")
+            os._exit(1)
+
+    def _watch(self) -> None:
+        while not self._done.wait(1.0):
+            if os.getppid() != self.parent:
+                logger.warning("supervisor %d is gone: stopping", self.parent)
+                self.stop()
+                return
+            if self.max_memory_mib is not None:
+                rss = current_rss_mib()
+                if rss > self.max_memory_mib:
+                    logger.warning(
+                        "resident memory %.0f MiB is over --max-memory-per-child %d MiB: "
+                        "recycling this worker process",
+                        rss,
+                        self.max_memory_mib,
+                    )
+                    self.memory_exceeded = True
+                    self.stop()
+                    return

@@ -1,0 +1,36 @@
+"""The claim buffer's size: from measured run durations and round trips, bounded."""
+
+from __future__ import annotations
+
+from django_jobqueue.worker.sizing import LONG_RUN, STUCK, Sizing
+
+
+def test_no_buffer_before_anything_is_measured() -> None:
+    sizing = Sizing()
+    assert sizing.buffer(8) == 0
+    sizing.ran(0.001)
+    assert sizing.buffer(8) == 0, "a round trip is not measured yet"
+
+
+def test_short_runs_get_about_a_round_trip_of_work_never_more_than_the_slots() -> None:
+    sizing = Sizing()
+    sizing.ran(0.010)
+    sizing.turned(0.005)
+    assert sizing.buffer(8) == 4  # 8 slots finish 4 runs of 10 ms in a 5 ms round trip
+    sizing.turned(0.5)
+    for _ in range(30):
+        sizing.turned(0.5)
+    assert sizing.buffer(8) == 8, "bounded by the slots"
+    sizing.ran(0.0)
+    sizing.run = 0.0
+    assert sizing.buffer(3) == 3
+
+
+def test_long_runs_and_a_stuck_slot_get_no_buffer() -> None:
+    sizing = Sizing()
+    sizing.turned(0.005)
+    sizing.ran(LONG_RUN * 2)
+    assert sizing.buffer(8) == 0, "long jobs are never hoarded"
+    sizing.run = 0.001
+    assert sizing.buffer(8) == 8
+    assert sizing.buffer(8, longest_run=STUCK) == 0
