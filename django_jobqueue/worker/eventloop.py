@@ -34,6 +34,7 @@ from django.db import connections
 
 from django_jobqueue.run.pipeline import ARunOne, Ended
 from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.slots import drained
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -66,11 +67,7 @@ class EventLoop:
 
     def results(self) -> Iterator[Ended]:
         """The runs that ended since the last call (never blocks)."""
-        while True:
-            try:
-                yield self._outbox.get(block=False)
-            except queue.Empty:
-                return
+        return drained(self._outbox)
 
     def abandon(self, running: Running) -> None:
         """Give up on a run: its coroutine is cancelled; what it comes to is dropped."""

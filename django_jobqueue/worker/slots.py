@@ -24,6 +24,16 @@ from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
 
 
+def drained(outbox: queue.SimpleQueue[Ended]) -> Iterator[Ended]:
+    """What is in ``outbox`` now, taken out; never blocks (the slots' and the event
+    loop's ended runs, read by the loop thread)."""
+    while True:
+        try:
+            yield outbox.get(block=False)
+        except queue.Empty:
+            return
+
+
 class Slots:
     """A pool of daemon threads running jobs with ``run`` (the pipeline's ``run_one``);
     ``on_result`` is called after each run."""
@@ -91,11 +101,7 @@ class Slots:
 
     def results(self) -> Iterator[Ended]:
         """The runs that ended since the last call (never blocks)."""
-        while True:
-            try:
-                yield self._outbox.get(block=False)
-            except queue.Empty:
-                return
+        return drained(self._outbox)
 
     def abandon(self, running: Running) -> None:
         """Give up on a run: its thread is replaced now and exits once the run returns;
