@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings
+from django.core.management import get_commands, load_command_class
 from django.db import connections
 
 import django_jobqueue
@@ -134,3 +138,30 @@ def waits_on_lock_held_by(pid: int, holder: int) -> bool:
         )
         row = cursor.fetchone()
     return row is not None and row[0] == "Lock" and bool(row[1])
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What ``manage.py`` left behind: its exit status and its two streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def manage_in_process(*argv: str) -> Ran:
+    """``manage.py *argv`` as its process runs it (the command line parsed, a usage error
+    exiting 2 with the usage, a ``CommandError`` printed and exiting 1, system checks,
+    every connection closed at the end), here: a child's Django start-up costs seconds of
+    CPU on a shared machine. Each command keeps one test of a real child process."""
+    name = argv[0]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        command = load_command_class(get_commands()[name], name)
+        try:
+            command.run_from_argv(["manage.py", *argv])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        else:
+            code = 0
+    return Ran(code, out.getvalue(), err.getvalue())

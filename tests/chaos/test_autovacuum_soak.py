@@ -13,10 +13,16 @@ how often the launcher looks for tables to visit, not what a visit does or when 
 qualifies. Three minutes at the default saw two or three visits of the jobs table; 75
 seconds at 10 s see five or more, so the same assertions hold on a run well under half
 as long (it was about 3.5 minutes of the PostgreSQL leg).
+
+The rate is 150 jobs/s (``JOBQUEUE_LONG_TESTS=1``: 300, the former CI form): what the
+soak proves is about autovacuum keeping up with the table's churn, and with the jobs
+table's scale factors (1 % dead rows) a visit is due after a few hundred deleted rows at
+either rate; the higher one only doubled the CPU the soak took from the lanes beside it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -32,11 +38,11 @@ pytestmark = [
     pytest.mark.skipif(pgserver.unavailable() is not None, reason=str(pgserver.unavailable())),
 ]
 
-# 300 jobs/s: what two workers and the server sustain on a 2-core CI machine with
-# other work on it, with room to spare (they drained 500/s while 6 other suites ran).
+# 150 jobs/s, half of what two workers and the server sustain on a 2-core CI machine
+# with other work on it (they drained 500/s while 6 other suites ran).
 CONFIG = SoakConfig(
     seconds=75,
-    rate=300,
+    rate=300 if os.environ.get("JOBQUEUE_LONG_TESTS") == "1" else 150,
     keep=20,
     prune_every=5,
     sample_every=5,

@@ -25,6 +25,10 @@ from django.db import connections
 from django_jobqueue.models import WorkerHeartbeat
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# How long a child may take to start (import Django, migrate nothing, register): seconds
+# on a quiet machine, past 30 s on two cores shared by four lanes and other runs. A wait,
+# not a pause: a child that starts sooner is used sooner, one that dies fails at once.
+STARTUP_TIMEOUT = 90.0
 
 
 def database_url(alias: str = "default") -> str:
@@ -146,7 +150,7 @@ class WorkerProcess:
         """Whether the child has registered its heartbeat row (its loop has started)."""
         return WorkerHeartbeat.objects.filter(pid=self.pid, stopped_at__isnull=True).exists()
 
-    def wait_registered(self, timeout: float = 30.0) -> None:
+    def wait_registered(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Wait until the child has registered its heartbeat row (its loop is starting)."""
         deadline = time.monotonic() + timeout
         while not self.registered():
@@ -182,7 +186,9 @@ class WorkerProcesses:
         self.started.append(proc)
         return proc
 
-    def start_ready(self, *args: str, count: int = 1, timeout: float = 30.0) -> list[WorkerProcess]:
+    def start_ready(
+        self, *args: str, count: int = 1, timeout: float = STARTUP_TIMEOUT
+    ) -> list[WorkerProcess]:
         """Start ``count`` identical children and wait until each is registered and listening.
 
         Listening is seen from the server: a connection whose last statement was LISTEN

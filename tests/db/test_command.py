@@ -26,7 +26,7 @@ from django_jobqueue import Status, store
 from django_jobqueue.management.arguments import parse_duration
 from django_jobqueue.models import Job, JournalEntry, Outcome, WorkerHeartbeat
 from django_jobqueue.store.snapshot import PendingCount
-from tests.helpers import journal_of, run_burst, wait_for
+from tests.helpers import journal_of, manage_in_process, run_burst, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite]
@@ -507,7 +507,28 @@ def manage(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_process_exit_codes_for_unknown_id_and_bad_argument() -> None:
+def test_exit_codes_for_unknown_id_and_bad_argument() -> None:
+    """As a process exits: each command line parsed and run the way ``manage.py`` runs it
+    (in this process; the test below runs a real child)."""
+    job = make("x.one", Status.PENDING)
+    missing = uuid.uuid4()
+
+    result = manage_in_process("jobqueue", "show", str(missing))
+    assert result.returncode == 1
+    assert f"No job with id {missing}" in result.stderr
+
+    result = manage_in_process("jobqueue", "cleanup", "--older-than", "7x")
+    assert result.returncode == 2
+    assert "argument --older-than" in result.stderr
+    assert "usage:" in result.stderr
+
+    result = manage_in_process("jobqueue", "show", str(job.id))
+    assert result.returncode == 0, result.stderr
+    assert show_fields(result.stdout)["status"] == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_process_exit_code_for_an_unknown_id_among_known_ones() -> None:
     job = make("x.one", Status.PENDING)
     missing = uuid.uuid4()
 
@@ -517,19 +538,6 @@ def test_process_exit_codes_for_unknown_id_and_bad_argument() -> None:
     assert f"{job.id}: cancelled" in result.stdout
     job.refresh_from_db()
     assert job.status == Status.CANCELLED  # the known id was still processed
-
-    result = manage("show", str(missing))
-    assert result.returncode == 1
-    assert f"No job with id {missing}" in result.stderr
-
-    result = manage("cleanup", "--older-than", "7x")
-    assert result.returncode == 2
-    assert "argument --older-than" in result.stderr
-    assert "usage:" in result.stderr
-
-    result = manage("show", str(job.id))
-    assert result.returncode == 0, result.stderr
-    assert show_fields(result.stdout)["status"] == "cancelled"
 
 
 # --- retention ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from django_jobqueue.management.commands.jobqueue import UNSERVED_EXIT
 from django_jobqueue.models import Job, WorkerHeartbeat
 from django_jobqueue.task.registry import registry
 from tests.concurrency.procs import database_url
-from tests.helpers import WorkerThread, wait_for
+from tests.helpers import WorkerThread, manage_in_process, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -183,18 +183,19 @@ def manage_health(database_url: str, *args: str) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.django_db(transaction=True)
-def test_exit_codes_of_a_real_process() -> None:
-    url = _this_database_url()
-    result = manage_health(url)
+def test_exit_codes() -> None:
+    """As a process exits (the command line run the way ``manage.py`` runs it, in this
+    process; the unreachable database below is a real child's)."""
+    result = manage_in_process("jobqueue", "health")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "CommandError: unhealthy: no running worker has a heartbeat"
     ]
     worker(timedelta(seconds=1))
-    result = manage_health(url)
+    result = manage_in_process("jobqueue", "health")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("healthy:")
-    result = manage_health(url, "--max-heartbeat-age", "soon")
+    result = manage_in_process("jobqueue", "health", "--max-heartbeat-age", "soon")
     assert result.returncode == 2
     assert "argument --max-heartbeat-age" in result.stderr
 

@@ -16,7 +16,7 @@ from django_jobqueue import Status
 from django_jobqueue.models import Job, WorkerHeartbeat
 from django_jobqueue.worker.loop import Worker
 from tests.concurrency.procs import database_url
-from tests.helpers import row_locking
+from tests.helpers import manage_in_process, row_locking
 from tests.taskapp import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +41,17 @@ ROOT = Path(__file__).resolve().parents[2]
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
+    ran = manage_in_process("runworker", "--burst", *args)
+    assert ran.returncode == 2
+    assert message in ran.stderr
+    assert "usage:" in ran.stderr
+
+
+def test_a_bad_argument_exits_2_from_a_real_process() -> None:
+    """The cases above parse in this process; one goes through a real ``runworker`` child,
+    so the exit status and stderr are a process's own."""
     proc = subprocess.run(
-        [sys.executable, "-m", "django", "runworker", "--burst", *args],
+        [sys.executable, "-m", "django", "runworker", "--burst", "--concurrency", "0"],
         cwd=ROOT,
         env={
             **_env(),
@@ -55,7 +64,7 @@ def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], mes
         check=False,
     )
     assert proc.returncode == 2
-    assert message in proc.stderr
+    assert "--concurrency: must be a positive integer, got 0" in proc.stderr
 
 
 def _env() -> dict[str, str]:

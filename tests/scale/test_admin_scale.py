@@ -1,14 +1,25 @@
-"""The admin on a million jobs (PostgreSQL): every query of every page, run again under
+"""The admin on a big table (PostgreSQL): every query of every page, run again under
 ``EXPLAIN ANALYZE``, reads only a small part of the jobs and journal tables: no page
 counts or scans either table whole, so a page costs the same at any table size.
 
-The table is filled by ``bench.admin_pages.fill`` (one ``INSERT … SELECT`` for the jobs,
-one for their journal); ``python -m bench.admin_pages`` times the same pages.
+The table is filled with ``bench.admin_pages``'s statements (one ``INSERT … SELECT`` for
+the jobs, one for their journal) as a bulk load (``tests/scale/bulk.py``);
+``python -m bench.admin_pages`` times the same pages.
+
+CI fills 500,000 jobs, ``JOBQUEUE_LONG_TESTS=1`` a million. The bound is a share of the
+table (5 %) and the fill's mix is the same share for share at any size, so a page that
+reads a share of the table (a scan, an unbounded count) fails at either size. A page
+that reads a fixed number of rows must stay under the share of the smaller table: the
+largest such read, the capped count of one kind's jobs (2,001 matches of one kind in
+eight, about 16,000 rows), is 3.2 % of 500,000 (and would fail at 250,000). A smaller
+table only makes an index less attractive to the planner against a scan, so a plan that
+keeps to its index here keeps to it on the bigger table too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,13 +29,14 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from bench.admin_pages import fill, pages
+from bench.admin_pages import pages
 from django_jobqueue.models import Job, JournalEntry
 from tests.helpers import postgres_only
+from tests.scale.bulk import fill_fast
 
 pytestmark = [postgres_only, pytest.mark.django_db]
 
-JOBS = 1_000_000
+JOBS = 1_000_000 if os.environ.get("JOBQUEUE_LONG_TESTS") == "1" else 500_000
 # No node of any plan may read more rows of the jobs or journal table than this: 5 % of
 # the table. (The largest legitimate reads are the dashboard's counts of dead jobs, 2 %,
 # and of the last day's journal, about 3 %.)
@@ -35,12 +47,12 @@ PAGES = 11  # len(bench.admin_pages.pages()), which needs the filled table to li
 
 @pytest.fixture(scope="module")
 def million(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """A million jobs and their journal, filled once for the module, emptied after."""
+    """The jobs and their journal, filled once for the module, emptied after."""
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        fill(cursor, jobs=JOBS)
+        fill_fast(cursor, jobs=JOBS)
     yield
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {', '.join(TABLES)}")
+        cursor.execute(f"TRUNCATE {', '.join(TABLES)} CASCADE")  # and the workflows' edges
 
 
 def rows_read(node: dict[str, Any]) -> Iterator[tuple[str, int]]:
