@@ -292,9 +292,11 @@ class Collect(logging.Handler):
 
 @pytest.mark.django_db(transaction=True)
 @postgres_only
-# The suite's default timeout: it took 70 to 90 s beside other suites, and past 120 s
-# with scripts/test.sh's lanes on two cores too (what it bounds is lock waits, not time).
-@pytest.mark.timeout(300)
+# It took 70 to 90 s beside other suites, past 120 s with scripts/test.sh's lanes on two
+# cores, and past 300 s on two cores shared with other test runs at a load of 15 (a
+# cleanup of 20,000 jobs timed the same before and after the workflow tables, side by
+# side). What it bounds is lock waits, not time: the timeout only catches a hang.
+@pytest.mark.timeout(600)
 def test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock(
     worker_thread: Callable[..., WorkerThread], worker_lock_timeout: set[int]
 ) -> None:
