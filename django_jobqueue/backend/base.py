@@ -156,6 +156,11 @@ def _normalized(name: str, value: Any, kind: str) -> Any:
     what the queue stores (NaN, NUL, depth)."""
     try:
         normal = normalize_json(value)
+    except RecursionError:
+        # Django's normalising recurses: a value nested past Python's limit is refused
+        # by the queue's own depth check, which names the path (and does not recurse).
+        check_json(name, value, kind=kind)
+        raise
     except (TypeError, ValueError) as exc:
         raise unsupported(
             name,

@@ -251,7 +251,8 @@ def test_a_run_past_its_timeout_is_retried_then_dead_and_concurrency_stays_hones
     ]
     assert overrun.refresh().status == Status.DEAD
     assert all(h.refresh().status == Status.COMPLETED for h in quick)
-    assert most_claimed <= 2  # never more claimed than the worker's concurrency
+    # Never more claimed than the slots plus the claim buffer (capped at the concurrency).
+    assert most_claimed <= 2 * 2
     if cooperative:
         # a run that heeds ctx.cancelled returns, and its abandoned thread exits: the
         # worker is back to exactly its concurrency of slot threads

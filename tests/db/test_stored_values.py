@@ -282,7 +282,7 @@ def test_a_worker_claiming_a_row_that_cannot_be_decoded_settles_it_dead_and_goes
     assert f"the stored {column} cannot be decoded" in entry.note
     assert Job.objects.get(id=bad.id).status == Status.DEAD
     assert good.refresh().result == 7
-    assert "Journal (1 entries)" in jobqueue("show", str(bad.id))
+    assert "Journal (1 entry)" in jobqueue("show", str(bad.id))
 
 
 # --- times written around the queue (PostgreSQL holds years Python cannot) ----------------
