@@ -42,6 +42,15 @@ logger = logging.getLogger("django_jobqueue")
 DB_THREADS = 8
 
 
+# Stands for the loop until ``start``: calling it before then is a bug, and says so.
+class _NotStarted:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"EventLoop.{name} used before start()")
+
+
+_NOT_STARTED: Any = _NotStarted()
+
+
 class EventLoop:
     """One asyncio loop on a daemon thread, running jobs with ``run`` (the pipeline's
     ``arun_one``); ``on_result`` is called after each run."""
@@ -56,10 +65,13 @@ class EventLoop:
             for i in range(db_threads)
         ]
         self._next = 0
-        self._loop = asyncio.new_event_loop()
+        # Made at start: a worker built and never run must leave no unclosed loop (and
+        # its self-pipe sockets) for the garbage collector to warn about.
+        self._loop: asyncio.AbstractEventLoop = _NOT_STARTED
         self._thread = threading.Thread(target=self._serve, name="jobqueue-eventloop", daemon=True)
 
     def start(self) -> None:
+        self._loop = asyncio.new_event_loop()
         self._thread.start()
 
     def submit(self, running: Running) -> None:

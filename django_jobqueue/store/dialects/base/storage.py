@@ -105,6 +105,9 @@ class StorageStatements(Primitives):
     #: The oldest server version the claim runs on, and what of it the claim needs.
     minimum_version: ClassVar[tuple[int, ...]] = ()
     claim_needs: ClassVar[str] = ""
+    #: Whether one writer at a time holds the whole database: a transaction that has
+    #: written makes every other writer (a claim, a lease renewal) wait until it ends.
+    one_writer: ClassVar[bool] = False
 
     @classmethod
     def configuration_problems(

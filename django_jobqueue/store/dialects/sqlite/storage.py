@@ -21,6 +21,7 @@ class SQLiteStorage(StorageStatements):
 
     minimum_version: ClassVar[tuple[int, ...]] = (3, 35)
     claim_needs: ClassVar[str] = "UPDATE ... RETURNING over MATERIALIZED subqueries"
+    one_writer: ClassVar[bool] = True
 
     @classmethod
     def configuration_problems(
