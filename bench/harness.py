@@ -45,7 +45,6 @@ from bench.systems import System
 
 STALL = 60.0  # seconds without progress before a drain is declared stuck
 READY_TIMEOUT = 60.0  # seconds for a worker to connect (and LISTEN, where it does)
-READY_SETTLE = 2.0  # then this long for it to finish starting
 STAMP_TIMEOUT = 30.0  # seconds after the last enqueue for every stamp job to have started
 AGENT_TIMEOUT = 1800.0
 WARMUP_STAMPS = 5  # stamp jobs enqueued (and ignored) before the measured ones
@@ -65,19 +64,23 @@ class Sizes:
     poll: float = 0.1  # seconds between counts during a drain (see the module docstring)
     chord: int = 10_000  # members of the workflow measures' chord (bench/workflows.py)
     chain: int = 1_000  # steps of their chain
+    # Once a worker has connected, this long more for it to finish starting.
+    ready_settle: float = 2.0
 
 
 FULL = Sizes()
 QUICK = Sizes(
-    enqueue=300,
-    bulk=2_000,
-    drain=1_000,
-    pickups=30,
-    big_total=20_000,
-    big_runnable=2_000,
-    proxied=500,
-    chord=1_000,
-    chain=50,
+    enqueue=100,
+    bulk=1_000,
+    drain=400,
+    pickups=15,
+    big_total=10_000,
+    big_runnable=1_000,
+    proxied=200,
+    idle_seconds=1.0,
+    chord=400,
+    chain=30,
+    ready_settle=0.5,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
@@ -216,7 +219,7 @@ class Bench:
 
     def wait_ready(self, system: System, conn: Conn, workers: list[Worker]) -> None:
         """Until the workers are connected (and LISTENing, for a system whose LISTEN
-        shows in pg_stat_activity), then READY_SETTLE more seconds."""
+        shows in pg_stat_activity), then ``ready_settle`` more seconds."""
         deadline = time.monotonic() + READY_TIMEOUT
         prefix = system.listen_prefix
         while True:
@@ -229,7 +232,7 @@ class Bench:
                     f"worker not ready within {READY_TIMEOUT:.0f} s", _describe(workers)
                 )
             time.sleep(0.05)
-        time.sleep(READY_SETTLE)
+        time.sleep(self.sizes.ready_settle)
 
     def drain(
         self,
