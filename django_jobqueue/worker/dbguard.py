@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, InterfaceError, connections
 
 from django_jobqueue import conf
 from django_jobqueue.store.dialects import for_alias
@@ -40,7 +40,8 @@ class DbGuard:
         """Run a store call; on a connection error close, back off and return None."""
         try:
             result = call()
-        except DatabaseError as exc:
+        except (DatabaseError, InterfaceError) as exc:
+            # InterfaceError ("connection already closed") is not a DatabaseError.
             if not is_connection_error(exc, alias=self.alias):
                 raise
             self.failures += 1

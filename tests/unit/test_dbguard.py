@@ -14,7 +14,7 @@ from typing import Any
 import MySQLdb
 import psycopg
 import pytest
-from django.db import Error, IntegrityError
+from django.db import Error, IntegrityError, InterfaceError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import DatabaseErrorWrapper, load_backend
 
@@ -134,6 +134,18 @@ class TestDbGuard:
         assert guard(lambda: 7) == 7
         assert guard.failures == 0
         assert not guard.waiting
+
+    def test_a_closed_connections_interface_error_backs_off_too(self) -> None:
+        # Django's InterfaceError is an Error but not a DatabaseError.
+        guard = self.guard()
+        closed = as_django_raises(PostgreSQL, psycopg.InterfaceError("connection already closed"))
+        assert isinstance(closed, InterfaceError)
+
+        def call() -> None:
+            raise closed
+
+        assert guard(call) is None
+        assert guard.failures == 1
 
     def test_any_other_database_error_is_raised(self) -> None:
         guard = self.guard()
