@@ -214,6 +214,16 @@ def _close(conn: BaseDatabaseWrapper) -> None:
     conn.connection = None
 
 
+def close_broken() -> None:
+    """Close this thread's connections that saw an error and no longer answer (outside
+    any atomic block): the threads an async task's ORM calls run on are shared by many
+    runs at once, so only a dead connection (a restarted server, a killed session) is
+    theirs to drop, and the next call reconnects instead of failing on it forever."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred and not conn.in_atomic_block:
+            _close_if_unusable(conn)
+
+
 def _close_if_unusable(conn: BaseDatabaseWrapper) -> None:
     try:
         usable = conn.is_usable()

@@ -32,6 +32,7 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from django.db import connections
 
+from django_jobqueue.run.connguard import close_broken
 from django_jobqueue.run.pipeline import ARunOne, Ended
 from django_jobqueue.worker.services.base import Running
 from django_jobqueue.worker.slots import drained
@@ -117,6 +118,11 @@ class EventLoop:
     async def _one(self, running: Running, executor: ThreadPoolExecutor) -> None:
         async with _context(executor):
             ended = await self.run(running.job, running.ctx)
+        if ended.result.end != "completed":
+            # A failed run may have met a dead connection: dropped on its ORM thread,
+            # so the runs that share the thread next connect afresh.
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(executor, close_broken)
         self._outbox.put(ended)
         self.on_result()
 

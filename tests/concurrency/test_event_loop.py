@@ -11,7 +11,7 @@ import pytest
 from django_jobqueue import Status
 from django_jobqueue.models import Job
 from django_jobqueue.worker.eventloop import DB_THREADS
-from tests.helpers import WorkerThread, journal_of, row_locking, wait_for
+from tests.helpers import WorkerThread, journal_of, postgres_only, row_locking, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [row_locking, pytest.mark.django_db(transaction=True)]
@@ -107,3 +107,19 @@ def test_sync_and_async_kinds_each_fill_their_own_pool(
     wait_for(done(20, "tests.taskapp.tasks.record"), timeout=60, interval=0.2)
     wait_for(done(50, "tests.async_wait"), timeout=60, interval=0.2)
     assert gauge.peak >= 40, "the async runs waited on the slot threads"
+
+
+@postgres_only
+def test_a_dead_connection_on_an_orm_thread_is_dropped_after_the_run_that_met_it(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    # The killing run fails; the runs after it, on every one of the loop's ORM threads
+    # (the one whose session died included), connect afresh and complete.
+    killer = tasks.async_kills_its_session.enqueue()
+    worker_thread(concurrency=1, async_concurrency=1)
+    wait_for(lambda: Job.objects.get(id=killer.id).status == Status.DEAD, timeout=30)
+    tasks.async_query.enqueue_many([{"seconds": 0.0}] * (3 * DB_THREADS))
+    wait_for(done(3 * DB_THREADS, "tests.async_query"), timeout=60, interval=0.2)
+    queries = Job.objects.filter(kind="tests.async_query")
+    assert not queries.exclude(status=Status.COMPLETED)
+    assert sorted(set(queries.values_list("failure_count", flat=True))) == [0]

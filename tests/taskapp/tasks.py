@@ -838,6 +838,20 @@ async def async_query(ctx: Context, seconds: float) -> int:
     return count
 
 
+@task(kind="tests.async_kills_its_session", max_failures=1)
+async def async_kills_its_session() -> None:
+    """Ends its ORM thread's database session from the server side, as a restart would,
+    then fails on it: the connection left behind is dead."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    def kill() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    await sync_to_async(kill)()
+
+
 @task(takes_context=True, kind="tests.async_cooperative")
 async def async_cooperative(ctx: Context, seconds: float) -> str:
     """Awaits in small steps; when asked to stop it pauses, keeping its progress."""
