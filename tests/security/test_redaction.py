@@ -4,7 +4,10 @@ page changes anything on a GET (the one request CSRF protection cannot guard).""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 
 from django_jobqueue.models import Job, JournalEntry
 from tests.security.pages import page_keys, pages
@@ -50,6 +53,18 @@ def test_the_journal_entry_page_hides_secret_named_values(world: World) -> None:
     response = world.client(VIEWER).get(f"{JOURNAL}{entry.pk}/change/")
     assert response.status_code == 200
     assert leaked(response.content.decode()) == []
+
+
+def test_jobqueue_show_hides_secrets_in_a_journal_note(world: World) -> None:
+    # An exception's message is text: the value after a secret-named key is hidden.
+    job = world.hostile["dead"]
+    JournalEntry.objects.create(
+        job=job, kind=job.kind, run_no=3, outcome="dead", note="ValueError: password=hunter2-pw"
+    )
+    out = io.StringIO()
+    call_command("jobqueue", "show", str(job.id), stdout=out)
+    assert "password=" in out.getvalue()
+    assert leaked(out.getvalue()) == []
 
 
 @pytest.mark.parametrize("key", page_keys())

@@ -44,7 +44,7 @@ from django_jobqueue.management.report import (
     table,
 )
 from django_jobqueue.models import Status
-from django_jobqueue.redaction import redact
+from django_jobqueue.redaction import redact, redact_text
 from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import overview as schedule_overview
 from django_jobqueue.task.registry import registry
@@ -396,7 +396,7 @@ class Command(BaseCommand):
                 e.outcome,
                 fmt_time(e.started_at),
                 fmt_seconds(e.duration.total_seconds()) if e.duration is not None else "-",
-                (e.note.splitlines()[0] if e.note else "") or "-",
+                (redact_text(e.note).splitlines()[0] if e.note else "") or "-",
                 json.dumps(redact(e.attachment), default=json_default)
                 if e.attachment is not None
                 else "-",
