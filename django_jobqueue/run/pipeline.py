@@ -170,7 +170,7 @@ class Pipeline:
         if self._spans:
             tracing.settled(
                 self._spans.pop((job.id, job.run_count), None),
-                outcome="completed",
+                outcome=Outcome.PAUSED if result.end == "paused" else Outcome.COMPLETED,
                 applied=not result.lost,
             )
         if result.lost:
@@ -181,6 +181,9 @@ class Pipeline:
                 job.kind,
                 job.run_count,
             )
+            return None
+        if result.end == "paused":  # parked for a sleep or a wait (run.steps): not finished
+            logger.info("settled job=%s kind=%s outcome=paused (parked)", job.id, job.kind)
             return None
         if signals.job_finished.receivers:
             announce.finished_in_transaction(
