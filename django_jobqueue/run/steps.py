@@ -221,7 +221,7 @@ class StepBook:
         ):
             return self._waited(label, name, key, delivered.get("event"), delivered.get("payload"))
         resumed = book.wait_name == name and book.wait_key == key and book.parked == "event"
-        if resumed and book.wake_at is not None and self.job.visible_at >= book.wake_at:
+        if resumed and book.wake_at is not None and (book.visible_at or LATEST) >= book.wake_at:
             return self._waited(label, name, key, None, None)  # timed out
         if resumed:
             deadline = book.wake_at

@@ -25,7 +25,7 @@ from django_jobqueue.store import sql
 from django_jobqueue.store.settling import settle
 
 # The parking columns, read with the steps.
-_WAIT_COLUMNS = ("parked", "wake_at", "wait_name", "wait_key", "delivered")
+_WAIT_COLUMNS = ("parked", "wake_at", "wait_name", "wait_key", "delivered", "visible_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class Book:
     wait_name: str | None
     wait_key: str | None
     delivered: Any
+    visible_at: datetime | None = None  # when the job became runnable (a claim keeps it)
 
 
 @dataclass(frozen=True, slots=True)

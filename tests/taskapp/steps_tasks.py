@@ -95,7 +95,7 @@ def twice(ctx: Context, name: str, key: str) -> list[Any]:
 
 
 @task(takes_context=True, kind="tests.steps.plain", max_failures=1)
-def plain(ctx: Context, how: str) -> Any:
+def plain(ctx: Context, how: str, value: str = "") -> Any:
     """Misuses of the steps API, each raising its error out of the task."""
     if how == "reuse":
         ctx.step("a", int, 1)
@@ -106,6 +106,8 @@ def plain(ctx: Context, how: str) -> Any:
         ctx.step("bad", object)
     elif how == "negative":
         ctx.sleep(-1)
+    elif how == "timeout":
+        ctx.wait_for("e", key="k", timeout=float(value))
     return how
 
 
