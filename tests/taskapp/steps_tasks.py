@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -28,13 +29,13 @@ def _started(ctx: Context) -> None:
 
 @task(takes_context=True, kind="tests.steps.three", lease=timedelta(seconds=3), max_failures=None)
 def three(ctx: Context, hold: float = 0.0, hold_after: int = 2) -> list[str]:
-    """Three steps; ``hold`` seconds of work after step ``hold_after`` (where a test kills
-    the worker). The task's own code records each run's start."""
+    """Three steps; in the first run, ``hold`` seconds of work after step ``hold_after``
+    (where a test kills the worker). The task's own code records each run's start."""
     _started(ctx)
     done = []
     for i in (1, 2, 3):
         done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
-        if i == hold_after and hold:
+        if i == hold_after and hold and ctx.run_count == 1:
             time.sleep(hold)
     return done
 
@@ -46,12 +47,16 @@ def three(ctx: Context, hold: float = 0.0, hold_after: int = 2) -> list[str]:
     max_failures=None,
     atomic=True,
 )
-def atomic_three(ctx: Context, hold: float = 0.0, hold_after: int = 2) -> list[str]:
-    """``three`` as an atomic task: each step's effect commits with its record."""
+def atomic_three(ctx: Context, hold: float = 0.0, marker: str = "") -> list[str]:
+    """``three`` as an atomic task: each step's effect commits with its record. In the
+    first run, after step 2, touches the file ``marker`` (the run's own transaction
+    hides its rows from the test) and works ``hold`` seconds."""
     done = []
     for i in (1, 2, 3):
         done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
-        if i == hold_after and hold:
+        if i == 2 and hold and ctx.run_count == 1:
+            if marker:
+                Path(marker).touch()
             time.sleep(hold)
     return done
 
