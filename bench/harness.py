@@ -65,6 +65,7 @@ class Sizes:
     poll: float = 0.1  # seconds between counts during a drain (see the module docstring)
     chord: int = 10_000  # members of the workflow measures' chord (bench/workflows.py)
     chain: int = 1_000  # steps of their chain
+    steps: int = 2_000  # ten-step jobs of the durable-steps measure (bench/steps.py)
 
 
 FULL = Sizes()
@@ -78,6 +79,7 @@ QUICK = Sizes(
     proxied=500,
     chord=1_000,
     chain=50,
+    steps=200,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
@@ -447,7 +449,8 @@ class Measure:
 
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.workflows import workflow_measures  # it builds on this module's types
+    from bench.steps import steps_measures  # they build on this module's types
+    from bench.workflows import workflow_measures
 
     return (
         Measure(
@@ -502,6 +505,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             applies=lambda s: s.has_big_table,
         ),
         *workflow_measures(sz),
+        *steps_measures(sz),
     )
 
 
