@@ -65,6 +65,8 @@ class RunResult:
     lost: bool = False
     # The exception that failed it, for its trace span (dropped once recorded there).
     error: BaseException | None = None
+    # The paused settlement a durable sleep or wait wrote in its own transaction.
+    parked: Settlement | None = None
 
 
 def error_text(exc: BaseException) -> str:

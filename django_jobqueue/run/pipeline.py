@@ -182,8 +182,9 @@ class Pipeline:
                 job.run_count,
             )
             return None
-        if result.end == "paused":  # parked for a sleep or a wait (run.steps): not finished
-            logger.info("settled job=%s kind=%s outcome=paused (parked)", job.id, job.kind)
+        if result.end == "paused":  # parked for a sleep or a wait (run.steps)
+            if result.parked is not None:  # job_finished and the log, as any settlement's
+                self.settled([result.parked], [True])
             return None
         if signals.job_finished.receivers:
             announce.finished_in_transaction(

@@ -69,6 +69,7 @@ class StepBook:
         self.waits = 0
         self.inside: str | None = None
         self.recorded: list[str] = []  # what this run recorded, for its journal note
+        self.parking: Any = None  # the paused settlement a sleep or a wait wrote
 
     # --- reading ---------------------------------------------------------------------
 
@@ -200,7 +201,8 @@ class StepBook:
         record = {"kind": "sleep", "name": name, "until": moment.isoformat(), **self._when()}
         note = f"sleeping until {moment:%Y-%m-%d %H:%M:%S%z}"
         parking = stored.Parking(steps=[*self.records, record], parked="sleep", wake_at=moment)
-        applied = stored.park(settlement=self._paused(moment, note), parking=parking)
+        settlement = self.parking = self._paused(moment, note)
+        applied = stored.park(settlement=settlement, parking=parking)
         self._parked(applied, note)
 
     # --- waits -----------------------------------------------------------------------
@@ -240,8 +242,9 @@ class StepBook:
             wait_key=key,
         )
         taken = [r["event_id"] for r in self.records if r.get("event_id") is not None]
+        self.parking = self._paused(deadline or LATEST, note)
         found = stored.wait(
-            settlement=self._paused(deadline or LATEST, note),
+            settlement=self.parking,
             parking=parking,
             since=timezone.now() - conf.get().event_retention,
             taken=taken,

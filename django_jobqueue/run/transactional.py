@@ -214,7 +214,12 @@ def run(
     elif settler.state != "open" and settler.done(connections[alias]):
         # What the job stores is the value settled, not what the run returned after.
         result = dataclasses.replace(
-            result, settled=True, end=settler.ending, value=settler.settled_value, note=""
+            result,
+            settled=True,
+            end=settler.ending,
+            value=settler.settled_value,
+            note="",
+            parked=book.parking if settler.ending == "paused" else None,
         )
     elif book.recorded:
         result.note = "\n".join(p for p in (result.note, book.summary()) if p)

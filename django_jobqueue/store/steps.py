@@ -82,11 +82,21 @@ def record(
 ) -> bool:
     """Write the job's steps, in one guarded UPDATE (``clear_wait``: the run is past its
     sleep or wait, so the parking columns are cleared in the same statement); whether
-    the guard held."""
-    changes: dict[str, Any] = {"steps": steps}
-    if clear_wait:
-        changes.update(parked="", wake_at=None, wait_name=None, wait_key=None, delivered=None)
-    return bool(_guarded(job_id, run_no, worker_id).update(**changes))
+    the guard held. Hand-written: a step's record is on a task's hot path, and the
+    ORM's building of the UPDATE cost a third of its time."""
+    d = sql.dialect()
+    statement = (
+        f"UPDATE {sql.JOB} SET steps = {d.json_mark}"
+        + (_CLEARED if clear_wait else "")
+        + " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s"
+    )
+    params = [sql.dumps(steps), d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no]
+    with d.conn.cursor() as cursor:
+        cursor.execute(statement, params)
+        return bool(cursor.rowcount)
+
+
+_CLEARED = ", parked = '', wake_at = NULL, wait_name = NULL, wait_key = NULL, delivered = NULL"
 
 
 def park(*, settlement: Settlement, parking: Parking) -> bool:

@@ -206,3 +206,20 @@ def test_a_negative_sleep_fails_the_run_naming_it() -> None:
     run_jobs()
     note = JournalEntry.objects.get(job_id=handle.id).note
     assert "InvalidStep: ctx.sleep() duration must not be negative" in note
+
+
+def test_a_parking_run_sends_job_finished_with_its_paused_outcome() -> None:
+    from django_jobqueue import job_finished
+
+    seen: list[tuple[str, str]] = []
+
+    def receiver(sender: object, **kw: object) -> None:
+        seen.append((str(kw["outcome"]), kw["job"].status))  # type: ignore[attr-defined]
+
+    job_finished.connect(receiver, weak=False)
+    try:
+        steps_tasks.sleeper.enqueue(3600)
+        run_jobs()
+    finally:
+        job_finished.disconnect(receiver)
+    assert seen == [(Outcome.PAUSED, Status.PENDING)]
