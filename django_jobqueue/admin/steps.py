@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from django_jobqueue.admin.common import duration, json_block, local
 from django_jobqueue.models import Job, Status
@@ -18,9 +19,10 @@ PARKED = {"sleep": "sleeping", "event": "waiting for an event"}
 
 
 def parked_line(job: Job) -> str:
-    """Where a parked pending job is ("" for any other): the sleep's wake time or the
-    event it waits for and until when."""
-    if job.status != Status.PENDING or job.parked not in PARKED:
+    """Where a parked pending job is ("" for any other, and for one already runnable: its
+    time came, or an operator ran it now): the sleep's wake time or the event it waits
+    for and until when."""
+    if job.status != Status.PENDING or job.parked not in PARKED or job.visible_at <= timezone.now():
         return ""
     until = local(job.wake_at) if job.wake_at is not None else ""
     if job.parked == "sleep":

@@ -119,9 +119,10 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
 def step_fields(job: Job, js: Any) -> list[tuple[str, str]]:
     """Where a parked job is, and its recorded durable steps (results redacted)."""
     fields: list[tuple[str, str]] = []
-    if job.status == Status.PENDING and job.parked == "sleep":
+    parked = job.status == Status.PENDING and job.visible_at > timezone.now()
+    if parked and job.parked == "sleep":
         fields.append(("parked", f"sleeping until {fmt_time(job.wake_at)}"))
-    elif job.status == Status.PENDING and job.parked == "event":
+    elif parked and job.parked == "event":
         until = f"until {fmt_time(job.wake_at)}" if job.wake_at else "(no timeout)"
         fields.append(
             ("parked", f"waiting for event {job.wait_name!r} key {job.wait_key!r} {until}")

@@ -139,6 +139,11 @@ class InTransaction:
     def _committed(self) -> None:
         self.state = "committed"
 
+    def pending(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether the staged settlement still waits to commit with the transaction (a
+        savepoint that rolled back took it, and its commit hook, with it)."""
+        return any(entry[1] == self._committed for entry in conn.run_on_commit)
+
     def lose(self) -> ClaimLost:
         """A durable step's guarded write found the claim lost: nothing of this run may
         commit (the enclosing transaction, if any, rolls back)."""
@@ -168,11 +173,7 @@ class InTransaction:
         transaction that encloses the run (a test's), whose fate it now shares."""
         if self.state == "committed":
             return True
-        return (
-            self.state == "staged"
-            and conn.in_atomic_block
-            and any(entry[1] == self._committed for entry in conn.run_on_commit)
-        )
+        return self.state == "staged" and conn.in_atomic_block and self.pending(conn)
 
 
 class _RollBack(Exception):
@@ -221,9 +222,18 @@ def run(
             note="",
             parked=book.parking if settler.ending == "paused" else None,
         )
+    elif settler.ending == "paused":
+        result = dataclasses.replace(result, end="failed", note=PARKING_ROLLED_BACK)
     elif book.recorded:
         result.note = "\n".join(p for p in (result.note, book.summary()) if p)
     return result
+
+
+PARKING_ROLLED_BACK = (
+    "ctx.sleep() or ctx.wait_for() parked the job inside a transaction.atomic() block of "
+    "the task's own, which rolled the parking back as the run ended through it: call them "
+    "outside any transaction the task opens"
+)
 
 
 def _run_atomic(
@@ -239,7 +249,9 @@ def _run_atomic(
         with for_alias(conn.alias).atomic_run_mode(), transaction.atomic(using=conn.alias):
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
             if settler.ending == "paused" and settler.state == "staged":
-                return result  # parked for a sleep or a wait: its steps commit with it
+                if settler.pending(conn):
+                    return result  # parked for a sleep or a wait: its steps commit with it
+                raise _RollBack  # a block of the task's own rolled its parking back
             if settler.state == "lost" or result.end != "completed":
                 raise _RollBack
             if settler.state == "open":

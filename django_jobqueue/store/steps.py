@@ -21,7 +21,7 @@ from django.db.models import Count, Exists, OuterRef, QuerySet
 
 from django_jobqueue.models import Event, EventChannel, Status
 from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store import sql
+from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.settling import settle
 
 # The parking columns, read with the steps.
@@ -160,16 +160,23 @@ def _lock(name: str, key: str) -> None:
 def emit(*, name: str, key: str, payload: Any, now: datetime) -> int:
     """Store an event and release, in the same transaction (the caller's, if one is
     open), every job parked waiting for its name and key, the event delivered to each;
-    returns how many were released. Values are checked by the caller."""
+    returns how many were released, and wakes the workers of their queues (on commit).
+    Values are checked by the caller."""
     with transaction.atomic(using=sql.alias()):
         _lock(name, key)
         event = events().create(name=name, key=key, payload=payload, created_at=now)
-        delivered = {"event": event.id, "name": name, "key": key, "payload": payload}
-        return (
-            sql.jobs()
-            .filter(status=Status.PENDING, parked="event", wait_name=name, wait_key=key)
-            .update(visible_at=now, parked="", delivered=delivered)
+        waiting = sql.jobs().filter(
+            status=Status.PENDING, parked="event", wait_name=name, wait_key=key
         )
+        # Under the channel's lock no job starts waiting for this name and key meanwhile.
+        queues = set(waiting.values_list("queue", flat=True).distinct())
+        if not queues:
+            return 0
+        delivered = {"event": event.id, "name": name, "key": key, "payload": payload}
+        released = waiting.update(visible_at=now, parked="", delivered=delivered)
+    for queue in sorted(queues):
+        wakeups.notify(sql.alias(), queue)
+    return released
 
 
 def prune_events(*, emitted_before: datetime, batch_size: int = 1000) -> int:

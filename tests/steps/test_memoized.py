@@ -136,3 +136,36 @@ def test_steps_outside_a_running_job_are_an_error() -> None:
         ctx.sleep(1)
     with pytest.raises(StepError):
         ctx.wait_for("e", key="k")
+
+
+@pytest.mark.parametrize(
+    ("how", "value", "message"),
+    [
+        ("bad-name", "", "the step name must be a non-empty string of at most 200"),
+        ("bad-name", "n" * 201, "the step name must be a non-empty string of at most 200"),
+        ("not-callable", "", "fn must be callable, got 42"),
+        ("naive", "", "ctx.sleep_until() takes an aware datetime"),
+    ],
+)
+def test_bad_step_input_fails_the_run_naming_it_and_records_nothing(
+    how: str, value: str, message: str
+) -> None:
+    handle = steps_tasks.plain.enqueue(how, value)
+    run_jobs()
+    job = Job.objects.get(id=handle.id)
+    assert job.steps is None
+    assert job.parked == ""
+    note = JournalEntry.objects.get(job_id=handle.id).note
+    assert "InvalidStep" in note
+    assert message in note
+
+
+def test_a_sleep_inside_the_task_s_own_transaction_fails_the_run_saying_so() -> None:
+    handle = steps_tasks.sleep_in_atomic.enqueue()
+    run_jobs()
+    job = Job.objects.get(id=handle.id)
+    assert job.status == Status.DEAD  # max_failures=1: no pause loop
+    assert job.parked == ""
+    assert effects(handle.id) == {}
+    note = JournalEntry.objects.get(job_id=handle.id).note
+    assert "inside a transaction.atomic() block of the task's own" in note

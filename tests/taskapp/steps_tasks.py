@@ -111,6 +111,14 @@ def plain(ctx: Context, how: str, value: str = "") -> Any:
         ctx.step("bad", object)
     elif how == "negative":
         ctx.sleep(-1)
+    elif how == "bad-name":
+        ctx.step(value or "", int)
+    elif how == "not-callable":
+        ctx.step("x", 42)  # type: ignore[arg-type]
+    elif how == "naive":
+        from datetime import datetime
+
+        ctx.sleep_until(datetime(2030, 1, 1))
     elif how == "timeout":
         ctx.wait_for("e", key="k", timeout=float(value))
     return how
@@ -144,3 +152,11 @@ def _work(ctx: Context, step: str, seconds: float) -> str:
     effect(ctx, step)
     time.sleep(seconds)
     return step
+
+
+@task(takes_context=True, kind="tests.steps.sleep_in_atomic", max_failures=1)
+def sleep_in_atomic(ctx: Context) -> None:
+    """Sleeps inside a transaction of its own: the block rolls the parking back."""
+    with transaction.atomic():
+        effect(ctx, "inside")
+        ctx.sleep(3600)
