@@ -7,6 +7,7 @@ waiting job."""
 from __future__ import annotations
 
 import signal
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -114,3 +115,35 @@ def test_an_emit_from_another_process_wakes_a_job_a_worker_parked(
     wait_for(lambda: Job.objects.get(id=handle.id).status == Status.COMPLETED, timeout=30)
     assert Job.objects.get(id=handle.id).result == {"amount": 5}
     assert effects(handle.id) == {"got": 1}
+
+
+def test_an_emit_racing_each_job_s_wait_is_never_lost_and_delivered_once(
+    runworker: WorkerProcesses,
+) -> None:
+    """Each job waits (no timeout) for an event of its own key; the test emits each key
+    the moment it sees that job's run start, so the emit races the wait's check and
+    parking: every job must get its event, once, whichever side came first."""
+    runworker.start_ready("--concurrency", "4", "--poll-interval", str(POLL), count=2)
+    handles = {f"k{i}": steps_tasks.waiter.enqueue("race", f"k{i}") for i in range(40)}
+    pending = dict(handles)
+    deadline = time.monotonic() + 120
+    while pending and time.monotonic() < deadline:
+        started = set(
+            Execution.objects.filter(job_id__in=[h.id for h in pending.values()]).values_list(
+                "job_id", flat=True
+            )
+        )
+        for key, handle in list(pending.items()):
+            if handle.id in started:
+                emit("race", key=key, payload={"key": key})
+                del pending[key]
+        time.sleep(0.01)
+    assert not pending, "some jobs never started"
+    ids = [h.id for h in handles.values()]
+    wait_for(lambda: Job.objects.filter(id__in=ids, status=Status.COMPLETED).count() == 40, 90)
+    for key, handle in handles.items():
+        job = Job.objects.get(id=handle.id)
+        assert job.result == {"key": key}
+        [wait] = [s for s in job.steps if s["kind"] == "wait"]
+        assert wait["event_id"] is not None
+        assert effects(handle.id) == {"got": 1}
