@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from django_jobqueue import Status, emit
-from django_jobqueue.models import Job
+from django_jobqueue.models import Job, JournalEntry
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import wait_for
 from tests.steps.test_memoized import effects
@@ -147,3 +147,37 @@ def test_an_emit_racing_each_job_s_wait_is_never_lost_and_delivered_once(
         [wait] = [s for s in job.steps if s["kind"] == "wait"]
         assert wait["event_id"] is not None
         assert effects(handle.id) == {"got": 1}
+
+
+def test_a_stale_run_that_goes_on_after_its_job_was_recovered_records_nothing(
+    runworker: WorkerProcesses,
+) -> None:
+    """A worker frozen (SIGSTOP) after step 2 loses its 3 s lease; a second worker
+    recovers the job and completes it; the first, thawed (SIGCONT), runs on into step
+    3: its record is refused by the guard, its step's writes roll back with it, and it
+    settles nothing."""
+    [stale] = runworker.start_ready("--concurrency", "1", "--poll-interval", str(POLL))
+    handle = steps_tasks.three_in_transactions.enqueue(hold=8)
+    wait_for(lambda: len(Job.objects.get(id=handle.id).steps or ()) == 2, timeout=60)
+    stale.send(signal.SIGSTOP)
+    try:
+        runworker.start_ready("--concurrency", "1", "--poll-interval", str(POLL))
+        wait_for(lambda: Job.objects.get(id=handle.id).status == Status.COMPLETED, timeout=60)
+    finally:
+        stale.send(signal.SIGCONT)
+    done = Job.objects.get(id=handle.id)
+    assert done.run_count == 2
+    assert [s["run"] for s in done.steps] == [1, 1, 2]
+    # The thawed run reaches step 3 once its 8 s are up, and is refused there.
+    time.sleep(9)
+    job = Job.objects.get(id=handle.id)
+    assert job.steps == done.steps
+    assert (job.status, job.result, job.run_count) == (Status.COMPLETED, ["s1", "s2", "s3"], 2)
+    assert effects(handle.id) == {"s1": 1, "s2": 1, "s3": 1}
+    outcomes = list(
+        JournalEntry.objects.filter(job_id=handle.id)
+        .order_by("id")
+        .values_list("run_no", "outcome")
+    )
+    assert outcomes == [(1, "stale-recovered"), (2, "completed")]
+    assert stale.alive()

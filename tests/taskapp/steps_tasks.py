@@ -160,3 +160,21 @@ def sleep_in_atomic(ctx: Context) -> None:
     with transaction.atomic():
         effect(ctx, "inside")
         ctx.sleep(3600)
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.three_in_transactions",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+def three_in_transactions(ctx: Context, hold: float = 0.0) -> list[str]:
+    """``three`` with each step in a transaction of the task's own (its effect commits
+    with its record); in the first run, ``hold`` seconds of work after step 2."""
+    done = []
+    for i in (1, 2, 3):
+        with transaction.atomic():
+            done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
+        if i == 2 and hold and ctx.run_count == 1:
+            time.sleep(hold)
+    return done
