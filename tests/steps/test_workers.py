@@ -181,3 +181,15 @@ def test_a_stale_run_that_goes_on_after_its_job_was_recovered_records_nothing(
     )
     assert outcomes == [(1, "stale-recovered"), (2, "completed")]
     assert stale.alive()
+
+
+def test_fifty_jobs_parked_by_workers_all_wake_on_one_emit(runworker: WorkerProcesses) -> None:
+    runworker.start_ready("--concurrency", "4", "--poll-interval", str(POLL), count=2)
+    ids = [steps_tasks.waiter.enqueue("fan", "out").id for _ in range(50)]
+    parked = Job.objects.filter(id__in=ids, status=Status.PENDING, parked="event")
+    wait_for(lambda: parked.count() == 50, timeout=90)
+    assert emit("fan", key="out", payload={"go": True}) == 50
+    done = Job.objects.filter(id__in=ids, status=Status.COMPLETED)
+    wait_for(lambda: done.count() == 50, timeout=90)
+    assert {str(j.result) for j in done} == {"{'go': True}"}
+    assert all(effects(i) == {"got": 1} for i in ids)
