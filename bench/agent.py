@@ -23,6 +23,8 @@ ACTIONS = (
     "chord_write",
     "preload_chord",
     "enqueue_chain",
+    # its durable-steps measure (bench/steps.py)
+    "preload_steps",
 )
 
 

@@ -64,6 +64,7 @@ class Sizes:
     poll: float = 0.1  # seconds between counts during a drain (see the module docstring)
     chord: int = 10_000  # members of the workflow measures' chord (bench/workflows.py)
     chain: int = 1_000  # steps of their chain
+    steps: int = 2_000  # ten-step jobs of the durable-steps measure (bench/steps.py)
     # Once a worker has connected, this long more for it to finish starting.
     ready_settle: float = 2.0
 
@@ -80,6 +81,7 @@ QUICK = Sizes(
     idle_seconds=1.0,
     chord=400,
     chain=30,
+    steps=100,
     ready_settle=0.5,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
@@ -450,7 +452,8 @@ class Measure:
 
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.workflows import workflow_measures  # it builds on this module's types
+    from bench.steps import steps_measures  # they build on this module's types
+    from bench.workflows import workflow_measures
 
     return (
         Measure(
@@ -505,6 +508,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             applies=lambda s: s.has_big_table,
         ),
         *workflow_measures(sz),
+        *steps_measures(sz),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from django_jobqueue.errors import (
     ClaimLost,
@@ -17,12 +17,14 @@ from django_jobqueue.errors import (
     EmptyWorkflow,
     EnqueueError,
     InvalidArguments,
+    InvalidEvent,
     InvalidFilter,
     InvalidJoin,
     InvalidLimit,
     InvalidOption,
     InvalidPayload,
     InvalidProgress,
+    InvalidStep,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
@@ -30,6 +32,7 @@ from django_jobqueue.errors import (
     MergeError,
     RateLimited,
     SettleError,
+    StepError,
     UnknownFilter,
     UnknownKind,
     UnknownStep,
@@ -79,12 +82,14 @@ __all__ = [
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
+    "InvalidEvent",
     "InvalidFilter",
     "InvalidJoin",
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
     "InvalidProgress",
+    "InvalidStep",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -102,6 +107,7 @@ __all__ = [
     "SettleError",
     "Signature",
     "Status",
+    "StepError",
     "Task",
     "UnknownFilter",
     "UnknownKind",
@@ -116,6 +122,7 @@ __all__ = [
     "chord",
     "cleanup",
     "clear_limit",
+    "emit",
     "enqueue",
     "enqueue_many",
     "group",
@@ -135,6 +142,16 @@ __all__ = [
     "task",
     "workflow",
 ]
+
+
+def emit(name: str, *, key: str = "", payload: Any = None) -> int:
+    """Send an event to the jobs waiting for it (``ctx.wait_for(name, key=key)``): it
+    joins the caller's transaction on the jobs database, as ``enqueue`` does, and is
+    kept for EVENT_RETENTION for a job that waits later; returns how many waiting jobs
+    it released. A bad name, key or payload raises ``InvalidEvent``, nothing written."""
+    from django_jobqueue.run import steps
+
+    return steps.emit(name, key=key, payload=payload)
 
 
 def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:

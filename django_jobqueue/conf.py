@@ -45,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_JITTER": 0.2,
     "RETENTION": {},
     "RETENTION_INTERVAL": timedelta(minutes=5),
+    # How long an emitted event is kept for a job that starts waiting for it later.
+    "EVENT_RETENTION": timedelta(days=7),
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
     "MAX_JSON_DEPTH": 100,
@@ -119,6 +121,7 @@ class Settings:
     backoff_jitter: float
     retention: dict[str, timedelta] = field(default_factory=dict)
     retention_interval: timedelta = timedelta(minutes=5)
+    event_retention: timedelta = timedelta(days=7)
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
     max_json_depth: int = 100
@@ -181,6 +184,7 @@ def validate(raw: Any) -> Settings:
         retention_interval=duration(
             "RETENTION_INTERVAL", values["RETENTION_INTERVAL"], allow_zero=False
         ),
+        event_retention=duration("EVENT_RETENTION", values["EVENT_RETENTION"], allow_zero=False),
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         max_json_depth=depth,

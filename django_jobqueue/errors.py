@@ -151,3 +151,18 @@ class SettleError(JobQueueError, RuntimeError):
 class InvalidProgress(JobQueueError, ValueError):
     """ctx.progress() was given a value it cannot record (``argument`` names it); the
     progress reported before stays."""
+
+
+class StepError(JobQueueError, RuntimeError):
+    """ctx.step(), ctx.sleep() or ctx.wait_for() cannot be used here (outside a running
+    job, in an async task, inside another step, or a step name used twice in one run)."""
+
+
+class InvalidStep(JobQueueError, ValueError):
+    """A durable step was given a value it cannot record (``argument`` names it):
+    nothing was recorded."""
+
+
+class InvalidEvent(JobQueueError, ValueError):
+    """emit() or ctx.wait_for() was given a name, key or payload it cannot store
+    (``argument`` names it); nothing was written."""

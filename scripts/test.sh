@@ -50,13 +50,14 @@ suffixed() {
 #   worker's own test database;
 # - three processes for the tiers of processes, faults and timing, each tier whole in
 #   one, balanced by their durations: the fault campaigns and the browser; the real
-#   concurrency tier and PgBouncer; the admin on a million jobs and the 200,000-job
+#   concurrency tier, PgBouncer and the durable steps (runworker children and their chaos
+#   campaign's CI form); the admin on a million jobs and the 200,000-job
 #   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other parts' lists.
 INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz testproject)
 FAULTS=(tests/chaos tests/browser)
-CONCURRENCY=(tests/concurrency tests/pgbouncer)
+CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock
 HEAVY=(tests/scale "$BIG_CLEANUP")
 leg_postgres() {
@@ -175,8 +176,9 @@ EOF_ONE
   rm -rf "$work"
 }
 
-# MariaDB/MySQL: the database and admin tiers and the security tests that read through the
-# database (their PostgreSQL-only tests skip), and
+# MariaDB/MySQL: the database and admin tiers, the durable steps (tests/steps: in-process
+# and runworker children; its chaos campaign is PostgreSQL's), the security tests that read
+# through the database (their PostgreSQL-only tests skip), and
 # four runworker processes draining 2,000 jobs, a SIGKILLed worker's job recovered, and a
 # runworker's live progress read while its jobs run.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
@@ -194,7 +196,7 @@ except Exception as exc:
 '
   # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin \
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin tests/steps \
     "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
     tests/concurrency/test_progress.py "$@"
 }

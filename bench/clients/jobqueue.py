@@ -6,7 +6,7 @@ import time
 
 from django.core.management import call_command
 
-from bench.benchapp.tasks import noop, stamp
+from bench.benchapp.tasks import noop, stamp, ten_steps
 from bench.clients import WARMUP, paced, timed_calls
 
 
@@ -72,3 +72,8 @@ def enqueue_chain(n: int, prefix: str) -> None:
     from django_jobqueue import chain
 
     chain(*(stamp.s(label=f"{prefix}{i}") for i in range(n))).enqueue()
+
+
+def preload_steps(n: int) -> None:
+    """``n`` jobs of ten memoized steps (bench/steps.py), before a drain."""
+    ten_steps.enqueue_many([{} for _ in range(n)])

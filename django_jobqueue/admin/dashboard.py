@@ -81,6 +81,8 @@ def _cards(s: Stats) -> list[tuple[str, str, str]]:
         ("cancelled", f"{s.cancelled:,}", "cancelled"),
         ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
         ("waiting (workflow steps)", f"{s.waiting:,}", "waiting"),
+        ("sleeping", f"{s.sleeping:,}", "waiting"),
+        ("waiting for events", f"{s.waiting_for_events:,}", "waiting"),
     ]
 
 

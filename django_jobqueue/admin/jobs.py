@@ -28,6 +28,7 @@ from django_jobqueue.admin.listing import (
     kind_filter,
     search_jobs,
 )
+from django_jobqueue.admin.steps import ParkedFilter, parked_line, step_rows
 from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
@@ -68,6 +69,7 @@ class JobAdmin(ModelAdmin):
         ("created_at", RecentRangeFilter),
         ("finished_at", RecentRangeFilter),
         WorkflowFilter,
+        ParkedFilter,
     ]
     search_fields = ["id"]  # shows the search box; search_jobs does the looking up
     search_help_text = "An id (or the short id shown), a kind, a dedup key or an idempotency key."
@@ -304,6 +306,8 @@ class JobAdmin(ModelAdmin):
             "journal_more": len(entries) > JOURNAL_SHOWN,
             "allowed": allowed,
             "step": step_links(job),
+            "parked": parked_line(job),
+            "steps": step_rows(job),
             "now": timezone.now(),
             "has_view_permission": True,
         }

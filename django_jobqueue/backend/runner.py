@@ -176,7 +176,7 @@ class DjangoTaskDef(TaskDef):
         task_started.send(sender=self.sender, task_result=result)
         try:
             if task.takes_context:
-                raw = task.call(TaskContext(task_result=result), *args, **kwargs)
+                raw = task.call(StepsContext(task_result=result, jobqueue=ctx), *args, **kwargs)
             else:
                 raw = task.call(*args, **kwargs)
             value = self._json(raw)
@@ -264,3 +264,29 @@ class DjangoTaskDef(TaskDef):
             )
             return None
         return RetryAfter(timedelta(seconds=seconds))
+
+
+# Frozen as Django's TaskContext is at run time (the stubs say it is not, and a dataclass
+# cannot unfreeze its parent).
+# (TaskContext is generic only in the stubs: not subscriptable at run time.)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StepsContext(TaskContext):  # type: ignore[misc, type-arg]
+    """Django's ``TaskContext`` for a run on this queue, with the queue's durable steps
+    (``step``, ``sleep``, ``sleep_until``, ``wait_for``, as on ``Context``): a Django
+    task that sleeps or waits is parked, its result ``READY``, never ``FAILED``."""
+
+    jobqueue: Context
+
+    def step(self, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self.jobqueue.step(name, fn, *args, **kwargs)
+
+    def sleep(self, duration: timedelta | float) -> None:
+        self.jobqueue.sleep(duration)
+
+    def sleep_until(self, moment: datetime) -> None:
+        self.jobqueue.sleep_until(moment)
+
+    def wait_for(
+        self, name: str, *, key: str = "", timeout: timedelta | float | None = None
+    ) -> Any:
+        return self.jobqueue.wait_for(name, key=key, timeout=timeout)

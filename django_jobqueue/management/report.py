@@ -113,6 +113,35 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
         fields.append(("dedup key", job.dedup_key))
     if job.idempotency_key is not None:
         fields.append(("idempotency key", job.idempotency_key))
+    return fields + step_fields(job, js)
+
+
+def step_fields(job: Job, js: Any) -> list[tuple[str, str]]:
+    """Where a parked job is, and its recorded durable steps (results redacted)."""
+    fields: list[tuple[str, str]] = []
+    parked = job.status == Status.PENDING and job.visible_at > timezone.now()
+    if parked and job.parked == "sleep":
+        fields.append(("parked", f"sleeping until {fmt_time(job.wake_at)}"))
+    elif parked and job.parked == "event":
+        until = f"until {fmt_time(job.wake_at)}" if job.wake_at else "(no timeout)"
+        fields.append(
+            ("parked", f"waiting for event {job.wait_name!r} key {job.wait_key!r} {until}")
+        )
+    steps = job.steps if isinstance(job.steps, list) else []
+    for r in steps:
+        if not isinstance(r, dict):
+            continue
+        kind = r.get("kind")
+        shown = {"sleep": "until", "wait": "payload"}.get(str(kind), "result")
+        took = f", {r['seconds']:.3f} s" if isinstance(r.get("seconds"), float | int) else ""
+        timed_out = " (timed out)" if r.get("timed_out") else ""
+        fields.append(
+            (
+                f"{kind} {r.get('name')}",
+                f"run {r.get('run')} at {r.get('at')}{took}{timed_out}, {shown}: "
+                f"{js(redact(r.get(shown)))}",
+            )
+        )
     return fields
 
 
@@ -139,6 +168,8 @@ def _backlog(s: Stats) -> list[str]:
         f"Pending (runnable now): {s.pending_total}   scheduled for later: {s.scheduled}"
         f"   claimed (running): {s.claimed}",
         f"Waiting for their parents (workflow steps, not backlog): {s.waiting}",
+        f"Parked (durable steps, not backlog): sleeping {s.sleeping}"
+        f"   waiting for events {s.waiting_for_events}",
     ]
     if s.pending:
         rows: list[list[Any]] = []

@@ -10,6 +10,7 @@ no index conditions, migration 0008 builds what they guarantee another way).
 
 from __future__ import annotations
 
+from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.jobs import Job, JournalEntry
 from django_jobqueue.models.runtime import (
@@ -26,6 +27,8 @@ from django_jobqueue.states import ACTIVE, TERMINAL, Outcome, Priority, Status, 
 __all__ = [
     "ACTIVE",
     "TERMINAL",
+    "Event",
+    "EventChannel",
     "Job",
     "JournalEntry",
     "KindLimit",

@@ -59,6 +59,16 @@ class Job(models.Model):
     # The enqueuing code's trace context (the propagator's carrier as JSON text, "" for
     # none), so a run's span joins the trace of the request that enqueued it.
     trace_context = models.CharField(max_length=2048, blank=True, default="", db_default="")
+    # Durable steps (run/steps.py): the recorded steps, oldest first, each written by a
+    # guarded write of the run that did it; why a pending job is not runnable yet
+    # ("sleep", "event" or "" for neither) and until when; the event it waits for and,
+    # once ``emit`` released it, the event delivered to it.
+    steps = StoredJSONField(null=True, blank=True)  # NULL: none recorded
+    parked = models.CharField(max_length=8, blank=True, default="", db_default="")
+    wake_at = models.DateTimeField(null=True, blank=True)
+    wait_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    wait_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    delivered = StoredJSONField(null=True, blank=True)
 
     class Meta:
         verbose_name = "job"
@@ -127,6 +137,12 @@ class Job(models.Model):
                 fields=["workflow", "status"],
                 condition=Q(workflow__isnull=False),
                 name="jobqueue_job_workflow",
+            ),
+            # The jobs waiting for an event (``emit`` releases them by name and key).
+            models.Index(
+                fields=["wait_name", "wait_key"],
+                condition=Q(wait_name__isnull=False),
+                name="jobqueue_job_waiting_event",
             ),
             # Keyset pagination over all jobs.
             models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),

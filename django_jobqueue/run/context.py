@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django_jobqueue import progress as progress_
-from django_jobqueue.errors import SettleError
+from django_jobqueue.errors import SettleError, StepError
 
 # What a context's written progress is before its first lease renewal: not even
 # "none", so that renewal clears what an earlier run of the job left.
@@ -53,6 +54,8 @@ class Context:
         self._claimed: Any = None
         # Set by the worker for each run it starts (see ``atomic.InTransaction``).
         self._settle_now: Callable[[Any], None] | None = None
+        # This run's durable steps (``run.steps.StepBook``), set with ``_settle_now``.
+        self._steps: Any = None
         # The latest ctx.progress() value, and the one the last lease renewal wrote.
         self._progress: progress_.Progress | None = None
         self._progress_written: progress_.Progress | None = _UNWRITTEN
@@ -125,6 +128,39 @@ class Context:
                 "belongs to none"
             )
         self._settle_now(result)
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this job, ever: its result (JSON) is
+        recorded in the job by a guarded write, and any later run of the job gets the
+        recorded result back without calling ``fn``. Inside a transaction (an atomic
+        task) the step's writes commit with its record. See docs/howto/durable-steps.md."""
+        return self._book("ctx.step()").step(name, fn, args, kwargs)
+
+    def sleep(self, duration: timedelta | float) -> None:
+        """End this run for ``duration`` (no failure, the slot freed); the job runs again
+        then, replays its recorded steps and carries on after this call."""
+        self._book("ctx.sleep()").sleep(duration)
+
+    def sleep_until(self, moment: datetime) -> None:
+        """``sleep`` until an aware datetime."""
+        self._book("ctx.sleep_until()").sleep_until(moment)
+
+    def wait_for(
+        self, name: str, *, key: str = "", timeout: timedelta | float | None = None
+    ) -> Any:
+        """Park the job until ``emit(name, key=key, …)``, then return that event's
+        payload (an event emitted earlier, within EVENT_RETENTION, counts); None once
+        ``timeout`` has passed without one (None: wait as long as it takes)."""
+        return self._book("ctx.wait_for()").wait_for(name, key, timeout)
+
+    def _book(self, what: str) -> Any:
+        if self._steps is None:
+            raise StepError(
+                f"{what} works in a run of a sync task that a worker (or run_jobs) started; "
+                f"this context ({self.kind}) belongs to none",
+                kind=self.kind,
+            )
+        return self._steps
 
     def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
         """Report how far this run is: ``done`` of ``total`` (None: no known end), and

@@ -49,3 +49,14 @@ class RetryAfter(TaskSignal):
             raise ValueError(f"RetryAfter delay must not be negative, got {delay}")
         self.delay = delay
         super().__init__("no retry" if delay is None else f"retry in {delay}")
+
+
+class Parked(BaseException):
+    """Ends a run whose job a sleep or a wait parked (its settlement already written).
+
+    A BaseException, so that a task's ``except Exception`` cannot swallow it and run on
+    past a settlement that is already written."""
+
+    def __init__(self, note: str) -> None:
+        self.note = note
+        super().__init__(note)

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue import validation
 from django_jobqueue.redaction import redact_text
-from django_jobqueue.run.control import Pause, Permanent, RetryAfter
+from django_jobqueue.run.control import Parked, Pause, Permanent, RetryAfter
 from django_jobqueue.run.lifecycle import (
     NOTE_LIMIT,
     Policy,
@@ -65,6 +65,8 @@ class RunResult:
     lost: bool = False
     # The exception that failed it, for its trace span (dropped once recorded there).
     error: BaseException | None = None
+    # The paused settlement a durable sleep or wait wrote in its own transaction.
+    parked: Settlement | None = None
 
 
 def error_text(exc: BaseException) -> str:
@@ -177,6 +179,8 @@ def ended_by(
         )
     if isinstance(exc, Pause):
         return result("paused", note=exc.note, resume_in=exc.resume_in)
+    if isinstance(exc, Parked):  # its settlement is written: nothing to check
+        return _result(job, ctx, started, "paused", note=exc.note)
     if isinstance(exc, Permanent):
         return result("permanent", note=exc.reason or "permanent failure", error=exc)
     if isinstance(exc, RetryAfter):
@@ -334,7 +338,7 @@ def decide(
 
 def _decide(run: RunResult, which: Run, policy: Policy, now: datetime) -> Settlement:
     if run.end == "completed":
-        return completed(which, result=run.value)
+        return completed(which, result=run.value, note=run.note)
     if run.end == "paused":
         return paused(which, resume_at=later(now, run.resume_in), carry=run.carry, note=run.note)
     if run.end in ("permanent", "mismatch"):

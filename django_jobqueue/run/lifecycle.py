@@ -131,9 +131,12 @@ def _ending(
     )
 
 
-def completed(run: Run, *, result: Any) -> Settlement:
-    """The run returned: completed, its value stored as the result."""
-    return _ending(run, outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=result)
+def completed(run: Run, *, result: Any, note: str = "") -> Settlement:
+    """The run returned: completed, its value stored as the result (``note``: the durable
+    steps it recorded, if any)."""
+    return _ending(
+        run, outcome=Outcome.COMPLETED, status=Status.COMPLETED, result=result, note=note
+    )
 
 
 def paused(run: Run, *, resume_at: datetime, carry: dict[str, Any], note: str) -> Settlement:

@@ -170,7 +170,7 @@ class Pipeline:
         if self._spans:
             tracing.settled(
                 self._spans.pop((job.id, job.run_count), None),
-                outcome="completed",
+                outcome=Outcome.PAUSED if result.end == "paused" else Outcome.COMPLETED,
                 applied=not result.lost,
             )
         if result.lost:
@@ -181,6 +181,10 @@ class Pipeline:
                 job.kind,
                 job.run_count,
             )
+            return None
+        if result.end == "paused":  # parked for a sleep or a wait (run.steps)
+            if result.parked is not None:  # job_finished and the log, as any settlement's
+                self.settled([result.parked], [True])
             return None
         if signals.job_finished.receivers:
             announce.finished_in_transaction(

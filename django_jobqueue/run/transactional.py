@@ -38,6 +38,7 @@ from django_jobqueue.run.executor import (
     run_of,
 )
 from django_jobqueue.run.lifecycle import NOTE_LIMIT, completed
+from django_jobqueue.run.steps import Hooks, StepBook
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class InTransaction:
         "alias",
         "began",
         "ctx",
+        "ending",
         "job",
         "max_output_bytes",
         "settled_value",
@@ -76,6 +78,9 @@ class InTransaction:
         self.began = time.monotonic()  # cheaper than a datetime on every run
         self.state: State = "open"
         self.settled_value: Any = None  # the result the completion stored
+        # What the staged settlement ends the run as: its completion, or its job parked
+        # for a sleep or a wait (``run.steps``).
+        self.ending: Literal["completed", "paused"] = "completed"
 
     def settle_now(self, value: Any = None) -> None:
         """``ctx.settle_now()``: write this run's completion in the open transaction."""
@@ -119,6 +124,7 @@ class InTransaction:
                 attachment=self.ctx.attachment,
             ),
             result=value,
+            note=self.ctx._steps.summary() if self.ctx._steps is not None else "",
         )
         [applied] = store.settle(worker_id=self.worker_id, settlements=[settlement])
         if not applied:
@@ -132,6 +138,25 @@ class InTransaction:
 
     def _committed(self) -> None:
         self.state = "committed"
+
+    def pending(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether the staged settlement still waits to commit with the transaction (a
+        savepoint that rolled back took it, and its commit hook, with it)."""
+        return any(entry[1] == self._committed for entry in conn.run_on_commit)
+
+    def lose(self) -> ClaimLost:
+        """A durable step's guarded write found the claim lost: nothing of this run may
+        commit (the enclosing transaction, if any, rolls back)."""
+        self.state = "lost"
+        if connections[self.alias].in_atomic_block:
+            transaction.set_rollback(True, using=self.alias)
+        return self._lost()
+
+    def parked(self) -> None:
+        """A sleep or a wait wrote this run's paused settlement in the open transaction."""
+        self.state = "staged"
+        self.ending = "paused"
+        transaction.on_commit(self._committed, using=self.alias)
 
     def _lost(self) -> ClaimLost:
         job = self.job
@@ -148,11 +173,7 @@ class InTransaction:
         transaction that encloses the run (a test's), whose fate it now shares."""
         if self.state == "committed":
             return True
-        return (
-            self.state == "staged"
-            and conn.in_atomic_block
-            and any(entry[1] == self._committed for entry in conn.run_on_commit)
-        )
+        return self.state == "staged" and conn.in_atomic_block and self.pending(conn)
 
 
 class _RollBack(Exception):
@@ -174,19 +195,45 @@ def run(
         alias=alias, worker_id=worker_id, job=job, ctx=ctx, max_output_bytes=max_output_bytes
     )
     ctx._settle_now = settler.settle_now
-    if defn is not None and defn.atomic:
-        result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
-    else:
-        result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
-    ctx._settle_now = None
+    book = ctx._steps = StepBook(
+        alias=alias,
+        worker_id=worker_id,
+        job=job,
+        ctx=ctx,
+        limit=max_output_bytes,
+        hooks=Hooks(lost=settler.lose, parked=settler.parked),
+    )
+    try:
+        if defn is not None and defn.atomic:
+            result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
+        else:
+            result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
+    finally:
+        ctx._settle_now = ctx._steps = None
     if settler.state == "lost":
         result.lost = True
     elif settler.state != "open" and settler.done(connections[alias]):
         # What the job stores is the value settled, not what the run returned after.
         result = dataclasses.replace(
-            result, settled=True, end="completed", value=settler.settled_value, note=""
+            result,
+            settled=True,
+            end=settler.ending,
+            value=settler.settled_value,
+            note="",
+            parked=book.parking if settler.ending == "paused" else None,
         )
+    elif settler.ending == "paused":
+        result = dataclasses.replace(result, end="failed", note=PARKING_ROLLED_BACK)
+    elif book.recorded:
+        result.note = "\n".join(p for p in (result.note, book.summary()) if p)
     return result
+
+
+PARKING_ROLLED_BACK = (
+    "ctx.sleep() or ctx.wait_for() parked the job inside a transaction.atomic() block of "
+    "the task's own, which rolled the parking back as the run ended through it: call them "
+    "outside any transaction the task opens"
+)
 
 
 def _run_atomic(
@@ -201,6 +248,10 @@ def _run_atomic(
     try:
         with for_alias(conn.alias).atomic_run_mode(), transaction.atomic(using=conn.alias):
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
+            if settler.ending == "paused" and settler.state == "staged":
+                if settler.pending(conn):
+                    return result  # parked for a sleep or a wait: its steps commit with it
+                raise _RollBack  # a block of the task's own rolled its parking back
             if settler.state == "lost" or result.end != "completed":
                 raise _RollBack
             if settler.state == "open":

@@ -70,6 +70,7 @@ from django_jobqueue.store.settling import (
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
+from django_jobqueue.store.steps import prune_events
 from django_jobqueue.store.stranded import pending_kinds_except, queues_in_use, unserved_kinds
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
@@ -126,6 +127,7 @@ __all__ = [
     "paused_queues",
     "pending_kinds_except",
     "planned_rows",
+    "prune_events",
     "queues_in_use",
     "record_tick",
     "recover_expired",

@@ -89,6 +89,8 @@ class Gauges:
     oldest_pending_seconds: Mapping[str, float]  # by kind
     scheduled: int  # pending, not yet due
     waiting: int  # workflow steps waiting for their parents: never claimed, not backlog
+    sleeping: int  # parked by a durable sleep (ctx.sleep), not yet due: not in scheduled
+    waiting_for_events: int  # parked by ctx.wait_for, not yet released nor timed out
     claimed: int
     claimed_by_kind: Mapping[str, int]
     dead: Mapping[str, int]  # by kind

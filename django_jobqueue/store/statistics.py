@@ -31,6 +31,7 @@ from django_jobqueue.store.snapshot import (
     Stats,
     WorkerInfo,
 )
+from django_jobqueue.store.steps import parked_counts
 
 WORKER_GONE_AFTER = timedelta(seconds=60)
 
@@ -69,13 +70,18 @@ def gauges(*, now: datetime | None = None) -> Gauges:
     }
     claimed_by = _by_kind(jobs.filter(status=Status.CLAIMED))
     workers, live = _workers(now)
+    parked = parked_counts(now=now)
     return Gauges(
         at=now,
         pending=pending_by,
         pending_total=sum(row.count for row in pending_by),
         oldest_pending_seconds=oldest,
-        scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count(),
+        scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count()
+        - parked["sleep"]
+        - parked["event"],
         waiting=_waiting(jobs),
+        sleeping=parked["sleep"],
+        waiting_for_events=parked["event"],
         claimed=sum(claimed_by.values()),
         claimed_by_kind=claimed_by,
         dead=_by_kind(jobs.filter(status=Status.DEAD)),

@@ -129,8 +129,15 @@ def services(
         ),
         Heartbeat(db, interval=timings.heartbeat, worker_id=heartbeat_id, jobs_done=jobs_done),
     ]
-    if settings.retention:
-        found.append(Retention(db, interval=timings.retention, keep=settings.retention))
+    # Always: the events emit() sent are pruned past EVENT_RETENTION (one indexed query).
+    found.append(
+        Retention(
+            db,
+            interval=timings.retention,
+            keep=settings.retention,
+            events=settings.event_retention,
+        )
+    )
     periodic = schedules()
     if periodic:  # none: no scheduler, so no cost
         found.append(Scheduler(db, interval=timings.schedules, schedules=periodic))

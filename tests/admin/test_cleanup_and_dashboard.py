@@ -134,6 +134,8 @@ def test_dashboard_cards_kinds_chart_and_workers(
         "cancelled": "1",
         "oldest pending": page.context["cards"][5][1],
         "waiting (workflow steps)": "0",
+        "sleeping": "0",
+        "waiting for events": "0",
     }
     [row] = page.context["kinds"]
     assert (row["pending"], row["claimed"], row["dead"], row["runs"]) == (1, 2, 1, 4)

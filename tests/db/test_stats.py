@@ -306,6 +306,8 @@ def test_stats_is_frozen_and_to_dict_is_the_json_shape_of_jobqueue_stats(now: da
         "oldest_pending_seconds",
         "scheduled",
         "waiting",
+        "sleeping",
+        "waiting_for_events",
         "claimed",
         "claimed_by_kind",
         "dead",

@@ -117,3 +117,12 @@ def overruns(context: TaskContext, seconds: float) -> dict[str, int]:
 @task
 def log_in(user: str, password: str, *api_keys: str) -> str:
     return f"logged in {user} with {len(api_keys)} keys"
+
+
+@task(takes_context=True)
+def onboard_steps(context: Any, user: str) -> dict[str, Any]:
+    """Durable steps through the backend's context (tests/steps/test_django_tasks.py)."""
+    greeted = context.step("greet", str.upper, user)
+    context.sleep(3600)
+    answer = context.wait_for("answered", key=user, timeout=7200)
+    return {"greeted": greeted, "answer": answer}

@@ -877,3 +877,7 @@ async def async_leased(ctx: Context, seconds: float) -> str:
 async def async_overrun(ctx: Context, seconds: float) -> str:
     """Overruns its 0.5 s timeout unless ``seconds`` is short."""
     return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]
+
+
+# The durable-steps tests' tasks (tests/steps), registered with these.
+from tests.taskapp import steps_tasks  # noqa: E402, F401

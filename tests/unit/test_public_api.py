@@ -20,7 +20,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 # As it stood before the packages of issue 18, plus the typed errors that issue added
 # (InvalidFilter, KeyContended, UnknownFilter), and issue 19's workflows (Batch, Signature,
-# Workflow, WorkflowHandle, chain, chord, group, workflow and their errors).
+# Workflow, WorkflowHandle, chain, chord, group, workflow and their errors), and issue 22's
+# durable steps (emit and the errors InvalidEvent, InvalidStep, StepError).
 PUBLIC = [
     "Backoff",
     "Batch",
@@ -33,12 +34,14 @@ PUBLIC = [
     "EnqueueError",
     "HistoryPage",
     "InvalidArguments",
+    "InvalidEvent",
     "InvalidFilter",
     "InvalidJoin",
     "InvalidLimit",
     "InvalidOption",
     "InvalidPayload",
     "InvalidProgress",
+    "InvalidStep",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -56,6 +59,7 @@ PUBLIC = [
     "SettleError",
     "Signature",
     "Status",
+    "StepError",
     "Task",
     "UnknownFilter",
     "UnknownKind",
@@ -70,6 +74,7 @@ PUBLIC = [
     "chord",
     "cleanup",
     "clear_limit",
+    "emit",
     "enqueue",
     "enqueue_many",
     "group",

@@ -277,6 +277,19 @@ def test_retention_prunes_each_status_past_its_own_retention() -> None:
     assert [c["status"] for c in calls] == ["completed", "dead"]
     for call, kept in zip(calls, keep.values(), strict=True):
         assert before - kept <= call["finished_before"] <= datetime.now(UTC) - kept
+    assert db.to(store.prune_events) == []  # no event retention given
+
+
+def test_retention_prunes_events_past_the_event_retention() -> None:
+    db = Db({store.prune_events: 0})
+    before = datetime.now(UTC)
+    Retention(db, interval=300.0, keep={}, events=timedelta(days=7)).run()
+    [call] = db.to(store.prune_events)
+    assert (
+        before - timedelta(days=7)
+        <= call["emitted_before"]
+        <= datetime.now(UTC) - timedelta(days=7)
+    )
 
 
 # --- Run-time limits -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Retention: finished jobs and journal entries past their retention, pruned."""
+"""Retention: finished jobs and journal entries past their retention, pruned, and the
+events ``emit`` sent past EVENT_RETENTION."""
 
 from __future__ import annotations
 
@@ -17,15 +18,26 @@ from django_jobqueue.worker.services.base import DbCall, Service
 
 
 class Retention(Service):
-    """Delete finished jobs older than each status's ``RETENTION``."""
+    """Delete finished jobs older than each status's ``RETENTION``, and events older
+    than ``events`` (None: none)."""
 
     name = "retention"
 
-    def __init__(self, db: DbCall, *, interval: float, keep: Mapping[str, timedelta]) -> None:
+    def __init__(
+        self,
+        db: DbCall,
+        *,
+        interval: float,
+        keep: Mapping[str, timedelta],
+        events: timedelta | None = None,
+    ) -> None:
         self.db = db
         self.interval = interval
         self.keep = keep
+        self.events = events
 
     def run(self) -> None:
         for status, keep in self.keep.items():
             self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
+        if self.events is not None:
+            self.db(partial(store.prune_events, emitted_before=timezone.now() - self.events))

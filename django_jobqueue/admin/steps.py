@@ -1,0 +1,87 @@
+"""What the admin shows of a job's durable steps: its recorded steps (results redacted
+as every stored value is), where a parked job is (its sleep's wake time, the event it
+waits for), and the changelist's filter of parked jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from django_jobqueue.admin.common import duration, json_block, local
+from django_jobqueue.models import Job, Status
+
+PARKED = {"sleep": "sleeping", "event": "waiting for an event"}
+
+
+def parked_line(job: Job) -> str:
+    """Where a parked pending job is ("" for any other, and for one already runnable: its
+    time came, or an operator ran it now): the sleep's wake time or the event it waits
+    for and until when."""
+    if job.status != Status.PENDING or job.parked not in PARKED or job.visible_at <= timezone.now():
+        return ""
+    until = local(job.wake_at) if job.wake_at is not None else ""
+    if job.parked == "sleep":
+        return f"sleeping until {until}"
+    wait = f"waiting for event {job.wait_name!r} key {job.wait_key!r}"
+    return f"{wait} until {until} (then None)" if until else f"{wait} (no timeout)"
+
+
+def step_rows(job: Job) -> list[dict[str, Any]]:
+    """The job's recorded steps, oldest first, as the job page's table shows them (a
+    stored value that is not a list of records shows as no steps)."""
+    steps = job.steps if isinstance(job.steps, list) else []
+    return [_row(r) for r in steps if isinstance(r, dict)]
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    kind = record.get("kind", "")
+    seconds = record.get("seconds")
+    if kind == "sleep":
+        shown: Any = {"until": record.get("until")}
+    elif kind == "wait":
+        shown = {
+            "event": record.get("event"),
+            "key": record.get("key"),
+            "timed_out": record.get("timed_out"),
+            "payload": record.get("payload"),
+        }
+    else:
+        shown = record.get("result")
+    return {
+        "name": record.get("name", ""),
+        "kind": kind,
+        "run": record.get("run"),
+        "at": _when(record.get("at")),
+        "duration": duration(timedelta(seconds=seconds))
+        if isinstance(seconds, float | int)
+        else "-",
+        "block": json_block(shown),
+    }
+
+
+def _when(text: Any) -> str:
+    try:
+        return local(datetime.fromisoformat(str(text)))
+    except ValueError:
+        return "-"
+
+
+class ParkedFilter(admin.SimpleListFilter):
+    """Pending jobs parked by a durable sleep or a wait for an event."""
+
+    title = "parked"
+    parameter_name = "parked"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(PARKED.items())
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value not in PARKED:
+            return queryset
+        return queryset.filter(status=Status.PENDING, parked=value)

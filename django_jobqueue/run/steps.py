@@ -1,0 +1,353 @@
+"""Durable steps: ``ctx.step``, ``ctx.sleep`` and ``ctx.wait_for`` for one run.
+
+A job's steps are recorded in its own row, each by one guarded write (the guard every
+settlement uses), so a run that lost its claim records nothing. A later run of the job
+replays: a recorded step returns its stored result without running, a recorded sleep
+or wait is passed; the code between steps runs again. A sleep or a wait parks the job
+(pending, not runnable before its time) in the same guarded transaction that ends the
+run, so the run ends without a failure and the slot is free. Inside a transaction (an
+atomic task, or the task's own ``transaction.atomic()``) a step runs in a savepoint
+with its record: its writes and its record commit together or not at all.
+
+Steps inside steps are refused (``StepError``): a step is the unit that runs once, and
+a recorded inner step of an outer one that ran again would make "once" mean nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from django_jobqueue import conf, validation
+from django_jobqueue.errors import ClaimLost, InvalidEvent, InvalidStep, StepError
+from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
+from django_jobqueue.run.control import Parked
+from django_jobqueue.run.executor import output_problem, run_of
+from django_jobqueue.run.lifecycle import LATEST, clamped, later, paused
+from django_jobqueue.store import steps as stored
+
+if TYPE_CHECKING:
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.store import Claimed
+
+STEP_NAME_MAX = 200
+
+
+@dataclass
+class Hooks:
+    """What the run's settler is told: the claim was lost, or the run parked its job."""
+
+    lost: Callable[[], ClaimLost]
+    parked: Callable[[], None]
+
+
+class StepBook:
+    """One run's durable steps: the job's records (read on first use), the names this
+    run used, and the steps it recorded (for its journal entry)."""
+
+    def __init__(
+        self, *, alias: str, worker_id: str, job: Claimed, ctx: Context, limit: int, hooks: Hooks
+    ) -> None:
+        self.alias = alias
+        self.worker_id = worker_id
+        self.job = job
+        self.ctx = ctx
+        self.limit = limit
+        self.hooks = hooks
+        self.began = time.monotonic()
+        self._book: stored.Book | None = None
+        self.records: list[dict[str, Any]] = []
+        self._index: dict[tuple[str, str], dict[str, Any]] = {}
+        self.used: set[str] = set()
+        self.sleeps = 0
+        self.waits = 0
+        self.inside: str | None = None
+        self.recorded: list[str] = []  # what this run recorded, for its journal note
+        self.parking: Any = None  # the paused settlement a sleep or a wait wrote
+
+    # --- reading ---------------------------------------------------------------------
+
+    def _load(self) -> stored.Book:
+        if self._book is None:
+            book = stored.load(job_id=self.job.id)
+            if book is None:
+                raise self.hooks.lost()
+            steps = book.steps if book.steps is not None else []
+            if not isinstance(steps, list):
+                raise StepError(
+                    f"{self.job.kind}: job {self.job.id}'s stored steps cannot be read "
+                    f"({steps!r}): no step can be replayed",
+                    kind=self.job.kind,
+                    job_id=self.job.id,
+                )
+            self.records = list(steps)
+            self._index = {
+                (r.get("kind", ""), r.get("name", "")): r for r in steps if isinstance(r, dict)
+            }
+            self._book = book
+        return self._book
+
+    def _found(self, kind: str, name: str) -> dict[str, Any] | None:
+        self._load()
+        return self._index.get((kind, name))
+
+    def summary(self) -> str:
+        """The journal note's line for what this run recorded ("" for nothing)."""
+        if not self.recorded:
+            return ""
+        return "steps recorded: " + ", ".join(self.recorded)
+
+    # --- steps -----------------------------------------------------------------------
+
+    def step(self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        name = validation.bounded_text(
+            name, name="the step name", error=_invalid_step("name"), max_length=STEP_NAME_MAX
+        )
+        if not callable(fn):
+            raise InvalidStep(f"ctx.step({name!r}, …): fn must be callable, got {fn!r}")
+        if name in self.used:
+            raise StepError(
+                f"{self.job.kind}: step {name!r} is used twice in one run; step names must "
+                "be unique within a run",
+                kind=self.job.kind,
+                job_id=self.job.id,
+            )
+        self.used.add(name)
+        done = self._found("step", name)
+        if done is not None:
+            return done.get("result")
+        self._not_inside(f"ctx.step({name!r})")
+        self.inside = name
+        try:
+            if connections[self.alias].in_atomic_block:
+                with transaction.atomic(using=self.alias):
+                    return self._run_step(name, fn, args, kwargs)
+            return self._run_step(name, fn, args, kwargs)
+        finally:
+            self.inside = None
+
+    def _run_step(self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        started = timezone.now()
+        began = time.monotonic()
+        value = fn(*args, **kwargs)
+        took = time.monotonic() - began
+        problem = output_problem(value, f"the result of step {name!r}", self.limit)
+        if problem is not None:
+            raise InvalidStep(f"{self.job.kind}: {problem}", argument=name, job_id=self.job.id)
+        record = {
+            "kind": "step",
+            "name": name,
+            "result": value,
+            "at": started.isoformat(),
+            "seconds": round(took, 6),
+            "run": self.job.run_count,
+        }
+        self._write(record)
+        self.recorded.append(f"{name} ({took:.3f} s)")
+        return value
+
+    def _write(self, record: dict[str, Any]) -> None:
+        """Record one step by a guarded write; a lost claim records nothing and raises."""
+        book = self._load()
+        steps = [*self.records, record]
+        clear = bool(book.parked or book.wait_name or book.delivered is not None)
+        if not stored.record(
+            job_id=self.job.id,
+            run_no=self.job.run_count,
+            worker_id=self.worker_id,
+            steps=steps,
+            clear_wait=clear,
+        ):
+            raise self.hooks.lost()
+        if clear:
+            self._book = stored.Book(steps, "", None, None, None, None)
+        self.records = steps
+        self._index[(record["kind"], record["name"])] = record
+
+    def _not_inside(self, what: str) -> None:
+        if self.inside is not None:
+            raise StepError(
+                f"{self.job.kind}: {what} is called inside step {self.inside!r}; steps, "
+                "sleeps and waits cannot be nested in a step",
+                kind=self.job.kind,
+                job_id=self.job.id,
+            )
+
+    # --- sleeps ----------------------------------------------------------------------
+
+    def sleep(self, duration: Any) -> None:
+        wait = validation.duration(duration, name="ctx.sleep() duration", error=_invalid_sleep)
+        self.sleep_until(later(timezone.now(), wait), checked=True)
+
+    def sleep_until(self, moment: Any, *, checked: bool = False) -> None:
+        if not checked:
+            if not isinstance(moment, datetime) or timezone.is_naive(moment):
+                raise InvalidStep(
+                    f"ctx.sleep_until() takes an aware datetime, got {moment!r}",
+                    argument="moment",
+                )
+            moment = clamped(moment)
+        self.sleeps += 1
+        name = f"sleep {self.sleeps}"
+        if self._found("sleep", name) is not None:
+            return
+        self._not_inside("ctx.sleep()")
+        record = {"kind": "sleep", "name": name, "until": moment.isoformat(), **self._when()}
+        note = f"sleeping until {moment:%Y-%m-%d %H:%M:%S%z}"
+        parking = stored.Parking(steps=[*self.records, record], parked="sleep", wake_at=moment)
+        settlement = self.parking = self._paused(moment, note)
+        applied = stored.park(settlement=settlement, parking=parking)
+        self._parked(applied, note)
+
+    # --- waits -----------------------------------------------------------------------
+
+    def wait_for(self, name: Any, key: Any, timeout: Any) -> Any:
+        name, key, wait = _wait_args(name, key, timeout)
+        self.waits += 1
+        label = f"wait {self.waits}"
+        done = self._found("wait", label)
+        if done is not None:
+            return done.get("payload")
+        self._not_inside(f"ctx.wait_for({name!r})")
+        book = self._load()
+        delivered = book.delivered
+        if isinstance(delivered, dict) and (delivered.get("name"), delivered.get("key")) == (
+            name,
+            key,
+        ):
+            return self._waited(label, name, key, delivered.get("event"), delivered.get("payload"))
+        resumed = book.wait_name == name and book.wait_key == key and book.parked == "event"
+        if resumed and book.wake_at is not None and (book.visible_at or LATEST) >= book.wake_at:
+            return self._waited(label, name, key, None, None)  # timed out
+        if resumed:
+            deadline = book.wake_at
+        else:
+            deadline = None if wait is None else later(timezone.now(), wait)
+        return self._park_for(label, name, key, deadline)
+
+    def _park_for(self, label: str, name: str, key: str, deadline: datetime | None) -> Any:
+        until = "" if deadline is None else f" until {deadline:%Y-%m-%d %H:%M:%S%z}"
+        note = f"waiting for event {name!r} key {key!r}{until}"
+        parking = stored.Parking(
+            steps=self.records,
+            parked="event",
+            wake_at=deadline,
+            wait_name=name,
+            wait_key=key,
+        )
+        taken = [r["event_id"] for r in self.records if r.get("event_id") is not None]
+        self.parking = self._paused(deadline or LATEST, note)
+        found = stored.wait(
+            settlement=self.parking,
+            parking=parking,
+            since=timezone.now() - conf.get().event_retention,
+            taken=taken,
+        )
+        if isinstance(found, tuple):
+            event_id, payload = found
+            return self._waited(label, name, key, event_id, payload)
+        self._parked(found, note)
+
+    def _waited(self, label: str, name: str, key: str, event_id: Any, payload: Any) -> Any:
+        record = {
+            "kind": "wait",
+            "name": label,
+            "event": name,
+            "key": key,
+            "event_id": event_id,
+            "payload": payload,
+            "timed_out": event_id is None,
+            **self._when(),
+        }
+        self._write(record)
+        self.recorded.append(f"{label} ({'timed out' if event_id is None else 'event'})")
+        return payload
+
+    # --- parking ---------------------------------------------------------------------
+
+    def _when(self) -> dict[str, Any]:
+        return {"at": timezone.now().isoformat(), "run": self.job.run_count}
+
+    def _paused(self, resume_at: datetime, note: str) -> Any:
+        carry = self.ctx.carry
+        problem = output_problem(carry, "ctx.carry", self.limit, own_level=True)
+        if not isinstance(carry, dict) or problem is not None:
+            raise InvalidStep(
+                f"{self.job.kind}: {problem or 'ctx.carry must be a dict'}", argument="carry"
+            )
+        duration = timedelta(seconds=time.monotonic() - self.began)
+        which = run_of(
+            self.job,
+            worker=self.worker_id,
+            started_at=timezone.now() - duration,
+            duration=duration,
+            attachment=self.ctx.attachment,
+        )
+        full = "\n".join(p for p in (note, self.summary()) if p)
+        return paused(which, resume_at=resume_at, carry=carry, note=full)
+
+    def _parked(self, applied: bool, note: str) -> None:
+        if not applied:
+            raise self.hooks.lost()
+        self.hooks.parked()
+        raise Parked(note)
+
+
+def _invalid_step(argument: str) -> Callable[[str], InvalidStep]:
+    return lambda message: InvalidStep(message, argument=argument)
+
+
+def _invalid_sleep(message: str) -> InvalidStep:
+    return InvalidStep(message, argument="duration")
+
+
+def _wait_args(name: Any, key: Any, timeout: Any) -> tuple[str, str, timedelta | None]:
+    """``ctx.wait_for``'s arguments checked as ``emit`` checks its own."""
+    name, key = event_address(name, key)
+    if timeout is None:
+        return name, key, None
+    wait = validation.duration(
+        timeout,
+        name="the wait's timeout",
+        error=lambda m: InvalidStep(m, argument="timeout"),
+    )
+    return name, key, wait
+
+
+def event_address(name: Any, key: Any) -> tuple[str, str]:
+    """An event's name and key, checked against their columns."""
+    checked = validation.bounded_text(
+        name,
+        name="the event name",
+        error=lambda m: InvalidEvent(m, argument="name"),
+        max_length=EVENT_NAME_MAX,
+    )
+    if not isinstance(key, str) or len(key) > EVENT_KEY_MAX:
+        raise InvalidEvent(
+            f"the event key must be a string of at most {EVENT_KEY_MAX} characters, "
+            f"got {key!r:.80}",
+            argument="key",
+        )
+    problem = validation.text_problem(key)
+    if problem is not None:
+        raise InvalidEvent(f"the event key {problem}: {key!r:.80}", argument="key")
+    return checked, key
+
+
+def emit(name: Any, *, key: Any = "", payload: Any = None) -> int:
+    """Send an event: stored (kept for EVENT_RETENTION, for a job that waits later) and
+    delivered to every job waiting for its name and key, in the caller's transaction
+    on the jobs database if one is open (like ``enqueue``); returns how many waiting
+    jobs it released. A name, key or payload that cannot be stored raises
+    ``InvalidEvent`` naming it, before anything is written."""
+    name, key = event_address(name, key)
+    problem = output_problem(payload, "the event payload", conf.get().max_payload_bytes)
+    if problem is not None:
+        raise InvalidEvent(problem, argument="payload")
+    return stored.emit(name=name, key=key, payload=payload, now=timezone.now())

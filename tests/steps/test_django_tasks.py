@@ -1,0 +1,40 @@
+"""Durable steps in a Django task on this queue's backend: its context has ``step``,
+``sleep`` and ``wait_for``; a task that sleeps or waits reads ``READY`` (never
+``FAILED``), and finishes ``SUCCESSFUL`` with what its steps recorded."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_jobqueue import emit
+from django_jobqueue.backend.compat import TaskResultStatus, task_backends
+from django_jobqueue.models import Job
+from django_jobqueue.testing import run_jobs
+from tests.djtasks import tasks
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
+
+
+def test_a_django_task_that_sleeps_and_waits_is_ready_not_failed_and_then_succeeds() -> None:
+    result = tasks.onboard_steps.enqueue(user="ada")
+    run_jobs()
+    backend = task_backends["default"]
+    asleep = backend.get_result(result.id)
+    assert asleep.status == TaskResultStatus.READY
+    assert asleep.errors == []
+    assert Job.objects.get(id=result.id).parked == "sleep"
+
+    run_jobs(now=timezone.now() + timedelta(hours=1, minutes=1))
+    waiting = backend.get_result(result.id)
+    assert waiting.status == TaskResultStatus.READY
+    assert Job.objects.get(id=result.id).parked == "event"
+
+    assert emit("answered", key="ada", payload="yes") == 1
+    run_jobs()
+    done = backend.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == {"greeted": "ADA", "answer": "yes"}
+    assert done.errors == []

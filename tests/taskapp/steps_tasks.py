@@ -1,0 +1,180 @@
+"""Tasks of the durable-steps tests (tests/steps): each step's side effect is an
+``Effect`` row naming the step, so a test counts how often each step's work ran."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from django_jobqueue import Context, task
+from tests.taskapp.models import Effect, Execution
+
+
+def effect(ctx: Context, step: str) -> str:
+    """A step's side effect: one row naming the job, the run and the step."""
+    Effect.objects.create(job_id=ctx.job_id, run_no=ctx.run_count, worker=step)
+    return step
+
+
+def _started(ctx: Context) -> None:
+    with transaction.atomic():
+        Execution.objects.create(
+            job_id=ctx.job_id, kind=ctx.kind, run_no=ctx.run_count, pid=0, thread=""
+        )
+
+
+@task(takes_context=True, kind="tests.steps.three", lease=timedelta(seconds=3), max_failures=None)
+def three(ctx: Context, hold: float = 0.0, hold_after: int = 2) -> list[str]:
+    """Three steps; in the first run, ``hold`` seconds of work after step ``hold_after``
+    (where a test kills the worker). The task's own code records each run's start."""
+    _started(ctx)
+    done = []
+    for i in (1, 2, 3):
+        done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
+        if i == hold_after and hold and ctx.run_count == 1:
+            time.sleep(hold)
+    return done
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.atomic_three",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+    atomic=True,
+)
+def atomic_three(ctx: Context, hold: float = 0.0, marker: str = "") -> list[str]:
+    """``three`` as an atomic task: each step's effect commits with its record. In the
+    first run, after step 2, touches the file ``marker`` (the run's own transaction
+    hides its rows from the test) and works ``hold`` seconds."""
+    done = []
+    for i in (1, 2, 3):
+        done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
+        if i == 2 and hold and ctx.run_count == 1:
+            if marker:
+                Path(marker).touch()
+            time.sleep(hold)
+    return done
+
+
+@task(takes_context=True, kind="tests.steps.sleeper", max_failures=None)
+def sleeper(ctx: Context, seconds: float, atomic_steps: bool = False) -> str:
+    """A step, a sleep, another step."""
+    _started(ctx)
+    ctx.step("before", effect, ctx, "before")
+    ctx.sleep(seconds)
+    if atomic_steps:
+        with transaction.atomic():
+            ctx.step("after", effect, ctx, "after")
+    else:
+        ctx.step("after", effect, ctx, "after")
+    return "woke"
+
+
+@task(takes_context=True, kind="tests.steps.atomic_sleeper", max_failures=None, atomic=True)
+def atomic_sleeper(ctx: Context, seconds: float) -> str:
+    """``sleeper`` as an atomic task: the steps before the sleep commit with its parking."""
+    ctx.step("before", effect, ctx, "before")
+    ctx.sleep(seconds)
+    ctx.step("after", effect, ctx, "after")
+    return "woke"
+
+
+@task(takes_context=True, kind="tests.steps.waiter", max_failures=None)
+def waiter(ctx: Context, name: str, key: str, timeout: float | None = None) -> Any:
+    """Waits for an event, then records what it got in a step."""
+    _started(ctx)
+    got = ctx.wait_for(name, key=key, timeout=timeout)
+    ctx.step("got", effect, ctx, "got")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.twice", max_failures=None)
+def twice(ctx: Context, name: str, key: str) -> list[Any]:
+    """Two waits for the same name and key in one job: two events, one each."""
+    return [ctx.wait_for(name, key=key), ctx.wait_for(name, key=key)]
+
+
+@task(takes_context=True, kind="tests.steps.plain", max_failures=1)
+def plain(ctx: Context, how: str, value: str = "") -> Any:
+    """Misuses of the steps API, each raising its error out of the task."""
+    if how == "reuse":
+        ctx.step("a", int, 1)
+        ctx.step("a", int, 2)
+    elif how == "nested":
+        ctx.step("outer", lambda: ctx.step("inner", int, 1))
+    elif how == "unstorable":
+        ctx.step("bad", object)
+    elif how == "negative":
+        ctx.sleep(-1)
+    elif how == "bad-name":
+        ctx.step(value or "", int)
+    elif how == "not-callable":
+        ctx.step("x", 42)  # type: ignore[arg-type]
+    elif how == "naive":
+        from datetime import datetime
+
+        ctx.sleep_until(datetime(2030, 1, 1))
+    elif how == "timeout":
+        ctx.wait_for("e", key="k", timeout=float(value))
+    return how
+
+
+@task(kind="tests.steps.ten", takes_context=True)
+def ten(ctx: Context) -> int:
+    """The benchmark's 10-step job: ten memoized steps of no work."""
+    return sum(ctx.step(f"step {i}", int, i) for i in range(10))
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.chaos",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+def chaos(ctx: Context, seconds: float, nap: float) -> int:
+    """The chaos campaign's job: five steps of ``seconds`` of work each, their effects
+    rows written with their records (a transaction around each step), a sleep of
+    ``nap`` seconds between the second and the third."""
+    for i in range(1, 6):
+        with transaction.atomic():
+            ctx.step(f"c{i}", _work, ctx, f"c{i}", seconds)
+        if i == 2:
+            ctx.sleep(nap)
+    return 5
+
+
+def _work(ctx: Context, step: str, seconds: float) -> str:
+    effect(ctx, step)
+    time.sleep(seconds)
+    return step
+
+
+@task(takes_context=True, kind="tests.steps.sleep_in_atomic", max_failures=1)
+def sleep_in_atomic(ctx: Context) -> None:
+    """Sleeps inside a transaction of its own: the block rolls the parking back."""
+    with transaction.atomic():
+        effect(ctx, "inside")
+        ctx.sleep(3600)
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.three_in_transactions",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+def three_in_transactions(ctx: Context, hold: float = 0.0) -> list[str]:
+    """``three`` with each step in a transaction of the task's own (its effect commits
+    with its record); in the first run, ``hold`` seconds of work after step 2."""
+    done = []
+    for i in (1, 2, 3):
+        with transaction.atomic():
+            done.append(ctx.step(f"s{i}", effect, ctx, f"s{i}"))
+        if i == 2 and hold and ctx.run_count == 1:
+            time.sleep(hold)
+    return done
