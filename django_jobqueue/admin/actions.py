@@ -159,7 +159,7 @@ def bulk(
             messages.error(
                 request,
                 f"{action.verb} works on at most {MAX_SELECTED} selected jobs at once: "
-                "select every job matching the filter instead (\"Select all\"), or narrow "
+                'select every job matching the filter instead ("Select all"), or narrow '
                 "it (to delete old finished jobs, use Clean up).",
             )
             return None

@@ -10,15 +10,17 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from django_jobqueue.admin import guard
+from django_jobqueue.admin import guard, tracebacks
 from django_jobqueue.admin.common import badge, duration, local, pretty_json, short_id
 from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 from django_jobqueue.models import JournalEntry, Outcome
+from django_jobqueue.redaction import redact_text
 from django_jobqueue.store import sql
 
 FAILURES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
@@ -33,7 +35,7 @@ ENTRY_FIELDS = (
     "started",
     "recorded",
     "run_duration",
-    "note",
+    "note_shown",
     "attachment_shown",
     "worker",
     "actor",
@@ -159,8 +161,21 @@ class JournalEntryAdmin(ModelAdmin):
         return duration(e.duration)
 
     @admin.display(description="note")
-    def short_note(self, e: JournalEntry) -> str:
-        return Truncator(e.note).chars(120)
+    def short_note(self, e: JournalEntry) -> SafeString | str:
+        # A failure's first line, the whole note (redacted, bounded) on hover.
+        if not e.note:
+            return ""
+        shown = tracebacks.first_line(e.note) if e.outcome in FAILURES else redact_text(e.note)
+        hover = redact_text(e.note[: tracebacks.HOVER_LIMIT])
+        return format_html('<span title="{}">{}</span>', hover, Truncator(shown).chars(120))
+
+    @admin.display(description="note")
+    def note_shown(self, e: JournalEntry) -> SafeString | str:
+        if e.outcome in FAILURES:
+            return render_to_string(
+                "django_jobqueue/admin/traceback.html", {"parts": tracebacks.parts(e.note)}
+            )
+        return format_html("{}", redact_text(e.note) or "-")
 
     @admin.display(description="attachment")
     def short_attachment(self, e: JournalEntry) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -156,7 +156,7 @@ def apply(
         if changed and action.name != "delete_selected":
             note = f"{action.done} by {who}" + (" (force)" if force else "") + " (whole filter)"
             LogEntry.objects.log_actions(
-                user_id=request.user.pk,
+                user_id=cast(int, request.user.pk),
                 queryset=sql.jobs().filter(id__in=changed).only("id", "kind", "status"),
                 action_flag=CHANGE,
                 change_message=note,
