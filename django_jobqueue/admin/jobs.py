@@ -26,6 +26,7 @@ from django_jobqueue.admin.listing import (
     EstimatingPaginator,
     QueueFilter,
     RecentRangeFilter,
+    RunnableFilter,
     WorkflowFilter,
     kind_filter,
     search_jobs,
@@ -65,6 +66,7 @@ class JobAdmin(ModelAdmin):
     list_display_links = ["short_id"]
     list_filter = [
         "status",
+        RunnableFilter,
         kind_filter(Job),
         QueueFilter,
         "priority",
