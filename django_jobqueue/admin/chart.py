@@ -44,8 +44,7 @@ def chart(buckets: list[dict[str, Any]], *, label_every: int, fmt: str) -> dict[
                 "dead_h": round(dead_h, 1),
                 "title": (
                     f"{at:%Y-%m-%d %H:%M}: {b['completed']} completed, {b['failed']} failed "
-                    f"run{'s' if b['failed'] != 1 else ''} ({dead} left {'its' if dead == 1 else 'their'} "
-                    f"job{'s' if dead != 1 else ''} dead)"
+                    f"({dead} left dead)"
                 ),
                 "label": at.strftime(fmt) if i % label_every == 0 else "",
                 "label_x": round(x + bar_w / 2, 1),
