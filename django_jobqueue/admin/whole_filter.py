@@ -163,5 +163,8 @@ def apply(
             )
     text = f"{action.done} {done:,} job{'s' if done != 1 else ''} matching the filter."
     if tried > done:
-        text += f" Skipped {tried - done:,}: their state changed since the count."
+        text += (
+            f" Skipped {tried - done:,}: refused when their turn came (a state changed "
+            "since the count, or an idempotency key another active job holds)."
+        )
     messages.add_message(request, messages.SUCCESS if done else messages.WARNING, text)
