@@ -53,7 +53,7 @@ def error_cells(text: str) -> list[tuple[str, str]]:
 def test_the_jobs_list_shows_each_jobs_last_error_with_the_whole_note_on_hover(
     viewer: User, client_for: Callable[..., Client]
 ) -> None:
-    [dead] = dead_by_failing()
+    dead_by_failing()
     tasks.add.enqueue(1, 1)  # never failed: an empty cell
     text = client_for(viewer).get(JOBS).content.decode()
     [(hover, shown)] = error_cells(text)
@@ -98,7 +98,8 @@ def test_the_job_page_leads_with_the_last_error_and_folds_library_frames(
     assert "Run 3" in head
     # The task's own frame is shown; the queue's executor frames that called it are folded.
     folded = re.findall(r'<details class="jq-lib"><summary>(\d+) library frames?</summary>', head)
-    assert folded and all(int(n) >= 1 for n in folded)
+    assert folded
+    assert all(int(n) >= 1 for n in folded)
     shown = re.sub(r"<details.*?</details>", "", head, flags=re.S)
     assert "tests/taskapp/tasks.py" in shown
     assert "django_jobqueue/run/executor.py" not in shown
@@ -160,7 +161,8 @@ def test_a_scheduled_job_says_when_and_a_finished_one_has_no_runnable_time(
     assert 'id="job-runnable"' in pending
     for name in ("completed", "dead", "cancelled"):
         done = client.get(f"{JOBS}{jobs[name].id}/change/").content.decode()
-        assert "runnable" not in done and "scheduled for" not in done, name
+        assert "runnable" not in done, name
+        assert "scheduled for" not in done, name
 
 
 # --- the dashboard --------------------------------------------------------------------
