@@ -20,7 +20,16 @@ from django.utils.safestring import SafeString
 from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
 from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks
-from django_jobqueue.admin.common import age, badge, duration, json_block, local, short_id
+from django_jobqueue.admin.common import (
+    badge,
+    duration,
+    json_block,
+    kind_cell,
+    local,
+    moment,
+    short_id,
+    short_time,
+)
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.admin.listing import (
     EstimatingPaginator,
@@ -50,17 +59,18 @@ JOURNAL_SHOWN = 200
 
 
 class JobAdmin(ModelAdmin):
+    # Every column fits a 1,280 px window with the sidebar and the filters open: times
+    # short (the date only when not today, the whole moment on hover), queue and
+    # priority in one cell, runs with the last run's duration under them.
     list_display = [
         "short_id",
-        "kind",
-        "queue",
+        "kind_name",
+        "queue_priority",
         "status_badge",
-        "priority",
         "created",
         "scheduled",
         "runs",
         "claim",
-        "last_duration",
         "error",
     ]
     list_display_links = ["short_id"]
@@ -206,7 +216,17 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="id")
     def short_id(self, job: Job) -> str:
-        return short_id(job.id)
+        return short_id(job.id)  # it wraps at its dash: the column stays narrow
+
+    @admin.display(description="kind")
+    def kind_name(self, job: Job) -> SafeString:
+        return kind_cell(job.kind)
+
+    @admin.display(description="queue / priority")
+    def queue_priority(self, job: Job) -> SafeString:
+        return format_html(
+            '{}<br><small class="quiet">{}</small>', job.queue, job.get_priority_display()
+        )
 
     @admin.display(description="status")
     def status_badge(self, job: Job) -> SafeString:
@@ -219,35 +239,33 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, job: Job) -> SafeString:
-        return format_html(
-            '{}<br><small class="quiet">{}</small>', local(job.created_at), age(job.created_at)
-        )
+        return moment(job.created_at)
 
     @admin.display(description="scheduled for")
     def scheduled(self, job: Job) -> SafeString | str:
         if store.run_now_refusal(job, now=timezone.now()) is not None:
             return ""  # not a pending job scheduled for later
-        return format_html(
-            '{}<br><small class="quiet">{}</small>', local(job.visible_at), age(job.visible_at)
-        )
+        return moment(job.visible_at)
 
-    @admin.display(description="runs / failures")
-    def runs(self, job: Job) -> str:
-        return f"{job.run_count} / {job.failure_count}"
+    @admin.display(description="runs / failures (last run)")
+    def runs(self, job: Job) -> SafeString:
+        return format_html(
+            '{} / {}<br><small class="quiet">{}</small>',
+            job.run_count,
+            job.failure_count,
+            duration(getattr(job, "last_run", None)),
+        )
 
     @admin.display(description="claimed by (lease end)")
     def claim(self, job: Job) -> SafeString | str:
         if job.status != Status.CLAIMED:
             return ""
         return format_html(
-            '{}<br><small class="quiet">until {}</small>',
+            '{}<br><small class="quiet" title="{}">until {}</small>',
             job.claimed_by,
             local(job.claim_expires_at),
+            short_time(job.claim_expires_at),
         )
-
-    @admin.display(description="last run")
-    def last_duration(self, job: Job) -> str:
-        return duration(getattr(job, "last_run", None))
 
     @admin.display(description="last error")
     def error(self, job: Job) -> SafeString | str:
@@ -255,7 +273,9 @@ class JobAdmin(ModelAdmin):
         if not note:
             return ""
         shown, hover = tracebacks.cell(note)
-        return format_html('<span class="jq-error" title="{}">{}</span>', hover, shown)
+        # Red while it matters (dead, or to be retried); grey once the job completed.
+        past = " jq-past" if job.status == Status.COMPLETED else ""
+        return format_html('<span class="jq-error{}" title="{}">{}</span>', past, hover, shown)
 
     # --- the job page, its actions, and the other pages ----------------------------------
 
