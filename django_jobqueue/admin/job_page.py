@@ -98,10 +98,14 @@ def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
     traceback's parts and where it came from; None if none failed."""
     for entry in reversed(entries):
         if entry.outcome in FAILURES:
+            # A note of one line (a Permanent reason) is its own summary: no block.
+            more = len(entry.note.strip().splitlines()) > 1
+            parts = tracebacks.parts(entry.note) if more else []
             return {
                 "entry": entry,
                 "summary": tracebacks.first_line(entry.note) or entry.outcome,
-                "parts": tracebacks.parts(entry.note),
+                "parts": parts,
+                "folded": any(p.folded for p in parts),
                 "outcome": badge(entry.outcome),
                 "recorded": local(entry.recorded_at),
             }

@@ -253,3 +253,15 @@ def test_a_journal_entrys_note_is_shown_on_the_journal_list(
     assert '<td class="field-short_note">' in text
     assert JournalEntry.objects.filter(job_id=dead.id, outcome="dead").exists()
     assert ">ValueError: this always fails</span>" in text
+
+
+def test_a_permanent_failures_reason_is_its_own_summary_with_no_traceback_block(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    handle = tasks.permanent.enqueue(reason="order 7 has no address")
+    run_jobs(kinds=[tasks.permanent])
+    text = client_for(viewer).get(f"{JOBS}{handle.id}/change/").content.decode()
+    head = text.split('id="last-error"')[1].split('class="jq-section"')[0]
+    assert "<code>order 7 has no address</code>" in head
+    assert 'class="jq-tb"' not in head
+    assert "Library frames" not in head
