@@ -73,8 +73,10 @@ def confirm_or_apply(
     filtered jobs), or, once confirmed, the change and a message saying what it did."""
     if not modeladmin.has_action_permission(request, action):
         raise PermissionDenied
-    matching = queryset.order_by()
-    total = matching[: MAX_MATCHING + 1].count()
+    # The ids only: the changelist's queryset carries per-row subqueries (last run,
+    # last error) that a count must not compute.
+    matching = sql.jobs().filter(pk__in=queryset.order_by().values("pk"))
+    total = matching.values("pk")[: MAX_MATCHING + 1].count()
     if total > MAX_MATCHING:
         messages.error(
             request,
@@ -116,7 +118,7 @@ def plan(action: FilterAction, matching: QuerySet[Job], total: int) -> dict[str,
     reasons = (
         matching.exclude(refused).values_list("status").annotate(n=Count("id")).order_by("status")
     )
-    sample = list(changes.order_by("id")[:SAMPLE])
+    sample = list(changes.order_by("id").only("id", "kind", "status")[:SAMPLE])
     first = sample[0].pk if sample else matching.values_list("pk", flat=True).first()
     return {
         "n_matching": total,

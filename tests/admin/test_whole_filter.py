@@ -161,3 +161,26 @@ def test_a_filter_wide_requeue_keeps_a_job_whose_key_another_active_job_holds(
         "state changed since the count, or an idempotency key another active job holds)."
     ]
     assert Job.objects.get(id=held.id).status == "dead"
+
+
+def test_the_filter_wide_confirmation_reads_no_large_column_and_no_per_row_subquery(
+    operator: User, client_for: Callable[..., Client]
+) -> None:
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    dead_jobs(3)
+    client = client_for(operator)
+    with CaptureQueriesContext(connections["default"]) as captured:
+        page = across(client, "status__exact=dead", "requeue")
+    assert page.context["n_changes"] == 3
+    ops = connections["default"].ops
+    journal = ops.quote_name(JournalEntry._meta.db_table)
+    # The changelist's own page is not rendered: every statement here is the action's.
+    for query in captured.captured_queries:
+        sql = query["sql"]
+        if ops.quote_name(Job._meta.db_table) not in sql:
+            continue
+        for column in ("payload", "carry", "result"):
+            assert ops.quote_name(column) not in sql, sql
+        assert journal not in sql, sql  # no last-run or last-error subquery per row
