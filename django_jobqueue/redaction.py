@@ -9,7 +9,9 @@ stored job, and so what the task receives, is never altered. The worker's log li
 name a job's id, kind and outcome, never its payload, carry or result; the error they
 quote (the INFO line's first line of a failure, the DEBUG traceback) goes through
 ``redact_text``, which hides the value after a secret-named key (``token=…``,
-``"password": "…"``). The journal's note keeps the exception as the task raised it.
+``"password": "…"``), and so do the admin's pages wherever they show a journal note
+(the last-error column, the job page's summary and traceback, the journal). The
+stored note keeps the exception as the task raised it.
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from django_jobqueue import store
+from django_jobqueue.admin import whole_filter
 from django_jobqueue.admin.common import JobPages, actor
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job
@@ -58,6 +59,11 @@ class JobAction:
     refusal: Callable[[Job, bool], str | None]
     perform: Callable[[Sequence[uuid.UUID], str, bool], list[uuid.UUID]]  # the ids changed
     explain: str
+    rule: str  # the name of the same rule as a filter (``store.acts_on``)
+
+    def acts_on(self, *, force: bool) -> Q:
+        """The jobs this action may change, as a filter (the refusal's rule)."""
+        return store.acts_on(self.rule, force=force, now=timezone.now())
 
 
 def _each(
@@ -79,6 +85,10 @@ def _each(
     return perform
 
 
+def _requeue(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
+    return store.requeue_many(job_ids=ids, force=force, actor=who)
+
+
 def _delete(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
     return store.delete_finished(job_ids=ids)
 
@@ -92,9 +102,10 @@ ACTIONS: dict[str, JobAction] = {
             "Requeued",
             "requeue_job",
             lambda job, force: store.requeue_refusal(job, force=force),
-            _each(store.requeue),
+            _requeue,
             "Dead and cancelled jobs go back to pending, runnable now, with their failure "
             "count reset. Completed jobs run again only if you tick force.",
+            "requeue",
         ),
         JobAction(
             "cancel",
@@ -105,6 +116,7 @@ ACTIONS: dict[str, JobAction] = {
             _each(store.cancel),
             "Pending jobs are cancelled at once. A claimed job's worker is asked to stop it: "
             "a cooperative job stops at its next check, and the job ends cancelled.",
+            "cancel",
         ),
         JobAction(
             "run_now",
@@ -115,6 +127,7 @@ ACTIONS: dict[str, JobAction] = {
             _each(store.run_now),
             "Pending jobs scheduled for later (a delay, a backoff or a pause) become "
             "runnable at once; the next free worker takes them.",
+            "run_now",
         ),
         JobAction(
             "delete_selected",
@@ -125,6 +138,7 @@ ACTIONS: dict[str, JobAction] = {
             _delete,
             "Finished jobs and their journal are deleted for good. Pending and claimed jobs "
             "are never deleted.",
+            "delete",
         ),
     )
 }
@@ -138,12 +152,15 @@ def bulk(
     def run(
         modeladmin: ActingAdmin, request: HttpRequest, queryset: QuerySet[Job]
     ) -> HttpResponse | None:
+        if across(request):
+            return whole_filter.confirm_or_apply(modeladmin, request, action, queryset)
         jobs = list(queryset.order_by("-created_at", "-id")[: MAX_SELECTED + 1])
         if len(jobs) > MAX_SELECTED:
             messages.error(
                 request,
-                f"{action.verb} works on at most {MAX_SELECTED} jobs at once; narrow the "
-                "filter (to delete old finished jobs, use Clean up).",
+                f"{action.verb} works on at most {MAX_SELECTED} selected jobs at once: "
+                'select every job matching the filter instead ("Select all"), or narrow '
+                "it (to delete old finished jobs, use Clean up).",
             )
             return None
         return confirm_or_apply(modeladmin, request, action, jobs, changelist=True)
@@ -157,6 +174,12 @@ def bulk(
     allowed = "delete" if action.name == "delete_selected" else action.name
     run.allowed_permissions = (allowed,)  # type: ignore[attr-defined]
     return run
+
+
+def across(request: HttpRequest) -> bool:
+    """Whether the action was asked for every job matching the filter (the changelist's
+    "Select all N"), as Django's action form reads its ``select_across`` field."""
+    return request.POST.get("select_across", "").lower() not in ("", "0", "false")
 
 
 def confirm_or_apply(
@@ -201,9 +224,11 @@ def plan(action: JobAction, jobs: list[Job]) -> dict[str, Any]:
     reasons = Counter(j.status for j in skipped if j not in forceable)
     return {
         "changes": changes,
-        "skipped": skipped,
         "forceable": forceable,
         "skip_reasons": sorted(reasons.items()),
+        "n_changes": len(changes),
+        "n_skipped": len(skipped),
+        "n_forceable": len(forceable),
     }
 
 

@@ -1,4 +1,5 @@
-"""A stacked bar chart of completed and failed runs, drawn as SVG on the server: no
+"""A stacked bar chart of completed runs, failed runs that will be retried and runs
+that left their job dead, drawn as SVG on the server: no
 JavaScript, no CDN, nothing to build; it renders the same offline."""
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ def chart(buckets: list[dict[str, Any]], *, label_every: int, fmt: str) -> dict[
     bars = []
     for i, b in enumerate(buckets):
         x = LEFT + i * step
+        dead = b.get("dead", 0)
         done_h = plot_h * b["completed"] / scale
-        fail_h = plot_h * b["failed"] / scale
+        fail_h = plot_h * (b["failed"] - dead) / scale
+        dead_h = plot_h * dead / scale
         at = timezone.localtime(b["at"])
         bars.append(
             {
@@ -37,7 +40,12 @@ def chart(buckets: list[dict[str, Any]], *, label_every: int, fmt: str) -> dict[
                 "done_h": round(done_h, 1),
                 "fail_y": round(plot_h - done_h - fail_h, 1),
                 "fail_h": round(fail_h, 1),
-                "title": f"{at:%Y-%m-%d %H:%M}: {b['completed']} completed, {b['failed']} failed",
+                "dead_y": round(plot_h - done_h - fail_h - dead_h, 1),
+                "dead_h": round(dead_h, 1),
+                "title": (
+                    f"{at:%Y-%m-%d %H:%M}: {b['completed']} completed, {b['failed']} failed "
+                    f"({dead} left dead)"
+                ),
                 "label": at.strftime(fmt) if i % label_every == 0 else "",
                 "label_x": round(x + bar_w / 2, 1),
             }
@@ -54,6 +62,8 @@ def chart(buckets: list[dict[str, Any]], *, label_every: int, fmt: str) -> dict[
         "bars": bars,
         "total_completed": sum(b["completed"] for b in buckets),
         "total_failed": sum(b["failed"] for b in buckets),
+        "total_dead": sum(b.get("dead", 0) for b in buckets),
+        "total_retried": sum(b["failed"] - b.get("dead", 0) for b in buckets),
     }
 
 

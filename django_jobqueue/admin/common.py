@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.redaction import redact
@@ -144,3 +144,34 @@ def local(moment: datetime | None) -> str:
         return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
     except OverflowError:  # a time near year 1 or 9999 (raw SQL) has no local form here
         return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def short_time(at: datetime | None) -> str:
+    """A time as a list cell shows it: the clock alone today, else the date too."""
+    shown = local(at)
+    today = local(timezone.now())[:10]
+    return shown[11:] if shown[:10] == today else shown[:16]
+
+
+def moment(at: datetime | None) -> SafeString:
+    """A list cell's time: short, its age under it, the whole moment on hover."""
+    return format_html(
+        '<span title="{}">{}</span><br><small class="quiet">{}</small>',
+        local(at),
+        short_time(at),
+        age(at),
+    )
+
+
+def kind_cell(kind: str) -> SafeString:
+    """A kind as a list cell shows it: its task's name, its module small under it
+    (breakable at each dot), the whole kind on hover."""
+    module, _, name = kind.rpartition(".")
+    if not module:
+        return format_html("{}", name)
+    return format_html(
+        '<span title="{}">{}</span><br><small class="quiet">{}</small>',
+        kind,
+        name,
+        format_html_join(mark_safe(".<wbr>"), "{}", ((p,) for p in module.split("."))),
+    )

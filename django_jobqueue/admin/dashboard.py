@@ -5,6 +5,7 @@ pause/resume, and the periodic schedules."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
@@ -69,20 +71,39 @@ def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
     return dashboard_view
 
 
-def _cards(s: Stats) -> list[tuple[str, str, str]]:
-    """(label, value, tone) per card."""
+def jobs_url(**query: str) -> str:
+    """The jobs changelist filtered by ``query`` (its declared filters' parameters)."""
+    return f"{reverse('admin:django_jobqueue_job_changelist')}?{urlencode(query)}"
+
+
+def journal_url(**query: str) -> str:
+    return f"{reverse('admin:django_jobqueue_journalentry_changelist')}?{urlencode(query)}"
+
+
+def _cards(s: Stats) -> list[tuple[str, str, str, str]]:
+    """(label, value, tone, the filtered list it counts) per card."""
     oldest = max(s.oldest_pending_seconds.values(), default=None)
     dead = sum(s.dead.values())
     return [
-        ("pending now", f"{s.pending_total:,}", "pending"),
-        ("scheduled", f"{s.scheduled:,}", "pending"),
-        ("claimed", f"{s.claimed:,}", "claimed"),
-        ("dead", f"{dead:,}", "dead" if dead else "quiet"),
-        ("cancelled", f"{s.cancelled:,}", "cancelled"),
-        ("oldest pending", fmt_age(oldest) if oldest is not None else "-", "pending"),
-        ("waiting (workflow steps)", f"{s.waiting:,}", "waiting"),
-        ("sleeping", f"{s.sleeping:,}", "waiting"),
-        ("waiting for events", f"{s.waiting_for_events:,}", "waiting"),
+        ("pending now", f"{s.pending_total:,}", "pending", jobs_url(runnable="now")),
+        ("scheduled", f"{s.scheduled:,}", "pending", jobs_url(runnable="later")),
+        ("claimed", f"{s.claimed:,}", "claimed", jobs_url(status__exact="claimed")),
+        ("dead jobs", f"{dead:,}", "dead" if dead else "quiet", jobs_url(status__exact="dead")),
+        ("cancelled", f"{s.cancelled:,}", "cancelled", jobs_url(status__exact="cancelled")),
+        (
+            "oldest pending",
+            fmt_age(oldest) if oldest is not None else "-",
+            "pending",
+            jobs_url(runnable="now"),
+        ),
+        (
+            "waiting (workflow steps)",
+            f"{s.waiting:,}",
+            "waiting",
+            jobs_url(status__exact="waiting"),
+        ),
+        ("sleeping", f"{s.sleeping:,}", "waiting", jobs_url(parked="sleep")),
+        ("waiting for events", f"{s.waiting_for_events:,}", "waiting", jobs_url(parked="event")),
     ]
 
 
@@ -105,6 +126,13 @@ def _kinds(s: Stats) -> list[dict[str, Any]]:
                 "p95": fmt_seconds(runs.p95 if runs else None),
                 "failure_rate": f"{runs.failure_rate:.1%}" if runs else "-",
                 "unserved": kind in s.unserved_kinds,
+                "urls": {
+                    "pending": jobs_url(runnable="now", kind=kind),
+                    "claimed": jobs_url(status__exact="claimed", kind=kind),
+                    "dead": jobs_url(status__exact="dead", kind=kind),
+                    "runs": journal_url(kind=kind),
+                    "failures": journal_url(kind=kind, outcome="failure"),
+                },
             }
         )
     return rows
@@ -129,9 +157,20 @@ def _limits(s: Stats) -> list[dict[str, Any]]:
     return rows
 
 
+def worker_id(heartbeat_id: str) -> str:
+    """A worker's id as jobs and the journal name it (``host:pid``, or ``--worker-id``):
+    its heartbeat row's id less the instance suffix the row adds to tell restarts apart."""
+    head, _, tail = heartbeat_id.rpartition(":")
+    return head if head and _INSTANCE.fullmatch(tail) else heartbeat_id
+
+
+_INSTANCE = re.compile(r"[0-9a-f]{8}")
+
+
 def _worker(w: WorkerInfo, now: Any) -> dict[str, Any]:
     return {
         **dataclasses.asdict(w),
+        "worker": worker_id(w.id),
         "seen": f"{fmt_age((now - w.last_seen_at).total_seconds())} ago",
         "queues_text": ", ".join(w.queues) or "all queues",
     }

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Case, OuterRef, QuerySet, Subquery, TextField, Value, When
+from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -18,12 +19,23 @@ from django.utils.safestring import SafeString
 
 from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
-from django_jobqueue.admin import cleanup, dashboard, guard
-from django_jobqueue.admin.common import age, badge, duration, json_block, local, short_id
+from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks
+from django_jobqueue.admin.common import (
+    badge,
+    duration,
+    json_block,
+    kind_cell,
+    local,
+    moment,
+    short_id,
+    short_time,
+)
+from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.admin.listing import (
     EstimatingPaginator,
     QueueFilter,
     RecentRangeFilter,
+    RunnableFilter,
     WorkflowFilter,
     kind_filter,
     search_jobs,
@@ -33,7 +45,7 @@ from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.progress import Progress
-from django_jobqueue.redaction import redact_payload
+from django_jobqueue.redaction import redact_payload, redact_text
 from django_jobqueue.store import sql
 from django_jobqueue.task.registry import registry
 
@@ -48,21 +60,24 @@ JOURNAL_SHOWN = 200
 
 
 class JobAdmin(ModelAdmin):
+    # Every column fits a 1,280 px window with the sidebar and the filters open: times
+    # short (the date only when not today, the whole moment on hover), queue and
+    # priority in one cell, runs with the last run's duration under them.
     list_display = [
         "short_id",
-        "kind",
-        "queue",
+        "kind_name",
+        "queue_priority",
         "status_badge",
-        "priority",
         "created",
         "scheduled",
         "runs",
         "claim",
-        "last_duration",
+        "error",
     ]
     list_display_links = ["short_id"]
     list_filter = [
         "status",
+        RunnableFilter,
         kind_filter(Job),
         QueueFilter,
         "priority",
@@ -147,9 +162,28 @@ class JobAdmin(ModelAdmin):
             .order_by("-id")
             .values("duration")[:1]
         )
+        # The last failure's note, as far as the hover text shows it: read with the row
+        # (one statement for the page, no query per row), through the journal's (job, id)
+        # index, and only for a job whose failures are counted (a requeue resets them).
+        last_error = (
+            JournalEntry.objects.filter(job=OuterRef("pk"), outcome__in=FAILURES)
+            .order_by("-id")
+            .values(shown=Left("note", tracebacks.HOVER_LIMIT))[:1]
+        )
         # The list, the bulk confirmations and the delete page never read the large
         # columns; the job page reads its job whole (store.get_job).
-        return sql.jobs().defer(*guard.LARGE_JOB_FIELDS).annotate(last_run=Subquery(last_run))
+        return (
+            sql.jobs()
+            .defer(*guard.LARGE_JOB_FIELDS)
+            .annotate(
+                last_run=Subquery(last_run),
+                last_error=Case(
+                    When(failure_count__gt=0, then=Subquery(last_error)),
+                    default=Value(""),
+                    output_field=TextField(),
+                ),
+            )
+        )
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
         filters = self.get_list_filter(request) if request is not None else self.list_filter
@@ -184,7 +218,17 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="id")
     def short_id(self, job: Job) -> str:
-        return short_id(job.id)
+        return short_id(job.id)  # it wraps at its dash: the column stays narrow
+
+    @admin.display(description="kind")
+    def kind_name(self, job: Job) -> SafeString:
+        return kind_cell(job.kind)
+
+    @admin.display(description="queue / priority")
+    def queue_priority(self, job: Job) -> SafeString:
+        return format_html(
+            '{}<br><small class="quiet">{}</small>', job.queue, job.get_priority_display()
+        )
 
     @admin.display(description="status")
     def status_badge(self, job: Job) -> SafeString:
@@ -197,35 +241,43 @@ class JobAdmin(ModelAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, job: Job) -> SafeString:
-        return format_html(
-            '{}<br><small class="quiet">{}</small>', local(job.created_at), age(job.created_at)
-        )
+        return moment(job.created_at)
 
     @admin.display(description="scheduled for")
     def scheduled(self, job: Job) -> SafeString | str:
         if store.run_now_refusal(job, now=timezone.now()) is not None:
             return ""  # not a pending job scheduled for later
-        return format_html(
-            '{}<br><small class="quiet">{}</small>', local(job.visible_at), age(job.visible_at)
-        )
+        return moment(job.visible_at)
 
-    @admin.display(description="runs / failures")
-    def runs(self, job: Job) -> str:
-        return f"{job.run_count} / {job.failure_count}"
+    @admin.display(description="runs / failures (last run)")
+    def runs(self, job: Job) -> SafeString:
+        return format_html(
+            '{} / {}<br><small class="quiet">{}</small>',
+            job.run_count,
+            job.failure_count,
+            duration(getattr(job, "last_run", None)),
+        )
 
     @admin.display(description="claimed by (lease end)")
     def claim(self, job: Job) -> SafeString | str:
         if job.status != Status.CLAIMED:
             return ""
         return format_html(
-            '{}<br><small class="quiet">until {}</small>',
+            '{}<br><small class="quiet" title="{}">until {}</small>',
             job.claimed_by,
             local(job.claim_expires_at),
+            short_time(job.claim_expires_at),
         )
 
-    @admin.display(description="last run")
-    def last_duration(self, job: Job) -> str:
-        return duration(getattr(job, "last_run", None))
+    @admin.display(description="last error")
+    def error(self, job: Job) -> SafeString | str:
+        note = getattr(job, "last_error", None) or ""
+        if not note:
+            return ""
+        shown, hover = tracebacks.cell(note)
+        # Red while it matters (dead, or to be retried); grey once the job completed.
+        past = " jq-past" if job.status == Status.COMPLETED else ""
+        return format_html('<span class="jq-error{}" title="{}">{}</span>', past, hover, shown)
 
     # --- the job page, its actions, and the other pages ----------------------------------
 
@@ -275,6 +327,7 @@ class JobAdmin(ModelAdmin):
         )
 
     def job_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
+        now = timezone.now()
         entries = store.journal(job_id=job.id, last=JOURNAL_SHOWN + 1)
         allowed = [
             a
@@ -291,7 +344,7 @@ class JobAdmin(ModelAdmin):
             # Formatted here, not by the template's date filter, so that a time whose
             # local form does not exist (near year 1 or 9999) is shown, in UTC.
             "times": {name: local(getattr(job, name)) for name in JOB_TIMES},
-            "status": status_of(job),
+            "status": job_page.status_of(job, now),
             "progress": Progress.stored(job.progress_done, job.progress_total, job.progress_note),
             "trace_id": tracing.trace_id(job.trace_context),
             "blocks": [
@@ -304,11 +357,14 @@ class JobAdmin(ModelAdmin):
             ],
             "journal": [_entry(e) for e in entries[-JOURNAL_SHOWN:]],
             "journal_more": len(entries) > JOURNAL_SHOWN,
+            "journal_empty": job_page.empty_journal(job),
+            "last_error": job_page.last_error(entries) if job.run_count else None,
+            "state_rows": job_page.state_rows(job, now),
             "allowed": allowed,
             "step": step_links(job),
             "parked": parked_line(job),
             "steps": step_rows(job),
-            "now": timezone.now(),
+            "now": now,
             "has_view_permission": True,
         }
 
@@ -317,9 +373,7 @@ JOB_TIMES = ("created_at", "visible_at", "claim_expires_at", "finished_at")
 
 
 def status_of(job: Job) -> SafeString:
-    if job.status == Status.CLAIMED and job.cancel_requested:
-        return format_html("{} {}", badge(job.status), badge("cancelled"))
-    return badge(job.status)
+    return job_page.status_of(job, timezone.now())
 
 
 def live_progress(job: Job) -> Progress | None:
@@ -337,5 +391,8 @@ def _entry(e: JournalEntry) -> dict[str, Any]:
         "started": local(e.started_at),
         "recorded": local(e.recorded_at),
         "duration": duration(e.duration),
+        # A failure's note is a traceback, shown folded; any note redacted.
+        "note": tracebacks.parts(e.note) if e.outcome in FAILURES else None,
+        "plain_note": redact_text(e.note),
         "attachment": json_block(e.attachment) if e.attachment is not None else None,
     }

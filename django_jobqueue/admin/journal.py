@@ -10,15 +10,26 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from django_jobqueue.admin import guard
-from django_jobqueue.admin.common import badge, duration, local, pretty_json, short_id
+from django_jobqueue.admin import guard, tracebacks
+from django_jobqueue.admin.common import (
+    badge,
+    duration,
+    kind_cell,
+    local,
+    moment,
+    pretty_json,
+    short_id,
+    short_time,
+)
 from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, kind_filter
 from django_jobqueue.models import JournalEntry, Outcome
+from django_jobqueue.redaction import redact_text
 from django_jobqueue.store import sql
 
 FAILURES = (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
@@ -33,7 +44,7 @@ ENTRY_FIELDS = (
     "started",
     "recorded",
     "run_duration",
-    "note",
+    "note_shown",
     "attachment_shown",
     "worker",
     "actor",
@@ -88,18 +99,19 @@ class JobFilter(admin.SimpleListFilter):
 
 
 class JournalEntryAdmin(ModelAdmin):
+    # Fits a 1,280 px window with the sidebar and the filters open: a run's start and
+    # duration in one cell, its worker or the operator (an entry has one or the other)
+    # in another.
     list_display = [
         "recorded",
         "job_link",
-        "kind",
+        "kind_name",
         "run_no",
         "outcome_badge",
-        "started",
-        "run_duration",
+        "started_for",
         "short_note",
         "short_attachment",
-        "worker",
-        "actor",
+        "by",
     ]
     list_display_links = None
     list_filter = [
@@ -138,8 +150,12 @@ class JournalEntryAdmin(ModelAdmin):
         return False
 
     @admin.display(description="recorded", ordering="recorded_at")
-    def recorded(self, e: JournalEntry) -> str:
-        return local(e.recorded_at)
+    def recorded(self, e: JournalEntry) -> SafeString:
+        return moment(e.recorded_at)
+
+    @admin.display(description="kind")
+    def kind_name(self, e: JournalEntry) -> SafeString:
+        return kind_cell(e.kind)
 
     @admin.display(description="job")
     def job_link(self, e: JournalEntry) -> SafeString:
@@ -151,22 +167,56 @@ class JournalEntryAdmin(ModelAdmin):
         return badge(e.outcome)
 
     @admin.display(description="started")
-    def started(self, e: JournalEntry) -> str:
-        return local(e.started_at)
+    def started(self, e: JournalEntry) -> SafeString | str:
+        if e.started_at is None:
+            return ""
+        return format_html(
+            '<span title="{}">{}</span>', local(e.started_at), short_time(e.started_at)
+        )
+
+    @admin.display(description="started (duration)")
+    def started_for(self, e: JournalEntry) -> SafeString | str:
+        if e.started_at is None:
+            return duration(e.duration) if e.duration is not None else ""
+        return format_html(
+            '<span title="{}">{}</span><br><small class="quiet">{}</small>',
+            local(e.started_at),
+            short_time(e.started_at),
+            duration(e.duration),
+        )
+
+    @admin.display(description="worker / operator")
+    def by(self, e: JournalEntry) -> SafeString | str:
+        if e.worker and e.actor:
+            return format_html("{}<br><small>{}</small>", e.worker, e.actor)
+        return e.worker or e.actor
 
     @admin.display(description="duration")
     def run_duration(self, e: JournalEntry) -> str:
         return duration(e.duration)
 
     @admin.display(description="note")
-    def short_note(self, e: JournalEntry) -> str:
-        return Truncator(e.note).chars(120)
+    def short_note(self, e: JournalEntry) -> SafeString | str:
+        # A failure's first line, the whole note (redacted, bounded) on hover.
+        if not e.note:
+            return ""
+        shown = tracebacks.first_line(e.note) if e.outcome in FAILURES else redact_text(e.note)
+        hover = redact_text(e.note[: tracebacks.HOVER_LIMIT])
+        return format_html('<span title="{}">{}</span>', hover, Truncator(shown).chars(120))
+
+    @admin.display(description="note")
+    def note_shown(self, e: JournalEntry) -> SafeString | str:
+        if e.outcome in FAILURES:
+            return render_to_string(
+                "django_jobqueue/admin/traceback.html", {"parts": tracebacks.parts(e.note)}
+            )
+        return format_html("{}", redact_text(e.note) or "-")
 
     @admin.display(description="attachment")
     def short_attachment(self, e: JournalEntry) -> str:
         if e.attachment is None:
             return ""
-        return Truncator(pretty_json(e.attachment)).chars(80)
+        return Truncator(pretty_json(e.attachment)).chars(60)
 
     @admin.display(description="attachment")
     def attachment_shown(self, e: JournalEntry) -> SafeString:

@@ -151,6 +151,29 @@ class WorkflowFilter(admin.SimpleListFilter):
         return queryset.filter(workflow_id=key) if key else queryset
 
 
+class RunnableFilter(admin.SimpleListFilter):
+    """Pending jobs runnable now, or scheduled for later (a delay, a backoff, a pause):
+    the dashboard's "pending now" and "scheduled" cards link here."""
+
+    title = "pending"
+    parameter_name = "runnable"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("now", "runnable now"), ("later", "scheduled for later")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        now = timezone.now()
+        if value == "now":
+            return queryset.filter(status="pending", visible_at__lte=now)
+        if value == "later":
+            # Parked jobs (a durable sleep, a wait for an event) have cards of their own.
+            return queryset.filter(status="pending", visible_at__gt=now, parked="")
+        raise IncorrectLookupParameters(f"runnable={value!r}: now or later")
+
+
 class QueueFilter(ValuesFilter):
     """Queues the registered tasks use, the paused ones and ``default`` (there is no index
     on the queue column to read them from)."""

@@ -40,10 +40,12 @@ from django_jobqueue.store.monitoring import (
     run_totals,
 )
 from django_jobqueue.store.operations import (
+    acts_on,
     cancel,
     cancel_refusal,
     delete_refusal,
     requeue,
+    requeue_many,
     requeue_refusal,
     retry_dead_steps,
     run_now,
@@ -92,6 +94,7 @@ __all__ = [
     "ScheduleState",
     "TickResult",
     "active_by_key",
+    "acts_on",
     "apply",
     "as_uuid",
     "beat",
@@ -133,6 +136,7 @@ __all__ = [
     "recover_expired",
     "register_worker",
     "requeue",
+    "requeue_many",
     "requeue_refusal",
     "resume_queue",
     "retry_dead_steps",

@@ -10,13 +10,15 @@ what a bulk action will skip.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, JobNotFound
-from django_jobqueue.models import Job, Outcome, Status
+from django_jobqueue.models import Job, JournalEntry, Outcome, Status
 from django_jobqueue.states import UNFINISHED
 from django_jobqueue.store import joins, sql, steering, wakeups
 from django_jobqueue.store.reading import as_uuid
@@ -86,6 +88,64 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
         _operator_entry(job, Outcome.REQUEUED, actor, note, now)
         wakeups.notify(alias, job.queue)
     return job
+
+
+# Jobs requeued per transaction by ``requeue_many``: a page of row locks, one UPDATE and
+# one INSERT of their journal entries.
+REQUEUE_BATCH = 500
+# What a batch reads of each job: its rule and its entry, never the large columns.
+_REQUEUE_READS = ("id", "kind", "queue", "status", "run_count", "workflow_id", "idempotency_key")
+
+
+def requeue_many(
+    *, job_ids: Sequence[uuid.UUID], force: bool = False, actor: str = ""
+) -> list[uuid.UUID]:
+    """``requeue`` for many jobs, a batch per transaction; the ids requeued (a job whose
+    state no longer allows it is left out, as ``requeue`` would refuse it).
+
+    Plain jobs go in one UPDATE and one INSERT of their entries per batch, the same
+    entries ``requeue`` writes; workflow steps (their dependents re-armed) and jobs
+    with an idempotency key (another active job may hold it: refused alone, not the
+    batch) each go through ``requeue`` itself.
+    """
+    alias = sql.alias()
+    done: list[uuid.UUID] = []
+    for start in range(0, len(job_ids), REQUEUE_BATCH):
+        with transaction.atomic(using=alias):
+            done += _requeue_batch(job_ids[start : start + REQUEUE_BATCH], force, actor)
+    return done
+
+
+def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
+    now = timezone.now()
+    rows = sql.jobs().filter(id__in=list(ids)).order_by("id").only(*_REQUEUE_READS)
+    locked = sql.dialect().locked(rows, skip_locked=False)
+    jobs = [j for j in locked if not requeue_refusal(j, force=force)]
+    plain = [j for j in jobs if j.workflow_id is None and j.idempotency_key is None]
+    done = [j.id for j in plain]
+    sql.jobs().filter(id__in=done).update(
+        status=Status.PENDING,
+        visible_at=now,
+        finished_at=None,
+        failure_count=0,
+        cancel_requested=False,
+        cancel_actor="",
+        result=None,
+    )
+    sql.journal_entries().bulk_create(
+        [_entry(j, Outcome.REQUEUED, actor, f"requeued from {j.status}", now) for j in plain]
+    )
+    for queue in sorted({j.queue for j in plain}):
+        wakeups.notify(sql.alias(), queue)
+    for job in jobs:
+        if job.workflow_id is None and job.idempotency_key is None:
+            continue
+        try:
+            requeue(job_id=job.id, force=force, actor=actor)
+        except InvalidTransition:
+            continue
+        done.append(job.id)
+    return done
 
 
 def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
@@ -165,6 +225,25 @@ def delete_refusal(job: Job) -> str | None:
     return None
 
 
+def acts_on(action: str, *, force: bool = False, now: datetime) -> Q:
+    """The jobs ``action`` (cancel, requeue, run_now, delete) may change, as a filter:
+    the ``*_refusal`` rules above in the database's terms, so that an operator acting on
+    a whole filter's jobs is told how many match without reading them (a test holds the
+    two forms to agree)."""
+    if action == "cancel":
+        return Q(status__in=[Status.PENDING, Status.WAITING]) | Q(
+            status=Status.CLAIMED, cancel_requested=False
+        )
+    if action == "requeue":
+        finished = Q(status__in=[Status.DEAD, Status.CANCELLED])
+        return finished | Q(status=Status.COMPLETED, workflow__isnull=True) if force else finished
+    if action == "run_now":
+        return Q(status=Status.PENDING, visible_at__gt=now)
+    if action == "delete":
+        return ~Q(status__in=UNFINISHED)
+    raise ValueError(f"No operator action {action!r}: cancel, requeue, run_now or delete")
+
+
 def _locked(job_id: uuid.UUID | str) -> Job:
     try:
         return sql.dialect().locked(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
@@ -179,7 +258,12 @@ def _save(job: Job, **changes: object) -> None:
 
 
 def _operator_entry(job: Job, outcome: str, actor: str, note: str, now: datetime) -> None:
-    sql.journal_entries().create(
+    _entry(job, outcome, actor, note, now).save(using=sql.alias(), force_insert=True)
+
+
+def _entry(job: Job, outcome: str, actor: str, note: str, now: datetime) -> JournalEntry:
+    """An operator's journal entry for ``job`` (not yet written)."""
+    return JournalEntry(
         job_id=job.id,
         kind=job.kind,
         run_no=job.run_count,

@@ -216,8 +216,9 @@ def throughput(
     *, since: datetime, bucket: str, now: datetime | None = None
 ) -> list[dict[str, Any]]:
     """Completed and failed runs per ``bucket`` ("minute" or "hour") from ``since`` to
-    ``now``, oldest first, every bucket present (zero where nothing ran). Reads the
-    journal's time index over the window only."""
+    ``now``, oldest first, every bucket present (zero where nothing ran); ``dead``
+    counts the failed runs that left their job dead. Reads the journal's time index
+    over the window only."""
     truncs = {
         "minute": (TruncMinute, timedelta(minutes=1)),
         "hour": (TruncHour, timedelta(hours=1)),
@@ -236,13 +237,15 @@ def throughput(
         .annotate(n=Count("id"))
     )
     for row in rows:
-        slot = counted.setdefault(row["at"], {"completed": 0, "failed": 0})
+        slot = counted.setdefault(row["at"], {"completed": 0, "failed": 0, "dead": 0})
         slot["completed" if row["outcome"] == Outcome.COMPLETED else "failed"] += row["n"]
+        if row["outcome"] == Outcome.DEAD:  # a failed run that left its job dead
+            slot["dead"] += row["n"]
     first = _floor(since, step)
     buckets = []
     at = first
     while at <= now:
-        slot = counted.get(at, {"completed": 0, "failed": 0})
+        slot = counted.get(at, {"completed": 0, "failed": 0, "dead": 0})
         buckets.append({"at": at, **slot})
         at += step
     return buckets

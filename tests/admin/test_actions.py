@@ -186,8 +186,9 @@ def test_a_bulk_action_on_more_jobs_than_the_limit_is_refused_with_a_message(
     done = bulk(client_for(operator), "cancel", list(jobs.values()), post="yes")
     messages = [str(m) for m in done.context["messages"]]  # type: ignore[attr-defined]
     assert messages == [
-        "Cancel works on at most 3 jobs at once; narrow the filter (to delete old finished "
-        "jobs, use Clean up)."
+        "Cancel works on at most 3 selected jobs at once: select every job matching the "
+        'filter instead ("Select all"), or narrow it (to delete old finished jobs, use '
+        "Clean up)."
     ]
     assert Job.objects.filter(status="cancelled").count() == 1  # the one that was already
 

@@ -126,11 +126,11 @@ def test_dashboard_cards_kinds_chart_and_workers(
     store.beat(worker_id="h:2", jobs_done=9, stopped=True)
     page = client_for(viewer).get(DASHBOARD)
     text = page.content.decode()
-    assert {label: value for label, value, _ in page.context["cards"]} == {
+    assert {label: value for label, value, _, _ in page.context["cards"]} == {
         "pending now": "1",
         "scheduled": "1",
         "claimed": "2",
-        "dead": "1",
+        "dead jobs": "1",
         "cancelled": "1",
         "oldest pending": page.context["cards"][5][1],
         "waiting (workflow steps)": "0",
@@ -145,6 +145,8 @@ def test_dashboard_cards_kinds_chart_and_workers(
     assert page.context["hour"]["total_completed"] == 2
     assert page.context["hour"]["total_failed"] == 1
     assert page.context["day"]["total_failed"] == 2
+    assert page.context["day"]["total_dead"] == 1  # failed runs and dead jobs told apart
+    assert page.context["day"]["total_retried"] == 1
     assert text.count('<svg class="jq-chart"') == 2
     assert "<script" not in text.split('id="content-main"')[1]  # no JavaScript of its own
     assert [w["id"] for w in page.context["live"]] == ["h:1"]

@@ -141,6 +141,7 @@ def test_bulk_cancel_and_the_cleanup_form(
     page.fill("input[name=finished_before_0]", later.date().isoformat())
     page.fill("input[name=finished_before_1]", later.strftime("%H:%M:%S"))
     page.click("input[type=submit][value='Count the jobs first']")
+    page.wait_for_selector("#cleanup-form .errorlist")  # the next page, not this one
     assert "Choose a moment in the past" in page.inner_text("#cleanup-form")
     # The form takes whole seconds: let the cancel's second pass, so "now" truncated to
     # the second is still after it and the cancelled job is counted.
@@ -149,6 +150,7 @@ def test_bulk_cancel_and_the_cleanup_form(
     page.fill("input[name=finished_before_0]", earlier.date().isoformat())
     page.fill("input[name=finished_before_1]", earlier.strftime("%H:%M:%S"))
     page.click("input[type=submit][value='Count the jobs first']")
+    page.wait_for_selector("#cleanup-count")
     finished = Job.objects.filter(status__in=["completed", "dead", "cancelled"]).count()
     assert f"{finished} finished jobs will be deleted" in page.inner_text("#cleanup-count")
     page.screenshot(path=screenshots / "admin-cleanup.png", full_page=True)

@@ -175,13 +175,20 @@ def test_distinct_kinds_come_from_the_index_in_order() -> None:
 def test_throughput_buckets_cover_the_window_with_zeros() -> None:
     job = tasks.noop.enqueue()
     now = timezone.now()
-    for minutes, outcome in ((1, "completed"), (1, "retried"), (5, "completed"), (5, "merged")):
+    for minutes, outcome in (
+        (1, "completed"),
+        (1, "retried"),
+        (2, "dead"),
+        (5, "completed"),
+        (5, "merged"),
+    ):
         JournalEntry.objects.create(
             job_id=job.id, kind="k", outcome=outcome, recorded_at=now - timedelta(minutes=minutes)
         )
     buckets = store.throughput(since=now - timedelta(minutes=10), bucket="minute", now=now)
     assert len(buckets) in (10, 11)
     assert sum(b["completed"] for b in buckets) == 2
-    assert sum(b["failed"] for b in buckets) == 1
+    assert sum(b["failed"] for b in buckets) == 2  # the run that killed its job failed too
+    assert sum(b["dead"] for b in buckets) == 1
     with pytest.raises(ValueError, match="bucket is minute or hour"):
         store.throughput(since=now, bucket="week")

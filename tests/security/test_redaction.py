@@ -73,3 +73,42 @@ def test_no_page_changes_anything_on_a_get(world: World, key: str) -> None:
     before = fingerprint()
     assert world.client(SUPERUSER).get(page.url).status_code in (200, 403)
     assert fingerprint() == before
+
+
+def secret_failure(world: World) -> JournalEntry:
+    """A dead job whose last failure's note holds the secrets: in its first line (the
+    jobs list's error cell and its hover text), in the task's own frame and in a library
+    frame the job page folds."""
+    import django
+
+    job = world.hostile["dead"]
+    Job.objects.filter(id=job.id).update(failure_count=1)
+    library = django.__file__.rsplit("/", 1)[0] + "/db/utils.py"
+    note = (
+        f"ConnectionError: login refused password={SECRETS['password']}\n"
+        "Traceback (most recent call last):\n"
+        f'  File "{library}", line 9, in connect\n'
+        f"    connect(api_token={SECRETS['api_token']!r})\n"
+        '  File "/srv/shop/tasks.py", line 3, in sync\n'
+        f'    login(client_secret="{SECRETS["client_secret"]}")\n'
+        f"ConnectionError: login refused password={SECRETS['password']}"
+    )
+    return JournalEntry.objects.create(job=job, kind=job.kind, run_no=3, outcome="dead", note=note)
+
+
+@pytest.mark.parametrize("where", ["jobs list", "job page", "journal list", "journal entry"])
+def test_the_last_error_and_its_folded_traceback_hide_secret_named_values(
+    world: World, where: str
+) -> None:
+    entry = secret_failure(world)
+    url = {
+        "jobs list": f"{JOBS}?status__exact=dead",
+        "job page": f"{JOBS}{entry.job_id}/change/",
+        "journal list": JOURNAL,
+        "journal entry": f"{JOURNAL}{entry.pk}/change/",
+    }[where]
+    response = world.client(VIEWER).get(url)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "login refused password=********" in text  # the error is shown, its secret not
+    assert leaked(text) == []

@@ -1,0 +1,112 @@
+"""What the job page and the jobs list say of a job's state, in the words an operator
+asks it in: is it running and for how long, when will it run, why did it last fail.
+
+Only what the row and its journal hold is said: a claim's moment is not stored, but
+its lease is (claimed or renewed a lease's length before it ends), so a running job is
+said to have run *at least* that long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from django_jobqueue import conf
+from django_jobqueue.admin import tracebacks
+from django_jobqueue.admin.common import age, badge, local
+from django_jobqueue.admin.journal import FAILURES
+from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.task.registry import registry
+
+
+def scheduled(job: Job, now: datetime) -> bool:
+    """A pending job that becomes runnable later (a delay, a backoff, a pause)."""
+    return job.status == Status.PENDING and job.visible_at > now
+
+
+def status_of(job: Job, now: datetime) -> SafeString:
+    """The job's badge: its status, "scheduled" for a pending job not yet runnable, and
+    "cancelled" beside a running job asked to stop."""
+    if job.status == Status.CLAIMED and job.cancel_requested:
+        return format_html("{} {}", badge(job.status), badge("cancelled"))
+    if scheduled(job, now):
+        return badge("scheduled")
+    return badge(job.status)
+
+
+def lease_of(job: Job) -> timedelta:
+    defn = registry.find(job.kind)
+    return defn.lease if defn is not None and defn.lease is not None else conf.get().lease
+
+
+def running_since(job: Job) -> datetime | None:
+    """The latest moment a claimed job can have been claimed (its lease's start, which a
+    renewal moves later): it has run at least since then."""
+    if job.status != Status.CLAIMED or job.claim_expires_at is None:
+        return None
+    return job.claim_expires_at - lease_of(job)
+
+
+def state_rows(job: Job, now: datetime) -> list[tuple[str, str, str]]:
+    """(id, label, text) for the page's lines about when the job runs: runnable since or
+    scheduled in, running for at least, nothing for a finished job."""
+    if job.status == Status.CLAIMED:
+        since = running_since(job)
+        return [
+            (
+                "running",
+                "running",
+                f"run {job.run_count} on {job.claimed_by}, for at least "
+                f"{age(since, now=now).removesuffix(' ago')} (claimed at or before "
+                f"{local(since)}); lease until {local(job.claim_expires_at)}",
+            )
+        ]
+    if scheduled(job, now):
+        return [
+            (
+                "scheduled",
+                "scheduled for",
+                f"{local(job.visible_at)} ({age(job.visible_at, now=now)})",
+            )
+        ]
+    if job.status == Status.PENDING:
+        return [
+            (
+                "runnable",
+                "runnable since",
+                f"{local(job.visible_at)} ({age(job.visible_at, now=now)})",
+            )
+        ]
+    return []
+
+
+def empty_journal(job: Job) -> str:
+    """What the journal says before its first entry."""
+    if job.status == Status.CLAIMED:
+        return f"No entries yet: run {job.run_count} is running now."
+    if job.status == Status.WAITING:
+        return "No entries yet: the step waits for its parents."
+    return "No entries yet: the job has not run."
+
+
+def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
+    """The newest failure among ``entries`` (oldest first): its summary, its
+    traceback's parts and where it came from; None if none failed."""
+    for entry in reversed(entries):
+        if entry.outcome in FAILURES:
+            # A note of one line (a Permanent reason) is its own summary: no block.
+            more = len(entry.note.strip().splitlines()) > 1
+            parts = tracebacks.parts(entry.note) if more else []
+            return {
+                "entry": entry,
+                "summary": tracebacks.first_line(entry.note) or entry.outcome,
+                "parts": parts,
+                "folded": any(p.folded for p in parts),
+                "outcome": badge(entry.outcome),
+                "recorded": local(entry.recorded_at),
+            }
+    return None
