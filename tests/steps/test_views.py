@@ -94,7 +94,7 @@ def test_the_dashboard_and_stats_count_sleeping_and_waiting_apart_from_pending()
     s = store.stats(now=timezone.now())
     assert (s.pending_total, s.scheduled, s.sleeping, s.waiting_for_events) == (1, 0, 1, 2)
     page = viewer().get(f"{JOBS}dashboard/")
-    cards = {label: value for label, value, _ in page.context["cards"]}
+    cards = {label: value for label, value, *_ in page.context["cards"]}
     assert (cards["pending now"], cards["scheduled"]) == ("1", "0")
     assert (cards["sleeping"], cards["waiting for events"]) == ("1", "2")
     out = StringIO()
