@@ -11,12 +11,17 @@ back to pending; the next turn can.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
+from django_jobqueue.models import Status
+from django_jobqueue.run.joins import VOID_NOTE
 from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.store import wakeups
 from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
+from django_jobqueue.store.dialects.base.settling import Release
 from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
 
 
@@ -33,7 +38,16 @@ def exchange(
     prepared.dialect.use_generic_plans()
     if not mine:
         return [], prepared.run()
+    d = prepared.dialect
     if any(s.step for s in mine):
+        if all(s.status == Status.COMPLETED for s in mine if s.step):
+            # Completions only: where the dialect can, their joins (and the claim of
+            # what they release) are part of the turn's one statement.
+            now = timezone.now()
+            rows = settle_rows(mine, now, held=d.conn.in_atomic_block)
+            found = d.turn_releasing(rows, TALLY, prepared.spec, releasing(worker_id, now))
+            if found is not None:
+                return outcome(mine, found[0]), prepared.read(found[1])
         # Workflow steps settle with their joins in a transaction of their own first; the
         # claim is prepared after it, so that its clock is past the visible_at of the
         # steps that settlement released and this turn claims them (a chain moves on
@@ -41,10 +55,14 @@ def exchange(
         applied = apply(mine)
         after = _prepared(worker_id, claim)
         return applied, [] if after is None else after.run()
-    d = prepared.dialect
     rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
     done, claimed = d.turn(rows, TALLY, prepared.spec)
     return outcome(mine, done), prepared.read(claimed)
+
+
+def releasing(worker_id: str, now: datetime) -> Release:
+    """What a turn that releases its completed steps' dependents writes with them."""
+    return Release(now=now, void_note=VOID_NOTE, worker=worker_id, channel=wakeups.CHANNEL)
 
 
 def turn_statement(

@@ -50,6 +50,19 @@ class SettleRow:
     bucket: int | None  # the duration's histogram bucket
 
 
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What a turn that releases the dependents of the steps it completed writes with
+    them (where the dialect folds the joins into the turn): the time of the release, the
+    journal note of a batch's ``on_failure`` callback cancelled because no member died,
+    the worker that claims what it releases, and the wake-up channel for the rest."""
+
+    now: datetime
+    void_note: str
+    worker: str
+    channel: str
+
+
 @dataclass(frozen=True)
 class Tally:
     """How a settlement's runs are counted in the run tally, handed in by the store (the

@@ -28,11 +28,13 @@ from django_jobqueue.store.dialects.base.settling import (
     JOURNAL,
     JOURNAL_COLUMNS,
     SET,
+    Release,
     SettleRow,
     Tally,
     journal_select,
     tallied,
 )
+from django_jobqueue.store.dialects.postgresql import joining
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
@@ -45,7 +47,7 @@ def settle_ctes(tally: Tally) -> str:
         f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
         f" j AS (UPDATE {JOB} AS t SET {SET} FROM s"
         f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {GUARD}"
-        " RETURNING t.id, t.status, t.cancel_actor),"
+        " RETURNING t.id, t.status, t.cancel_actor, t.workflow_id),"
         f" entries AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})"
         f" {journal_select('make_interval(secs => s.duration)')} FROM j JOIN s ON s.id = j.id),"
         # The runs counted, in the same statement: the metrics never read the journal.
@@ -148,6 +150,30 @@ class PostgreSQLClaiming(ClaimingStatements):
             + update
             + ") SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
             " LEFT JOIN claimed AS c ON TRUE"
+        )
+
+    def turn_releasing(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]] | None:
+        """``turn`` for a batch whose workflow steps all completed: their joins, and the
+        claim of what they release, in the same statement (``joining``)."""
+        statement = self.releasing_statement(rows, tally, spec, release)
+        found = self.run(*statement.statement())
+        done = {self.read_uuid(v) for v in (found[0][0] or [])} if found else set()
+        return done, [r[1:] for r in found if r[1] is not None]
+
+    def releasing_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Fragment:
+        ctes, update = self.claim_parts(spec)
+        return Fragment.concat(
+            Fragment(f"WITH {settle_ctes(tally)}, ", [document(rows)]),
+            Fragment.join(", ", ctes),
+            ", claimed AS (",
+            update,
+            "), ",
+            joining.join_ctes(spec, release, self.expiry(spec, "c.kind")),
+            joining.final_select(),
         )
 
     def use_generic_plans(self) -> None:
