@@ -11,11 +11,12 @@ workflow closed by the turn that ends its last step.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_jobqueue import Batch, Workflow, chain, chord, group, store, workflow
 from django_jobqueue.models import Job, JournalEntry
@@ -25,7 +26,7 @@ from django_jobqueue.run.lifecycle import Run, completed
 from django_jobqueue.store import sql
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry
-from tests.helpers import postgres_only
+from tests.helpers import backend_pid, in_thread, postgres_only, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -266,3 +267,61 @@ def test_on_postgresql_a_turn_wakes_workers_only_for_released_steps_it_did_not_c
         assert _row(others.steps["leaf"].id).status == "pending"
     finally:
         listener.close()
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)  # a second session holds the callback's row
+def test_on_postgresql_a_turn_defers_completions_whose_callback_row_another_turn_holds() -> None:
+    handle = chord([tasks.wf_value.s(x=i) for i in range(4)], tasks.wf_total.s()).enqueue()
+    members = _claim()
+    callback_id = handle.steps["callback"].id
+    locked, release = threading.Event(), threading.Event()
+    holder: list[int] = []
+
+    def hold() -> int:
+        with transaction.atomic():
+            Job.objects.select_for_update().get(id=callback_id)
+            pid = backend_pid()
+            holder.append(pid)
+            locked.set()
+            release.wait(30)
+        return pid
+
+    held = in_thread(hold)
+    assert locked.wait(10)
+    try:
+        applied, claimed = exchange(
+            worker_id=WORKER, settlements=[_done(m) for m in members[:2]], **_options()
+        )
+        # Nothing of those two written: not the members, their journal, nor the callback.
+        assert list(applied) == [None, None]
+        assert {_row(m.id).status for m in members[:2]} == {"claimed"}
+        assert not JournalEntry.objects.filter(job_id__in=[m.id for m in members]).exists()
+        assert _row(callback_id).parents_open == 4
+
+        waiting = in_thread(
+            lambda: exchange(
+                worker_id=WORKER,
+                settlements=[_done(m) for m in members[:2]],
+                wait=True,
+                **_options(),
+            )
+        )
+        assert wait_for(lambda: _blocked_on(holder[0]), timeout=10)
+    finally:
+        release.set()
+    held.result(10)
+    applied, claimed = waiting.result(10)
+    assert (list(applied), claimed) == ([True, True], [])
+    assert _row(callback_id).parents_open == 2
+    assert WorkflowRow.objects.get(id=handle.id).steps_open == 3
+
+
+def _blocked_on(holder: int) -> int | None:
+    """A backend waiting on a lock ``holder`` holds, if there is one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [holder]
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])

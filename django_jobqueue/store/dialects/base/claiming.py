@@ -29,7 +29,7 @@ from typing import Any
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.primitives import Primitives
-from django_jobqueue.store.dialects.base.settling import Release, SettleRow, Tally
+from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -102,11 +102,11 @@ class ClaimingStatements(Primitives):
 
     def turn_releasing(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
-    ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]] | None:
+    ) -> Released | None:
         """``turn`` for a batch whose workflow steps all completed, their dependents
-        released (and claimed, with room) in the same statement: the settled ids and the
-        claimed rows. None where the joins are not part of the turn (the store then
-        settles them in a transaction of their own, and claims after it)."""
+        released (and claimed, with room) in the same statement. None where the joins
+        are not part of the turn (the store then settles them in a transaction of their
+        own, and claims after it)."""
         return None
 
     def use_generic_plans(self) -> None:

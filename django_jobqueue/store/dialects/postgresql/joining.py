@@ -45,6 +45,32 @@ _VOID = f"(c.join_when = '{JoinWhen.FAILED}' AND c.parents_dead = 0)"
 _RELEASED = f"(NOT {_OPEN} AND NOT {_VOID})"
 
 
+def lock_ctes(*, wait: bool) -> str:
+    """The CTEs between the settlement's rows ``s`` and its UPDATE ``j``: the waiting
+    children of the batch's steps and their workflows, locked first (in id order, as
+    the long way locks them), and ``deferred``, the steps whose joins need a row another
+    turn holds. Those settle in a later turn (unless ``wait``): a worker never queues
+    behind another on a chord's callback or a workflow, it keeps running and claiming
+    and brings more completions to the row when it is free."""
+    lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
+    return (
+        # By primary key, as an array (a join with ``s`` was planned as a scan of the table).
+        f" steps AS (SELECT t.id, t.workflow_id FROM {JOB} AS t"
+        " WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND t.workflow_id IS NOT NULL),"
+        f" kids AS (SELECT e.parent_id, e.child_id FROM {EDGE} AS e"
+        " WHERE e.parent_id = ANY(ARRAY(SELECT id FROM steps))),"
+        f" held AS MATERIALIZED (SELECT c.id FROM {JOB} AS c"
+        f" WHERE c.id = ANY(ARRAY(SELECT child_id FROM kids)) AND c.status = '{Status.WAITING}'"
+        f" ORDER BY c.id {lock}),"
+        f" flows AS MATERIALIZED (SELECT w.id FROM {WORKFLOW} AS w"
+        f" WHERE w.id = ANY(ARRAY(SELECT workflow_id FROM steps)) ORDER BY w.id {lock}),"
+        " deferred AS (SELECT p.id FROM steps AS p"
+        " WHERE NOT (p.workflow_id = ANY(ARRAY(SELECT id FROM flows))) OR EXISTS (SELECT 1"
+        f" FROM kids AS k JOIN {JOB} AS c ON c.id = k.child_id WHERE k.parent_id = p.id"
+        f" AND c.status = '{Status.WAITING}' AND NOT (c.id = ANY(ARRAY(SELECT id FROM held))))),"
+    )
+
+
 def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
     """The CTEs that follow the settlement's and the claim's (``j``, ``claimed``): the
     turn's completed steps' children counted down, released (claimed here when there is
@@ -54,15 +80,12 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
     return Fragment.concat(
         "ended AS (SELECT id, workflow_id FROM j"
         f" WHERE workflow_id IS NOT NULL AND status = '{Status.COMPLETED}'),"
-        f" fanin AS (SELECT e.child_id AS id, count(*) AS n FROM ended JOIN {EDGE} AS e"
-        " ON e.parent_id = ended.id GROUP BY e.child_id),"
-        # Locked in id order (as the long way locks them), so two turns never deadlock.
-        f" held AS MATERIALIZED (SELECT c.id FROM {JOB} AS c"
-        f" WHERE c.id = ANY(ARRAY(SELECT id FROM fanin)) AND c.status = '{Status.WAITING}'"
-        " ORDER BY c.id FOR UPDATE),"
+        " fanin AS (SELECT k.child_id AS id, count(*) AS n FROM ended JOIN kids AS k"
+        " ON k.parent_id = ended.id WHERE k.child_id = ANY(ARRAY(SELECT id FROM held))"
+        " GROUP BY k.child_id),"
         " ranked AS (SELECT f.id, f.n,"
         " row_number() OVER (ORDER BY c.priority, c.visible_at, c.id) AS rank"
-        f" FROM fanin AS f JOIN {JOB} AS c ON c.id = f.id WHERE f.id IN (SELECT id FROM held)),",
+        f" FROM fanin AS f JOIN {JOB} AS c ON c.id = f.id),",
         _child(taken, release, expiry),
         f", notes AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})",
         Fragment(
@@ -72,9 +95,7 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
         ),
         " closing AS (SELECT workflow_id, count(*) AS n FROM (SELECT workflow_id FROM ended"
         f" UNION ALL SELECT workflow_id FROM child WHERE status = '{Status.CANCELLED}') AS x"
-        " GROUP BY workflow_id),"
-        f" flows AS MATERIALIZED (SELECT w.id FROM {WORKFLOW} AS w"
-        " WHERE w.id = ANY(ARRAY(SELECT workflow_id FROM closing)) ORDER BY w.id FOR UPDATE),",
+        " GROUP BY workflow_id),",
         _flow(release),
         Fragment(
             ", woken AS MATERIALIZED (SELECT pg_notify(%s, q.queue) FROM (SELECT DISTINCT queue"
@@ -151,7 +172,7 @@ def _flow(release: Release) -> Fragment:
         f" WHEN w.steps_dead > 0 THEN '{WorkflowStatus.FAILED}'"
         f" ELSE '{WorkflowStatus.COMPLETED}' END ELSE w.status END,"
         f" finished_at = CASE WHEN {closes} THEN %s ELSE w.finished_at END"
-        " FROM closing AS x WHERE w.id = x.workflow_id AND w.id IN (SELECT id FROM flows)"
+        " FROM closing AS x WHERE w.id = x.workflow_id AND w.id = ANY(ARRAY(SELECT id FROM flows))"
         " RETURNING w.id)",
         [release.now],
     )
@@ -159,9 +180,9 @@ def _flow(release: Release) -> Fragment:
 
 def final_select() -> str:
     """The turn's one row per claimed job (from the claim or the release; NULLs when
-    none), each with the settled ids, as the plain turn returns them."""
+    none), each with the settled and the deferred ids."""
     return (
-        " SELECT (SELECT array_agg(id) FROM j), c.*"
+        " SELECT (SELECT array_agg(id) FROM j), (SELECT array_agg(id) FROM deferred), c.*"
         " FROM (SELECT count(*) FROM woken) AS one LEFT JOIN"
         f" (SELECT {CLAIMED} FROM claimed"
         f" UNION ALL SELECT {CLAIMED} FROM child WHERE status = '{Status.CLAIMED}') AS c ON TRUE"
