@@ -7,9 +7,13 @@ and updated, the workflow row locked and updated, a ``NOTIFY``) before it could 
 Here they follow the settlement's CTEs (``j``: the rows the guard let through), so a
 stale run, whose guard fails, releases nothing, and the release commits with the
 settlement or not at all. The counters move once per turn per row: a chord's callback
-and its workflow get one UPDATE per turn however many members the turn completed (the
-two rows every member's settlement touches; two workers take turns on them once per
-turn, not once per member).
+and its workflow get one UPDATE per turn however many members the turn completed.
+
+Those two rows are the ones every member's settlement touches, so they are locked first
+(``lock_ctes``) with SKIP LOCKED: a completion whose child or workflow row another turn
+holds is left out of the statement, written by nothing, and the worker sends it again
+in its next turn (``Released.deferred``). No worker queues behind another on them; each
+keeps claiming and running, and brings more completions to the row once it is free.
 
 A child this turn releases is claimed by the same statement when the worker has room
 for it (its kind and queue served, no per-kind cap or global limit on it, its queue not
