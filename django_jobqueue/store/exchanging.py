@@ -87,8 +87,14 @@ def turn_statement(
     if prepared is None or not settlements:
         return None
     mine = [as_worker(s, worker_id) for s in settlements]
-    rows = settle_rows(mine, timezone.now(), held=False)
-    statement = prepared.dialect.turn_statement(rows, TALLY, prepared.spec)
+    now = timezone.now()
+    rows = settle_rows(mine, now, held=False)
+    d = prepared.dialect
+    if any(s.step for s in mine):  # the turn that releases (``turn_releasing``)
+        release = releasing(worker_id, now, wait=False)
+        statement = d.releasing_statement(rows, TALLY, prepared.spec, release)
+    else:
+        statement = d.turn_statement(rows, TALLY, prepared.spec)
     return None if statement is None else statement.statement()
 
 

@@ -109,6 +109,12 @@ class ClaimingStatements(Primitives):
         own, and claims after it)."""
         return None
 
+    def releasing_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Fragment | None:
+        """The one statement of ``turn_releasing`` (for EXPLAIN); None where there is none."""
+        return None
+
     def use_generic_plans(self) -> None:
         """Have this thread's connection plan its prepared statements once (a worker
         loop's own connection); nothing where statements are not prepared."""

@@ -58,9 +58,11 @@ def lock_ctes(*, wait: bool) -> str:
     and brings more completions to the row when it is free."""
     lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
     return (
-        # By primary key, as an array (a join with ``s`` was planned as a scan of the table).
+        # The batch's rows by primary key, as an array (a join with ``s`` was planned as a
+        # scan of the table, and a test of workflow_id here as a scan of the steps' index);
+        # a plain job's workflow is NULL, which nothing below matches.
         f" steps AS (SELECT t.id, t.workflow_id FROM {JOB} AS t"
-        " WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND t.workflow_id IS NOT NULL),"
+        " WHERE t.id = ANY(ARRAY(SELECT id FROM s))),"
         f" kids AS (SELECT e.parent_id, e.child_id FROM {EDGE} AS e"
         " WHERE e.parent_id = ANY(ARRAY(SELECT id FROM steps))),"
         f" held AS MATERIALIZED (SELECT c.id FROM {JOB} AS c"
@@ -68,10 +70,10 @@ def lock_ctes(*, wait: bool) -> str:
         f" ORDER BY c.id {lock}),"
         f" flows AS MATERIALIZED (SELECT w.id FROM {WORKFLOW} AS w"
         f" WHERE w.id = ANY(ARRAY(SELECT workflow_id FROM steps)) ORDER BY w.id {lock}),"
-        " deferred AS (SELECT p.id FROM steps AS p"
-        " WHERE NOT (p.workflow_id = ANY(ARRAY(SELECT id FROM flows))) OR EXISTS (SELECT 1"
+        " deferred AS (SELECT p.id FROM steps AS p WHERE p.workflow_id IS NOT NULL"
+        " AND (NOT (p.workflow_id = ANY(ARRAY(SELECT id FROM flows))) OR EXISTS (SELECT 1"
         f" FROM kids AS k JOIN {JOB} AS c ON c.id = k.child_id WHERE k.parent_id = p.id"
-        f" AND c.status = '{Status.WAITING}' AND NOT (c.id = ANY(ARRAY(SELECT id FROM held))))),"
+        f" AND c.status = '{Status.WAITING}' AND NOT (c.id = ANY(ARRAY(SELECT id FROM held)))))),"
     )
 
 
