@@ -52,10 +52,14 @@ def outcome(*, cancel_requested: bool, steps_dead: int) -> str:
     return WorkflowStatus.COMPLETED
 
 
+# The note of a batch's on_failure callback cancelled because every member completed.
+VOID_NOTE = "cancelled: every parent step finished and none died (an on_failure step)"
+
+
 def cancel_note(parent_name: str, parent_id: object, parent_status: str, when: str) -> str:
     """The journal note of a child a finished parent cancelled, naming that parent."""
     if when == JoinWhen.FAILED:
-        return "cancelled: every parent step finished and none died (an on_failure step)"
+        return VOID_NOTE
     return (
         f"cancelled: parent step {parent_name!r} ({parent_id}) ended {parent_status}, "
         f"and this step runs only after its parents completed (when={when!r})"

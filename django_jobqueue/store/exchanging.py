@@ -10,22 +10,29 @@ back to pending; the next turn can.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
+from django_jobqueue.models import Status
+from django_jobqueue.run.joins import VOID_NOTE
 from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.store import wakeups
 from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
+from django_jobqueue.store.dialects.base.settling import Release
 from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
 
 
 def exchange(
-    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
-) -> tuple[list[bool], list[Claimed]]:
+    *, worker_id: str, settlements: Sequence[Settlement], wait: bool = False, **claim: Any
+) -> tuple[Sequence[bool | None], list[Claimed]]:
     """Apply ``settlements`` (guarded by ``worker_id``'s claims), then claim as
     ``claim_jobs(worker_id=worker_id, **claim)`` would. Returns, per settlement, whether
-    it was applied, and the claimed jobs."""
+    it was applied (None: deferred, written by nothing, to send again: another turn held
+    a row its join needs, and ``wait`` was not asked), and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
     prepared = _prepared(worker_id, claim)
     if prepared is None:
@@ -33,7 +40,17 @@ def exchange(
     prepared.dialect.use_generic_plans()
     if not mine:
         return [], prepared.run()
+    d = prepared.dialect
     if any(s.step for s in mine):
+        if all(s.status == Status.COMPLETED for s in mine if s.step):
+            # Completions only: where the dialect can, their joins (and the claim of
+            # what they release) are part of the turn's one statement.
+            now = timezone.now()
+            rows = settle_rows(mine, now, held=d.conn.in_atomic_block)
+            release = releasing(worker_id, now, wait=wait)
+            found = d.turn_releasing(rows, TALLY, prepared.spec, release)
+            if found is not None:
+                return _deferring(mine, found.done, found.deferred), prepared.read(found.claimed)
         # Workflow steps settle with their joins in a transaction of their own first; the
         # claim is prepared after it, so that its clock is past the visible_at of the
         # steps that settlement released and this turn claims them (a chain moves on
@@ -41,10 +58,24 @@ def exchange(
         applied = apply(mine)
         after = _prepared(worker_id, claim)
         return applied, [] if after is None else after.run()
-    d = prepared.dialect
     rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
     done, claimed = d.turn(rows, TALLY, prepared.spec)
     return outcome(mine, done), prepared.read(claimed)
+
+
+def releasing(worker_id: str, now: datetime, *, wait: bool) -> Release:
+    """What a turn that releases its completed steps' dependents writes with them."""
+    return Release(
+        now=now, void_note=VOID_NOTE, worker=worker_id, channel=wakeups.CHANNEL, wait=wait
+    )
+
+
+def _deferring(
+    mine: Sequence[Settlement], done: set[uuid.UUID], deferred: set[uuid.UUID]
+) -> list[bool | None]:
+    """``outcome`` of the settlements the turn wrote, None for those it deferred."""
+    applied = iter(outcome([s for s in mine if s.job_id not in deferred], done))
+    return [None if s.job_id in deferred else next(applied) for s in mine]
 
 
 def turn_statement(
@@ -56,8 +87,14 @@ def turn_statement(
     if prepared is None or not settlements:
         return None
     mine = [as_worker(s, worker_id) for s in settlements]
-    rows = settle_rows(mine, timezone.now(), held=False)
-    statement = prepared.dialect.turn_statement(rows, TALLY, prepared.spec)
+    now = timezone.now()
+    rows = settle_rows(mine, now, held=False)
+    d = prepared.dialect
+    if any(s.step for s in mine):  # the turn that releases (``turn_releasing``)
+        release = releasing(worker_id, now, wait=False)
+        statement = d.releasing_statement(rows, TALLY, prepared.spec, release)
+    else:
+        statement = d.turn_statement(rows, TALLY, prepared.spec)
     return None if statement is None else statement.statement()
 
 

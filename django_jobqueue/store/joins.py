@@ -32,6 +32,8 @@ class Ended:
     status: str
     workflow_id: uuid.UUID
     name: str
+    # Its children, when read with it (``ended_steps``); None: not read yet.
+    children: tuple[uuid.UUID, ...] | None = None
 
 
 def edges() -> QuerySet[StepEdge]:
@@ -43,16 +45,24 @@ def workflows() -> QuerySet[Workflow]:
 
 
 def ended_steps(job_ids: Iterable[uuid.UUID]) -> list[Ended]:
-    """Of these jobs, the workflow steps that are terminal now."""
+    """Of these jobs, the workflow steps that are terminal now, each with its children
+    (one query: the steps joined with their edges)."""
     ids = list(job_ids)
     if not ids:
         return []
     rows = (
         sql.jobs()
         .filter(id__in=ids, status__in=TERMINAL, workflow__isnull=False)
-        .values_list("id", "status", "workflow_id", "step_name")
+        .values_list("id", "status", "workflow_id", "step_name", "child_edges__child_id")
     )
-    return [Ended(i, status, wf, name or "") for i, status, wf, name in rows]
+    found: dict[uuid.UUID, tuple[str, uuid.UUID, str]] = {}
+    children: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for i, status, wf, name, child in rows:
+        found[i] = (status, wf, name or "")
+        kids = children.setdefault(i, [])
+        if child is not None:
+            kids.append(child)
+    return [Ended(i, *found[i], children=tuple(children[i])) for i in found]
 
 
 def release(job_ids: Iterable[uuid.UUID], *, now: datetime) -> None:
@@ -103,9 +113,7 @@ def _children_of(
     by_id = {p.id: p for p in parents}
     tally: dict[uuid.UUID, list[int]] = {}  # child: [completed, failed]
     failed_parent: dict[uuid.UUID, Ended] = {}
-    for parent_id, child_id in (
-        edges().filter(parent_id__in=list(by_id)).values_list("parent_id", "child_id")
-    ):
+    for parent_id, child_id in _edges(parents):
         parent = by_id[parent_id]
         counts = tally.setdefault(child_id, [0, 0])
         if parent.status == Status.COMPLETED:
@@ -153,6 +161,15 @@ def _children_of(
             cancelled.append(Ended(cid, Status.CANCELLED, wf, name or ""))
         sql.jobs().filter(id=cid, status=Status.WAITING).update(**changes)
     return cancelled
+
+
+def _edges(parents: Sequence[Ended]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(parent, child) of each of ``parents``: read with them, else queried here."""
+    known = [(p.id, c) for p in parents if p.children is not None for c in p.children]
+    unread = [p.id for p in parents if p.children is None]
+    if unread:
+        known += edges().filter(parent_id__in=unread).values_list("parent_id", "child_id")
+    return known
 
 
 def close(workflow_id: uuid.UUID, *, closed: int, dead: int, now: datetime) -> None:

@@ -70,12 +70,8 @@ def enqueue_workflow(
             )
             for i, spec in enumerate(steps)
         ]
-        d = sql.dialect()
-        for start in range(0, len(rows), BULK_BATCH):
-            d.insert_steps(rows[start : start + BULK_BATCH])
         links = [(wf.id, ids[p], ids[i]) for i, spec in enumerate(steps) for p in spec.parents]
-        for start in range(0, len(links), BULK_BATCH):
-            d.insert_edges(links[start : start + BULK_BATCH])
+        sql.dialect().insert_graph(rows, links, batch=BULK_BATCH)
     handles = [
         NewJob(id=ids[i], kind=spec.request.kind, status=rows[i].status)
         for i, spec in enumerate(steps)

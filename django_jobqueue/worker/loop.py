@@ -34,14 +34,13 @@ from django_jobqueue.store import Claimed
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.wakeups import Listener
 from django_jobqueue.task.registry import registry
-from django_jobqueue.worker import startup
+from django_jobqueue.worker import settling, startup
 from django_jobqueue.worker.claiming import claim_options
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
 from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.recovery import Recovery
-from django_jobqueue.worker.settling import handed_back, settle_alone
 from django_jobqueue.worker.sizing import HOLD
 
 logger = logging.getLogger("django_jobqueue")
@@ -49,6 +48,8 @@ logger = logging.getLogger("django_jobqueue")
 
 class Worker:
     """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
+
+    _deferred = 0  # turns in a row that left settlements to the next (``store.exchange``)
 
     def __init__(
         self,
@@ -259,7 +260,8 @@ class Worker:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
         timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
-            timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
+            soon = settling.DEFER_WAIT if self._deferred else max(self._db.backoff(), MIN_WAIT)
+            timeout = min(timeout, soon)
         if timeout > 0:
             self._wake.wait(timeout)
 
@@ -290,6 +292,7 @@ class Worker:
                     store.exchange,
                     worker_id=self.worker_id,
                     settlements=batch,
+                    wait=self._deferred >= settling.DEFERRALS,
                     **(wanted or {"limit": 0}),
                 )
             )
@@ -302,11 +305,11 @@ class Worker:
             return 0, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
         self._pools.sizing.turned(time.monotonic() - began)
-        self._settled(batch, applied)
+        settled = self._settled(batch, applied)
         self._slot += len(claimed)
         for job in claimed:
             self._dispatch(job)
-        return len(batch), len(claimed) + (self._claim_others(others) if claim else 0), free
+        return settled, len(claimed) + (self._claim_others(others) if claim else 0), free
 
     def _writer_held(self) -> bool:
         """Whether an atomic run is going on a database with one writer (SQLite): its
@@ -432,7 +435,7 @@ class Worker:
         for s in batch:
             running = self._running.get(s.job_id)
             alone = partial(
-                settle_alone,
+                settling.settle_alone,
                 s,
                 worker_id=self.worker_id,
                 failure_count=running.job.failure_count if running else 0,
@@ -444,12 +447,18 @@ class Worker:
                 return  # connection lost: the rest stays unsettled, for the next turn
             self._settled([s], [applied])
 
-    def _settled(self, batch: list[Settlement], applied: list[bool]) -> None:
-        self._unsettled = self._unsettled[len(batch) :]
-        for s in batch:
+    def _settled(self, batch: list[Settlement], applied: Sequence[bool | None]) -> int:
+        """Forget the settlements written (how many); one the turn deferred (None) stays
+        first in line for the next turn (see ``settling.DEFER_WAIT``)."""
+        later = [s for s, ok in zip(batch, applied, strict=True) if ok is None]
+        self._unsettled = later + self._unsettled[len(batch) :]
+        self._deferred = self._deferred + 1 if later else 0
+        done = [s for s, ok in zip(batch, applied, strict=True) if ok is not None]
+        for s in done:
             self._running.pop(s.job_id, None)
-        self.processed += len(batch)
-        self._pipe.settled(batch, applied)
+        self.processed += len(done)
+        self._pipe.settled(done, [ok for ok in applied if ok is not None])
+        return len(done)
 
     # --- shutdown ---------------------------------------------------------------------------
 
@@ -458,7 +467,7 @@ class Worker:
         for running in waiting:
             running.ended = True  # no timeout or warning applies to a run never started
         if waiting:
-            self._unsettled += handed_back(
+            self._unsettled += settling.handed_back(
                 waiting, worker_id=self.worker_id, now=timezone.now(), note=note
             )
 
@@ -477,7 +486,7 @@ class Worker:
         self._collect()
         # Whatever still runs is handed back: pending now, no failure counted.
         finished = {s.job_id for s in self._unsettled}
-        self._unsettled += handed_back(
+        self._unsettled += settling.handed_back(
             [r for r in self._running.values() if r.job.id not in finished],
             worker_id=self.worker_id,
             now=timezone.now(),

@@ -25,7 +25,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_jobqueue import Status, store
+from django_jobqueue import Status, chord, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
 from django_jobqueue.store.exchanging import turn_statement
@@ -249,3 +249,49 @@ def test_the_turn_on_the_big_table_settles_and_claims() -> None:
     assert not {s.job_id for s in settlements} & {c.id for c in claimed}
     done = Job.objects.filter(id__in=[s.job_id for s in settlements])
     assert set(done.values_list("status", flat=True)) == {Status.COMPLETED}
+
+
+def _releasing_turn() -> tuple[str, list[Any]]:
+    """The turn of a worker that completed 8 members of a 200-member chord written on
+    the big table: the one statement that settles them and releases their callback."""
+    chord([tasks.wf_value.s(x=i) for i in range(200)], tasks.wf_total.s()).enqueue()
+    members = store.claim_jobs(worker_id="w:4", limit=8, kinds=[tasks.wf_value.kind])
+    assert len(members) == 8
+    built = turn_statement(
+        worker_id="w:4",
+        settlements=[
+            completed(Run(j.id, j.kind, j.run_count, "w:4", step=True), result=0) for j in members
+        ],
+        limit=10,
+        kinds=registry.kinds(),
+        lease=timedelta(minutes=5),
+    )
+    assert built is not None
+    return built
+
+
+def _assert_releases_by_key(plan: str) -> None:
+    _assert_settles_by_key_and_claims_by_index(plan, 1)
+    ctes = _ctes(plan)
+    # The batch's rows, their waiting children and the children written: each by primary
+    # key (never by scanning the steps' index); the edges by their parent's index.
+    for name in ("steps", "held", "child"):
+        assert "Index Scan using django_jobqueue_job_pkey" in ctes[name], plan
+    assert "Index Cond: (parent_id = ANY" in ctes["kids"], plan
+    assert "Seq Scan" not in ctes["kids"], plan
+
+
+@postgres_only
+def test_a_turn_that_releases_finds_every_row_by_key() -> None:
+    with transaction.atomic():
+        plan = _explain(*_releasing_turn())
+        transaction.set_rollback(True)
+    _assert_releases_by_key(plan)
+
+
+@postgres_only
+def test_a_turn_that_releases_keeps_its_plan_as_the_workers_prepared_generic_statement() -> None:
+    with transaction.atomic():
+        plan = _explain_generic(*_releasing_turn())
+        transaction.set_rollback(True)
+    _assert_releases_by_key(plan)

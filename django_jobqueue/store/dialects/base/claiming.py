@@ -29,7 +29,7 @@ from typing import Any
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.primitives import Primitives
-from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
+from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -98,6 +98,21 @@ class ClaimingStatements(Primitives):
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
     ) -> Fragment | None:
         """The one statement of a turn (for EXPLAIN); None where a turn is not one."""
+        return None
+
+    def turn_releasing(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Released | None:
+        """``turn`` for a batch whose workflow steps all completed, their dependents
+        released (and claimed, with room) in the same statement. None where the joins
+        are not part of the turn (the store then settles them in a transaction of their
+        own, and claims after it)."""
+        return None
+
+    def releasing_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Fragment | None:
+        """The one statement of ``turn_releasing`` (for EXPLAIN); None where there is none."""
         return None
 
     def use_generic_plans(self) -> None:

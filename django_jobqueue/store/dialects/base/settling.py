@@ -50,6 +50,33 @@ class SettleRow:
     bucket: int | None  # the duration's histogram bucket
 
 
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What a turn that releases the dependents of the steps it completed writes with
+    them (where the dialect folds the joins into the turn): the time of the release, the
+    journal note of a batch's ``on_failure`` callback cancelled because no member died,
+    the worker that claims what it releases, and the wake-up channel for the rest."""
+
+    now: datetime
+    void_note: str
+    worker: str
+    channel: str
+    # Wait for the children's and workflows' row locks another turn holds, rather than
+    # leave the settlements that need them to a later turn (``Released.deferred``).
+    wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What such a turn did: the settled ids, the claimed rows, and the settlements it
+    left out, unwritten, because another turn held a row their joins need (a chord's
+    callback, a workflow): the worker sends those again in its next turn."""
+
+    done: set[uuid.UUID]
+    deferred: set[uuid.UUID]
+    claimed: list[tuple[Any, ...]]
+
+
 @dataclass(frozen=True)
 class Tally:
     """How a settlement's runs are counted in the run tally, handed in by the store (the

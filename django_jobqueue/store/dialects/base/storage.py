@@ -199,6 +199,16 @@ class StorageStatements(Primitives):
         if count:
             self.run(head + ", ".join([one] * count), params)
 
+    def insert_graph(
+        self, steps: Sequence[NewStep], edges: Sequence[tuple[Any, Any, Any]], *, batch: int
+    ) -> None:
+        """Insert a workflow's steps, then its edges, ``batch`` rows a call (an edge's
+        parent and child exist before it, for a database that checks keys at once)."""
+        for start in range(0, len(steps), batch):
+            self.insert_steps(steps[start : start + batch])
+        for start in range(0, len(edges), batch):
+            self.insert_edges(edges[start : start + batch])
+
     def insert_edges(self, edges: Sequence[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]) -> None:
         """Insert a workflow's edges, (workflow id, parent id, child id) each: multi-row
         VALUES within the parameter limit."""

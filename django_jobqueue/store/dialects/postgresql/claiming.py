@@ -28,24 +28,29 @@ from django_jobqueue.store.dialects.base.settling import (
     JOURNAL,
     JOURNAL_COLUMNS,
     SET,
+    Release,
+    Released,
     SettleRow,
     Tally,
     journal_select,
     tallied,
 )
+from django_jobqueue.store.dialects.postgresql import joining
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
 
 @cache
-def settle_ctes(tally: Tally) -> str:
+def settle_ctes(tally: Tally, locks: str = "") -> str:
     """The settlement's CTEs, whose one parameter is the batch's document: ``j`` holds
-    the job rows it changed."""
+    the job rows it changed. ``locks``: CTEs between ``s`` and ``j`` that end with
+    ``deferred``, the settlements left out of this statement (``joining.lock_ctes``)."""
+    among = "s WHERE NOT (id = ANY(ARRAY(SELECT id FROM deferred)))" if locks else "s"
     return (
-        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
+        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),{locks}"
         f" j AS (UPDATE {JOB} AS t SET {SET} FROM s"
-        f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {GUARD}"
-        " RETURNING t.id, t.status, t.cancel_actor),"
+        f" WHERE t.id = ANY(ARRAY(SELECT id FROM {among})) AND {GUARD}"
+        " RETURNING t.id, t.status, t.cancel_actor, t.workflow_id),"
         f" entries AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})"
         f" {journal_select('make_interval(secs => s.duration)')} FROM j JOIN s ON s.id = j.id),"
         # The runs counted, in the same statement: the metrics never read the journal.
@@ -148,6 +153,35 @@ class PostgreSQLClaiming(ClaimingStatements):
             + update
             + ") SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
             " LEFT JOIN claimed AS c ON TRUE"
+        )
+
+    def turn_releasing(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Released | None:
+        """``turn`` for a batch whose workflow steps all completed: their joins, and the
+        claim of what they release, in the same statement (``joining``)."""
+        statement = self.releasing_statement(rows, tally, spec, release)
+        found = self.run(*statement.statement())
+        first = found[0] if found else (None, None)
+        return Released(
+            done={self.read_uuid(v) for v in (first[0] or [])},
+            deferred={self.read_uuid(v) for v in (first[1] or [])},
+            claimed=[r[2:] for r in found if r[2] is not None],
+        )
+
+    def releasing_statement(
+        self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
+    ) -> Fragment:
+        ctes, update = self.claim_parts(spec)
+        locks = joining.lock_ctes(wait=release.wait)
+        return Fragment.concat(
+            Fragment(f"WITH {settle_ctes(tally, locks)}, ", [document(rows)]),
+            Fragment.join(", ", ctes),
+            ", claimed AS (",
+            update,
+            "), ",
+            joining.join_ctes(spec, release, self.expiry(spec, "c.kind")),
+            joining.final_select(),
         )
 
     def use_generic_plans(self) -> None:

@@ -53,6 +53,8 @@ _EDGES = (
     " SELECT (r->>0)::uuid, (r->>1)::uuid, (r->>2)::uuid FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
+_GRAPH = f"WITH steps AS ({_STEPS}) {_EDGES}"
+
 # SQLSTATEs a new connection may get past: serialization_failure, deadlock_detected.
 _TRANSIENT_STATES = {"40001", "40P01"}
 
@@ -88,8 +90,21 @@ class PostgreSQLStorage(StorageStatements):
 
     def insert_edges(self, edges: Sequence[tuple[Any, Any, Any]]) -> None:
         if edges:
-            text = ",".join(f'["{w}","{p}","{c}"]' for w, p, c in edges)
-            self.run(_EDGES, ["[" + text + "]"])
+            self.run(_EDGES, [_edges_document(edges)])
+
+    def insert_graph(
+        self, steps: Sequence[NewStep], edges: Sequence[tuple[Any, Any, Any]], *, batch: int
+    ) -> None:
+        """One statement per chunk, as ``enqueue_many``: a chunk of steps and a chunk of
+        edges together (the keys are checked at commit, so an edge may come before its
+        step's chunk)."""
+        for start in range(0, max(len(steps), len(edges)), batch):
+            some, links = steps[start : start + batch], edges[start : start + batch]
+            if some and links:
+                self.run(_GRAPH, [_steps_document(some), _edges_document(links)])
+            else:
+                self.insert_steps(some)
+                self.insert_edges(links)
 
     def _clock(self) -> tuple[str, list[Any]]:
         """The database's clock: the same for every host."""
@@ -199,6 +214,11 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
 def _traced(context: str, q: Callable[[str], str]) -> str:
     """A step's trace context as the document's last element, or nothing."""
     return f",{q(context)}" if context else ""
+
+
+def _edges_document(edges: Sequence[tuple[Any, Any, Any]]) -> str:
+    """``[[workflow_id, parent_id, child_id], …]`` as JSON text."""
+    return "[" + ",".join(f'["{w}","{p}","{c}"]' for w, p, c in edges) + "]"
 
 
 def _steps_document(steps: Sequence[NewStep]) -> str:
