@@ -10,7 +10,8 @@ name a job's id, kind and outcome, never its payload, carry or result; the error
 quote (the INFO line's first line of a failure, the DEBUG traceback) goes through
 ``redact_text``, which hides the value after a secret-named key (``token=…``,
 ``"password": "…"``), and so do the admin's pages wherever they show a journal note
-(the last-error column, the job page's summary and traceback, the journal). The
+(the last-error column, the job page's summary and traceback, the journal), and
+``jobqueue show``'s journal. The
 stored note keeps the exception as the task raised it.
 """
 
