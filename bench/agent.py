@@ -23,6 +23,8 @@ ACTIONS = (
     "chord_write",
     "preload_chord",
     "enqueue_chain",
+    # the workload measures (bench/workloads.py)
+    "preload_work",
 )
 
 

@@ -65,6 +65,13 @@ class Sizes:
     poll: float = 0.1  # seconds between counts during a drain (see the module docstring)
     chord: int = 10_000  # members of the workflow measures' chord (bench/workflows.py)
     chain: int = 1_000  # steps of their chain
+    # The workload measures (bench/workloads.py):
+    io_jobs: int = 5_000  # jobs of the I/O-bound drains...
+    io_ms: int = 50  # ...each waiting this long
+    cpu_jobs: int = 1_000  # jobs of the CPU-bound drain...
+    cpu_ms: int = 20  # ...each this much CPU time of pure Python
+    many_async: int = 10_000  # async jobs at once in one worker process...
+    many_async_ms: int = 5_000  # ...each waiting this long
 
 
 FULL = Sizes()
@@ -78,6 +85,10 @@ QUICK = Sizes(
     proxied=500,
     chord=1_000,
     chain=50,
+    io_jobs=500,
+    cpu_jobs=60,
+    many_async=1_000,
+    many_async_ms=2_000,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
@@ -176,8 +187,10 @@ class Bench:
         finally:
             self.server.drop(name)
 
-    def agent(self, system: System, db: str, action: str, **params: Any) -> Any:
-        return run_agent(system, self.server.url(db), action, params, AGENT_TIMEOUT)
+    def agent(
+        self, system: System, db: str, action: str, env: dict[str, str] | None = None, **params: Any
+    ) -> Any:
+        return run_agent(system, self.server.url(db), action, params, AGENT_TIMEOUT, env)
 
     def preload(self, system: System, db: str, conn: Conn, n: int) -> None:
         """Enqueue ``n`` no-ops the system's fastest way (untimed), check, ANALYZE."""
@@ -196,15 +209,19 @@ class Bench:
         *,
         proxied: bool = False,
         stamp_file: Path | None = None,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> Iterator[list[Worker]]:
-        """``count`` worker processes on ``db`` (through the counting proxy if ``proxied``)."""
+        """``count`` worker processes on ``db`` (through the counting proxy if ``proxied``);
+        ``argv`` instead of the system's own command line, ``env`` added to theirs."""
         url = (
             self.server.url(db, port=self.proxy().port, sslmode="disable")
             if proxied
             else self.server.url(db)
         )
-        env = child_env(system, url, {STAMP_ENV: str(stamp_file)} if stamp_file else None)
-        argv = system.worker_argv(self.config.concurrency)
+        extra = {**(env or {}), **({STAMP_ENV: str(stamp_file)} if stamp_file else {})}
+        env = child_env(system, url, extra)
+        argv = argv or system.worker_argv(self.config.concurrency)
         started: list[Worker] = []
         try:
             for i in range(count):
@@ -240,12 +257,14 @@ class Bench:
         *,
         timed: bool = True,
         remaining: Callable[[Conn, int], int] | None = None,
+        watch: Callable[[], None] | None = None,
     ) -> Drained:
         """Poll until the ``n`` jobs are done; see the module docstring for the clock.
 
         ``timed=False``: only wait for them (a drain that is counted, not timed, may
         finish between two polls). ``remaining``: count the jobs left this way instead
-        of ``system.remaining`` (a chord's members, not its callback)."""
+        of ``system.remaining`` (a chord's members, not its callback). ``watch``: called
+        after each poll (the workload measures sample the workers' memory there)."""
         count = remaining or system.remaining
         start: float | None = None
         counted = polls = 0
@@ -255,6 +274,8 @@ class Bench:
             left = count(conn, n)
             now = time.monotonic()
             polls += 1
+            if watch is not None:
+                watch()
             if left != last_left:
                 last_left, last_change = left, now
             if start is None and left < n:
@@ -448,6 +469,7 @@ class Measure:
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
     from bench.workflows import workflow_measures  # it builds on this module's types
+    from bench.workloads import workload_measures
 
     return (
         Measure(
@@ -502,6 +524,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             applies=lambda s: s.has_big_table,
         ),
         *workflow_measures(sz),
+        *workload_measures(sz),
     )
 
 

@@ -72,3 +72,13 @@ def enqueue_chain(n: int, prefix: str) -> None:
     from django_jobqueue import chain
 
     chain(*(stamp.s(label=f"{prefix}{i}") for i in range(n))).enqueue()
+
+
+# --- the workload measures (bench/workloads.py; settings_jobqueue_work) ---------------------
+
+
+def preload_work(task: str, n: int, kwargs: dict[str, object]) -> None:
+    """``n`` jobs of the workload task ``task`` (bench.workapp.tasks), one ``enqueue_many``."""
+    from bench.workapp import tasks
+
+    getattr(tasks, task).enqueue_many([dict(kwargs) for _ in range(n)])

@@ -1,0 +1,301 @@
+"""The workload measures (issue 20): how the workers do at their defaults, at the documented
+concurrencies, on I/O-bound and CPU-bound work, each rate beside the workers' peak memory.
+
+- **drain_defaults**: N no-ops, two ``runworker`` processes with no option at all, beside
+  two pgqueuer workers at its defaults.
+- **drain_best**: the same at ``--concurrency BEST_CONCURRENCY`` (the best concurrency
+  the docs give for short jobs), pgqueuer at its defaults again, in the same run.
+- **io_sync**: ``io_jobs`` sync jobs each blocking ``io_ms`` (a sync HTTP call), two
+  workers at ``--concurrency IO_CONCURRENCY`` (the docs' figure for I/O-bound sync tasks);
+  pgqueuer's async entrypoint awaiting as long, at its defaults.
+- **io_async**: the same jobs as ``async def``, two workers, on the event loop at its
+  default ``ASYNC_CONCURRENCY``; pgqueuer as above.
+- **cpu** (ours): ``cpu_jobs`` jobs each using ``cpu_ms`` of CPU in pure Python, one
+  ``runworker --processes 1`` and then, on a fresh database, one ``--processes 2``
+  (``CPU_CONCURRENCY`` threads per process, as the docs say for CPU-bound work).
+- **many_async** (ours): ``many_async`` async jobs each waiting ``many_async_ms``, one
+  worker process with ``--async-concurrency`` as high; how many ran at once at most and
+  the process's most threads show that no job had a thread.
+
+Memory is each worker process's peak resident set (``VmHWM`` in ``/proc``; a supervisor's
+children included), read at every poll of the drain: the row gives the largest. Every
+workload worker but the defaults' claims only its measure's kind (``--kind``): a worker that
+knows an ``async def`` kind runs an event loop and claims for it too.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.pg import Conn, scalar
+from bench.procs import Worker
+from bench.systems import System
+
+if TYPE_CHECKING:
+    from bench.harness import Bench, Measure, Rep, Sizes
+
+OURS = "django_jobqueue"
+PGQ = "pgqueuer"
+WORKERS = 2  # worker processes (runworker or pgqueuer) of the drains
+BEST_CONCURRENCY = 32  # docs/explanation/performance.md: short jobs
+IO_CONCURRENCY = 100  # docs/howto/running-workers.md: I/O-bound sync tasks
+CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
+WORK_SETTINGS = "bench.djangoproject.settings_jobqueue_work"
+KIND = "bench.workapp.tasks."  # our workload tasks' kinds: KIND + the task's name
+CLAIMED = "SELECT count(*) FROM django_jobqueue_job WHERE status = 'claimed'"
+
+
+@dataclass
+class Watch:
+    """Samples the worker processes (and their children) at each poll: peak resident
+    memory per process, the most threads of one process, and, for ours, jobs claimed."""
+
+    workers: list[Worker]
+    conn: Conn | None = None  # when set, the claimed jobs are counted too
+    rss_kib: int = 0
+    threads: int = 0
+    claimed: int = 0
+    seen: set[int] = field(default_factory=set)
+
+    def __call__(self) -> None:
+        for worker in self.workers:
+            for pid in tree(worker.popen.pid):
+                status = proc_status(pid)
+                if not status:
+                    continue
+                self.seen.add(pid)
+                self.rss_kib = max(self.rss_kib, status.get("VmHWM", 0))
+                self.threads = max(self.threads, status.get("Threads", 0))
+        if self.conn is not None:
+            self.claimed = max(self.claimed, int(scalar(self.conn, CLAIMED)))
+
+    @property
+    def rss_mib(self) -> float:
+        return self.rss_kib / 1024
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc (a supervisor's worker processes)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            text = Path(f"/proc/{current}/task/{current}/children").read_text()
+        except OSError:
+            continue
+        todo += [int(child) for child in text.split()]
+    return found
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """The numeric fields of /proc/PID/status that a Watch reads (empty: it is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "Threads"):
+            out[name] = int(value.split()[0])
+    return out
+
+
+def runworker(*options: str) -> list[str]:
+    return [sys.executable, "-m", "django", "runworker", *options]
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one system's workers run one workload: the task, its jobs and the command."""
+
+    task: str  # ours: the bench.workapp task; pgqueuer: the entrypoint
+    n: int
+    ms: int
+    argv: list[str] | None  # None: the system's own worker command
+    workers: int = WORKERS
+    settings: bool = True  # ours: run with WORK_SETTINGS (the workload tasks)
+
+    def env(self, s: System) -> dict[str, str] | None:
+        ours = s.key == OURS and self.settings
+        return {"DJANGO_SETTINGS_MODULE": WORK_SETTINGS} if ours else None
+
+
+def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tuple[Any, Watch]:
+    """Preload ``run.n`` jobs, start the workers, drain while watching them."""
+    env = run.env(s)
+    with b.fresh(s) as db, b.server.connect(db) as conn:
+        if run.settings:
+            b.agent(s, db, "preload_work", env, task=run.task, n=run.n, kwargs={"ms": run.ms})
+            conn.execute("ANALYZE")
+        else:
+            b.preload(s, db, conn, run.n)
+        conn.execute("CHECKPOINT")
+        with b.workers(s, db, run.workers, argv=run.argv, env=env) as procs:
+            watch = Watch(procs, conn if count_claimed else None)
+            result = b.drain(s, conn, run.n, procs, watch=watch)
+            watch()
+    return result, watch
+
+
+def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
+    from bench.harness import Rep
+
+    return Rep(
+        {"rate": result.rate, "rss": watch.rss_mib},
+        {**result.raw(), "peak_rss_mib": watch.rss_mib, "processes": len(watch.seen), **raw},
+    )
+
+
+def drain_defaults(b: Bench, s: System) -> Rep:
+    argv = runworker() if s.key == OURS else None
+    result, watch = drained(b, s, Run("noop", b.sizes.drain, 0, argv, settings=False))
+    return _rep(result, watch, argv=argv)
+
+
+def drain_best(b: Bench, s: System) -> Rep:
+    argv = runworker("--concurrency", str(BEST_CONCURRENCY)) if s.key == OURS else None
+    result, watch = drained(b, s, Run("noop", b.sizes.drain, 0, argv, settings=False))
+    return _rep(result, watch, argv=argv)
+
+
+def io_drain(asynchronous: bool) -> Any:
+    def measure(b: Bench, s: System) -> Rep:
+        sz = b.sizes
+        if s.key != OURS:
+            run = Run("wait", sz.io_jobs, sz.io_ms, None)
+        elif asynchronous:
+            run = Run("wait_async", sz.io_jobs, sz.io_ms, runworker("--kind", f"{KIND}wait_async"))
+        else:
+            options = ("--kind", f"{KIND}wait", "--concurrency", str(IO_CONCURRENCY))
+            run = Run("wait", sz.io_jobs, sz.io_ms, runworker(*options))
+        result, watch = drained(b, s, run)
+        return _rep(result, watch, argv=run.argv, ms=sz.io_ms)
+
+    return measure
+
+
+def cpu(b: Bench, s: System) -> Rep:
+    from bench.harness import Rep
+
+    sz = b.sizes
+    found: dict[int, tuple[Any, Watch]] = {}
+    for processes in (1, 2):
+        options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
+        argv = runworker(*options, "--processes", str(processes))
+        found[processes] = drained(b, s, Run("compute", sz.cpu_jobs, sz.cpu_ms, argv, workers=1))
+    (one, one_watch), (two, two_watch) = found[1], found[2]
+    return Rep(
+        {
+            "one": one.rate,
+            "two": two.rate,
+            "ratio": two.rate / one.rate,
+            "rss": max(one_watch.rss_mib, two_watch.rss_mib),
+        },
+        {
+            "ms": sz.cpu_ms,
+            "concurrency": CPU_CONCURRENCY,
+            "processes_1": {**one.raw(), "peak_rss_mib": one_watch.rss_mib},
+            "processes_2": {**two.raw(), "peak_rss_mib": two_watch.rss_mib},
+        },
+    )
+
+
+def many_async(b: Bench, s: System) -> Rep:
+    from bench.harness import Rep
+
+    sz = b.sizes
+    options = ("--kind", f"{KIND}wait_async", "--async-concurrency", str(sz.many_async))
+    run = Run("wait_async", sz.many_async, sz.many_async_ms, runworker(*options), workers=1)
+    result, watch = drained(b, s, run, count_claimed=True)
+    return Rep(
+        {
+            "rate": result.rate,
+            "at_once": watch.claimed,
+            "threads": watch.threads,
+            "rss": watch.rss_mib,
+        },
+        {**result.raw(), "peak_claimed": watch.claimed, "peak_threads": watch.threads},
+    )
+
+
+def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
+    from bench.harness import Measure, Row
+
+    def ours_and_pgq(s: System) -> bool:
+        return s.key in (OURS, PGQ)
+
+    def ours(s: System) -> bool:
+        return s.key == OURS
+
+    def rss(label: str) -> Row:
+        return Row("rss", f"  peak worker RSS, {label} (MiB)", True)
+
+    io = f"{sz.io_jobs:,} jobs x {sz.io_ms} ms, {WORKERS} workers"
+    return (
+        Measure(
+            "drain_defaults",
+            (
+                Row("rate", f"drain {sz.drain:,} no-ops, {WORKERS} workers at defaults (jobs/s)"),
+                rss("no-op drain at defaults"),
+            ),
+            drain_defaults,
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "drain_best",
+            (
+                Row(
+                    "rate",
+                    f"drain {sz.drain:,} no-ops, ours at --concurrency {BEST_CONCURRENCY} (jobs/s)",
+                ),
+                rss(f"no-op drain at {BEST_CONCURRENCY}"),
+            ),
+            drain_best,
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "io_sync",
+            (
+                Row("rate", f"I/O drain {io}, ours sync at {IO_CONCURRENCY} (jobs/s)"),
+                rss("I/O sync"),
+            ),
+            io_drain(asynchronous=False),
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "io_async",
+            (
+                Row("rate", f"I/O drain {io}, ours async def (jobs/s)"),
+                rss("I/O async"),
+            ),
+            io_drain(asynchronous=True),
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "cpu",
+            (
+                Row("one", f"CPU drain {sz.cpu_jobs:,} x {sz.cpu_ms} ms, --processes 1 (jobs/s)"),
+                Row("two", "CPU drain, --processes 2 (jobs/s)"),
+                Row("ratio", "CPU drain, --processes 2 / --processes 1 (target >= 1.7)"),
+                rss("CPU drain"),
+            ),
+            cpu,
+            applies=ours,
+        ),
+        Measure(
+            "many_async",
+            (
+                Row("rate", f"{sz.many_async:,} async jobs x {sz.many_async_ms} ms, 1 process"),
+                Row("at_once", "  most of them claimed at once"),
+                Row("threads", "  most threads of the worker process", True),
+                rss("many async"),
+            ),
+            many_async,
+            applies=ours,
+        ),
+    )
