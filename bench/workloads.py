@@ -25,11 +25,14 @@ knows an ``async def`` kind runs an event loop and claims for it too.
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.errors import BenchError
 from bench.pg import Conn, scalar
 from bench.procs import Worker
 from bench.systems import System
@@ -42,10 +45,20 @@ PGQ = "pgqueuer"
 WORKERS = 2  # worker processes (runworker or pgqueuer) of the drains
 BEST_CONCURRENCY = 32  # docs/explanation/performance.md: short jobs
 IO_CONCURRENCY = 100  # docs/howto/running-workers.md: I/O-bound sync tasks
+ASYNC_CONCURRENCY = 100  # the default ASYNC_CONCURRENCY, as the docs leave it for I/O
 CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
 WORK_SETTINGS = "bench.djangoproject.settings_jobqueue_work"
 KIND = "bench.workapp.tasks."  # our workload tasks' kinds: KIND + the task's name
 CLAIMED = "SELECT count(*) FROM django_jobqueue_job WHERE status = 'claimed'"
+LISTENING = (  # ours LISTENs on a connection of its own
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND query LIKE 'LISTEN %%'"
+)
+CONNECTED = (  # pgqueuer LISTENs on its only connection, which then shows other queries
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -59,6 +72,7 @@ class Watch:
     threads: int = 0
     claimed: int = 0
     seen: set[int] = field(default_factory=set)
+    cpu: dict[int, float] = field(default_factory=dict)  # CPU seconds used, by process
 
     def __call__(self) -> None:
         for worker in self.workers:
@@ -67,6 +81,7 @@ class Watch:
                 if not status:
                     continue
                 self.seen.add(pid)
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu_seconds(pid))
                 self.rss_kib = max(self.rss_kib, status.get("VmHWM", 0))
                 self.threads = max(self.threads, status.get("Threads", 0))
         if self.conn is not None:
@@ -89,6 +104,15 @@ def tree(pid: int) -> list[int]:
             continue
         todo += [int(child) for child in text.split()]
     return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used so far (0: it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -119,6 +143,11 @@ class Run:
     argv: list[str] | None  # None: the system's own worker command
     workers: int = WORKERS
     settings: bool = True  # ours: run with WORK_SETTINGS (the workload tasks)
+    # Worker processes that must be listening before the jobs go in (0: preload them
+    # before the workers start, as the plain drains do). Short drains need it: a
+    # runworker starting a second later than the other, or a supervisor's second
+    # child, would otherwise leave the first alone for a good part of the clock.
+    ready: int = 0
 
     def env(self, s: System) -> dict[str, str] | None:
         ours = s.key == OURS and self.settings
@@ -128,18 +157,38 @@ class Run:
 def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tuple[Any, Watch]:
     """Preload ``run.n`` jobs, start the workers, drain while watching them."""
     env = run.env(s)
+
+    def load() -> None:
+        b.agent(s, db, "preload_work", env, task=run.task, n=run.n, kwargs={"ms": run.ms})
+        conn.execute("ANALYZE")
+
     with b.fresh(s) as db, b.server.connect(db) as conn:
-        if run.settings:
-            b.agent(s, db, "preload_work", env, task=run.task, n=run.n, kwargs={"ms": run.ms})
-            conn.execute("ANALYZE")
-        else:
+        if not run.settings:
             b.preload(s, db, conn, run.n)
+        elif not run.ready:
+            load()
         conn.execute("CHECKPOINT")
         with b.workers(s, db, run.workers, argv=run.argv, env=env) as procs:
             watch = Watch(procs, conn if count_claimed else None)
+            if run.ready:
+                wait_listening(conn, procs, run.ready, LISTENING if s.key == OURS else CONNECTED)
+                load()
             result = b.drain(s, conn, run.n, procs, watch=watch)
             watch()
     return result, watch
+
+
+def wait_listening(conn: Conn, procs: list[Worker], count: int, query: str) -> None:
+    """Until ``query`` counts ``count`` worker processes listening, then a moment more."""
+    from bench.harness import READY_SETTLE, READY_TIMEOUT
+
+    deadline = time.monotonic() + READY_TIMEOUT
+    while int(scalar(conn, query)) < count:
+        if time.monotonic() > deadline or not all(p.alive() for p in procs):
+            detail = "\n\n".join(p.describe() for p in procs)
+            raise BenchError(f"{count} worker processes not listening", detail)
+        time.sleep(0.05)
+    time.sleep(READY_SETTLE)
 
 
 def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
@@ -147,7 +196,13 @@ def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
 
     return Rep(
         {"rate": result.rate, "rss": watch.rss_mib},
-        {**result.raw(), "peak_rss_mib": watch.rss_mib, "processes": len(watch.seen), **raw},
+        {
+            **result.raw(),
+            "peak_rss_mib": watch.rss_mib,
+            "processes": len(watch.seen),
+            "worker_cpu_seconds": sum(watch.cpu.values()),
+            **raw,
+        },
     )
 
 
@@ -167,12 +222,13 @@ def io_drain(asynchronous: bool) -> Any:
     def measure(b: Bench, s: System) -> Rep:
         sz = b.sizes
         if s.key != OURS:
-            run = Run("wait", sz.io_jobs, sz.io_ms, None)
+            run = Run("wait", sz.io_jobs, sz.io_ms, None, ready=WORKERS)
         elif asynchronous:
-            run = Run("wait_async", sz.io_jobs, sz.io_ms, runworker("--kind", f"{KIND}wait_async"))
+            options = ("--kind", f"{KIND}wait_async", "--async-concurrency", str(ASYNC_CONCURRENCY))
+            run = Run("wait_async", sz.io_jobs, sz.io_ms, runworker(*options), ready=WORKERS)
         else:
             options = ("--kind", f"{KIND}wait", "--concurrency", str(IO_CONCURRENCY))
-            run = Run("wait", sz.io_jobs, sz.io_ms, runworker(*options))
+            run = Run("wait", sz.io_jobs, sz.io_ms, runworker(*options), ready=WORKERS)
         result, watch = drained(b, s, run)
         return _rep(result, watch, argv=run.argv, ms=sz.io_ms)
 
@@ -187,7 +243,8 @@ def cpu(b: Bench, s: System) -> Rep:
     for processes in (1, 2):
         options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
         argv = runworker(*options, "--processes", str(processes))
-        found[processes] = drained(b, s, Run("compute", sz.cpu_jobs, sz.cpu_ms, argv, workers=1))
+        run = Run("compute", sz.cpu_jobs, sz.cpu_ms, argv, workers=1, ready=processes)
+        found[processes] = drained(b, s, run)
     (one, one_watch), (two, two_watch) = found[1], found[2]
     return Rep(
         {
