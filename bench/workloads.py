@@ -27,6 +27,7 @@ knows an ``async def`` kind runs an event loop and claims for it too.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,15 @@ IO_CONCURRENCY = 100  # docs/howto/running-workers.md: I/O-bound sync tasks
 ASYNC_CONCURRENCY = 100  # the default ASYNC_CONCURRENCY, as the docs leave it for I/O
 CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
 ORDER = (1, 2, 2, 1)  # the CPU drain's --processes, each segment on half the jobs
+SPIN_SECONDS = 2.0  # each segment of the machine's own scaling (``machine_scaling``)
+SPIN = """
+import sys, time
+end, n = time.monotonic() + float(sys.argv[1]), 0
+while time.monotonic() < end:
+    for i in range(10_000):
+        n += i * i % 7
+print(n)
+"""
 WORK_SETTINGS = "bench.djangoproject.settings_jobqueue_work"
 KIND = "bench.workapp.tasks."  # our workload tasks' kinds: KIND + the task's name
 CLAIMED = "SELECT count(*) FROM django_jobqueue_job WHERE status = 'claimed'"
@@ -259,10 +269,25 @@ def cpu(b: Bench, s: System) -> Rep:
         rss = max(rss, watch.rss_mib)
         segments.append({"processes": processes, **result.raw(), "peak_rss_mib": watch.rss_mib})
     one, two = counted[1] / seconds[1], counted[2] / seconds[2]
+    machine = machine_scaling()
     return Rep(
-        {"one": one, "two": two, "ratio": two / one, "rss": rss},
+        {"one": one, "two": two, "ratio": two / one, "machine": machine, "rss": rss},
         {"ms": sz.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
     )
+
+
+def machine_scaling() -> float:
+    """What two processes of pure Python get done beside one, on this machine now: the
+    ceiling of the CPU drain's ratio (2 on two idle cores; less when others share them),
+    measured in the same order, 1, 2, 2, 1."""
+    work = {1: 0, 2: 0}
+    for processes in ORDER:
+        argv = [sys.executable, "-c", SPIN, str(SPIN_SECONDS)]
+        procs = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(processes)
+        ]
+        work[processes] += sum(int(p.communicate()[0]) for p in procs)
+    return work[2] / work[1]
 
 
 def many_async(b: Bench, s: System) -> Rep:
@@ -342,6 +367,7 @@ def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("one", f"CPU drain {sz.cpu_jobs:,} x {sz.cpu_ms} ms (1,2,2,1), --processes 1"),
                 Row("two", "CPU drain, --processes 2 (jobs/s)"),
                 Row("ratio", "CPU drain, --processes 2 / --processes 1 (target >= 1.7)"),
+                Row("machine", "  the machine's own: 2 pure-Python processes / 1, same order"),
                 rss("CPU drain"),
             ),
             cpu,
