@@ -86,7 +86,7 @@ QUICK = Sizes(
     chord=1_000,
     chain=50,
     io_jobs=2_000,  # fewer drain before the first poll after the enqueue returns
-    cpu_jobs=60,
+    cpu_jobs=200,  # 100 per segment: fewer drained before the first poll
     many_async=1_000,
     many_async_ms=2_000,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
