@@ -25,6 +25,8 @@ ACTIONS = (
     "enqueue_chain",
     # its durable-steps measure (bench/steps.py)
     "preload_steps",
+    # the workload measures (bench/workloads.py)
+    "preload_work",
 )
 
 

@@ -67,6 +67,13 @@ class Sizes:
     steps: int = 2_000  # ten-step jobs of the durable-steps measure (bench/steps.py)
     # Once a worker has connected, this long more for it to finish starting.
     ready_settle: float = 2.0
+    # The workload measures (bench/workloads.py):
+    io_jobs: int = 5_000  # jobs of the I/O-bound drains...
+    io_ms: int = 50  # ...each waiting this long
+    cpu_jobs: int = 1_000  # jobs of the CPU-bound drain...
+    cpu_ms: int = 20  # ...each this much CPU time of pure Python
+    many_async: int = 10_000  # async jobs at once in one worker process...
+    many_async_ms: int = 5_000  # ...each waiting this long
 
 
 FULL = Sizes()
@@ -83,6 +90,10 @@ QUICK = Sizes(
     chain=30,
     steps=100,
     ready_settle=0.5,
+    io_jobs=1_000,  # fewer drain before the first poll after the enqueue returns
+    cpu_jobs=100,  # 50 per segment: fewer drained before the first poll
+    many_async=1_000,
+    many_async_ms=2_000,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
     # (the quick run checks that every measure runs, not how fast).
     poll=0.02,
@@ -181,8 +192,10 @@ class Bench:
         finally:
             self.server.drop(name)
 
-    def agent(self, system: System, db: str, action: str, **params: Any) -> Any:
-        return run_agent(system, self.server.url(db), action, params, AGENT_TIMEOUT)
+    def agent(
+        self, system: System, db: str, action: str, env: dict[str, str] | None = None, **params: Any
+    ) -> Any:
+        return run_agent(system, self.server.url(db), action, params, AGENT_TIMEOUT, env)
 
     def preload(self, system: System, db: str, conn: Conn, n: int) -> None:
         """Enqueue ``n`` no-ops the system's fastest way (untimed), check, ANALYZE."""
@@ -201,15 +214,19 @@ class Bench:
         *,
         proxied: bool = False,
         stamp_file: Path | None = None,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> Iterator[list[Worker]]:
-        """``count`` worker processes on ``db`` (through the counting proxy if ``proxied``)."""
+        """``count`` worker processes on ``db`` (through the counting proxy if ``proxied``);
+        ``argv`` instead of the system's own command line, ``env`` added to theirs."""
         url = (
             self.server.url(db, port=self.proxy().port, sslmode="disable")
             if proxied
             else self.server.url(db)
         )
-        env = child_env(system, url, {STAMP_ENV: str(stamp_file)} if stamp_file else None)
-        argv = system.worker_argv(self.config.concurrency)
+        extra = {**(env or {}), **({STAMP_ENV: str(stamp_file)} if stamp_file else {})}
+        env = child_env(system, url, extra)
+        argv = argv or system.worker_argv(self.config.concurrency)
         started: list[Worker] = []
         try:
             for i in range(count):
@@ -245,12 +262,14 @@ class Bench:
         *,
         timed: bool = True,
         remaining: Callable[[Conn, int], int] | None = None,
+        watch: Callable[[], None] | None = None,
     ) -> Drained:
         """Poll until the ``n`` jobs are done; see the module docstring for the clock.
 
         ``timed=False``: only wait for them (a drain that is counted, not timed, may
         finish between two polls). ``remaining``: count the jobs left this way instead
-        of ``system.remaining`` (a chord's members, not its callback)."""
+        of ``system.remaining`` (a chord's members, not its callback). ``watch``: called
+        after each poll (the workload measures sample the workers' memory there)."""
         count = remaining or system.remaining
         start: float | None = None
         counted = polls = 0
@@ -260,6 +279,8 @@ class Bench:
             left = count(conn, n)
             now = time.monotonic()
             polls += 1
+            if watch is not None:
+                watch()
             if left != last_left:
                 last_left, last_change = left, now
             if start is None and left < n:
@@ -454,6 +475,7 @@ class Measure:
 def measures(sz: Sizes) -> tuple[Measure, ...]:
     from bench.steps import steps_measures  # they build on this module's types
     from bench.workflows import workflow_measures
+    from bench.workloads import workload_measures
 
     return (
         Measure(
@@ -509,6 +531,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
         ),
         *workflow_measures(sz),
         *steps_measures(sz),
+        *workload_measures(sz),
     )
 
 

@@ -1,11 +1,11 @@
 """The pgqueuer worker: ``python -m bench.pgq_worker [--batch-size B] [--max-concurrent-tasks C]``.
 
 pgqueuer's quick-start shape: a QueueManager over one asyncpg connection, with a
-no-op and a stamp entrypoint (async, as its examples are). ``main`` does what
-``pgq run bench.pgq_worker:create`` does (its logger at INFO, ``pgqueuer.run`` on
-uvloop when installed) because that command fails before starting in pgqueuer
-1.6.0 with current typer: its ``--log-level`` parser hands a str where the logger
-setup expects the enum.
+no-op, a wait (bench/workloads.py) and a stamp entrypoint (async, as its examples
+are). ``main`` does what ``pgq run bench.pgq_worker:create`` does (its logger at
+INFO, ``pgqueuer.run`` on uvloop when installed) because that command fails before
+starting in pgqueuer 1.6.0 with current typer: its ``--log-level`` parser hands a
+str where the logger setup expects the enum.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ async def create() -> AsyncIterator[QueueManager]:
     @qm.entrypoint("noop")
     async def noop(job: Job) -> None:
         """Does nothing, so a drain measures the queue and not the work."""
+
+    @qm.entrypoint("wait")
+    async def wait(job: Job) -> None:
+        """Awaits the payload's milliseconds, as an HTTP call does (the I/O measures)."""
+        await asyncio.sleep(int(job.payload or b"0") / 1000)
 
     @qm.entrypoint("stamp")
     async def stamp(job: Job) -> None:

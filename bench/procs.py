@@ -77,15 +77,21 @@ class Worker:
 
 
 def run_agent(
-    system: System, database_url: str, action: str, params: dict[str, Any], timeout: float
+    system: System,
+    database_url: str,
+    action: str,
+    params: dict[str, Any],
+    timeout: float,
+    env: dict[str, str] | None = None,
 ) -> Any:
-    """Run ``bench.agent`` for ``system`` and return its result; BenchError on failure."""
+    """Run ``bench.agent`` for ``system`` and return its result; BenchError on failure;
+    ``env`` adds to (or overrides) the child's environment."""
     argv = [sys.executable, "-m", "bench.agent", system.slug, action, json.dumps(params)]
     try:
         proc = subprocess.run(
             argv,
             cwd=REPO_ROOT,
-            env=child_env(system, database_url),
+            env=child_env(system, database_url, env),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -23,15 +23,21 @@ from django_jobqueue.run.lifecycle import Policy
 from django_jobqueue.states import TERMINAL
 from django_jobqueue.task.cron import Cron, zone
 
+DEFAULT_CONCURRENCY = 8
+
 
 def _default_concurrency() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+    """8 sync slots on any machine: typical tasks wait on I/O (queries, HTTP, mail), so
+    a one-CPU container needs more than one thread, and 8 keeps a worker's connections
+    (one per thread, plus two) within a default ``max_connections`` at a few processes.
+    CPU-bound work wants processes (``--processes``), not more threads."""
+    return DEFAULT_CONCURRENCY
 
 
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "LISTEN_DATABASE": None,  # None: DATABASE itself
-    "CONCURRENCY": None,  # computed: max(1, min(8, cpus))
+    "CONCURRENCY": None,  # DEFAULT_CONCURRENCY (8), whatever the CPUs
     "KIND_CONCURRENCY": {},
     "ASYNC_CONCURRENCY": 100,  # async def runs at once on a worker's event loop
     "PROCESSES": 1,  # worker processes per runworker: a positive int, or "auto" (CPUs)

@@ -77,3 +77,13 @@ def enqueue_chain(n: int, prefix: str) -> None:
 def preload_steps(n: int) -> None:
     """``n`` jobs of ten memoized steps (bench/steps.py), before a drain."""
     ten_steps.enqueue_many([{} for _ in range(n)])
+
+
+# --- the workload measures (bench/workloads.py; settings_jobqueue_work) ---------------------
+
+
+def preload_work(task: str, n: int, kwargs: dict[str, object]) -> None:
+    """``n`` jobs of the workload task ``task`` (bench.workapp.tasks), one ``enqueue_many``."""
+    from bench.workapp import tasks
+
+    getattr(tasks, task).enqueue_many([dict(kwargs) for _ in range(n)])

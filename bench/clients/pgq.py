@@ -93,3 +93,12 @@ def stamp_series(count: int, gap: float, warmup: int) -> dict[str, float]:
             s.run(s.queries.enqueue("stamp", label.encode()))
 
         return paced(count, gap, warmup, submit)
+
+
+def preload_work(task: str, n: int, kwargs: dict[str, object]) -> None:
+    """``n`` jobs of the entrypoint ``task`` (bench.pgq_worker), its payload the ``ms``."""
+    payload = str(kwargs["ms"]).encode()
+    with Session() as s:
+        for offset in range(0, n, CHUNK):
+            size = min(CHUNK, n - offset)
+            s.run(s.queries.enqueue([task] * size, [payload] * size, [0] * size))

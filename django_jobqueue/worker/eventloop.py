@@ -12,9 +12,16 @@ of different runs go side by side on at most ``db_threads`` threads (and connect
 while one run's calls stay on one thread, as Django expects. The executors start their
 thread on first use: a run that makes no sync call costs no thread at all.
 
+At most ``limit`` runs go at once (``ASYNC_CONCURRENCY``); the others wait their turn in
+submission order, so that the worker may hold a claim buffer for the loop as for the
+slot threads: a waiting run starts the moment another ends, without a round trip, and
+``withdraw`` takes back the ones that waited too long (or all, at shutdown) before they
+start. A run is either started or withdrawn, never both.
+
 A run given up on at its timeout is cancelled (``abandon``): unlike a thread, a
-coroutine can be stopped. At ``stop`` whatever still runs (released by the worker
-already) is cancelled, then each executor's connections are closed.
+coroutine can be stopped (one still waiting is dropped, and never starts). At ``stop``
+whatever still runs (released by the worker already) is cancelled, nothing more starts,
+then each executor's connections are closed.
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -56,9 +65,23 @@ class EventLoop:
     """One asyncio loop on a daemon thread, running jobs with ``run`` (the pipeline's
     ``arun_one``); ``on_result`` is called after each run."""
 
-    def __init__(self, *, run: ARunOne, on_result: Callable[[], None], db_threads: int) -> None:
+    def __init__(
+        self,
+        *,
+        run: ARunOne,
+        on_result: Callable[[], None],
+        db_threads: int,
+        limit: int | None = None,
+    ) -> None:
         self.run = run
         self.on_result = on_result
+        self.limit = limit  # runs at once (None: no limit)
+        # Submitted, not started yet: (run, when submitted); under _lock.
+        self._waiting: deque[tuple[Running, float]] = deque()
+        self._lock = threading.Lock()
+        # When each run going on now started (loop thread only; read for longest_run).
+        self._started: dict[tuple[uuid.UUID, int], float] = {}
+        self._closing = False  # set by stop: nothing more starts
         self._outbox: queue.SimpleQueue[Ended] = queue.SimpleQueue()
         self._tasks: dict[tuple[uuid.UUID, int], asyncio.Task[None]] = {}
         self._executors = [
@@ -76,7 +99,25 @@ class EventLoop:
         self._thread.start()
 
     def submit(self, running: Running) -> None:
-        self._loop.call_soon_threadsafe(self._begin, running)
+        schedule = self._loop.call_soon_threadsafe  # fails before start, having queued nothing
+        with self._lock:
+            self._waiting.append((running, time.monotonic()))
+        schedule(self._pump)
+
+    def withdraw(self, *, waited: float = 0.0) -> list[Running]:
+        """Take back the runs not started that have waited ``waited`` seconds or more
+        (all of them by default); the others keep their place."""
+        now = time.monotonic()
+        with self._lock:
+            taken = [r for r, since in self._waiting if now - since >= waited]
+            if taken:
+                self._waiting = deque((r, t) for r, t in self._waiting if now - t < waited)
+        return taken
+
+    def longest_run(self) -> float:
+        """Seconds the longest of the runs going on now has been going (0: none)."""
+        started = list(self._started.values())
+        return time.monotonic() - min(started) if started else 0.0
 
     def results(self) -> Iterator[Ended]:
         """The runs that ended since the last call (never blocks)."""
@@ -85,10 +126,16 @@ class EventLoop:
     def abandon(self, running: Running) -> None:
         """Give up on a run: its coroutine is cancelled; what it comes to is dropped."""
         key = (running.job.id, running.job.run_count)
+        with self._lock:
+            for item in self._waiting:
+                if item[0] is running:
+                    self._waiting.remove(item)
+                    return
         self._loop.call_soon_threadsafe(self._cancel, key)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel what still runs, stop the loop, close the ORM threads' connections."""
+        self._closing = True
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(timeout)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -107,13 +154,28 @@ class EventLoop:
         finally:
             self._loop.close()
 
+    def _pump(self) -> None:
+        """Start waiting runs while there is room."""
+        while not self._closing and (self.limit is None or len(self._tasks) < self.limit):
+            with self._lock:
+                if not self._waiting:
+                    return
+                running, _ = self._waiting.popleft()
+            self._begin(running)
+
     def _begin(self, running: Running) -> None:
         key = (running.job.id, running.job.run_count)
+        self._started[key] = time.monotonic()
         executor = self._executors[self._next % len(self._executors)]
         self._next += 1
         task = self._loop.create_task(self._one(running, executor))
         self._tasks[key] = task
-        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+        task.add_done_callback(lambda _: self._ended(key))
+
+    def _ended(self, key: tuple[uuid.UUID, int]) -> None:
+        self._tasks.pop(key, None)
+        self._started.pop(key, None)
+        self._pump()
 
     async def _one(self, running: Running, executor: ThreadPoolExecutor) -> None:
         async with _context(executor):

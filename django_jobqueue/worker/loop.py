@@ -304,7 +304,7 @@ class Worker:
         if result is None:
             return 0, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
-        self._pools.sizing.turned(time.monotonic() - began)
+        self._pools.turned(time.monotonic() - began)
         settled = self._settled(batch, applied)
         self._slot += len(claimed)
         for job in claimed:
@@ -413,7 +413,7 @@ class Worker:
             if running is None or running.job.run_count != job.run_count:
                 continue  # released at shutdown or timed out; its result is dropped
             running.ended = True
-            self._pools.sizing.ran(ended.result.duration.total_seconds())
+            self._pools.ran(job.kind, ended.result.duration.total_seconds())
             settlement = self._pipe.to_write(ended)
             if settlement is not None:
                 self._unsettled.append(settlement)

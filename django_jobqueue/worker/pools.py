@@ -4,7 +4,8 @@ event loop, each with its own concurrency, and what each can take on next.
 A worker with no async kind has no event loop, and claims exactly as it did with slot
 threads alone: one group of every kind, as many as there are free slots. With both, it
 claims each group for its own free room (``groups``), so a full set of slot threads never
-holds back async runs, nor a thousand free awaits bring in a thousand sync jobs.
+holds back async runs, nor a thousand free awaits bring in a thousand sync jobs. Each
+pool has a claim buffer of its own (``sizing``), sized from its own runs' durations.
 """
 
 from __future__ import annotations
@@ -39,10 +40,16 @@ class Pools:
         self.sync_kinds = [k for k in kinds if k not in self.async_kinds]
         self.all_kinds = list(kinds)
         self.slots = Slots(run=pipe.run_one, on_result=on_result)
-        # The slot threads' claim buffer, sized by what the worker measures.
+        # The slot threads' claim buffer, and the event loop's, sized by what each measures.
         self.sizing = Sizing()
+        self.loop_sizing = Sizing()
         self.loop = (
-            EventLoop(run=pipe.arun_one, on_result=on_result, db_threads=DB_THREADS)
+            EventLoop(
+                run=pipe.arun_one,
+                on_result=on_result,
+                db_threads=DB_THREADS,
+                limit=async_concurrency,
+            )
             if self.async_kinds
             else None
         )
@@ -79,9 +86,22 @@ class Pools:
         """Seconds the longest sync run going on now has been going."""
         return self.slots.longest_run()
 
+    def ran(self, kind: str, seconds: float) -> None:
+        """A run of ``kind`` ended after ``seconds``: its pool's buffer learns of it."""
+        sizing = self.loop_sizing if kind in self.async_kinds else self.sizing
+        sizing.ran(seconds)
+
+    def turned(self, seconds: float) -> None:
+        self.sizing.turned(seconds)
+        self.loop_sizing.turned(seconds)
+
     def withdraw(self, *, waited: float = 0.0) -> list[Running]:
-        """The sync runs still waiting for a slot thread (``Slots.withdraw``)."""
-        return self.slots.withdraw(waited=waited)
+        """The runs still waiting for a slot thread or for room on the event loop that
+        have waited ``waited`` seconds or more (all by default): none of them started."""
+        waiting = self.slots.withdraw(waited=waited)
+        if self.loop is not None:
+            waiting += self.loop.withdraw(waited=waited)
+        return waiting
 
     def groups(
         self,
@@ -91,14 +111,18 @@ class Pools:
         extra: int = 0,
     ) -> list[tuple[list[str], int]]:
         """(kinds, free room) to claim for, the roomiest first; runs being settled this
-        turn free their room already; ``extra`` is the slot threads' buffer (``sizing``)."""
+        turn free their room already; ``extra`` is the slot threads' buffer (``sizing``),
+        the event loop's is added here (``loop_sizing``)."""
         busy = [r for job_id, r in running.items() if job_id not in settling]
         if self.loop is None:
             return [(self.all_kinds, self.concurrency + extra - len(busy))]
         in_loop = sum(1 for r in busy if r.job.kind in self.async_kinds)
+        loop_extra = self.loop_sizing.buffer(
+            self.async_concurrency, longest_run=self.loop.longest_run()
+        )
         found = [
             (self.sync_kinds, self.concurrency + extra - (len(busy) - in_loop)),
-            (sorted(self.async_kinds), self.async_concurrency - in_loop),
+            (sorted(self.async_kinds), self.async_concurrency + loop_extra - in_loop),
         ]
         found = [(kinds, free) for kinds, free in found if kinds]
         return sorted(found, key=lambda group: -group[1])

@@ -17,7 +17,8 @@ mark. The jobs go in in waves, one more after each fault; each fault is injected
 half of the newest wave has completed, so it always hits workers with work in flight.
 The faults, in a shuffled order:
 
-- SIGKILL of a random worker, and a new worker started at once;
+- SIGKILL of a random worker, and a new worker started at once (with ``--processes``,
+  of one of a supervisor's worker processes, which the supervisor replaces);
 - SIGTERM of a random worker (a graceful stop: it finishes or releases its runs), and a
   replacement started;
 - ``pg_terminate_backend`` of every worker connection (loop, listener, job threads).
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import os
 import random
 import signal
 import subprocess
@@ -82,6 +84,10 @@ class Plan:
     timeout: float = 600.0  # for the whole campaign
     seed: int = 7
     atomic: bool = False  # run the atomic task: check exactly-once effects
+    # Worker processes per runworker (``--processes``): above 1, each worker is a
+    # supervisor, a SIGKILL hits one of its worker processes (which it replaces) and a
+    # SIGTERM the supervisor (which stops all of its own).
+    processes: int = 1
 
     @property
     def kind(self) -> str:
@@ -124,7 +130,8 @@ class Report:
             extra = []
         lines = [
             f"chaos campaign{' (atomic task)' if p.atomic else ''}: {p.jobs} jobs,"
-            f" {p.workers} workers x {p.concurrency} slots, {t.seconds:.1f} s",
+            f" {p.workers} workers x {p.processes} processes x {p.concurrency} slots,"
+            f" {t.seconds:.1f} s",
             f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
             f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
             f"{what}: {total} for {p.jobs} jobs ({total / max(p.jobs, 1):.4f} per job)",
@@ -163,6 +170,7 @@ class Campaign:
             str(p.shutdown_timeout),
             "--poll-interval",
             "1",
+            *(["--processes", str(p.processes)] if p.processes > 1 else []),
         ]
 
     def start_worker(self) -> None:
@@ -250,6 +258,8 @@ class Campaign:
             return True
         # A registered worker is past start-up (its signal handlers are in place) and has
         # had a moment to claim.
+        if what == "kill" and self.plan.processes > 1:
+            return self.kill_child()
         ready = [w for w in self.working if w.alive() and w.age() >= 1.0 and w.registered()]
         if not ready:
             return False
@@ -263,6 +273,21 @@ class Campaign:
             self.stopping.append((victim, time.monotonic()))
             self.tally.stops += 1
         self.start_worker()
+        return True
+
+    def kill_child(self) -> bool:
+        """SIGKILL one registered worker process of a supervisor; its supervisor starts
+        another in its place, and the lease recovery takes back its jobs."""
+        from django_jobqueue.models import WorkerHeartbeat
+
+        pids = [pid for w in self.working if w.alive() for pid in w.children()]
+        live = WorkerHeartbeat.objects.filter(pid__in=pids, stopped_at__isnull=True)
+        ready = sorted(set(live.values_list("pid", flat=True)))
+        if not ready:
+            return False
+        with contextlib.suppress(ProcessLookupError):  # it died meanwhile: still a kill
+            os.kill(self.rng.choice(ready), signal.SIGKILL)
+        self.tally.kills += 1
         return True
 
     def reap(self, *, wait: bool) -> None:
@@ -406,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stops", type=int, default=None, help="default: kills / 2")
     parser.add_argument("--cuts", type=int, default=None, help="default: kills / 2")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--processes", type=int, default=1, help="worker processes per runworker (supervised)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument(
@@ -420,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         stops=half if options.stops is None else options.stops,
         cuts=half if options.cuts is None else options.cuts,
         concurrency=options.concurrency,
+        processes=options.processes,
         seed=options.seed,
         timeout=options.timeout,
         atomic=options.atomic,

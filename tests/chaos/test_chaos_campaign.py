@@ -5,7 +5,8 @@ of terminated connections; every delivery guarantee must hold at the end.
 10 cuts); ``python -m tests.chaos.campaign`` the long form (see ``campaign.py``). The CI
 form is smaller because nearly all of its CPU goes into starting a ``runworker`` child
 after each fault: every kind of fault still hits workers with work in flight, several
-times over, and every check below is the same.
+times over, and every check below is the same. The campaign runs once more on
+``runworker --processes 2`` workers.
 """
 
 from __future__ import annotations
@@ -40,6 +41,25 @@ def test_chaos_campaign_loses_nothing_and_settles_every_run_once(
     assert report.tally.stops == plan.stops, report.text()
     assert report.tally.cuts == plan.cuts, report.text()
     assert report.tally.backends_terminated >= plan.cuts, report.text()
+    assert report.outcomes["completed"] == plan.jobs
+    assert report.outcomes["stale-recovered"] >= 1, "no kill caught a run in flight"
+    assert sum(report.executions_per_job.values()) == plan.jobs
+
+
+@postgres_only
+@pytest.mark.timeout(900)
+def test_chaos_campaign_with_supervised_workers_loses_nothing(runworker: WorkerProcesses) -> None:
+    """The same faults on ``runworker --processes 2``: two supervisors of two worker
+    processes each; a SIGKILL hits one worker process (its supervisor replaces it), a
+    SIGTERM a supervisor (which stops both of its own gracefully)."""
+    plan = Plan(jobs=JOBS, workers=2, processes=2, kills=KILLS, stops=STOPS, cuts=CUTS)
+    report = Campaign(plan, runworker).run()
+    print(report.text())
+
+    assert report.violations == [], report.text()
+    assert report.tally.kills == plan.kills, report.text()
+    assert report.tally.stops == plan.stops, report.text()
+    assert report.tally.cuts == plan.cuts, report.text()
     assert report.outcomes["completed"] == plan.jobs
     assert report.outcomes["stale-recovered"] >= 1, "no kill caught a run in flight"
     assert sum(report.executions_per_job.values()) == plan.jobs

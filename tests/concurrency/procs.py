@@ -146,9 +146,19 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             pytest.fail(f"worker did not exit within {timeout}s\n{self.describe()}")
 
+    def children(self) -> list[int]:
+        """The pids of this process's own children (a supervisor's worker processes)."""
+        listing = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        try:
+            return [int(pid) for pid in listing.read_text().split()]
+        except OSError:  # gone, or no /proc (the campaigns run on Linux)
+            return []
+
     def registered(self) -> bool:
-        """Whether the child has registered its heartbeat row (its loop has started)."""
-        return WorkerHeartbeat.objects.filter(pid=self.pid, stopped_at__isnull=True).exists()
+        """Whether the child has registered its heartbeat row (its loop has started); for
+        ``--processes``, whether one of its worker processes has."""
+        pids = [self.pid, *self.children()]
+        return WorkerHeartbeat.objects.filter(pid__in=pids, stopped_at__isnull=True).exists()
 
     def wait_registered(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Wait until the child has registered its heartbeat row (its loop is starting)."""

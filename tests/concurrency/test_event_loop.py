@@ -10,6 +10,7 @@ import pytest
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job
+from django_jobqueue.worker import sizing
 from django_jobqueue.worker.eventloop import DB_THREADS
 from tests.helpers import WorkerThread, journal_of, postgres_only, row_locking, wait_for
 from tests.taskapp import tasks
@@ -123,3 +124,35 @@ def test_a_dead_connection_on_an_orm_thread_is_dropped_after_the_run_that_met_it
     queries = Job.objects.filter(kind="tests.async_query")
     assert not queries.exclude(status=Status.COMPLETED)
     assert sorted(set(queries.values_list("failure_count", flat=True))) == [0]
+
+
+def test_a_buffered_async_job_waits_unstarted_and_is_released_on_shutdown(
+    gauge: tasks.AsyncGauge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop's claim buffer: a job claimed beyond ASYNC_CONCURRENCY waits under
+    the lease without starting, and is handed back unrun, no failure counted, on stop."""
+    monkeypatch.setattr(sizing, "CAP", 1)  # a buffer of one job at most
+    first = tasks.async_wait.enqueue(seconds=60)
+    buffered = tasks.async_wait.enqueue(seconds=60)
+    holder = WorkerThread(concurrency=1, async_concurrency=1, shutdown_timeout=1)
+    # As measured after a stream of 10 ms runs over 10 ms round trips: one job of buffer.
+    holder.worker._pools.loop_sizing.ran(0.010)
+    holder.worker._pools.loop_sizing.turned(0.010)
+    holder.start()
+    try:
+        wait_for(lambda: Job.objects.filter(status=Status.CLAIMED).count() == 2, timeout=30)
+        time.sleep(0.3)
+        assert gauge.now == 1, "only ASYNC_CONCURRENCY runs at once"
+    finally:
+        holder.stop()
+    notes = {}
+    for handle in (first, buffered):
+        job = Job.objects.get(id=handle.id)
+        assert (job.status, job.failure_count) == (Status.PENDING, 0)
+        [released] = journal_of(handle.id)
+        assert released.outcome == "released"
+        notes[str(handle.id)] = released.note
+    waited = [job_id for job_id, note in notes.items() if "before it started" in note]
+    assert len(waited) == 1, notes
+    assert waited[0] not in gauge.cancelled, "it never started, so nothing to cancel"
+    assert set(notes) - set(waited) == gauge.cancelled, "the started one was cancelled"

@@ -11,12 +11,23 @@ from django.test import override_settings
 
 from django_jobqueue import Priority, Status
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.worker import sizing
 from django_jobqueue.worker.claiming import priority_floor
 from tests.helpers import WorkerThread, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def one_job_of_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the run order slot by slot. A claim takes its free slots plus the
+    claim buffer in one batch, which runs in the order the claim returns it; with a
+    ceiling of one (a one-thread worker's before it rose to 64) each batch is two slots,
+    so the order shows each slot's tier. A larger batch keeps each tier's share per
+    batch (every fifth slot is the next tier's), not its place within the batch."""
+    monkeypatch.setattr(sizing, "CAP", 1)
 
 
 def jobqueue(**extra: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django_jobqueue.worker.sizing import LONG_RUN, STUCK, Sizing
+from django_jobqueue.worker.sizing import CAP, LONG_RUN, STUCK, Sizing, cap
 
 
 def test_no_buffer_before_anything_is_measured() -> None:
@@ -12,7 +12,7 @@ def test_no_buffer_before_anything_is_measured() -> None:
     assert sizing.buffer(8) == 0, "a round trip is not measured yet"
 
 
-def test_short_runs_get_about_a_round_trip_of_work_never_more_than_the_slots() -> None:
+def test_short_runs_get_about_a_round_trip_of_work_never_more_than_the_cap() -> None:
     sizing = Sizing()
     sizing.ran(0.010)
     sizing.turned(0.005)
@@ -20,10 +20,16 @@ def test_short_runs_get_about_a_round_trip_of_work_never_more_than_the_slots() -
     sizing.turned(0.5)
     for _ in range(30):
         sizing.turned(0.5)
-    assert sizing.buffer(8) == 8, "bounded by the slots"
+    assert sizing.buffer(8) == CAP, "bounded by the cap"
     sizing.ran(0.0)
     sizing.run = 0.0
-    assert sizing.buffer(3) == 3
+    assert sizing.buffer(3) == CAP
+    assert sizing.buffer(CAP * 2) == CAP * 2, "a worker of more slots than the cap: its slots"
+
+
+def test_the_cap_is_the_concurrency_or_more() -> None:
+    assert cap(1) == cap(2) == CAP
+    assert cap(CAP + 1) == CAP + 1
 
 
 def test_long_runs_and_a_stuck_slot_get_no_buffer() -> None:
@@ -32,5 +38,5 @@ def test_long_runs_and_a_stuck_slot_get_no_buffer() -> None:
     sizing.ran(LONG_RUN * 2)
     assert sizing.buffer(8) == 0, "long jobs are never hoarded"
     sizing.run = 0.001
-    assert sizing.buffer(8) == 8
+    assert sizing.buffer(8) == 40  # 8 slots finish 40 runs of 1 ms in 5 ms
     assert sizing.buffer(8, longest_run=STUCK) == 0

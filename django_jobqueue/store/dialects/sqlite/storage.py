@@ -48,8 +48,7 @@ class SQLiteStorage(StorageStatements):
                     "write wait on each other and, past the database timeout, fail with "
                     "'database is locked'.",
                     hint="Set JOBQUEUE['CONCURRENCY'] = 1 (or run runworker --concurrency 1), "
-                    "or use PostgreSQL for parallel jobs. The default concurrency follows the "
-                    "CPU count.",
+                    "or use PostgreSQL for parallel jobs. The default concurrency is 8.",
                     id="django_jobqueue.W002",
                 )
             )

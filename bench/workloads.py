@@ -1,0 +1,395 @@
+"""The workload measures (issue 20): how the workers do at their defaults, at the documented
+concurrencies, on I/O-bound and CPU-bound work, each rate beside the workers' peak memory.
+
+- **drain_defaults**: N no-ops, two ``runworker`` processes with no option at all, beside
+  two pgqueuer workers at its defaults.
+- **drain_best**: the same at ``--concurrency BEST_CONCURRENCY`` (the best concurrency
+  the docs give for short jobs), pgqueuer at its defaults again, in the same run.
+- **io_sync**: ``io_jobs`` sync jobs each blocking ``io_ms`` (a sync HTTP call), two
+  workers at ``--concurrency IO_CONCURRENCY`` (the docs' figure for I/O-bound sync tasks);
+  pgqueuer's async entrypoint awaiting as long, at its defaults.
+- **io_async**: the same jobs as ``async def``, two workers, on the event loop at its
+  default ``ASYNC_CONCURRENCY``; pgqueuer as above.
+- **cpu** (ours): jobs each using ``cpu_ms`` of CPU in pure Python, drained by one
+  ``runworker --processes 1`` and by one ``--processes 2`` (``CPU_CONCURRENCY`` threads
+  per process, as the docs say for CPU-bound work) in four segments of half of
+  ``cpu_jobs``, in the order 1, 2, 2, 1, each on a fresh database.
+- **many_async** (ours): ``many_async`` async jobs each waiting ``many_async_ms``, one
+  worker process with ``--async-concurrency`` as high; how many ran at once at most and
+  the process's most threads show that no job had a thread.
+
+Memory is each worker process's peak resident set (``VmHWM`` in ``/proc``; a supervisor's
+children included), read at every poll of the drain: the row gives the largest. Every
+workload worker but the defaults' claims only its measure's kind (``--kind``): a worker that
+knows an ``async def`` kind runs an event loop and claims for it too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.errors import BenchError
+from bench.pg import Conn, scalar
+from bench.procs import Worker
+from bench.systems import System
+
+if TYPE_CHECKING:
+    from bench.harness import Bench, Measure, Rep, Sizes
+
+OURS = "django_jobqueue"
+PGQ = "pgqueuer"
+WORKERS = 2  # worker processes (runworker or pgqueuer) of the drains
+BEST_CONCURRENCY = 32  # docs/explanation/performance.md: short jobs
+IO_CONCURRENCY = 100  # docs/howto/running-workers.md: I/O-bound sync tasks
+ASYNC_CONCURRENCY = 100  # the default ASYNC_CONCURRENCY, as the docs leave it for I/O
+CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
+ORDER = (1, 2, 2, 1)  # the CPU drain's --processes, each segment on half the jobs
+SPIN_SECONDS = 2.0  # each segment of the machine's own scaling (``machine_scaling``)
+SPIN = """
+import sys, time
+end, n = time.monotonic() + float(sys.argv[1]), 0
+while time.monotonic() < end:
+    for i in range(10_000):
+        n += i * i % 7
+print(n)
+"""
+WORK_SETTINGS = "bench.djangoproject.settings_jobqueue_work"
+KIND = "bench.workapp.tasks."  # our workload tasks' kinds: KIND + the task's name
+CLAIMED = "SELECT count(*) FROM django_jobqueue_job WHERE status = 'claimed'"
+LISTENING = (  # ours LISTENs on a connection of its own
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND query LIKE 'LISTEN %%'"
+)
+CONNECTED = (  # pgqueuer LISTENs on its only connection, which then shows other queries
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Watch:
+    """Samples the worker processes (and their children) at each poll: peak resident
+    memory per process, the most threads of one process, and, for ours, jobs claimed."""
+
+    workers: list[Worker]
+    conn: Conn | None = None  # when set, the claimed jobs are counted too
+    rss_kib: int = 0
+    threads: int = 0
+    claimed: int = 0
+    seen: set[int] = field(default_factory=set)
+    cpu: dict[int, float] = field(default_factory=dict)  # CPU seconds used, by process
+
+    def __call__(self) -> None:
+        for worker in self.workers:
+            for pid in tree(worker.popen.pid):
+                status = proc_status(pid)
+                if not status:
+                    continue
+                self.seen.add(pid)
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu_seconds(pid))
+                self.rss_kib = max(self.rss_kib, status.get("VmHWM", 0))
+                self.threads = max(self.threads, status.get("Threads", 0))
+        if self.conn is not None:
+            self.claimed = max(self.claimed, int(scalar(self.conn, CLAIMED)))
+
+    @property
+    def rss_mib(self) -> float:
+        return self.rss_kib / 1024
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc (a supervisor's worker processes)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            text = Path(f"/proc/{current}/task/{current}/children").read_text()
+        except OSError:
+            continue
+        todo += [int(child) for child in text.split()]
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used so far (0: it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """The numeric fields of /proc/PID/status that a Watch reads (empty: it is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "Threads"):
+            out[name] = int(value.split()[0])
+    return out
+
+
+def runworker(*options: str) -> list[str]:
+    return [sys.executable, "-m", "django", "runworker", *options]
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one system's workers run one workload: the task, its jobs and the command."""
+
+    task: str  # ours: the bench.workapp task; pgqueuer: the entrypoint
+    n: int
+    ms: int
+    argv: list[str] | None  # None: the system's own worker command
+    workers: int = WORKERS
+    settings: bool = True  # ours: run with WORK_SETTINGS (the workload tasks)
+    # Worker processes that must be listening before the jobs go in (0: preload them
+    # before the workers start, as the plain drains do). Short drains need it: a
+    # runworker starting a second later than the other, or a supervisor's second
+    # child, would otherwise leave the first alone for a good part of the clock.
+    ready: int = 0
+
+    def env(self, s: System) -> dict[str, str] | None:
+        ours = s.key == OURS and self.settings
+        return {"DJANGO_SETTINGS_MODULE": WORK_SETTINGS} if ours else None
+
+
+def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tuple[Any, Watch]:
+    """Preload ``run.n`` jobs, start the workers, drain while watching them."""
+    env = run.env(s)
+
+    def load() -> None:
+        b.agent(s, db, "preload_work", env, task=run.task, n=run.n, kwargs={"ms": run.ms})
+        conn.execute("ANALYZE")
+
+    with b.fresh(s) as db, b.server.connect(db) as conn:
+        if not run.settings:
+            b.preload(s, db, conn, run.n)
+        elif not run.ready:
+            load()
+        conn.execute("CHECKPOINT")
+        with b.workers(s, db, run.workers, argv=run.argv, env=env) as procs:
+            watch = Watch(procs, conn if count_claimed else None)
+            if run.ready:
+                wait_listening(
+                    conn,
+                    procs,
+                    run.ready,
+                    LISTENING if s.key == OURS else CONNECTED,
+                    settle=b.sizes.ready_settle,
+                )
+                load()
+            result = b.drain(s, conn, run.n, procs, watch=watch)
+            watch()
+    return result, watch
+
+
+def wait_listening(
+    conn: Conn, procs: list[Worker], count: int, query: str, *, settle: float
+) -> None:
+    """Until ``query`` counts ``count`` worker processes listening, then ``settle`` more."""
+    from bench.harness import READY_TIMEOUT
+
+    deadline = time.monotonic() + READY_TIMEOUT
+    while int(scalar(conn, query)) < count:
+        if time.monotonic() > deadline or not all(p.alive() for p in procs):
+            detail = "\n\n".join(p.describe() for p in procs)
+            raise BenchError(f"{count} worker processes not listening", detail)
+        time.sleep(0.05)
+    time.sleep(settle)
+
+
+def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
+    from bench.harness import Rep
+
+    return Rep(
+        {"rate": result.rate, "rss": watch.rss_mib},
+        {
+            **result.raw(),
+            "peak_rss_mib": watch.rss_mib,
+            "processes": len(watch.seen),
+            "worker_cpu_seconds": sum(watch.cpu.values()),
+            **raw,
+        },
+    )
+
+
+def drain_defaults(b: Bench, s: System) -> Rep:
+    argv = runworker() if s.key == OURS else None
+    result, watch = drained(b, s, Run("noop", b.sizes.drain, 0, argv, settings=False))
+    return _rep(result, watch, argv=argv)
+
+
+def drain_best(b: Bench, s: System) -> Rep:
+    argv = runworker("--concurrency", str(BEST_CONCURRENCY)) if s.key == OURS else None
+    result, watch = drained(b, s, Run("noop", b.sizes.drain, 0, argv, settings=False))
+    return _rep(result, watch, argv=argv)
+
+
+def io_drain(asynchronous: bool) -> Any:
+    def measure(b: Bench, s: System) -> Rep:
+        sz = b.sizes
+        if s.key != OURS:
+            run = Run("wait", sz.io_jobs, sz.io_ms, None, ready=WORKERS)
+        elif asynchronous:
+            options = ("--kind", f"{KIND}wait_async", "--async-concurrency", str(ASYNC_CONCURRENCY))
+            run = Run("wait_async", sz.io_jobs, sz.io_ms, runworker(*options), ready=WORKERS)
+        else:
+            options = ("--kind", f"{KIND}wait", "--concurrency", str(IO_CONCURRENCY))
+            run = Run("wait", sz.io_jobs, sz.io_ms, runworker(*options), ready=WORKERS)
+        result, watch = drained(b, s, run)
+        return _rep(result, watch, argv=run.argv, ms=sz.io_ms)
+
+    return measure
+
+
+def cpu(b: Bench, s: System) -> Rep:
+    """``--processes 1`` and ``2`` in the order 1, 2, 2, 1, each on half the jobs: a load
+    that drifts during the measure (the machine is shared) then weighs on both alike,
+    where one after the other measured 3.56 and 1.08 in two runs of one evening."""
+    from bench.harness import Rep
+
+    sz = b.sizes
+    half = max(sz.cpu_jobs // 2, 1)
+    counted = {1: 0, 2: 0}
+    seconds = {1: 0.0, 2: 0.0}
+    rss = 0.0
+    segments = []
+    for processes in ORDER:
+        options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
+        argv = runworker(*options, "--processes", str(processes))
+        run = Run("compute", half, sz.cpu_ms, argv, workers=1, ready=processes)
+        result, watch = drained(b, s, run)
+        counted[processes] += result.counted
+        seconds[processes] += result.seconds
+        rss = max(rss, watch.rss_mib)
+        segments.append({"processes": processes, **result.raw(), "peak_rss_mib": watch.rss_mib})
+    one, two = counted[1] / seconds[1], counted[2] / seconds[2]
+    machine = machine_scaling()
+    return Rep(
+        {"one": one, "two": two, "ratio": two / one, "machine": machine, "rss": rss},
+        {"ms": sz.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
+    )
+
+
+def machine_scaling() -> float:
+    """What two processes of pure Python get done beside one, on this machine now: the
+    ceiling of the CPU drain's ratio (2 on two idle cores; less when others share them),
+    measured in the same order, 1, 2, 2, 1."""
+    work = {1: 0, 2: 0}
+    for processes in ORDER:
+        argv = [sys.executable, "-c", SPIN, str(SPIN_SECONDS)]
+        procs = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(processes)
+        ]
+        work[processes] += sum(int(p.communicate()[0]) for p in procs)
+    return work[2] / work[1]
+
+
+def many_async(b: Bench, s: System) -> Rep:
+    from bench.harness import Rep
+
+    sz = b.sizes
+    options = ("--kind", f"{KIND}wait_async", "--async-concurrency", str(sz.many_async))
+    run = Run("wait_async", sz.many_async, sz.many_async_ms, runworker(*options), workers=1)
+    result, watch = drained(b, s, run, count_claimed=True)
+    return Rep(
+        {
+            "rate": result.rate,
+            "at_once": watch.claimed,
+            "threads": watch.threads,
+            "rss": watch.rss_mib,
+        },
+        {**result.raw(), "peak_claimed": watch.claimed, "peak_threads": watch.threads},
+    )
+
+
+def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
+    from bench.harness import Measure, Row
+
+    def ours_and_pgq(s: System) -> bool:
+        return s.key in (OURS, PGQ)
+
+    def ours(s: System) -> bool:
+        return s.key == OURS
+
+    def rss(label: str) -> Row:
+        return Row("rss", f"  peak worker RSS, {label} (MiB)", True)
+
+    io = f"{sz.io_jobs:,} jobs x {sz.io_ms} ms, {WORKERS} workers"
+    return (
+        Measure(
+            "drain_defaults",
+            (
+                Row("rate", f"drain {sz.drain:,} no-ops, {WORKERS} workers at defaults (jobs/s)"),
+                rss("no-op drain at defaults"),
+            ),
+            drain_defaults,
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "drain_best",
+            (
+                Row(
+                    "rate",
+                    f"drain {sz.drain:,} no-ops, ours at --concurrency {BEST_CONCURRENCY} (jobs/s)",
+                ),
+                rss(f"no-op drain at {BEST_CONCURRENCY}"),
+            ),
+            drain_best,
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "io_sync",
+            (
+                Row("rate", f"I/O drain {io}, ours sync at {IO_CONCURRENCY} (jobs/s)"),
+                rss("I/O sync"),
+            ),
+            io_drain(asynchronous=False),
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "io_async",
+            (
+                Row("rate", f"I/O drain {io}, ours async def (jobs/s)"),
+                rss("I/O async"),
+            ),
+            io_drain(asynchronous=True),
+            applies=ours_and_pgq,
+        ),
+        Measure(
+            "cpu",
+            (
+                Row("one", f"CPU drain {sz.cpu_jobs:,} x {sz.cpu_ms} ms (1,2,2,1), --processes 1"),
+                Row("two", "CPU drain, --processes 2 (jobs/s)"),
+                Row("ratio", "CPU drain, --processes 2 / --processes 1 (target >= 1.7)"),
+                Row("machine", "  the machine's own: 2 pure-Python processes / 1, same order"),
+                rss("CPU drain"),
+            ),
+            cpu,
+            applies=ours,
+        ),
+        Measure(
+            "many_async",
+            (
+                Row("rate", f"{sz.many_async:,} async jobs x {sz.many_async_ms} ms, 1 process"),
+                Row("at_once", "  most of them claimed at once"),
+                Row("threads", "  most threads of the worker process", True),
+                rss("many async"),
+            ),
+            many_async,
+            applies=ours,
+        ),
+    )
