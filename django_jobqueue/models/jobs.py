@@ -34,6 +34,9 @@ class Job(models.Model):
     # NULL, not "", means "no key": NULLs never collide in the unique index.
     dedup_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # The job's key (a tenant, a customer): what per-key limits and fairness count by.
+    # Its column is job_key: KEY is a reserved word in MySQL.
+    key = models.CharField(max_length=255, null=True, blank=True, db_column="job_key")  # noqa: DJ001
     cancel_requested = models.BooleanField(default=False)
     cancel_actor = models.CharField(max_length=255, blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -142,6 +145,24 @@ class Job(models.Model):
                 fields=["idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="jobqueue_job_idem_key",
+            ),
+            # Per-key claims: a kind's keys with pending jobs (a skip scan), each key's
+            # pending jobs in claim order, and in enqueue order (``ordered``); the
+            # admin's filter by key. Partial on having a key: unkeyed jobs never pay.
+            models.Index(
+                fields=["kind", "key", "priority", "visible_at", "id"],
+                condition=Q(status="pending", key__isnull=False),
+                name="jobqueue_job_key_claim",
+            ),
+            models.Index(
+                fields=["kind", "key", "id"],
+                condition=Q(status="pending", key__isnull=False),
+                name="jobqueue_job_key_fifo",
+            ),
+            models.Index(
+                fields=["key", "created_at"],
+                condition=Q(key__isnull=False),
+                name="jobqueue_job_key",
             ),
         ]
 

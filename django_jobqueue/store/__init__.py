@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from django_jobqueue.store.claim import Claimed, claim_jobs, claim_statement
+from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.store.inserting import (
     Disposition,
@@ -25,6 +26,7 @@ from django_jobqueue.store.inserting import (
 )
 from django_jobqueue.store.limits import (
     LIMITS_CHANGED,
+    PER_KEY,
     Override,
     clear_limit,
     in_flight,
@@ -77,12 +79,14 @@ __all__ = [
     "COUNT_CAP",
     "DURATION_BUCKETS",
     "LIMITS_CHANGED",
+    "PER_KEY",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
     "Count",
     "Disposition",
     "EnqueueRequest",
+    "KeyRule",
     "MergePlan",
     "NewJob",
     "Override",

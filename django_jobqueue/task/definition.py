@@ -27,7 +27,7 @@ from django_jobqueue.states import Priority
 from django_jobqueue.task.merge import Merge
 from django_jobqueue.task.options import Options, build_request, encode_payload
 from django_jobqueue.task.periodic import periodic, register_schedule
-from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry
+from django_jobqueue.task.registry import KEY_LIMITS, UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
 from django_jobqueue.task.submit import items_error, submit, submit_many
 
@@ -62,6 +62,7 @@ class FunctionTask(TaskDef):
         max_in_flight: int | None = None,
         rate_limit: str | None = None,
         atomic: bool = False,
+        **keyed: Any,  # key, max_in_flight_per_key, rate_limit_per_key, ordered, fair
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -77,6 +78,7 @@ class FunctionTask(TaskDef):
             rate_limit=rate_limit,
             atomic=atomic,
             asynchronous=inspect.iscoroutinefunction(func),
+            **keyed,
         )
         self.func = func
         self.takes_context = takes_context
@@ -265,6 +267,7 @@ def task(
     rate_limit: str | None = ...,
     atomic: bool = ...,
     cron: str | None = ...,
+    **keyed: Any,  # key, max_in_flight_per_key, rate_limit_per_key, ordered, fair
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -276,8 +279,8 @@ def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """
 
     cron = options.pop("cron", None)
-    known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func"}
-    known.add("cron")
+    known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func", "keyed"}
+    known.update(("cron", "key", *KEY_LIMITS))
     unknown = sorted(set(options) - known)
     if unknown:
         raise InvalidOption(
@@ -318,6 +321,7 @@ class ClassTask(TaskDef):
             rate_limit=cls.rate_limit,
             atomic=cls.atomic,
             asynchronous=inspect.iscoroutinefunction(cls.run),
+            **{name: getattr(cls, name) for name in ("key", *KEY_LIMITS)},
         )
         self.cls = cls
 
@@ -365,6 +369,12 @@ class Task:
     backoff: ClassVar[Backoff | None] = None
     max_in_flight: ClassVar[int | None] = None
     rate_limit: ClassVar[str | None] = None
+    # Per key: ``key`` a callable of the fields (``staticmethod``), and the limits per key.
+    key: ClassVar[Callable[..., Any] | None] = None
+    max_in_flight_per_key: ClassVar[int | None] = None
+    rate_limit_per_key: ClassVar[str | None] = None
+    ordered: ClassVar[bool] = False
+    fair: ClassVar[bool] = False
     atomic: ClassVar[bool] = False
     cron: ClassVar[str | None] = None
 

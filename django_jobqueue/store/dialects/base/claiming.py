@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.primitives import Primitives
+from django_jobqueue.store.dialects.base.keyed import KEY, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
+from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # re-exported
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -44,26 +43,7 @@ CLAIMED = (
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"
 
 
-@dataclass(frozen=True)
-class ClaimSpec:
-    """One claim as values: what it selects and what it writes to the rows it takes."""
-
-    worker_id: str
-    kinds: list[str]  # the kinds it takes (exclusions already removed)
-    queues: list[str]  # empty: every queue
-    tiers: list[tuple[int, int]]  # (priority floor, slots), the highest floor first
-    now: datetime  # the clock the claim reads (visibility, lease expiry)
-    default_expiry: datetime  # the lease expiry of a claimed row
-    expiries: dict[str, datetime] = field(default_factory=dict)  # kinds with their own lease
-    caps: dict[str, int] = field(default_factory=dict)  # this claim's most per kind
-    limited: dict[str, int] = field(default_factory=dict)  # global max_in_flight per kind
-    # The limited kinds' lock keys (sorted: every claim takes them in one order) and
-    # the lock space they share, for the database's own lock (see ``store.limits``).
-    lock_keys: tuple[int, ...] = ()
-    lock_space: int = 0
-
-
-class ClaimingStatements(Primitives):
+class ClaimingStatements(KeyedClaims):
     """What every database's dialect answers for claims, turns and settlements."""
 
     # --- the interface ------------------------------------------------------------------
@@ -162,15 +142,16 @@ class ClaimingStatements(Primitives):
         """Tier ``i``'s CTE: its candidates, less what earlier tiers picked, up to the
         slots up to and including it."""
         previous = [f"t{j}" for j in range(i)]
+        columns = f"j.id, j.kind, j.{KEY}" if spec.keyed else "j.id, j.kind"
         select: list[Fragment | str] = [
-            f"SELECT j.id, j.kind FROM {JOB} j WHERE ",
+            f"SELECT {columns} FROM {JOB} j WHERE ",
             self.candidates(spec, kinds=spec.kinds, floor=floor),
         ]
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             select.append(f" AND j.id NOT IN ({union})")
-        if spec.caps or spec.limited:
-            select.append(self._capped(spec, floor, previous))
+        if spec.caps or spec.limited or spec.keyed:
+            select.append(self._capped(spec, floor, previous, cumulative))
         limit = str(cumulative)
         if previous:
             limit += " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
@@ -178,20 +159,53 @@ class ClaimingStatements(Primitives):
         locked = self.skipping_locked(Fragment.concat(*select))
         return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
 
-    def _capped(self, spec: ClaimSpec, floor: int, previous: list[str]) -> Fragment:
+    def _capped(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
         """Rows of a capped kind only from that kind's first (cap − already picked)
-        candidates."""
-        kinds = [*spec.caps, *(k for k in spec.limited if k not in spec.caps)]
+        candidates; a keyed kind's keyed rows only from its keyed branch, and its
+        unkeyed ones by its cap (a kind with per-key rules and a cap: within the cap
+        together)."""
+        kinds = list(dict.fromkeys([*spec.caps, *spec.limited, *spec.keyed]))
         names = Fragment(*self.in_list("j.kind", kinds))
-        branches = Fragment.join(
-            " UNION ALL ", (self._capped_kind(spec, k, floor, previous) for k in kinds)
+        branches: list[Fragment] = []
+        for kind in kinds:
+            room = self._room(spec, kind, previous)
+            if kind not in spec.keyed:
+                assert room is not None  # a kind here without key rules has a cap
+                branches.append(self._capped_kind(spec, kind, floor, room))
+                continue
+            if room is None:  # unkeyed rows as any; keyed ones at most what the tier takes
+                keyed = self.keyed_branch(spec, kind, floor, previous, Fragment(str(cumulative)))
+                branches.append(keyed)
+                continue
+            both = Fragment.concat(
+                "SELECT id FROM (",
+                self._capped_kind(spec, kind, floor, room, unkeyed=True),
+                " UNION ALL ",
+                self.keyed_branch(spec, kind, floor, previous, room),
+                ") AS u LIMIT ",
+                room,
+            )
+            branches.append(Fragment.concat("SELECT id FROM (", both, ") AS w"))
+        free = [k for k in spec.keyed if self._room(spec, k, previous) is None]
+        unkeyed = (
+            Fragment.concat(
+                f" OR (j.{KEY} IS NULL AND ", Fragment(*self.in_list("j.kind", free)), ")"
+            )
+            if free
+            else Fragment()
         )
-        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branches, "))")
+        branch = Fragment.join(" UNION ALL ", branches)
+        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branch, ")", unkeyed, ")")
 
-    def _capped_kind(self, spec: ClaimSpec, kind: str, floor: int, previous: list[str]) -> Fragment:
-        """The ids one capped kind may be claimed from. Its cap is this claim's ``caps``
-        entry, or its ``limited`` entry less the kind's claimed rows, or the smaller."""
+    def _room(self, spec: ClaimSpec, kind: str, previous: list[str]) -> Fragment | None:
+        """How many rows of ``kind`` this tier may take: this claim's ``caps`` entry, or
+        its ``limited`` entry less the kind's claimed rows, or the smaller, less what
+        earlier tiers took (None: no cap)."""
         cap = spec.caps.get(kind)
+        if cap is None and kind not in spec.limited:
+            return None
         if kind in spec.limited:
             free = self.free_slots(spec, kind)
             room = free if cap is None else self.least(Fragment("%s", [cap]), free)
@@ -203,10 +217,18 @@ class ClaimingStatements(Primitives):
             room = Fragment.concat(room, " - (", taken, ")")
         if kind in spec.limited:  # never below zero: SQLite reads a negative LIMIT as none
             room = self.greatest(room, Fragment("0"))
+        return room
+
+    def _capped_kind(
+        self, spec: ClaimSpec, kind: str, floor: int, room: Fragment, *, unkeyed: bool = False
+    ) -> Fragment:
+        """The ids one capped kind may be claimed from: its first ``room`` candidates
+        (``unkeyed``: of those without a key)."""
+        without = f" AND j.{KEY} IS NULL" if unkeyed else ""
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
             self.candidates(spec, kinds=[kind], floor=floor),
-            f" {ORDER} LIMIT ",
+            f"{without} {ORDER} LIMIT ",
             room,
             ") AS c",
         )

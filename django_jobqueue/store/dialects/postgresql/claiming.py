@@ -21,6 +21,7 @@ from typing import Any
 from django_jobqueue import validation
 from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
 from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.keyed import KEY, KEY_ORDER
 from django_jobqueue.store.dialects.base.settling import (
     COLUMNS,
     GUARD,
@@ -33,6 +34,10 @@ from django_jobqueue.store.dialects.base.settling import (
     journal_select,
     tallied,
 )
+
+# The most keys of one kind a claim looks at (one index probe each): past it, the keys
+# after the first KEYS_SCANNED in key order wait until those have no pending jobs.
+KEYS_SCANNED = 1000
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
@@ -116,6 +121,58 @@ class PostgreSQLClaiming(ClaimingStatements):
         return Fragment(
             "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])",
             [kind, spec.limited[kind], spec.lock_space, list(spec.lock_keys)],
+        )
+
+    def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
+        # A limit per key: counted after the kind's advisory lock, on a newer snapshot
+        # (migration 0015), as free_slots counts a max_in_flight.
+        if not spec.keyed[kind].counted:
+            return super().key_claims(spec, kind)
+        return Fragment(
+            f"SELECT {KEY}, n FROM django_jobqueue_key_claims(%s, %s, %s::int4[])",
+            [kind, spec.lock_space, list(spec.lock_keys)],
+        )
+
+    def key_rows(
+        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
+    ) -> Fragment:
+        """Each key with pending jobs (a skip scan of ``jobqueue_job_key_claim``, one
+        probe a key), then that key's first rows in claim order (``ordered``: its FIFO
+        head, from ``jobqueue_job_key_fifo``), read by LATERAL index probes: a claim reads
+        a few rows per key, never a key's whole backlog."""
+        rule = spec.keyed[kind]
+        runnable = self.key_candidates(spec, kind, floor, previous)
+        keys = Fragment(
+            f"(WITH RECURSIVE ks({KEY}) AS (SELECT min({KEY}) FROM {JOB} WHERE status = 'pending'"
+            f" AND kind = %s AND {KEY} IS NOT NULL UNION ALL SELECT (SELECT min(k.{KEY}) FROM"
+            f" {JOB} k WHERE k.status = 'pending' AND k.kind = %s AND k.{KEY} > ks.{KEY}) FROM ks"
+            f" WHERE ks.{KEY} IS NOT NULL) SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL"
+            " LIMIT %s) AS ks",
+            [kind, kind, KEYS_SCANNED],
+        )
+        if rule.ordered:
+            head = Fragment(
+                f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
+                f" AND h.kind = %s AND h.{KEY} = ks.{KEY} ORDER BY h.id LIMIT 1) AS f"
+                f" JOIN {JOB} j ON j.id = f.id WHERE ",
+                [kind],
+            )
+            return Fragment.concat(
+                f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn FROM ",
+                keys,
+                head,
+                runnable,
+            )
+        per = Fragment("%s", [rule.most]) if rule.most is not None else room
+        return Fragment.concat(
+            f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn FROM ",
+            keys,
+            " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
+            f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
+            runnable,
+            f" AND j.{KEY} = ks.{KEY} ORDER BY {KEY_ORDER} LIMIT ",
+            per,
+            ") AS r",
         )
 
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
