@@ -53,9 +53,11 @@ def create(apps, schema_editor):
             "ALTER TABLE django_jobqueue_job MODIFY job_key varchar(255)"
             f" CHARACTER SET utf8mb4 COLLATE {binary} NULL"
         )
-        for name, columns in MYSQL_INDEXES.items():
-            schema_editor.execute(f"DROP INDEX {name} ON django_jobqueue_job")
-            schema_editor.execute(f"CREATE INDEX {name} ON django_jobqueue_job ({columns})")
+        changes = ", ".join(
+            f"DROP INDEX {name}, ADD INDEX {name} ({columns})"
+            for name, columns in MYSQL_INDEXES.items()
+        )
+        schema_editor.execute(f"ALTER TABLE django_jobqueue_job {changes}")
 
 
 def drop(apps, schema_editor):
@@ -92,5 +94,6 @@ class Migration(migrations.Migration):
             model_name='job',
             index=models.Index(condition=models.Q(('key__isnull', False)), fields=['key', 'created_at'], name='jobqueue_job_key'),
         ),
-        migrations.RunPython(create, drop, elidable=False),
+        # Not atomic: MySQL cannot roll DDL back (as 0008).
+        migrations.RunPython(create, drop, atomic=False, elidable=False),
     ]

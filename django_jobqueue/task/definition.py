@@ -25,7 +25,7 @@ from django_jobqueue.errors import (
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.states import Priority
 from django_jobqueue.task.merge import Merge
-from django_jobqueue.task.options import Options, build_request, encode_payload
+from django_jobqueue.task.options import Options, build_request, encode_payload, job_key
 from django_jobqueue.task.periodic import periodic, register_schedule
 from django_jobqueue.task.registry import KEY_LIMITS, UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
@@ -217,8 +217,10 @@ class BoundCall:
         caller's). Returns the handles in order."""
         kind = self.defn.kind
         # The options are the same for every item: resolved once, copied per item.
-        one = build_request(self.defn, {}, self.options)
+        one = build_request(self.defn, {}, self.options, keyed=False)
         request = type(one)
+        head = (one.queue, one.priority, one.delay, one.run_at, one.idempotency_key, one.dedup_key)
+        tail = (one.rate_per_key, one.debounce, one.max_wait)
         requests = []
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -232,18 +234,11 @@ class BoundCall:
                 payload, text = self.defn.encode((), item)
             except EnqueueError as exc:
                 raise items_error(index, exc) from exc
+            key = (
+                one.job_key if self.defn.key is None else job_key(self.defn, payload, self.options)
+            )
             requests.append(
-                request(
-                    one.kind,
-                    payload,
-                    one.queue,
-                    one.priority,
-                    one.delay,
-                    one.run_at,
-                    one.idempotency_key,
-                    payload_json=text,
-                    rate=one.rate,
-                )
+                request(one.kind, payload, *head, one.merge, text, one.rate, key, *tail)
             )
         return submit_many(requests)
 

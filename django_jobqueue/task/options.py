@@ -207,9 +207,12 @@ def build_request(
     options: Options,
     task: Mergeable | None = None,
     payload_json: str | None = None,
+    *,
+    keyed: bool = True,
 ) -> EnqueueRequest:
     """The storage layer's request for one job; a class task with a dedup key brings
-    its merge decision along as a callable."""
+    its merge decision along as a callable. ``keyed`` False: the key is not computed
+    from ``payload`` (a bulk enqueue's template, each item computing its own)."""
     from django_jobqueue.store import EnqueueRequest
 
     dedup_key = options.dedup_key
@@ -222,7 +225,7 @@ def build_request(
     merge: Callable[[Job], MergePlan | None] | None = None
     if dedup_key is not None:  # a class task decides; a function task keeps the pending job
         merge = _merger(task, payload) if task is not None else _keep
-    key = job_key(defn, payload, options)
+    key = job_key(defn, payload, options) if keyed else options.key
     return EnqueueRequest(
         kind=defn.kind,
         payload=payload,
@@ -236,9 +239,7 @@ def build_request(
         payload_json=payload_json,
         rate=limiting.rate_for(defn.kind, defn.rate_limit),
         job_key=key,
-        rate_per_key=(
-            None if key is None else limiting.rate_per_key_for(defn.kind, defn.rate_limit_per_key)
-        ),
+        rate_per_key=limiting.rate_per_key_for(defn.kind, defn.rate_limit_per_key),
         debounce=options.debounce,
         max_wait=options.max_wait,
     )
