@@ -84,7 +84,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('key__isnull', False), ('status', 'pending')), fields=['kind', 'key', 'priority', 'visible_at', 'id'], name='jobqueue_job_key_claim'),
+            index=models.Index(condition=models.Q(('status', 'pending')), fields=['kind', 'key', 'priority', 'visible_at', 'id'], name='jobqueue_job_key_claim'),
         ),
         migrations.AddIndex(
             model_name='job',

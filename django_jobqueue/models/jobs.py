@@ -146,12 +146,14 @@ class Job(models.Model):
                 condition=Q(idempotency_key__isnull=False),
                 name="jobqueue_job_idem_key",
             ),
-            # Per-key claims: a kind's keys with pending jobs (a skip scan), each key's
-            # pending jobs in claim order, and in enqueue order (``ordered``); the
-            # admin's filter by key. Partial on having a key: unkeyed jobs never pay.
+            # Per-key claims (a claim with per-key rules reads only these): a kind's
+            # pending jobs by key in claim order, the unkeyed ones first (key NULL), so
+            # each kind's unkeyed jobs, its keys (a skip scan) and each key's jobs are a
+            # probe apiece; every pending job has an entry. Then each key's pending jobs
+            # in enqueue order (``ordered``), and the admin's filter by key.
             models.Index(
                 fields=["kind", "key", "priority", "visible_at", "id"],
-                condition=Q(status="pending", key__isnull=False),
+                condition=Q(status="pending"),
                 name="jobqueue_job_key_claim",
             ),
             models.Index(

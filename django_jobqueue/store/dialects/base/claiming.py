@@ -20,6 +20,7 @@ statement is exactly what it was before.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.keyed import KEY, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # re-exported
+from django_jobqueue.store.dialects.base.spec import KeyRule
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -113,9 +115,16 @@ class ClaimingStatements(KeyedClaims):
         )
         return ctes, update
 
-    def candidates(self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int) -> Fragment:
-        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above."""
-        kind_sql, kind_params = self.in_list("j.kind", kinds)
+    def candidates(
+        self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int, exact: bool = False
+    ) -> Fragment:
+        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above
+        (``exact``: of the one kind, compared by equality, so that an index led by the
+        kind serves it in its order)."""
+        if exact:
+            kind_sql, kind_params = "j.kind = %s", [kinds[0]]
+        else:
+            kind_sql, kind_params = self.in_list("j.kind", kinds)
         where: list[Fragment | str] = [
             Fragment(
                 f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
@@ -150,7 +159,9 @@ class ClaimingStatements(KeyedClaims):
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             select.append(f" AND j.id NOT IN ({union})")
-        if spec.caps or spec.limited or spec.keyed:
+        if spec.keyed:
+            select.append(self._pooled(spec, floor, previous, cumulative))
+        elif spec.caps or spec.limited:
             select.append(self._capped(spec, floor, previous, cumulative))
         limit = str(cumulative)
         if previous:
@@ -163,41 +174,72 @@ class ClaimingStatements(KeyedClaims):
         self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
     ) -> Fragment:
         """Rows of a capped kind only from that kind's first (cap − already picked)
-        candidates; a keyed kind's keyed rows only from its keyed branch, and its
-        unkeyed ones by its cap (a kind with per-key rules and a cap: within the cap
-        together)."""
-        kinds = list(dict.fromkeys([*spec.caps, *spec.limited, *spec.keyed]))
+        candidates."""
+        kinds = list(dict.fromkeys([*spec.caps, *spec.limited]))
         names = Fragment(*self.in_list("j.kind", kinds))
+        branch = Fragment.join(" UNION ALL ", self._branches(spec, floor, previous, cumulative))
+        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branch, "))")
+
+    def _pooled(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """With keyed kinds: the tier's rows only from a pool of ids, looked up by primary
+        key, each part read from ``jobqueue_job_key_claim`` (kind, key, claim order):
+        every kind's unkeyed rows and each key's rows, by kind. (The claim index holds
+        every kind's rows in one order: a condition on its scan would walk past a big
+        key's whole backlog to reach a small key's first job, or another kind's.)"""
+        parts = self._branches(spec, floor, previous, cumulative)
+        special = {*spec.caps, *spec.limited, *spec.keyed}
+        free = [k for k in spec.keyed if self._room(spec, k, previous) is None]
+        plain = [k for k in spec.kinds if k not in special]
+        for kind in [*plain, *free]:
+            parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
+        for kind in plain:  # their keyed rows, in claim order (no rule: KeyRule())
+            rules = {**spec.keyed, kind: KeyRule()}
+            keyed = dataclasses.replace(spec, keyed=rules)
+            parts.append(self.keyed_branch(keyed, kind, floor, previous, Fragment(str(cumulative))))
+        return " AND " + self.pooled_ids(Fragment.join(" UNION ALL ", parts))
+
+    def _unkeyed(
+        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """A kind's first unkeyed candidates in claim order."""
+        where: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor, exact=True)]
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            where.append(f" AND j.id NOT IN ({union})")
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            *where,
+            f" AND j.{KEY} IS NULL {ORDER} LIMIT {cumulative}) AS p",
+        )
+
+    def _branches(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> list[Fragment]:
+        """Each capped kind's ids (its first cap − already picked candidates), and each
+        keyed kind's: its keyed rows from its keyed branch, with its unkeyed ones within
+        its cap when it has one."""
         branches: list[Fragment] = []
-        for kind in kinds:
+        for kind in dict.fromkeys([*spec.caps, *spec.limited, *spec.keyed]):
             room = self._room(spec, kind, previous)
             if kind not in spec.keyed:
                 assert room is not None  # a kind here without key rules has a cap
                 branches.append(self._capped_kind(spec, kind, floor, room))
-                continue
-            if room is None:  # unkeyed rows as any; keyed ones at most what the tier takes
+            elif room is None:  # its unkeyed rows go with the plain kinds
                 keyed = self.keyed_branch(spec, kind, floor, previous, Fragment(str(cumulative)))
                 branches.append(keyed)
-                continue
-            both = Fragment.concat(
-                "SELECT id FROM (",
-                self._capped_kind(spec, kind, floor, room, unkeyed=True),
-                " UNION ALL ",
-                self.keyed_branch(spec, kind, floor, previous, room),
-                ") AS u LIMIT ",
-                room,
-            )
-            branches.append(Fragment.concat("SELECT id FROM (", both, ") AS w"))
-        free = [k for k in spec.keyed if self._room(spec, k, previous) is None]
-        unkeyed = (
-            Fragment.concat(
-                f" OR (j.{KEY} IS NULL AND ", Fragment(*self.in_list("j.kind", free)), ")"
-            )
-            if free
-            else Fragment()
-        )
-        branch = Fragment.join(" UNION ALL ", branches)
-        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branch, ")", unkeyed, ")")
+            else:
+                both = Fragment.concat(
+                    "SELECT id FROM (",
+                    self._capped_kind(spec, kind, floor, room, unkeyed=True),
+                    " UNION ALL ",
+                    self.keyed_branch(spec, kind, floor, previous, room),
+                    ") AS u LIMIT ",
+                    room,
+                )
+                branches.append(Fragment.concat("SELECT id FROM (", both, ") AS w"))
+        return branches
 
     def _room(self, spec: ClaimSpec, kind: str, previous: list[str]) -> Fragment | None:
         """How many rows of ``kind`` this tier may take: this claim's ``caps`` entry, or
@@ -227,13 +269,17 @@ class ClaimingStatements(KeyedClaims):
         without = f" AND j.{KEY} IS NULL" if unkeyed else ""
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
-            self.candidates(spec, kinds=[kind], floor=floor),
+            self.candidates(spec, kinds=[kind], floor=floor, exact=unkeyed),
             f"{without} {ORDER} LIMIT ",
             room,
             ") AS c",
         )
 
     # --- the hooks of the one-statement claim ---------------------------------------------
+
+    def pooled_ids(self, pool: Fragment) -> Fragment:
+        """The condition that the row is one of the ids ``pool`` selects."""
+        return Fragment.concat("j.id IN (", pool, ")")
 
     def picked_ids(self, union: str) -> str:
         """The UPDATE's condition that the row is one the tiers picked (``union``)."""

@@ -108,13 +108,15 @@ class KeyedClaims(Primitives):
     ) -> Fragment:
         """A keyed row of ``kind`` this tier may take (``j``): claimable now, with a key,
         not taken by an earlier tier."""
-        parts: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor)]
+        parts: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor, exact=True)]
         parts.append(f" AND j.{KEY} IS NOT NULL")
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             parts.append(f" AND j.id NOT IN ({union})")
         return Fragment.concat(*parts)
 
-    def candidates(self, spec: ClaimSpec, *, kinds: list[str], floor: int) -> Fragment:
+    def candidates(
+        self, spec: ClaimSpec, *, kinds: list[str], floor: int, exact: bool = False
+    ) -> Fragment:
         """The claim's condition of a runnable row (``ClaimingStatements`` says it)."""
         raise NotImplementedError

@@ -112,6 +112,10 @@ class PostgreSQLClaiming(ClaimingStatements):
         # of the tiers' row counts (a guessed-large semi-join would scan the table instead).
         return f"j.id = ANY(ARRAY({union}))"
 
+    def pooled_ids(self, pool: Fragment) -> Fragment:
+        # An array, so the pool's few ids are looked up by primary key (as picked_ids).
+        return Fragment.concat("j.id = ANY(ARRAY(", pool, "))")
+
     def timestamp(self, value: Fragment) -> Fragment:
         return "(" + value + ")::timestamptz"
 
@@ -142,12 +146,16 @@ class PostgreSQLClaiming(ClaimingStatements):
         a few rows per key, never a key's whole backlog."""
         rule = spec.keyed[kind]
         runnable = self.key_candidates(spec, kind, floor, previous)
+        # Ordered as the index is, whole, so that no other index on the key serves it.
+        first = (
+            f"SELECT k.{KEY} FROM {JOB} k WHERE k.status = 'pending' AND k.kind = %s"
+            f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
+            " k.visible_at, k.id LIMIT 1"
+        )
         keys = Fragment(
-            f"(WITH RECURSIVE ks({KEY}) AS (SELECT min({KEY}) FROM {JOB} WHERE status = 'pending'"
-            f" AND kind = %s AND {KEY} IS NOT NULL UNION ALL SELECT (SELECT min(k.{KEY}) FROM"
-            f" {JOB} k WHERE k.status = 'pending' AND k.kind = %s AND k.{KEY} > ks.{KEY}) FROM ks"
-            f" WHERE ks.{KEY} IS NOT NULL) SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL"
-            " LIMIT %s) AS ks",
+            f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
+            f" ({first.format(after=f' AND k.{KEY} > ks.{KEY}')}) FROM ks WHERE ks.{KEY}"
+            f" IS NOT NULL) SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
             [kind, kind, KEYS_SCANNED],
         )
         if rule.ordered:
