@@ -20,7 +20,6 @@ statement is exactly what it was before.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +29,6 @@ from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.keyed import KEY, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # re-exported
-from django_jobqueue.store.dialects.base.spec import KeyRule
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -184,20 +182,30 @@ class ClaimingStatements(KeyedClaims):
         self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
     ) -> Fragment:
         """With keyed kinds: the tier's rows only from a pool of ids, looked up by primary
-        key, each part read from ``jobqueue_job_key_claim`` (kind, key, claim order):
-        every kind's unkeyed rows and each key's rows, by kind. (The claim index holds
-        every kind's rows in one order: a condition on its scan would walk past a big
-        key's whole backlog to reach a small key's first job, or another kind's.)"""
+        key: the first rows of the kinds without caps or key rules in claim order, each
+        keyed kind's unkeyed rows (a probe of ``jobqueue_job_key_claim``, which holds
+        them first), and each capped or keyed kind's branch. (One condition on the claim
+        index's scan would walk past a big key's whole backlog to reach a small key's
+        first job; the plain kinds' part still walks past the keyed kinds' rows when the
+        plain kinds have fewer runnable jobs than the claim takes.)"""
         parts = self._branches(spec, floor, previous, cumulative)
         special = {*spec.caps, *spec.limited, *spec.keyed}
-        free = [k for k in spec.keyed if self._room(spec, k, previous) is None]
         plain = [k for k in spec.kinds if k not in special]
-        for kind in [*plain, *free]:
-            parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
-        for kind in plain:  # their keyed rows, in claim order (no rule: KeyRule())
-            rules = {**spec.keyed, kind: KeyRule()}
-            keyed = dataclasses.replace(spec, keyed=rules)
-            parts.append(self.keyed_branch(keyed, kind, floor, previous, Fragment(str(cumulative))))
+        if plain:
+            where: list[Fragment | str] = [self.candidates(spec, kinds=plain, floor=floor)]
+            if previous:
+                union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+                where.append(f" AND j.id NOT IN ({union})")
+            parts.append(
+                Fragment.concat(
+                    f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+                    *where,
+                    f" {ORDER} LIMIT {cumulative}) AS p",
+                )
+            )
+        for kind in spec.keyed:
+            if self._room(spec, kind, previous) is None:
+                parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
         return " AND " + self.pooled_ids(Fragment.join(" UNION ALL ", parts))
 
     def _unkeyed(

@@ -163,8 +163,15 @@ class MySQLClaiming(ClaimingStatements):
         for p in picked:
             if p[1] == kind and p[2] is not None:
                 claimed[p[2]] = claimed.get(p[2], 0) + 1
-        rows = self.run(*self.key_rows(spec, kind, floor, [], Fragment(str(room))).statement())
         most, seen = rule.per_key, {self.read_uuid(e) for e in exclude}
+        # Each key's first rows only (a key never gets more than a claim's room, nor
+        # more than its most): the window's rows stay in the server.
+        ranked = Fragment.concat(
+            "SELECT * FROM (",
+            self.key_rows(spec, kind, floor, [], Fragment(str(room))),
+            Fragment(") AS c WHERE c.rn <= %s", [room if most is None else min(most, room)]),
+        )
+        rows = self.run(*ranked.statement())
         ok = [
             r
             for r in rows
