@@ -31,7 +31,7 @@ LONG = os.environ.get("JOBQUEUE_LONG_TESTS") == "1"
 B_JOBS = 100
 # The most jobs a drain runs: far fewer than A's backlog, enough for B's hundred when
 # claims alternate between the two keys.
-DRAINED = 600
+DRAINED = 300
 
 
 A_JOBS = 100_000 if LONG else (5_000 if connection.vendor == "mysql" else 20_000)
