@@ -3,6 +3,7 @@ input refused before anything is written (issue 23)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,7 +22,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
 
 @pytest.fixture(autouse=True)
-def fresh_limits() -> None:
+def fresh_limits() -> Iterator[None]:
+    limiting.forget()
+    yield
     limiting.forget()
 
 

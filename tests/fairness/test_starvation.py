@@ -39,6 +39,7 @@ A_JOBS = 100_000 if LONG else (5_000 if connection.vendor == "mysql" else 20_000
 
 @pytest.fixture(autouse=True)
 def backlog() -> Iterator[None]:
+    limiting.forget()
     started = time.monotonic()
     tasks.keyed.using(key="tenant:A").enqueue_many({"n": i} for i in range(A_JOBS))
     tasks.keyed.using(key="tenant:B").enqueue_many({"n": i} for i in range(B_JOBS))
