@@ -249,3 +249,30 @@ def test_the_turn_on_the_big_table_settles_and_claims() -> None:
     assert not {s.job_id for s in settlements} & {c.id for c in claimed}
     done = Job.objects.filter(id__in=[s.job_id for s in settlements])
     assert set(done.values_list("status", flat=True)) == {Status.COMPLETED}
+
+
+@postgres_only
+@pytest.mark.parametrize(
+    "rule",
+    [store.KeyRule(most=2, fair=True), store.KeyRule(ordered=True)],
+    ids=["fair-most-per-key", "ordered"],
+)
+def test_a_keyed_claim_reads_each_key_by_the_key_indexes(rule: store.KeyRule) -> None:
+    """Per-key rules (issue 23): the keys by a skip scan and each key's first jobs by a
+    probe of the key indexes, the tier's rows then by primary key: no scan of the table,
+    and no walk of the claim index for the keyed kind's rows."""
+    for key in ("tenant:a", "tenant:b", "tenant:c"):
+        tasks.keyed.using(key=key).enqueue_many({"n": i} for i in range(300))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobqueue_job")
+    built = store.claim_statement(
+        worker_id="w", limit=10, kinds=[tasks.keyed.kind], per_key={tasks.keyed.kind: rule}
+    )
+    assert built is not None
+    with transaction.atomic():
+        plan = _plan(*built)
+    index = "jobqueue_job_key_fifo" if rule.ordered else "jobqueue_job_key_claim"
+    assert index in plan, plan
+    assert "jobqueue_job_claim " not in plan, plan  # the keyed kind's rows: never walked
+    assert "Seq Scan on django_jobqueue_job " not in plan, plan
+    assert "django_jobqueue_job_pkey" in plan, plan

@@ -26,7 +26,7 @@ from typing import Any
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.keyed import KEY, KeyedClaims
+from django_jobqueue.store.dialects.base.keyed import KEY, KEY_INDEX_ORDER, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # re-exported
 
@@ -219,7 +219,7 @@ class ClaimingStatements(KeyedClaims):
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
             *where,
-            f" AND j.{KEY} IS NULL {ORDER} LIMIT {cumulative}) AS p",
+            f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT {cumulative}) AS p",
         )
 
     def _branches(
@@ -274,11 +274,13 @@ class ClaimingStatements(KeyedClaims):
     ) -> Fragment:
         """The ids one capped kind may be claimed from: its first ``room`` candidates
         (``unkeyed``: of those without a key)."""
-        without = f" AND j.{KEY} IS NULL" if unkeyed else ""
+        # Unkeyed: ordered as jobqueue_job_key_claim is, whole (the kind and a NULL key
+        # fixed, the same order), so the planner reads that index, never the claim index.
+        without = f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER}" if unkeyed else f" {ORDER}"
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
             self.candidates(spec, kinds=[kind], floor=floor, exact=unkeyed),
-            f"{without} {ORDER} LIMIT ",
+            f"{without} LIMIT ",
             room,
             ") AS c",
         )

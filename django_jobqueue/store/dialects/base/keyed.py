@@ -32,6 +32,9 @@ KEY = Job._meta.get_field("key").column  # job_key: KEY is reserved in MySQL
 # Claim order within a key, and enqueue order (FIFO).
 KEY_ORDER = "j.priority, j.visible_at, j.id"
 FIFO_ORDER = "j.id"
+# Claim order within one kind and key written as jobqueue_job_key_claim's whole column list
+# (the same order there), so that only that index serves it without a sort.
+KEY_INDEX_ORDER = f"ORDER BY j.kind, j.{KEY}, {KEY_ORDER}"
 
 
 class KeyedClaims(Primitives):

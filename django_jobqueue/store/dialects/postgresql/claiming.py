@@ -21,7 +21,7 @@ from typing import Any
 from django_jobqueue import validation
 from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.keyed import KEY, KEY_ORDER
+from django_jobqueue.store.dialects.base.keyed import KEY, KEY_INDEX_ORDER, KEY_ORDER
 from django_jobqueue.store.dialects.base.settling import (
     COLUMNS,
     GUARD,
@@ -161,7 +161,8 @@ class PostgreSQLClaiming(ClaimingStatements):
         if rule.ordered:
             head = Fragment(
                 f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
-                f" AND h.kind = %s AND h.{KEY} = ks.{KEY} ORDER BY h.id LIMIT 1) AS f"
+                f" AND h.kind = %s AND h.{KEY} = ks.{KEY} ORDER BY h.kind, h.{KEY}, h.id"
+                " LIMIT 1) AS f"
                 f" JOIN {JOB} j ON j.id = f.id WHERE ",
                 [kind],
             )
@@ -178,7 +179,7 @@ class PostgreSQLClaiming(ClaimingStatements):
             " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
             f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
             runnable,
-            f" AND j.{KEY} = ks.{KEY} ORDER BY {KEY_ORDER} LIMIT ",
+            f" AND j.{KEY} = ks.{KEY} {KEY_INDEX_ORDER} LIMIT ",
             per,
             ") AS r",
         )
