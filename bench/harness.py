@@ -447,6 +447,7 @@ class Measure:
 
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
+    from bench.keyed import keyed_measures  # as workflows, on this module's types
     from bench.workflows import workflow_measures  # it builds on this module's types
 
     return (
@@ -502,6 +503,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             applies=lambda s: s.has_big_table,
         ),
         *workflow_measures(sz),
+        *keyed_measures(sz),
     )
 
 

@@ -241,8 +241,8 @@ def set_limit(
             changes[name] = validation.limit(name, value, name=f"{kind}: {name}", error=error)
     if not changes:
         raise InvalidLimit(
-            f"{kind}: give a limit to set ({', '.join(validation.LIMIT_NAMES)}; None lifts "
-            "one), or use clear_limit()",
+            f"{kind}: give max_in_flight or rate_limit, or a per-key limit "
+            f"({', '.join(PER_KEY)}; None lifts one), or use clear_limit()",
             kind=kind,
         )
     from django_jobqueue import store

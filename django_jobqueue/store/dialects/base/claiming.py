@@ -192,21 +192,39 @@ class ClaimingStatements(KeyedClaims):
         special = {*spec.caps, *spec.limited, *spec.keyed}
         plain = [k for k in spec.kinds if k not in special]
         if plain:
-            where: list[Fragment | str] = [self.candidates(spec, kinds=plain, floor=floor)]
-            if previous:
-                union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
-                where.append(f" AND j.id NOT IN ({union})")
-            parts.append(
-                Fragment.concat(
-                    f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
-                    *where,
-                    f" {ORDER} LIMIT {cumulative}) AS p",
-                )
-            )
+            parts.append(self.plain_part(spec, plain, floor, previous, cumulative))
         for kind in spec.keyed:
             if self._room(spec, kind, previous) is None:
                 parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
         return " AND " + self.pooled_ids(Fragment.join(" UNION ALL ", parts))
+
+    def plain_part(
+        self, spec: ClaimSpec, plain: list[str], floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """The first rows of the kinds without caps or key rules, in claim order: here one
+        walk of the claim index (past the keyed kinds' rows when these have fewer
+        runnable jobs than the claim takes)."""
+        return self._walk(spec, plain, floor, previous, cumulative)
+
+    def _walk(
+        self,
+        spec: ClaimSpec,
+        kinds: list[str],
+        floor: int,
+        previous: list[str],
+        cumulative: int,
+        extra: str = "",
+    ) -> Fragment:
+        """``kinds``' first candidates in claim order, by the claim index."""
+        where: list[Fragment | str] = [self.candidates(spec, kinds=kinds, floor=floor), extra]
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            where.append(f" AND j.id NOT IN ({union})")
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            *where,
+            f" {ORDER} LIMIT {cumulative}) AS p",
+        )
 
     def _unkeyed(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int

@@ -127,6 +127,32 @@ class PostgreSQLClaiming(ClaimingStatements):
             [kind, spec.limited[kind], spec.lock_space, list(spec.lock_keys)],
         )
 
+    def plain_part(
+        self, spec: ClaimSpec, plain: list[str], floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """Each plain kind's unkeyed rows by a probe of ``jobqueue_job_key_claim`` (which
+        holds them first, in claim order), a LATERAL per kind; their keyed rows (a key on
+        a kind without key rules) by a walk of the claim index, only when one of them
+        has any (a probe per kind): the walk would pass the keyed kinds' backlog."""
+        one = Fragment.concat(
+            "SELECT p.id FROM unnest(%s::text[]) AS pk(kind) CROSS JOIN LATERAL (",
+            self._unkeyed(spec, "\0", floor, previous, cumulative),
+            ") AS p",
+        )
+        # _unkeyed names the kind as a parameter: here it is each element's (pk.kind).
+        one = Fragment(
+            one.sql.replace("j.kind = %s", "j.kind = pk.kind", 1),
+            [list(plain), *(v for v in one.params if v != "\0")],
+        )
+        keyed = Fragment(
+            f" WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) AS qk(kind) WHERE EXISTS"
+            f" (SELECT 1 FROM {JOB} q WHERE q.status = 'pending' AND q.kind = qk.kind AND"
+            f" q.{KEY} IS NOT NULL))",
+            [list(plain)],
+        )
+        walk = self._walk(spec, plain, floor, previous, cumulative, f" AND j.{KEY} IS NOT NULL")
+        return Fragment.concat(one, " UNION ALL SELECT id FROM (", walk, ") AS w", keyed)
+
     def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
         # A limit per key: counted after the kind's advisory lock, on a newer snapshot
         # (migration 0015), as free_slots counts a max_in_flight.
