@@ -122,7 +122,16 @@ class PreparedClaim:
             for r in rows
         ]
         claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
+        if self.spec.keyed:
+            served = [(r[1], r[12]) for r in rows if r[12] is not None and r[1] in self.spec.keyed]
+            for kind in {k for k, _ in served}:
+                _served[kind] = max(key for k, key in served if k == kind)
         return claimed
+
+
+# Per keyed kind, the greatest key this process's last claim of it served: the next claim
+# looks at the keys after it first (a claim looks at a bounded number of keys).
+_served: dict[str, str] = {}
 
 
 def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
@@ -152,6 +161,7 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         lock_keys=tuple(sorted({lock_key(k) for k in locked})),
         lock_space=LOCK_SPACE,
         keyed=keyed,
+        key_after={k: _served[k] for k in keyed if k in _served},
     )
     return PreparedClaim(sql.dialect(), spec, leases, lease)
 

@@ -37,7 +37,7 @@ PAUSED = QueuePause._meta.db_table
 # RETURNING does not know the table's alias.
 CLAIMED = (
     "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at,"
-    " workflow_id, trace_context"
+    " workflow_id, trace_context, job_key"
 )
 # Claim order: exactly the columns of the partial claim index.
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"

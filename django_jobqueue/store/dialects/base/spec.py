@@ -44,5 +44,7 @@ class ClaimSpec:
     # the lock space they share, for the database's own lock (see ``store.limits``).
     lock_keys: tuple[int, ...] = ()
     lock_space: int = 0
-    # Kinds with per-key rules (``dialects.base.keyed``).
+    # Kinds with per-key rules (``dialects.base.keyed``), and for each the key after
+    # which this claim starts looking (the last it served: keys are visited in turn).
     keyed: dict[str, KeyRule] = field(default_factory=dict)
+    key_after: dict[str, str] = field(default_factory=dict)

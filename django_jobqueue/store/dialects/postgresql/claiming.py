@@ -35,9 +35,10 @@ from django_jobqueue.store.dialects.base.settling import (
     tallied,
 )
 
-# The most keys of one kind a claim looks at (one index probe each): past it, the keys
-# after the first KEYS_SCANNED in key order wait until those have no pending jobs.
-KEYS_SCANNED = 1000
+# The most keys of one kind a claim looks at (a probe or two of the key index each; on a
+# table not vacuumed lately, each probe also steps over the key's claimed jobs' entries).
+# Claims take turns through the keys: each starts after the last key its process served.
+KEYS_PER_CLAIM = 32
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
@@ -178,12 +179,7 @@ class PostgreSQLClaiming(ClaimingStatements):
             f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
             " k.visible_at, k.id LIMIT 1"
         )
-        keys = Fragment(
-            f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
-            f" ({first.format(after=f' AND k.{KEY} > ks.{KEY}')}) FROM ks WHERE ks.{KEY}"
-            f" IS NOT NULL) SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
-            [kind, kind, KEYS_SCANNED],
-        )
+        keys = self._keys(spec, kind, first, room)
         if rule.ordered:
             head = Fragment(
                 f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
@@ -208,6 +204,32 @@ class PostgreSQLClaiming(ClaimingStatements):
             f" AND j.{KEY} = ks.{KEY} {KEY_INDEX_ORDER} LIMIT ",
             per,
             ") AS r",
+        )
+
+    def _keys(self, spec: ClaimSpec, kind: str, first: str, room: Fragment) -> Fragment:
+        """``ks``: the kind's keys with pending jobs, a skip scan of at most
+        ``KEYS_PER_CLAIM`` of them, from the key after the one this process last served
+        round to the start (so that every key gets its turn however many there are)."""
+        step = first.format(after=f" AND k.{KEY} > ks.{KEY}")
+        after = spec.key_after.get(kind)
+        if after is None:
+            return Fragment(
+                f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
+                f" ({step}) FROM ks WHERE ks.{KEY} IS NOT NULL) SELECT {KEY} FROM ks"
+                f" WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
+                [kind, kind, KEYS_PER_CLAIM],
+            )
+        later = first.format(after=f" AND k.{KEY} > %s")
+        wrap = first.format(after=f" AND k.{KEY} <= %s")
+        wrap_step = first.format(after=f" AND k.{KEY} > ks.{KEY} AND k.{KEY} <= %s")
+        return Fragment(
+            f"(WITH RECURSIVE ks({KEY}) AS (({later}) UNION ALL SELECT ({step}) FROM ks"
+            f" WHERE ks.{KEY} IS NOT NULL), kw({KEY}) AS (({wrap}) UNION ALL SELECT"
+            f" ({wrap_step.replace('ks.', 'kw.')}) FROM kw WHERE kw.{KEY} IS NOT NULL)"
+            f" SELECT {KEY} FROM ((SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL LIMIT %s)"
+            f" UNION ALL (SELECT {KEY} FROM kw WHERE {KEY} IS NOT NULL LIMIT %s)) AS u"
+            " LIMIT %s) AS ks",
+            [kind, after, kind, kind, after, kind, after] + [KEYS_PER_CLAIM] * 3,
         )
 
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
