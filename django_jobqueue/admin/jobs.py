@@ -22,6 +22,7 @@ from django_jobqueue.admin import cleanup, dashboard, guard
 from django_jobqueue.admin.common import age, badge, duration, json_block, local, short_id
 from django_jobqueue.admin.listing import (
     EstimatingPaginator,
+    KeyFilter,
     QueueFilter,
     RecentRangeFilter,
     WorkflowFilter,
@@ -64,6 +65,7 @@ class JobAdmin(ModelAdmin):
         "status",
         kind_filter(Job),
         QueueFilter,
+        KeyFilter,
         "priority",
         ("created_at", RecentRangeFilter),
         ("finished_at", RecentRangeFilter),

@@ -24,6 +24,7 @@ from django_jobqueue.store.inserting import (
     enqueue_many,
     merge_candidates,
 )
+from django_jobqueue.store.keys import KeyLoad, busiest_keys, key_loads
 from django_jobqueue.store.limits import (
     LIMITS_CHANGED,
     PER_KEY,
@@ -86,6 +87,7 @@ __all__ = [
     "Count",
     "Disposition",
     "EnqueueRequest",
+    "KeyLoad",
     "KeyRule",
     "MergePlan",
     "NewJob",
@@ -98,6 +100,7 @@ __all__ = [
     "apply",
     "as_uuid",
     "beat",
+    "busiest_keys",
     "cancel",
     "cancel_refusal",
     "cancel_requested",
@@ -121,6 +124,7 @@ __all__ = [
     "history_count",
     "in_flight",
     "journal",
+    "key_loads",
     "last_jobs",
     "limit_overrides",
     "merge_candidates",

@@ -63,6 +63,16 @@ class KindLimits:
         keyed = any(v not in (None, False) for v in self.per_key.values())
         return self.max_in_flight is not None or self.rate_limit is not None or keyed
 
+    def per_key_summary(self) -> str:
+        """The per-key limits in force, in words, each with where it is set."""
+        words = {"max_in_flight_per_key": "most {} a key", "rate_limit_per_key": "{} a key"}
+        said = []
+        for name, value in self.per_key.items():
+            if value not in (None, False):
+                what = words[name].format(value) if name in words else name
+                said.append(f"{what} ({self.per_key_from[name]})")
+        return ", ".join(said)
+
     def rule(self) -> KeyRule | None:
         """The claim's per-key rule for the kind (None: it has none)."""
         from django_jobqueue.store import KeyRule
