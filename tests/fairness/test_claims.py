@@ -140,3 +140,16 @@ def test_priority_tiers_count_what_earlier_tiers_took_of_a_key() -> None:
     got = claim(6, KeyRule(most=2), preferring={Priority.LOW: 3})
     assert keys_of(got) == {"a": 2}
     assert {c.priority for c in got} == {Priority.LOW}  # the low tier went first
+
+
+def test_claims_take_turns_through_more_keys_than_one_claim_looks_at() -> None:
+    """On PostgreSQL a claim looks at 32 keys at most, starting after the last key its
+    process served: with 80 keys every key is still served, in few claims."""
+    for k in range(80):
+        enqueue(f"k{k:02d}", 2)
+    served: set[str | None] = set()
+    for _ in range(12):
+        got = claim(8, KeyRule(most=1, fair=True))
+        served.update(keys_of(got))
+        finish([c.id for c in got])
+    assert len(served) == 80

@@ -59,7 +59,8 @@ class KeyedClaims(Primitives):
         limit = rule.per_key
         if limit is not None:
             where = [" WHERE c.rn <= ", Fragment("%s - (", [limit]), claimed_now, ")"]
-        rank = "c.rn + COALESCE(cl.n, 0), " if rule.fair else ""
+        # Fair: by rank, then the keys after the last one served before those wrapped to.
+        rank = "c.rn + COALESCE(cl.n, 0), c.part, " if rule.fair else ""
         return Fragment.concat(
             "SELECT id FROM (SELECT c.id FROM (",
             self.key_rows(spec, kind, floor, previous, room),
@@ -84,24 +85,27 @@ class KeyedClaims(Primitives):
     def key_rows(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
     ) -> Fragment:
-        """``(id, job_key, priority, visible_at, rn)``: the kind's runnable keyed rows, each
-        ranked within its key (``rn`` from 1). Here a window over all of them: every
-        pending row of the kind is read, once per claim."""
+        """``(id, job_key, priority, visible_at, rn, part)``: the kind's runnable keyed
+        rows, each ranked within its key (``rn`` from 1; ``part`` 1 for a key a claim
+        wrapped round to, else 0). Here a window over all of them: every pending row of
+        the kind is read, once per claim."""
         rule = spec.keyed[kind]
         runnable = self.key_candidates(spec, kind, floor, previous)
         if not rule.ordered:
             return Fragment.concat(
                 f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, ROW_NUMBER() OVER"
-                f" (PARTITION BY j.{KEY} ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
+                f" (PARTITION BY j.{KEY} ORDER BY {KEY_ORDER}) AS rn, 0 AS part"
+                f" FROM {JOB} j WHERE ",
                 runnable,
             )
         # The FIFO head of each key (runnable or not: a key whose head waits, waits),
         # then kept only if it is runnable now.
         heads = Fragment(
-            f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn FROM (SELECT h.id FROM"
-            f" (SELECT j.id, ROW_NUMBER() OVER (PARTITION BY j.{KEY} ORDER BY {FIFO_ORDER})"
-            f" AS rn FROM {JOB} j WHERE j.status = 'pending' AND j.kind = %s AND j.{KEY}"
-            f" IS NOT NULL) AS h WHERE h.rn = 1) AS f JOIN {JOB} j ON j.id = f.id WHERE ",
+            f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn, 0 AS part FROM"
+            f" (SELECT h.id FROM (SELECT j.id, ROW_NUMBER() OVER (PARTITION BY j.{KEY}"
+            f" ORDER BY {FIFO_ORDER}) AS rn FROM {JOB} j WHERE j.status = 'pending'"
+            f" AND j.kind = %s AND j.{KEY} IS NOT NULL) AS h WHERE h.rn = 1) AS f"
+            f" JOIN {JOB} j ON j.id = f.id WHERE ",
             [kind],
         )
         return heads + runnable

@@ -189,14 +189,14 @@ class PostgreSQLClaiming(ClaimingStatements):
                 [kind],
             )
             return Fragment.concat(
-                f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn FROM ",
+                f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn, ks.part FROM ",
                 keys,
                 head,
                 runnable,
             )
         per = Fragment("%s", [rule.most]) if rule.most is not None else room
         return Fragment.concat(
-            f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn FROM ",
+            f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn, ks.part FROM ",
             keys,
             " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
             f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
@@ -215,7 +215,7 @@ class PostgreSQLClaiming(ClaimingStatements):
         if after is None:
             return Fragment(
                 f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
-                f" ({step}) FROM ks WHERE ks.{KEY} IS NOT NULL) SELECT {KEY} FROM ks"
+                f" ({step}) FROM ks WHERE ks.{KEY} IS NOT NULL) SELECT {KEY}, 0 AS part FROM ks"
                 f" WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
                 [kind, kind, KEYS_PER_CLAIM],
             )
@@ -226,9 +226,9 @@ class PostgreSQLClaiming(ClaimingStatements):
             f"(WITH RECURSIVE ks({KEY}) AS (({later}) UNION ALL SELECT ({step}) FROM ks"
             f" WHERE ks.{KEY} IS NOT NULL), kw({KEY}) AS (({wrap}) UNION ALL SELECT"
             f" ({wrap_step.replace('ks.', 'kw.')}) FROM kw WHERE kw.{KEY} IS NOT NULL)"
-            f" SELECT {KEY} FROM ((SELECT {KEY} FROM ks WHERE {KEY} IS NOT NULL LIMIT %s)"
-            f" UNION ALL (SELECT {KEY} FROM kw WHERE {KEY} IS NOT NULL LIMIT %s)) AS u"
-            " LIMIT %s) AS ks",
+            f" SELECT {KEY}, part FROM ((SELECT {KEY}, 0 AS part FROM ks WHERE {KEY} IS NOT"
+            f" NULL LIMIT %s) UNION ALL (SELECT {KEY}, 1 FROM kw WHERE {KEY} IS NOT NULL"
+            " LIMIT %s)) AS u LIMIT %s) AS ks",
             [kind, after, kind, kind, after, kind, after] + [KEYS_PER_CLAIM] * 3,
         )
 
