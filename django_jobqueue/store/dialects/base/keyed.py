@@ -91,10 +91,17 @@ class KeyedClaims(Primitives):
         the kind is read, once per claim."""
         rule = spec.keyed[kind]
         runnable = self.key_candidates(spec, kind, floor, previous)
+        after = spec.key_after.get(kind)
+        part = (
+            Fragment("0 AS part")
+            if after is None
+            else Fragment(f"CASE WHEN j.{KEY} > %s THEN 0 ELSE 1 END AS part", [after])
+        )
         if not rule.ordered:
             return Fragment.concat(
                 f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, ROW_NUMBER() OVER"
-                f" (PARTITION BY j.{KEY} ORDER BY {KEY_ORDER}) AS rn, 0 AS part"
+                f" (PARTITION BY j.{KEY} ORDER BY {KEY_ORDER}) AS rn, ",
+                part,
                 f" FROM {JOB} j WHERE ",
                 runnable,
             )

@@ -182,6 +182,7 @@ class MySQLClaiming(ClaimingStatements):
             key=lambda r: (
                 r[2],
                 r[4] + claimed.get(r[1], 0) if rule.fair else 0,
+                r[5] if rule.fair else 0,  # the keys after the last one served first
                 self.read_dt(r[3]),
                 self.read_uuid(r[0]),
             )
