@@ -212,12 +212,15 @@ class PostgreSQLClaiming(ClaimingStatements):
         round to the start (so that every key gets its turn however many there are)."""
         step = first.format(after=f" AND k.{KEY} > ks.{KEY}")
         after = spec.key_after.get(kind)
+        # Twice the jobs this claim takes, within 4..KEYS_PER_CLAIM: a worker's turn
+        # that takes one or two jobs probes a few keys, not KEYS_PER_CLAIM.
+        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
         if after is None:
             return Fragment(
                 f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
                 f" ({step}) FROM ks WHERE ks.{KEY} IS NOT NULL) SELECT {KEY}, 0 AS part FROM ks"
                 f" WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
-                [kind, kind, KEYS_PER_CLAIM],
+                [kind, kind, most],
             )
         later = first.format(after=f" AND k.{KEY} > %s")
         wrap = first.format(after=f" AND k.{KEY} <= %s")
@@ -229,7 +232,7 @@ class PostgreSQLClaiming(ClaimingStatements):
             f" SELECT {KEY}, part FROM ((SELECT {KEY}, 0 AS part FROM ks WHERE {KEY} IS NOT"
             f" NULL LIMIT %s) UNION ALL (SELECT {KEY}, 1 FROM kw WHERE {KEY} IS NOT NULL"
             " LIMIT %s)) AS u LIMIT %s) AS ks",
-            [kind, after, kind, kind, after, kind, after] + [KEYS_PER_CLAIM] * 3,
+            [kind, after, kind, kind, after, kind, after] + [most] * 3,
         )
 
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
