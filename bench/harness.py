@@ -473,7 +473,8 @@ class Measure:
 
 
 def measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.steps import steps_measures  # they build on this module's types
+    from bench.keyed import keyed_measures  # they build on this module's types
+    from bench.steps import steps_measures
     from bench.workflows import workflow_measures
     from bench.workloads import workload_measures
 
@@ -532,6 +533,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
         *workflow_measures(sz),
         *steps_measures(sz),
         *workload_measures(sz),
+        *keyed_measures(sz),
     )
 
 

@@ -243,14 +243,27 @@ def set_limit(
     max_in_flight: int | None = UNCHANGED,
     rate_limit: str | None = UNCHANGED,
     actor: str = "",
+    max_in_flight_per_key: int | None = UNCHANGED,
+    rate_limit_per_key: str | None = UNCHANGED,
+    ordered: bool | None = UNCHANGED,
+    fair: bool | None = UNCHANGED,
 ) -> KindLimits:
-    """Set a kind's global limits at run time; they win over ``JOBQUEUE["LIMITS"]`` and the
-    task's options. None lifts a limit; a limit not given stays as it is. Workers follow
-    within seconds. Returns the limits now in force for the kind.
+    """Set a kind's limits at run time, its own and its per-key ones; they win over
+    ``JOBQUEUE["LIMITS"]`` and the task's options. None lifts a limit; a limit not given
+    stays as it is. Workers follow within seconds. Returns the limits now in force.
     """
     from django_jobqueue.task import limiting
 
-    return limiting.set_limit(kind, max_in_flight=max_in_flight, rate_limit=rate_limit, actor=actor)
+    return limiting.set_limit(
+        kind,
+        max_in_flight=max_in_flight,
+        rate_limit=rate_limit,
+        actor=actor,
+        max_in_flight_per_key=max_in_flight_per_key,
+        rate_limit_per_key=rate_limit_per_key,
+        ordered=ordered,
+        fair=fair,
+    )
 
 
 def clear_limit(kind: str) -> bool:

@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
-LIMIT_KEYS = ("max_in_flight", "rate_limit")
+LIMIT_KEYS = tuple(validation.LIMIT_NAMES)
 # The keys of one PERIODIC entry; kind and cron are required.
 PERIODIC_KEYS = ("kind", "cron", "args", "kwargs", "timezone", "catch_up", "name")
 SCHEDULE_NAME_MAX = 200
@@ -357,21 +357,10 @@ def _limits(raw: Any) -> dict[str, dict[str, Any]]:
                 f"known: {', '.join(LIMIT_KEYS)}",
                 key="LIMITS",
             )
-        checked: dict[str, Any] = {}
-        if "max_in_flight" in entry:
-            checked["max_in_flight"] = validation.positive_int(
-                entry["max_in_flight"],
-                name=f"{where}['max_in_flight']",
-                error=_error("LIMITS"),
-                allow_none=True,
-            )
-        if "rate_limit" in entry:
-            value = entry["rate_limit"]
-            checked["rate_limit"] = (
-                None
-                if value is None
-                else validation.rate(value, name=f"{where}['rate_limit']", error=_error("LIMITS"))
-            )
+        checked = {
+            name: validation.limit(name, value, name=f"{where}[{name!r}]", error=_error("LIMITS"))
+            for name, value in entry.items()
+        }
         limits[kind] = checked
     return limits
 

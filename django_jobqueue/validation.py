@@ -449,3 +449,29 @@ def rate(value: Any, *, name: str, error: ErrorFactory) -> Rate:
     if count < 1:
         raise error(f"{_must(name)} allow at least 1 per {match.group(2)}, got {value!r}")
     return Rate(count, RATE_UNITS[match.group(2)])
+
+
+# The limits a kind may set (a task option, a JOBQUEUE["LIMITS"] entry, set_limit): each
+# name's kind of value. None lifts any of them.
+LIMIT_NAMES = {
+    "max_in_flight": "count",
+    "rate_limit": "rate",
+    "max_in_flight_per_key": "count",
+    "rate_limit_per_key": "rate",
+    "ordered": "flag",
+    "fair": "flag",
+}
+
+
+def limit(limit_name: str, value: Any, *, name: str, error: ErrorFactory) -> Any:
+    """One limit's value checked (``LIMIT_NAMES`` says what it takes), None for none."""
+    if value is None:
+        return None
+    what = LIMIT_NAMES[limit_name]
+    if what == "count":
+        return positive_int(value, name=name, error=error, allow_none=True)
+    if what == "rate":
+        return rate(value, name=name, error=error)
+    if not isinstance(value, bool):
+        raise error(f"{_must(name)} be True or False, got {value!r}")
+    return value

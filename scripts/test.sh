@@ -57,7 +57,7 @@ suffixed() {
 # tier that starts processes or waits on timers belongs in one of the other parts' lists.
 INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz testproject)
 FAULTS=(tests/chaos tests/browser)
-CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps)
+CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock
 HEAVY=(tests/scale "$BIG_CLEANUP")
 leg_postgres() {
@@ -177,8 +177,10 @@ EOF_ONE
 }
 
 # MariaDB/MySQL: the database and admin tiers, the durable steps (tests/steps: in-process
-# and runworker children; its chaos campaign is PostgreSQL's), the security tests that read
-# through the database (their PostgreSQL-only tests skip), and
+# and runworker children; its chaos campaign is PostgreSQL's), the per-key limits and
+# fairness (tests/fairness: claims, debounce, the starvation test, four runworker
+# processes per key), the security tests that read through the database (their
+# PostgreSQL-only tests skip), and
 # four runworker processes draining 2,000 jobs, a SIGKILLed worker's job recovered, and a
 # runworker's live progress read while its jobs run.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
@@ -198,7 +200,7 @@ except Exception as exc:
   # the crash recovery's runworker children point at their worker's).
   DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin tests/steps \
     "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
-    tests/concurrency/test_progress.py "$@"
+    tests/concurrency/test_progress.py tests/fairness "$@"
 }
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a

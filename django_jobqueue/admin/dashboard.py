@@ -139,9 +139,13 @@ def _kinds(s: Stats) -> list[dict[str, Any]]:
 
 
 def _limits(s: Stats) -> list[dict[str, Any]]:
-    """Each kind with a global limit: its limits, where each is set, and its claims now."""
+    """Each kind with a global limit: its limits, where each is set, and its claims now;
+    for a kind with per-key limits, its busiest keys (in flight, pending, oldest)."""
     rows = []
-    for k in limiting.limits(max_age=0):
+    found = limiting.limits(max_age=0)
+    keyed = [k.kind for k in found if k.rule() is not None or k.per_key.get("rate_limit_per_key")]
+    busiest = store.busiest_keys(kinds=keyed) if keyed else {}
+    for k in found:
         claimed = s.claimed_by_kind.get(k.kind, 0)
         rows.append(
             {
@@ -152,6 +156,8 @@ def _limits(s: Stats) -> list[dict[str, Any]]:
                 "rate_limit": None if k.rate_limit is None else str(k.rate_limit),
                 "rate_limit_from": k.rate_limit_from,
                 "full": k.max_in_flight is not None and claimed >= k.max_in_flight,
+                "per_key": k.per_key_summary(),
+                "keys": busiest.get(k.kind, []),
             }
         )
     return rows

@@ -33,6 +33,7 @@ from django_jobqueue.admin.common import (
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.admin.listing import (
     EstimatingPaginator,
+    KeyFilter,
     QueueFilter,
     RecentRangeFilter,
     RunnableFilter,
@@ -80,6 +81,7 @@ class JobAdmin(ModelAdmin):
         RunnableFilter,
         kind_filter(Job),
         QueueFilter,
+        KeyFilter,
         "priority",
         ("created_at", RecentRangeFilter),
         ("finished_at", RecentRangeFilter),

@@ -20,6 +20,7 @@ from django.utils import timezone
 from rangefilter.filters import DateTimeRangeQuickSelectListFilter
 
 from django_jobqueue import store
+from django_jobqueue.models import Job
 from django_jobqueue.store import graphs
 from django_jobqueue.task.registry import registry
 
@@ -119,6 +120,20 @@ def kind_filter(model: type[Model]) -> type[ValuesFilter]:
             return store.distinct_values(model, "kind")
 
     return KindFilter
+
+
+class KeyFilter(ValuesFilter):
+    """The jobs of one key (issue 23): the first ``SHOWN`` keys in order (a loose scan of
+    the key index), and any other given in the address (``?key=tenant:42``)."""
+
+    title = "key"
+    parameter_name = "key"
+    SHOWN = 50
+
+    def values(self) -> list[str]:
+        found = store.distinct_values(Job, str(Job._meta.get_field("key").column), limit=self.SHOWN)
+        value = self.value()
+        return found if not value or value in found else [*found, str(value)]
 
 
 class WorkflowFilter(admin.SimpleListFilter):

@@ -229,6 +229,18 @@ def limit_count(text: str) -> int | None:
         ) from None
 
 
+def limit_flag(text: str) -> bool | None:
+    """An ``--ordered`` or ``--fair``: ``on``/``off``, or ``none`` (not set here)."""
+    word = text.strip().lower()
+    if word in ("on", "yes", "true"):
+        return True
+    if word in ("off", "no", "false"):
+        return False
+    if word == "none":
+        return None
+    raise ArgumentTypeError(f"expected on, off or none, got {_short(text)}")
+
+
 def limit_rate(text: str) -> validation.Rate | None:
     """A ``--rate-limit``: ``100/s``, ``30/m``, ``500/h``, or ``none`` (no limit)."""
     if text.strip().lower() in NO_LIMIT:

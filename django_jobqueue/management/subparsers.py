@@ -10,6 +10,7 @@ from datetime import timedelta
 from django_jobqueue.management.arguments import (
     kind_name,
     limit_count,
+    limit_flag,
     limit_rate,
     parse_age,
     parse_duration,
@@ -133,6 +134,20 @@ def limit_arguments(p: ArgumentParser) -> None:
         metavar="RATE",
         help="Enqueues of KIND beyond RATE (100/s, 30/m, 500/h) raise RateLimited; none lifts it.",
     )
+    per_key = (
+        ("--max-in-flight-per-key", limit_count, "N", "At most N claimed at once per key"),
+        ("--rate-limit-per-key", limit_rate, "RATE", "Enqueues per key beyond RATE raise"),
+        ("--ordered", limit_flag, "on|off", "One at a time per key, in enqueue order"),
+        ("--fair", limit_flag, "on|off", "Claims round-robin between keys"),
+    )
+    for flag, kind, metavar, what in per_key:
+        p.add_argument(
+            flag,
+            type=kind,
+            default=limiting.UNCHANGED,
+            metavar=metavar,
+            help=f"{what}; none lifts it.",
+        )
     p.add_argument(
         "--clear",
         action="store_true",

@@ -34,6 +34,9 @@ class Job(models.Model):
     # NULL, not "", means "no key": NULLs never collide in the unique index.
     dedup_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # The job's key (a tenant, a customer): what per-key limits and fairness count by.
+    # Its column is job_key: KEY is a reserved word in MySQL.
+    key = models.CharField(max_length=255, null=True, blank=True, db_column="job_key")  # noqa: DJ001
     cancel_requested = models.BooleanField(default=False)
     cancel_actor = models.CharField(max_length=255, blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -158,6 +161,26 @@ class Job(models.Model):
                 fields=["idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="jobqueue_job_idem_key",
+            ),
+            # Per-key claims (a claim with per-key rules reads only these): a kind's
+            # pending jobs by key in claim order, the unkeyed ones first (key NULL), so
+            # each kind's unkeyed jobs, its keys (a skip scan) and each key's jobs are a
+            # probe apiece; every pending job has an entry. Then each key's pending jobs
+            # in enqueue order (``ordered``), and the admin's filter by key.
+            models.Index(
+                fields=["kind", "key", "priority", "visible_at", "id"],
+                condition=Q(status="pending"),
+                name="jobqueue_job_key_claim",
+            ),
+            models.Index(
+                fields=["kind", "key", "id"],
+                condition=Q(status="pending", key__isnull=False),
+                name="jobqueue_job_key_fifo",
+            ),
+            models.Index(
+                fields=["key", "created_at"],
+                condition=Q(key__isnull=False),
+                name="jobqueue_job_key",
             ),
         ]
 

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.states import Outcome
 
 
@@ -88,6 +89,9 @@ class KindLimit(models.Model):
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)
     sets_rate_limit = models.BooleanField(default=False)
     rate_limit = models.CharField(max_length=32, blank=True, default="")
+    # The per-key limits set here: a name present sets it ("max_in_flight_per_key",
+    # "rate_limit_per_key", "ordered", "fair"), its value None lifting it.
+    per_key = StoredJSONField(default=dict, blank=True)
     changed_at = models.DateTimeField(default=timezone.now)
     changed_by = models.CharField(max_length=255, blank=True, default="")
 

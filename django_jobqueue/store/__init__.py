@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from django_jobqueue.store.claim import Claimed, claim_jobs, claim_statement
+from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.store.inserting import (
     Disposition,
@@ -23,8 +24,10 @@ from django_jobqueue.store.inserting import (
     enqueue_many,
     merge_candidates,
 )
+from django_jobqueue.store.keys import KeyLoad, busiest_keys, key_loads
 from django_jobqueue.store.limits import (
     LIMITS_CHANGED,
+    PER_KEY,
     Override,
     clear_limit,
     in_flight,
@@ -80,12 +83,15 @@ __all__ = [
     "COUNT_CAP",
     "DURATION_BUCKETS",
     "LIMITS_CHANGED",
+    "PER_KEY",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
     "Claimed",
     "Count",
     "Disposition",
     "EnqueueRequest",
+    "KeyLoad",
+    "KeyRule",
     "MergePlan",
     "NewJob",
     "Override",
@@ -98,6 +104,7 @@ __all__ = [
     "apply",
     "as_uuid",
     "beat",
+    "busiest_keys",
     "cancel",
     "cancel_refusal",
     "cancel_requested",
@@ -121,6 +128,7 @@ __all__ = [
     "history_count",
     "in_flight",
     "journal",
+    "key_loads",
     "last_jobs",
     "limit_overrides",
     "merge_candidates",

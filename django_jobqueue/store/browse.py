@@ -46,9 +46,9 @@ def planned_rows(qs: QuerySet[Any]) -> int | None:
     return for_alias(qs.db).planned_rows(qs)
 
 
-def distinct_values(model: type[Model], column: str) -> list[str]:
+def distinct_values(model: type[Model], column: str, *, limit: int | None = None) -> list[str]:
     """The distinct values of an indexed column, in order: one index probe per value
-    (a recursive "loose index scan"), not a read of the whole table."""
+    (a recursive "loose index scan"), not a read of the whole table; the first ``limit``."""
     table = model._meta.db_table
     name = connections[sql.alias()].ops.quote_name(column)
     statement = (
@@ -57,7 +57,7 @@ def distinct_values(model: type[Model], column: str) -> list[str]:
         f" UNION ALL SELECT (SELECT min({name}) FROM {table} WHERE {name} > v.val)"
         f" FROM v WHERE v.val IS NOT NULL)"
         f" SELECT val FROM v WHERE val IS NOT NULL"
-    )
+    ) + ("" if limit is None else f" LIMIT {int(limit)}")
     with connections[sql.alias()].cursor() as cursor:
         cursor.execute(statement)
         return [row[0] for row in cursor.fetchall()]

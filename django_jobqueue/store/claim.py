@@ -22,6 +22,7 @@ from django_jobqueue import conf
 from django_jobqueue.models import Status
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
+from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.limits import LOCK_SPACE, lock_key
 
 
@@ -56,6 +57,7 @@ class ClaimOptions(TypedDict, total=False):
     exclude_kinds: Iterable[str]
     kind_limits: Mapping[str, int] | None
     max_in_flight: Mapping[str, int] | None
+    per_key: Mapping[str, KeyRule] | None
     floor: int
     preferring: Mapping[int, int] | None
     leases: Mapping[str, timedelta] | None
@@ -72,8 +74,10 @@ def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
     ``preferring`` maps a higher floor to how many of the ``limit`` slots prefer it:
     those slots take jobs of priority >= that floor first and fall back to the next
     floor down when it has none. ``kind_limits`` caps how many of a kind this call
-    takes. The lease is ``leases[kind]``, else ``lease``, else the setting; ``now``
-    is the clock the claim reads (a test's frozen one).
+    takes. ``per_key`` gives the kinds with per-key rules (``KeyRule``: a most per key,
+    FIFO per key, round-robin between keys). The lease is ``leases[kind]``, else
+    ``lease``, else the setting; ``now`` is the clock the claim reads (a test's frozen
+    one).
     """
     prepared = prepare(**claim)
     if prepared is None:
@@ -118,7 +122,16 @@ class PreparedClaim:
             for r in rows
         ]
         claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
+        if self.spec.keyed:
+            served = [(r[1], r[12]) for r in rows if r[12] is not None and r[1] in self.spec.keyed]
+            for kind in {k for k, _ in served}:
+                _served[kind] = max(key for k, key in served if k == kind)
         return claimed
+
+
+# Per keyed kind, the greatest key this process's last claim of it served: the next claim
+# looks at the keys after it first (a claim looks at a bounded number of keys).
+_served: dict[str, str] = {}
 
 
 def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
@@ -132,6 +145,9 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
     lease = claim.get("lease") or conf.get().lease
     leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
     limited = {k: n for k, n in (claim.get("max_in_flight") or {}).items() if k in wanted}
+    keyed = {k: rule for k, rule in (claim.get("per_key") or {}).items() if k in wanted}
+    # A limit per key is counted under the kind's lock, as a max_in_flight is.
+    locked = {*limited, *(k for k, rule in keyed.items() if rule.counted)}
     spec = ClaimSpec(
         worker_id=claim["worker_id"],
         kinds=wanted,
@@ -142,8 +158,10 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         expiries={k: now + v for k, v in leases.items()},
         caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
         limited=limited,
-        lock_keys=tuple(sorted({lock_key(k) for k in limited})),
+        lock_keys=tuple(sorted({lock_key(k) for k in locked})),
         lock_space=LOCK_SPACE,
+        keyed=keyed,
+        key_after={k: _served[k] for k in keyed if k in _served},
     )
     return PreparedClaim(sql.dialect(), spec, leases, lease)
 

@@ -14,6 +14,7 @@ Counted per request, whatever becomes of it (inserted, merged or reused).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,8 +80,14 @@ class EnqueueRequest:
     merge: Callable[[Job], MergePlan | None] | None = field(default=None, compare=False)
     payload_json: str | None = field(default=None, compare=False)
     rate: Rate | None = None  # the kind's enqueue rate limit (None: none)
+    job_key: str | None = None  # the job's key (per-key limits and fairness)
+    rate_per_key: Rate | None = None  # the enqueue rate limit of each key (None: none)
+    debounce: timedelta | None = None  # a merge pushes the run to this after it...
+    max_wait: timedelta | None = None  # ... never past this after the first enqueue
 
     def visible_at(self, now: datetime) -> datetime:
+        if self.debounce is not None:
+            return later(now, self.debounce)
         if self.run_at is not None:
             return self.run_at
         # A delay past any date waits until the latest one instead of overflowing.
@@ -111,21 +118,43 @@ def enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
 
 
 def _limited(request: EnqueueRequest) -> tuple[Job, Disposition]:
-    if request.rate is None:
+    buckets = _buckets(request)
+    if not buckets:
         return _enqueue(request)
     alias = sql.alias()
     joined = sql.connection().in_atomic_block
     # In the caller's transaction the token joins it (no savepoint: a RateLimited leaves
     # that transaction usable); alone, token and row commit together.
     with contextlib.nullcontext() if joined else transaction.atomic(using=alias):
-        wait = take_tokens(kind=request.kind, rate=request.rate, count=1)
-        if wait is None:
-            return _enqueue(request)
-    raise rate_limited(request.kind, request.rate, 1, wait)
+        for bucket, (rate, key) in sorted(buckets.items()):
+            wait = take_tokens(kind=bucket, rate=rate, count=1)
+            if wait is not None:
+                raise rate_limited(request.kind, rate, 1, wait, key=key)
+        return _enqueue(request)
 
 
-def rate_limited(kind: str, rate: Rate, count: int, wait: float) -> RateLimited:
-    """The error for ``count`` enqueues of ``kind`` that ``rate`` did not let through."""
+def key_bucket(kind: str, key: str) -> str:
+    """The rate bucket of one key of a kind: a digest, so any kind and key fit its name."""
+    return "key:" + hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()
+
+
+def _buckets(request: EnqueueRequest) -> dict[str, tuple[Rate, str | None]]:
+    """The rate buckets an enqueue takes a token from: the kind's, and its key's."""
+    found: dict[str, tuple[Rate, str | None]] = {}
+    if request.rate is not None:
+        found[request.kind] = (request.rate, None)
+    if request.rate_per_key is not None and request.job_key is not None:
+        found[key_bucket(request.kind, request.job_key)] = (request.rate_per_key, request.job_key)
+    return found
+
+
+def rate_limited(
+    kind: str, rate: Rate, count: int, wait: float, *, key: str | None = None
+) -> RateLimited:
+    """The error for ``count`` enqueues of ``kind`` (of one ``key``, for a per-key rate)
+    that ``rate`` did not let through."""
+    if key is not None:
+        kind = f"{kind} key {key!r}"
     if wait == float("inf"):
         return RateLimited(
             f"{kind}: {count} jobs at once are more than its rate limit {rate} ever lets "
@@ -218,17 +247,17 @@ def _enqueue_many(
     plain: list[tuple[int, NewJob, EnqueueRequest]] = []
     alias = sql.alias()
     ids = iter(uuid7_many(len(requests)))
-    rated: dict[str, tuple[Rate, int]] = {}
+    rated: dict[str, tuple[Rate, int, str, str | None]] = {}
     for request in requests:
-        if request.rate is not None:
-            rate, count = rated.get(request.kind, (request.rate, 0))
-            rated[request.kind] = (rate, count + 1)
+        for bucket, (rate, key) in _buckets(request).items():
+            _, count, _, _ = rated.get(bucket, (rate, 0, request.kind, key))
+            rated[bucket] = (rate, count + 1, request.kind, key)
     with transaction.atomic(using=alias):
-        for kind in sorted(rated):  # one order, so two batches cannot deadlock on buckets
-            rate, count = rated[kind]
-            wait = take_tokens(kind=kind, rate=rate, count=count)
+        for bucket in sorted(rated):  # one order, so two batches cannot deadlock on buckets
+            rate, count, kind, key = rated[bucket]
+            wait = take_tokens(kind=bucket, rate=rate, count=count)
             if wait is not None:
-                raise rate_limited(kind, rate, count, wait)
+                raise rate_limited(kind, rate, count, wait, key=key)
         for i, request in enumerate(requests):
             if request.idempotency_key is not None or (
                 request.dedup_key is not None and request.merge is not None
@@ -258,6 +287,7 @@ def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime, context
         created_at=now,
         visible_at=request.visible_at(now),
         trace_context=context,
+        job_key=request.job_key,
     )
 
 
@@ -274,6 +304,7 @@ def _new_row(request: EnqueueRequest, now: datetime, *, job_id: uuid.UUID | None
         dedup_key=request.dedup_key,
         idempotency_key=request.idempotency_key,
         trace_context=tracing.capture_context(),
+        key=request.job_key,
     )
 
 
@@ -290,6 +321,7 @@ def _insert_row(job: Job, request: EnqueueRequest) -> NewRow:
         dedup_key=job.dedup_key,
         idempotency_key=job.idempotency_key,
         trace_context=job.trace_context,
+        job_key=job.key,
     )
 
 
@@ -359,6 +391,13 @@ def _apply_merge(
             changes["carry"] = plan.carry
         changes["priority"] = min(candidate.priority, request.priority)
         changes["visible_at"] = min(candidate.visible_at, request.visible_at(now))
+    if request.debounce is not None:
+        # Trailing edge: the run moves to a debounce after this enqueue, but never past
+        # max_wait after the job's own (first) enqueue.
+        due = later(now, request.debounce)
+        if request.max_wait is not None:
+            due = min(due, later(candidate.created_at, request.max_wait))
+        changes["visible_at"] = max(due, now)
     key = request.idempotency_key
     if key is not None and candidate.idempotency_key is None:
         # The surviving job now answers to the key, so a retried request is reused.
@@ -374,7 +413,7 @@ def _apply_merge(
         run_no=candidate.run_count,
         outcome=Outcome.MERGED,
         recorded_at=now,
-        note=f"merge: {plan.action}",
+        note=f"merge: {plan.action}" + (", debounced" if request.debounce else ""),
         attachment={"incoming": request.payload},
     )
     if changes:
@@ -392,6 +431,7 @@ __all__ = [
     "active_by_key",
     "enqueue",
     "enqueue_many",
+    "key_bucket",
     "merge_candidates",
     "rate_limited",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,9 @@ logger = logging.getLogger("django_jobqueue")
 # The NOTIFY payload that tells workers the run-time limits changed (a queue name would
 # wake only the workers of that queue; this wakes every worker and has it re-read them).
 LIMITS_CHANGED = "django_jobqueue:limits"
+
+# The per-key limits a kind may set, each as a task option of the same name.
+PER_KEY = ("max_in_flight_per_key", "rate_limit_per_key", "ordered", "fair")
 
 # The advisory locks of max_in_flight: the two-key form, its first key naming ours (the
 # one-key space is apart from it, so a project's own one-key locks never collide).
@@ -66,6 +69,8 @@ class Override:
     rate_limit: Rate | None
     changed_at: datetime
     changed_by: str
+    # The per-key limits set here (``PER_KEY`` names; None lifts one).
+    per_key: dict[str, Any] = field(default_factory=dict)
 
 
 def overrides() -> dict[str, Override]:
@@ -86,7 +91,9 @@ def _override(row: KindLimit) -> Override:
             # Written by hand into the table: ignored (said once per read), not fatal.
             logger.warning("kind limit of %s: %s; ignored", row.kind, exc)
             sets_rate = False
+    per_key = row.per_key if isinstance(row.per_key, dict) else {}
     return Override(
+        per_key={k: v for k, v in per_key.items() if k in PER_KEY},
         kind=row.kind,
         sets_max_in_flight=row.sets_max_in_flight,
         max_in_flight=row.max_in_flight if row.sets_max_in_flight else None,
@@ -98,8 +105,9 @@ def _override(row: KindLimit) -> Override:
 
 
 def set_limit(*, kind: str, changes: dict[str, Any], actor: str = "") -> Override:
-    """Set a kind's run-time limits: ``changes`` maps ``"max_in_flight"`` (int or None)
-    and/or ``"rate_limit"`` (a Rate or None) to the new value, None lifting the limit;
+    """Set a kind's run-time limits: ``changes`` maps ``"max_in_flight"`` (int or None),
+    ``"rate_limit"`` (a Rate or None) and the ``PER_KEY`` names (``rate_limit_per_key`` a
+    Rate, ``ordered`` and ``fair`` booleans) to the new value, None lifting the limit;
     a limit not in ``changes`` stays as it was. Workers are told on PostgreSQL."""
     alias = sql.alias()
     with transaction.atomic(using=alias):
@@ -111,6 +119,14 @@ def set_limit(*, kind: str, changes: dict[str, Any], actor: str = "") -> Overrid
         if "rate_limit" in changes:
             row.sets_rate_limit = True
             row.rate_limit = "" if changes["rate_limit"] is None else str(changes["rate_limit"])
+        per_key = dict(row.per_key) if isinstance(row.per_key, dict) else {}
+        for name in PER_KEY:
+            if name in changes:
+                value = changes[name]
+                per_key[name] = (
+                    value if value is None or not isinstance(value, Rate) else str(value)
+                )
+        row.per_key = per_key
         row.changed_at = timezone.now()
         row.changed_by = actor
         row.save(using=alias)
@@ -161,6 +177,7 @@ def take_tokens(*, kind: str, rate: Rate, count: int) -> float | None:
 __all__ = [
     "LIMITS_CHANGED",
     "LOCK_SPACE",
+    "PER_KEY",
     "Override",
     "clear_limit",
     "in_flight",

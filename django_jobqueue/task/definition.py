@@ -25,9 +25,9 @@ from django_jobqueue.errors import (
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.states import Priority
 from django_jobqueue.task.merge import Merge
-from django_jobqueue.task.options import Options, build_request, encode_payload
+from django_jobqueue.task.options import Options, build_request, encode_payload, job_key
 from django_jobqueue.task.periodic import periodic, register_schedule
-from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef, registry
+from django_jobqueue.task.registry import KEY_LIMITS, UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
 from django_jobqueue.task.submit import items_error, submit, submit_many
 
@@ -62,6 +62,7 @@ class FunctionTask(TaskDef):
         max_in_flight: int | None = None,
         rate_limit: str | None = None,
         atomic: bool = False,
+        **keyed: Any,  # key, max_in_flight_per_key, rate_limit_per_key, ordered, fair
     ) -> None:
         origin = f"{func.__module__}.{func.__qualname__}"
         self._set_options(
@@ -77,6 +78,7 @@ class FunctionTask(TaskDef):
             rate_limit=rate_limit,
             atomic=atomic,
             asynchronous=inspect.iscoroutinefunction(func),
+            **keyed,
         )
         self.func = func
         self.takes_context = takes_context
@@ -215,8 +217,10 @@ class BoundCall:
         caller's). Returns the handles in order."""
         kind = self.defn.kind
         # The options are the same for every item: resolved once, copied per item.
-        one = build_request(self.defn, {}, self.options)
+        one = build_request(self.defn, {}, self.options, keyed=False)
         request = type(one)
+        head = (one.queue, one.priority, one.delay, one.run_at, one.idempotency_key, one.dedup_key)
+        tail = (one.rate_per_key, one.debounce, one.max_wait)
         requests = []
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -230,18 +234,11 @@ class BoundCall:
                 payload, text = self.defn.encode((), item)
             except EnqueueError as exc:
                 raise items_error(index, exc) from exc
+            key = (
+                one.job_key if self.defn.key is None else job_key(self.defn, payload, self.options)
+            )
             requests.append(
-                request(
-                    one.kind,
-                    payload,
-                    one.queue,
-                    one.priority,
-                    one.delay,
-                    one.run_at,
-                    one.idempotency_key,
-                    payload_json=text,
-                    rate=one.rate,
-                )
+                request(one.kind, payload, *head, one.merge, text, one.rate, key, *tail)
             )
         return submit_many(requests)
 
@@ -265,6 +262,7 @@ def task(
     rate_limit: str | None = ...,
     atomic: bool = ...,
     cron: str | None = ...,
+    **keyed: Any,  # key, max_in_flight_per_key, rate_limit_per_key, ordered, fair
 ) -> Callable[[F], FunctionTask]: ...
 
 
@@ -276,8 +274,8 @@ def task(func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """
 
     cron = options.pop("cron", None)
-    known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func"}
-    known.add("cron")
+    known = set(inspect.signature(FunctionTask.__init__).parameters) - {"self", "func", "keyed"}
+    known.update(("cron", "key", *KEY_LIMITS))
     unknown = sorted(set(options) - known)
     if unknown:
         raise InvalidOption(
@@ -318,6 +316,7 @@ class ClassTask(TaskDef):
             rate_limit=cls.rate_limit,
             atomic=cls.atomic,
             asynchronous=inspect.iscoroutinefunction(cls.run),
+            **{name: getattr(cls, name) for name in ("key", *KEY_LIMITS)},
         )
         self.cls = cls
 
@@ -365,6 +364,12 @@ class Task:
     backoff: ClassVar[Backoff | None] = None
     max_in_flight: ClassVar[int | None] = None
     rate_limit: ClassVar[str | None] = None
+    # Per key: ``key`` a callable of the fields (``staticmethod``), and the limits per key.
+    key: ClassVar[Callable[..., Any] | None] = None
+    max_in_flight_per_key: ClassVar[int | None] = None
+    rate_limit_per_key: ClassVar[str | None] = None
+    ordered: ClassVar[bool] = False
+    fair: ClassVar[bool] = False
     atomic: ClassVar[bool] = False
     cron: ClassVar[str | None] = None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +31,16 @@ from django_jobqueue.task.registry import TaskDef, registry
 from django_jobqueue.validation import Rate
 
 if TYPE_CHECKING:
-    from django_jobqueue.store import Override
+    from django_jobqueue.store import KeyRule, Override
 
 REFRESH = 2.0  # seconds a process trusts its copy of the run-time limits
 
 UNCHANGED: Any = type("Unchanged", (), {"__repr__": lambda self: "UNCHANGED"})()
 
 DATABASE, SETTINGS, TASK = "database", "settings", "task"
+
+# The per-key limits (issue 23), set in the same three places as the kind's own.
+PER_KEY = ("max_in_flight_per_key", "rate_limit_per_key", "ordered", "fair")
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,36 @@ class KindLimits:
     rate_limit: Rate | None
     max_in_flight_from: str
     rate_limit_from: str
+    # The per-key limits in force (``PER_KEY`` names; None or False: not limited) and
+    # where each comes from.
+    per_key: dict[str, Any] = field(default_factory=dict)
+    per_key_from: dict[str, str] = field(default_factory=dict)
 
     @property
     def limited(self) -> bool:
-        return self.max_in_flight is not None or self.rate_limit is not None
+        keyed = any(v not in (None, False) for v in self.per_key.values())
+        return self.max_in_flight is not None or self.rate_limit is not None or keyed
+
+    def per_key_summary(self) -> str:
+        """The per-key limits in force, in words, each with where it is set."""
+        words = {"max_in_flight_per_key": "most {} a key", "rate_limit_per_key": "{} a key"}
+        said = []
+        for name, value in self.per_key.items():
+            if value not in (None, False):
+                what = words[name].format(value) if name in words else name
+                said.append(f"{what} ({self.per_key_from[name]})")
+        return ", ".join(said)
+
+    def rule(self) -> KeyRule | None:
+        """The claim's per-key rule for the kind (None: it has none)."""
+        from django_jobqueue.store import KeyRule
+
+        most = self.per_key.get("max_in_flight_per_key")
+        ordered = bool(self.per_key.get("ordered"))
+        fair = bool(self.per_key.get("fair"))
+        if most is None and not ordered and not fair:
+            return None
+        return KeyRule(most=most, ordered=ordered, fair=fair)
 
 
 # (overrides, monotonic time they were read); None until the first read.
@@ -100,7 +129,14 @@ def _resolve(
     defn = registry.find(kind)
     most, most_from = _pick("max_in_flight", override, setting, defn)
     rate, rate_from = _pick("rate_limit", override, setting, defn)
-    return KindLimits(kind, most, rate, most_from, rate_from)
+    per_key, per_key_from = {}, {}
+    for name in PER_KEY:
+        per_key[name], per_key_from[name] = _pick(name, override, setting, defn)
+    if isinstance(per_key["rate_limit_per_key"], str):  # as the database stores it
+        per_key["rate_limit_per_key"] = validation.rate(
+            per_key["rate_limit_per_key"], name="rate_limit_per_key", error=ValueError
+        )
+    return KindLimits(kind, most, rate, most_from, rate_from, per_key, per_key_from)
 
 
 def _pick(
@@ -108,12 +144,14 @@ def _pick(
 ) -> tuple[Any, str]:
     """One limit and where it is set: the database, then the setting, then the task's
     option (no source when none sets it)."""
-    if override is not None and getattr(override, f"sets_{name}"):
+    if override is not None and name in PER_KEY and name in override.per_key:
+        return override.per_key[name], DATABASE
+    if override is not None and name not in PER_KEY and getattr(override, f"sets_{name}"):
         return getattr(override, name), DATABASE
     if name in setting:
         return setting[name], SETTINGS
-    value = getattr(defn, name) if defn is not None else None
-    return value, TASK if value is not None else ""
+    value = getattr(defn, name, None) if defn is not None else None
+    return value, TASK if value not in (None, False) else ""
 
 
 def rate_for(kind: str, task_rate: Rate | None) -> Rate | None:
@@ -127,6 +165,39 @@ def rate_for(kind: str, task_rate: Rate | None) -> Rate | None:
         rate: Rate | None = setting["rate_limit"]
         return rate
     return task_rate
+
+
+def rate_per_key_for(kind: str, task_rate: Rate | None) -> Rate | None:
+    """The per-key enqueue rate limit in force for ``kind`` (the task's own is
+    ``task_rate``), as ``rate_for``."""
+    override = overrides().get(kind)
+    if override is not None and "rate_limit_per_key" in override.per_key:
+        text = override.per_key["rate_limit_per_key"]
+        return None if text is None else validation.rate(text, name="rate", error=ValueError)
+    setting = conf.get().limits.get(kind)
+    if setting is not None and "rate_limit_per_key" in setting:
+        rate: Rate | None = setting["rate_limit_per_key"]
+        return rate
+    return task_rate
+
+
+def claim_limits(
+    kinds: Iterable[str], *, max_age: float | None = REFRESH
+) -> tuple[dict[str, int], dict[str, KeyRule]]:
+    """What a worker's claims enforce: the kinds among ``kinds`` with a
+    ``max_in_flight`` in force and its value, and those with per-key rules."""
+    found = overrides(max_age=max_age)
+    configured = conf.get().limits
+    most: dict[str, int] = {}
+    rules: dict[str, KeyRule] = {}
+    for kind in kinds:
+        resolved = _resolve(kind, found, configured)
+        if resolved.max_in_flight is not None:
+            most[kind] = resolved.max_in_flight
+        rule = resolved.rule()
+        if rule is not None:
+            rules[kind] = rule
+    return most, rules
 
 
 def max_in_flight(kinds: Iterable[str], *, max_age: float | None = REFRESH) -> dict[str, int]:
@@ -156,6 +227,7 @@ def set_limit(
     max_in_flight: Any = UNCHANGED,
     rate_limit: Any = UNCHANGED,
     actor: str = "",
+    **per_key: Any,
 ) -> KindLimits:
     """Set ``kind``'s limits at run time (see ``django_jobqueue.set_limit``)."""
     if not isinstance(kind, str) or kind not in registry:
@@ -165,25 +237,22 @@ def set_limit(
             kind=kind,
         )
     changes: dict[str, Any] = {}
-    error = partial(InvalidLimit, kind=kind)
-    if max_in_flight is not UNCHANGED:
-        changes["max_in_flight"] = validation.positive_int(
-            max_in_flight,
-            name=f"{kind}: max_in_flight",
-            error=partial(error, option="max_in_flight"),
-            allow_none=True,
+    given = {"max_in_flight": max_in_flight, "rate_limit": rate_limit, **per_key}
+    unknown = sorted(set(given) - set(validation.LIMIT_NAMES))
+    if unknown:
+        raise InvalidLimit(
+            f"{kind}: unknown limit(s) {', '.join(unknown)}; known: "
+            f"{', '.join(validation.LIMIT_NAMES)}",
+            kind=kind,
         )
-    if rate_limit is not UNCHANGED:
-        changes["rate_limit"] = (
-            None
-            if rate_limit is None
-            else validation.rate(
-                rate_limit, name=f"{kind}: rate_limit", error=partial(error, option="rate_limit")
-            )
-        )
+    for name, value in given.items():
+        if value is not UNCHANGED:
+            error = partial(InvalidLimit, kind=kind, option=name)
+            changes[name] = validation.limit(name, value, name=f"{kind}: {name}", error=error)
     if not changes:
         raise InvalidLimit(
-            f"{kind}: give max_in_flight or rate_limit (None lifts a limit), or use clear_limit()",
+            f"{kind}: give max_in_flight or rate_limit, or a per-key limit "
+            f"({', '.join(PER_KEY)}; None lifts one), or use clear_limit()",
             kind=kind,
         )
     from django_jobqueue import store

@@ -115,6 +115,10 @@ class Options:
     delay: timedelta | None = None
     run_at: datetime | None = None
     idempotency_key: str | None = None
+    key: str | None = None  # the job's key (per-key limits, fairness)
+    dedup_key: str | None = None  # merge into a pending job of the same kind and key
+    debounce: timedelta | None = None  # each merge pushes the run to this after it
+    max_wait: timedelta | None = None  # ... but never past this after the first enqueue
 
     @classmethod
     def build(cls, base: Options | None = None, **given: Any) -> Options:
@@ -144,8 +148,57 @@ class Options:
             if values["delay"] is not None and "delay" in given and "run_at" in given:
                 raise InvalidOption("give delay or run_at, not both", option="run_at")
             values["run_at"] = clamped(run_at)  # a "never" date waits until LATEST
-        values["idempotency_key"] = validate_key("idempotency_key", values["idempotency_key"])
+        for name in ("idempotency_key", "key", "dedup_key"):
+            values[name] = validate_key(name, values[name])
+        _debounce(values, given)
         return cls(**values)
+
+
+def _debounce(values: dict[str, Any], given: dict[str, Any]) -> None:
+    """Check ``debounce`` and ``max_wait`` in ``values`` (in place)."""
+    for name in ("debounce", "max_wait"):
+        if values[name] is not None:
+            values[name] = validation.duration(
+                values[name], name=name, error=partial(InvalidOption, option=name), allow_zero=False
+            )
+    debounce, max_wait = values["debounce"], values["max_wait"]
+    if max_wait is not None and debounce is None:
+        raise InvalidOption(
+            "max_wait needs a debounce (it caps how far one pushes)", option="max_wait"
+        )
+    if debounce is None:
+        return
+    if max_wait is not None and max_wait < debounce:
+        raise InvalidOption(
+            f"max_wait ({max_wait}) must be at least the debounce ({debounce})", option="max_wait"
+        )
+    if values["delay"] is not None or values["run_at"] is not None:
+        raise InvalidOption(
+            "give debounce or delay/run_at, not both: a debounce sets when the job runs",
+            option="debounce",
+        )
+
+
+def job_key(defn: TaskDef, payload: dict[str, Any], options: Options) -> str | None:
+    """The job's key: the enqueue's ``.using(key=...)``, else the task's ``key`` callable
+    of the arguments, checked as any key (a string of at most 255 characters, or None)."""
+    if options.key is not None or defn.key is None:
+        return options.key
+    try:
+        value = defn.key(**payload)
+    except Exception as exc:
+        raise InvalidOption(
+            f"{defn.kind}: its key callable raised {type(exc).__name__}: {exc}",
+            kind=defn.kind,
+            option="key",
+        ) from exc
+    return validation.bounded_text(
+        value,
+        name=f"{defn.kind}: the key its key callable returned",
+        error=partial(InvalidOption, option="key", kind=defn.kind),
+        max_length=255,
+        allow_none=True,
+    )
 
 
 def build_request(
@@ -154,14 +207,25 @@ def build_request(
     options: Options,
     task: Mergeable | None = None,
     payload_json: str | None = None,
+    *,
+    keyed: bool = True,
 ) -> EnqueueRequest:
     """The storage layer's request for one job; a class task with a dedup key brings
-    its merge decision along as a callable."""
+    its merge decision along as a callable. ``keyed`` False: the key is not computed
+    from ``payload`` (a bulk enqueue's template, each item computing its own)."""
     from django_jobqueue.store import EnqueueRequest
 
-    dedup_key = None
-    if task is not None:
+    dedup_key = options.dedup_key
+    if task is not None and dedup_key is None:
         dedup_key = validate_key("dedup_key()", task.dedup_key())
+    if options.debounce is not None and dedup_key is None:
+        raise InvalidOption(
+            f"{defn.kind}: debounce needs a dedup_key (the jobs it merges)", option="debounce"
+        )
+    merge: Callable[[Job], MergePlan | None] | None = None
+    if dedup_key is not None:  # a class task decides; a function task keeps the pending job
+        merge = _merger(task, payload) if task is not None else _keep
+    key = job_key(defn, payload, options) if keyed else options.key
     return EnqueueRequest(
         kind=defn.kind,
         payload=payload,
@@ -171,10 +235,21 @@ def build_request(
         run_at=options.run_at,
         idempotency_key=options.idempotency_key,
         dedup_key=dedup_key,
-        merge=_merger(task, payload) if task is not None and dedup_key is not None else None,
+        merge=merge,
         payload_json=payload_json,
         rate=limiting.rate_for(defn.kind, defn.rate_limit),
+        job_key=key,
+        rate_per_key=limiting.rate_per_key_for(defn.kind, defn.rate_limit_per_key),
+        debounce=options.debounce,
+        max_wait=options.max_wait,
     )
+
+
+def _keep(candidate: Job) -> MergePlan:
+    """A function task's merge: the pending job stays as it is (a debounce moves it)."""
+    from django_jobqueue import store
+
+    return store.MergePlan("keep")
 
 
 def _merger(task: Mergeable, payload: dict[str, Any]) -> Callable[[Job], MergePlan | None]:

@@ -45,6 +45,9 @@ class Schedule(Protocol):
 
 S = TypeVar("S", bound=Schedule)
 
+# The limits per key a task may declare (and JOBQUEUE["LIMITS"] or set_limit set).
+KEY_LIMITS = ("max_in_flight_per_key", "rate_limit_per_key", "ordered", "fair")
+
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 
 
@@ -67,6 +70,12 @@ class TaskDef:
     # Global limits the task asks for (JOBQUEUE["LIMITS"] and run-time limits win).
     max_in_flight: int | None = None
     rate_limit: Rate | None = None
+    # Per-key (issue 23): the job's key from its arguments, and the limits per key.
+    key: Callable[..., Any] | None = None
+    max_in_flight_per_key: int | None = None
+    rate_limit_per_key: Rate | None = None
+    ordered: bool = False
+    fair: bool = False
 
     def _set_options(
         self,
@@ -83,9 +92,11 @@ class TaskDef:
         rate_limit: Rate | str | None = None,
         atomic: bool = False,
         asynchronous: bool = False,
+        **keyed: Any,
     ) -> None:
         """Check every option (InvalidOption naming it, before anything is registered),
         then keep them."""
+        self._set_keyed(kind, keyed)
         error = _option_error(kind)
         validation.bounded_text(kind, name="kind", error=error("kind"), max_length=200)
         validate_priority(priority, kind=kind)
@@ -125,6 +136,28 @@ class TaskDef:
         self.atomic = atomic
         # An ``async def`` task: the worker awaits ``call`` on its event loop.
         self.asynchronous = asynchronous
+
+    def _set_keyed(self, kind: str, keyed: dict[str, Any]) -> None:
+        """The per-key options: ``key`` a callable of the task's arguments (or None), the
+        limits per key checked as their ``JOBQUEUE["LIMITS"]`` entries are."""
+        error = _option_error(kind)
+        unknown = sorted(set(keyed) - {"key", *KEY_LIMITS})
+        if unknown:
+            raise error(unknown[0])(
+                f"{kind}: unknown task option(s) {', '.join(unknown)}; per-key ones: key, "
+                + ", ".join(KEY_LIMITS)
+            )
+        key = keyed.get("key")
+        if key is not None and not callable(key):
+            raise error("key")(
+                f"{kind}: key must be a callable of the task's arguments returning the job's"
+                f" key (a string or None), got {key!r}; a fixed key is .using(key=...)"
+            )
+        self.key = key
+        for name in KEY_LIMITS:
+            value = keyed.get(name)
+            checked = validation.limit(name, value, name=f"{kind}: {name}", error=error(name))
+            setattr(self, name, bool(checked) if name in ("ordered", "fair") else checked)
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
         """Run the task here and now (an async one under its own ``asyncio.run``)."""

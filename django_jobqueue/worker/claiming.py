@@ -32,6 +32,7 @@ def claim_options(
     caps: Mapping[str, int],
     max_in_flight: Mapping[str, int],
     slot: int,
+    per_key: Mapping[str, Any] | None = None,
     priority_ratio: int | None,
     kinds: Sequence[str],
     queues: Sequence[str] | None,
@@ -55,6 +56,7 @@ def claim_options(
         "exclude_kinds": at_cap,
         "kind_limits": limits or None,
         "max_in_flight": limited or None,
+        "per_key": {k: rule for k, rule in (per_key or {}).items() if k not in at_cap} or None,
         "preferring": {f: n for f, n in floors.items() if f},
         "leases": leases,
     }

@@ -75,8 +75,8 @@ class Worker:
             async_concurrency, settings, name="async_concurrency"
         )
         self.caps = {**settings.kind_concurrency, **(caps or {})}
-        # Each limited kind's max_in_flight, kept current by the LimitRefresh service.
-        self.max_in_flight: dict[str, int] = {}
+        self.max_in_flight: dict[str, int] = {}  # kept current by LimitRefresh, as are
+        self.key_rules: dict[str, store.KeyRule] = {}  # the kinds' per-key rules
         self.leases = registry.leases()
         self.burst = burst
         self.max_jobs = max_jobs
@@ -169,7 +169,8 @@ class Worker:
         elif not payload or not self.queues or payload in self.queues:
             self._wake.set()
 
-    def _limits_changed(self, found: dict[str, int]) -> None:
+    def _limits_changed(self, limits: tuple[dict[str, int], dict[str, store.KeyRule]]) -> None:
+        found, self.key_rules = limits
         if found != self.max_in_flight:
             logger.info("max_in_flight now %s", found or "unlimited for every kind")
         self.max_in_flight = found
@@ -349,6 +350,7 @@ class Worker:
             running=self._running,
             caps=self.caps,
             max_in_flight=self.max_in_flight,
+            per_key=self.key_rules,
             slot=self._slot,
             priority_ratio=self.priority_ratio,
             kinds=kinds,

@@ -51,7 +51,7 @@ def claimed_ids(d: Dialect, spec: ClaimSpec) -> list[uuid.UUID]:
     rows = d.claim(spec)
     assert isinstance(rows, list)
     for row in rows:
-        assert len(row) == 12  # the CLAIMED columns
+        assert len(row) == 13  # the CLAIMED columns
     rows.sort(key=lambda r: (r[4], d.read_dt(r[5]), d.read_uuid(r[0])))
     return [d.read_uuid(r[0]) for r in rows]
 

@@ -573,14 +573,14 @@ def test_the_limit_command_sets_shows_lists_and_clears() -> None:
     out = jobqueue_limit(LIMITED, "--max-in-flight", "2", "--rate-limit", "100/s")
     assert "MAX IN FLIGHT" in out
     [row] = [line for line in out.splitlines() if line.startswith(LIMITED)]
-    assert row.split() == [LIMITED, "2", "database", "0", "100/s", "database"]
+    assert row.split() == [LIMITED, "2", "database", "0", "100/s", "database", "-"]
     assert KindLimit.objects.get(kind=LIMITED).changed_by.startswith("manage.py jobqueue (")
     listed = jobqueue_limit()
     for kind in (LIMITED, RATED, "tests.one_at_a_time"):
         assert kind in listed
     out = jobqueue_limit(RATED, "--rate-limit", "none")
     [row] = [line for line in out.splitlines() if line.startswith(RATED)]
-    assert row.split() == [RATED, "-", "-", "0", "-", "database"]
+    assert row.split() == [RATED, "-", "-", "0", "-", "database", "-"]
     assert "run-time limits cleared" in jobqueue_limit(LIMITED, "--clear")
     assert "none were set" in jobqueue_limit(LIMITED, "--clear")
     assert not KindLimit.objects.filter(kind=LIMITED).exists()

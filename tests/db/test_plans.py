@@ -295,3 +295,30 @@ def test_a_turn_that_releases_keeps_its_plan_as_the_workers_prepared_generic_sta
         plan = _explain_generic(*_releasing_turn())
         transaction.set_rollback(True)
     _assert_releases_by_key(plan)
+
+
+@postgres_only
+@pytest.mark.parametrize(
+    "rule",
+    [store.KeyRule(most=2, fair=True), store.KeyRule(ordered=True)],
+    ids=["fair-most-per-key", "ordered"],
+)
+def test_a_keyed_claim_reads_each_key_by_the_key_indexes(rule: store.KeyRule) -> None:
+    """Per-key rules (issue 23): the keys by a skip scan and each key's first jobs by a
+    probe of the key indexes, the tier's rows then by primary key: no scan of the table,
+    and no walk of the claim index for the keyed kind's rows."""
+    for key in ("tenant:a", "tenant:b", "tenant:c"):
+        tasks.keyed.using(key=key).enqueue_many({"n": i} for i in range(300))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobqueue_job")
+    built = store.claim_statement(
+        worker_id="w", limit=10, kinds=[tasks.keyed.kind], per_key={tasks.keyed.kind: rule}
+    )
+    assert built is not None
+    with transaction.atomic():
+        plan = _plan(*built)
+    index = "jobqueue_job_key_fifo" if rule.ordered else "jobqueue_job_key_claim"
+    assert index in plan, plan
+    assert "jobqueue_job_claim " not in plan, plan  # the keyed kind's rows: never walked
+    assert "Seq Scan on django_jobqueue_job " not in plan, plan
+    assert "django_jobqueue_job_pkey" in plan, plan

@@ -550,6 +550,44 @@ def one_at_a_time(ctx: Context, seconds: float) -> None:
     execution.save(update_fields=["finished_at"])
 
 
+# --- per-key limits and fairness (tests/fairness) ---------------------------------------
+
+
+@task(kind="tests.keyed")
+def keyed(n: int = 0) -> int:
+    """No per-key rule of its own: the tests set them in the settings or the database."""
+    return n
+
+
+@task(
+    takes_context=True,
+    kind="tests.per_shop",
+    key=lambda shop, **_: f"shop:{shop}",
+    max_in_flight_per_key=2,
+)
+def per_shop(ctx: Context, shop: int, seconds: float) -> None:
+    """At most two claimed per shop, all workers together; records its start and finish."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(takes_context=True, kind="tests.in_order", key=lambda shop, **_: f"shop:{shop}", ordered=True)
+def in_order(ctx: Context, shop: int, seq: int, seconds: float) -> None:
+    """One at a time per shop, in enqueue order; records its start and finish."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+
+
+@task(kind="tests.rated_per_key", rate_limit_per_key="2/m")
+def rated_per_key(n: int = 0) -> int:
+    """Two enqueues a minute per key."""
+    return n
+
+
 @task(kind="tests.rated", rate_limit="3/m")
 def rated(n: int = 0) -> int:
     """Three enqueues a minute, all processes together."""

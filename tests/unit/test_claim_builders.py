@@ -97,7 +97,7 @@ def test_the_plain_postgresql_claim_is_one_update_over_one_locked_materialized_c
         " claim_expires_at = (%s)::timestamptz, run_count = j.run_count + 1"
         " WHERE j.id = ANY(ARRAY(SELECT id FROM t0))"
         " RETURNING id, kind, queue, payload, priority, visible_at, run_count, failure_count,"
-        " carry, created_at, workflow_id, trace_context"
+        " carry, created_at, workflow_id, trace_context, job_key"
     )
     assert built.params == (NOW, ["a", "b"], "w:1", NOW + timedelta(minutes=1))
 

@@ -296,13 +296,13 @@ def test_retention_prunes_events_past_the_event_retention() -> None:
 
 
 def test_limits_are_read_at_first_then_every_so_often_or_at_once_when_stale() -> None:
-    db = Db({limiting.max_in_flight: {tasks.add.kind: 2}})
-    seen: list[dict[str, int]] = []
+    db = Db({limiting.claim_limits: ({tasks.add.kind: 2}, {})})
+    seen: list[tuple[dict[str, int], dict[str, Any]]] = []
     limits = LimitRefresh(db, every=3600.0, kinds=[tasks.add.kind], on_change=seen.append)
     assert not limits.ready
     limits.run()
     limits.run()  # read a moment ago: not again
-    assert seen == [{tasks.add.kind: 2}]
+    assert seen == [({tasks.add.kind: 2}, {})]
     assert limits.ready
     [call] = db.calls
     assert call.args == ([tasks.add.kind],)
@@ -314,9 +314,9 @@ def test_limits_are_read_at_first_then_every_so_often_or_at_once_when_stale() ->
 
 
 def test_limits_unread_for_a_lost_connection_stay_stale_and_the_worker_claims_nothing() -> None:
-    seen: list[dict[str, int]] = []
+    seen: list[tuple[dict[str, int], dict[str, Any]]] = []
     limits = LimitRefresh(
-        Db({limiting.max_in_flight: None}), every=3600.0, kinds=[], on_change=seen.append
+        Db({limiting.claim_limits: None}), every=3600.0, kinds=[], on_change=seen.append
     )
     limits.run()
     assert (limits.ready, limits.stale, seen) == (False, True, [])

@@ -75,6 +75,7 @@ class Command(BaseCommand):
 
         p = sub.add_parser("stats", help="Backlog, claims, failures, workers and run statistics.")
         p.add_argument("--json", action="store_true", help="Print machine-readable JSON.")
+        p.add_argument("--key", help="Only KEY's pending and in-flight jobs, by kind.")
         p.add_argument(
             "--window",
             type=parse_duration,
@@ -160,6 +161,14 @@ class Command(BaseCommand):
     # --- stats ----------------------------------------------------------------------------
 
     def do_stats(self, options: dict[str, Any]) -> None:
+        if options["key"] is not None:
+            rows = [
+                [k.kind, k.pending, k.in_flight, k.oldest or "-"]
+                for k in store.key_loads(key=options["key"])
+            ]
+            for line in table(["KIND", "PENDING", "IN FLIGHT", "OLDEST PENDING"], rows, indent=""):
+                self.stdout.write(line)
+            return
         snapshot = store.stats(window=options["window"])
         if options["json"]:
             self.stdout.write(json.dumps(snapshot.to_dict(), default=json_default, indent=2))
@@ -269,8 +278,9 @@ class Command(BaseCommand):
 
     def do_limit(self, options: dict[str, Any]) -> None:
         kind = options["kind"]
-        most, rate = options["max_in_flight"], options["rate_limit"]
-        changing = most is not limiting.UNCHANGED or rate is not limiting.UNCHANGED
+        given = {n: options[n] for n in ("max_in_flight", "rate_limit", *limiting.PER_KEY)}
+        given = {n: v for n, v in given.items() if v is not limiting.UNCHANGED}
+        changing = bool(given)
         if kind is None:
             if changing or options["clear"]:
                 raise CommandError("limit: name the KIND to set or clear limits for")
@@ -288,7 +298,7 @@ class Command(BaseCommand):
                     f"{kind}: run-time limits cleared" if cleared else f"{kind}: none were set"
                 )
             elif changing:
-                limiting.set_limit(kind, max_in_flight=most, rate_limit=rate, actor=operator())
+                limiting.set_limit(kind, actor=operator(), **given)
         except InvalidLimit as exc:
             raise CommandError(f"limit: {exc}") from exc
         self._show_limits([limiting.resolve(kind, max_age=0)])
@@ -306,10 +316,19 @@ class Command(BaseCommand):
                 claimed.get(k.kind, 0),
                 "-" if k.rate_limit is None else str(k.rate_limit),
                 k.rate_limit_from or "-",
+                k.per_key_summary() or "-",
             ]
             for k in limits
         ]
-        headers = ["KIND", "MAX IN FLIGHT", "SET BY", "IN FLIGHT", "RATE LIMIT", "SET BY"]
+        headers = [
+            "KIND",
+            "MAX IN FLIGHT",
+            "SET BY",
+            "IN FLIGHT",
+            "RATE LIMIT",
+            "SET BY",
+            "PER KEY",
+        ]
         for line in table(headers, rows, indent=""):
             self.stdout.write(line)
 

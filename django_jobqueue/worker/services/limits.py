@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from django_jobqueue.task import limiting
 
 if TYPE_CHECKING:
-    pass
+    from django_jobqueue.store import KeyRule
 from django_jobqueue.worker.services.base import DbCall, Service
 
 
 class LimitRefresh(Service):
-    """Keep the worker's ``max_in_flight`` per kind current: re-read the run-time limits
+    """Keep the worker's ``max_in_flight`` per kind and its per-key rules current (handed
+    to ``on_change`` as ``limiting.claim_limits`` gives them): re-read the run-time limits
     every ``every`` seconds while the worker turns, and on its next turn once ``stale``
     is set (a NOTIFY said they changed). It never wakes the worker by itself."""
 
@@ -28,7 +29,7 @@ class LimitRefresh(Service):
         *,
         every: float,
         kinds: list[str],
-        on_change: Callable[[dict[str, int]], None],
+        on_change: Callable[[tuple[dict[str, int], dict[str, KeyRule]]], None],
     ) -> None:
         self.db = db
         self.every = every
@@ -43,7 +44,7 @@ class LimitRefresh(Service):
         if not self.stale and now - self.read_at < self.every:
             return
         self.stale = False  # before reading: a NOTIFY during the read marks it again
-        found = self.db(partial(limiting.max_in_flight, self.kinds, max_age=0))
+        found = self.db(partial(limiting.claim_limits, self.kinds, max_age=0))
         if found is None:
             self.stale = True  # the database is away: try again next turn
             return

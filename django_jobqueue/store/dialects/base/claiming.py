@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.primitives import Primitives
+from django_jobqueue.store.dialects.base.keyed import KEY, KEY_INDEX_ORDER, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
+from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # re-exported
 
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
@@ -38,32 +37,13 @@ PAUSED = QueuePause._meta.db_table
 # RETURNING does not know the table's alias.
 CLAIMED = (
     "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at,"
-    " workflow_id, trace_context"
+    " workflow_id, trace_context, job_key"
 )
 # Claim order: exactly the columns of the partial claim index.
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"
 
 
-@dataclass(frozen=True)
-class ClaimSpec:
-    """One claim as values: what it selects and what it writes to the rows it takes."""
-
-    worker_id: str
-    kinds: list[str]  # the kinds it takes (exclusions already removed)
-    queues: list[str]  # empty: every queue
-    tiers: list[tuple[int, int]]  # (priority floor, slots), the highest floor first
-    now: datetime  # the clock the claim reads (visibility, lease expiry)
-    default_expiry: datetime  # the lease expiry of a claimed row
-    expiries: dict[str, datetime] = field(default_factory=dict)  # kinds with their own lease
-    caps: dict[str, int] = field(default_factory=dict)  # this claim's most per kind
-    limited: dict[str, int] = field(default_factory=dict)  # global max_in_flight per kind
-    # The limited kinds' lock keys (sorted: every claim takes them in one order) and
-    # the lock space they share, for the database's own lock (see ``store.limits``).
-    lock_keys: tuple[int, ...] = ()
-    lock_space: int = 0
-
-
-class ClaimingStatements(Primitives):
+class ClaimingStatements(KeyedClaims):
     """What every database's dialect answers for claims, turns and settlements."""
 
     # --- the interface ------------------------------------------------------------------
@@ -148,9 +128,16 @@ class ClaimingStatements(Primitives):
         )
         return ctes, update
 
-    def candidates(self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int) -> Fragment:
-        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above."""
-        kind_sql, kind_params = self.in_list("j.kind", kinds)
+    def candidates(
+        self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int, exact: bool = False
+    ) -> Fragment:
+        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above
+        (``exact``: of the one kind, compared by equality, so that an index led by the
+        kind serves it in its order)."""
+        if exact:
+            kind_sql, kind_params = "j.kind = %s", [kinds[0]]
+        else:
+            kind_sql, kind_params = self.in_list("j.kind", kinds)
         where: list[Fragment | str] = [
             Fragment(
                 f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
@@ -177,15 +164,18 @@ class ClaimingStatements(Primitives):
         """Tier ``i``'s CTE: its candidates, less what earlier tiers picked, up to the
         slots up to and including it."""
         previous = [f"t{j}" for j in range(i)]
+        columns = f"j.id, j.kind, j.{KEY}" if spec.keyed else "j.id, j.kind"
         select: list[Fragment | str] = [
-            f"SELECT j.id, j.kind FROM {JOB} j WHERE ",
+            f"SELECT {columns} FROM {JOB} j WHERE ",
             self.candidates(spec, kinds=spec.kinds, floor=floor),
         ]
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             select.append(f" AND j.id NOT IN ({union})")
-        if spec.caps or spec.limited:
-            select.append(self._capped(spec, floor, previous))
+        if spec.keyed:
+            select.append(self._pooled(spec, floor, previous, cumulative))
+        elif spec.caps or spec.limited:
+            select.append(self._capped(spec, floor, previous, cumulative))
         limit = str(cumulative)
         if previous:
             limit += " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
@@ -193,20 +183,112 @@ class ClaimingStatements(Primitives):
         locked = self.skipping_locked(Fragment.concat(*select))
         return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
 
-    def _capped(self, spec: ClaimSpec, floor: int, previous: list[str]) -> Fragment:
+    def _capped(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
         """Rows of a capped kind only from that kind's first (cap − already picked)
         candidates."""
-        kinds = [*spec.caps, *(k for k in spec.limited if k not in spec.caps)]
+        kinds = list(dict.fromkeys([*spec.caps, *spec.limited]))
         names = Fragment(*self.in_list("j.kind", kinds))
-        branches = Fragment.join(
-            " UNION ALL ", (self._capped_kind(spec, k, floor, previous) for k in kinds)
-        )
-        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branches, "))")
+        branch = Fragment.join(" UNION ALL ", self._branches(spec, floor, previous, cumulative))
+        return Fragment.concat(" AND (NOT ", names, " OR j.id IN (", branch, "))")
 
-    def _capped_kind(self, spec: ClaimSpec, kind: str, floor: int, previous: list[str]) -> Fragment:
-        """The ids one capped kind may be claimed from. Its cap is this claim's ``caps``
-        entry, or its ``limited`` entry less the kind's claimed rows, or the smaller."""
+    def _pooled(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """With keyed kinds: the tier's rows only from a pool of ids, looked up by primary
+        key: the first rows of the kinds without caps or key rules in claim order, each
+        keyed kind's unkeyed rows (a probe of ``jobqueue_job_key_claim``, which holds
+        them first), and each capped or keyed kind's branch. (One condition on the claim
+        index's scan would walk past a big key's whole backlog to reach a small key's
+        first job; the plain kinds' part still walks past the keyed kinds' rows when the
+        plain kinds have fewer runnable jobs than the claim takes.)"""
+        parts = self._branches(spec, floor, previous, cumulative)
+        special = {*spec.caps, *spec.limited, *spec.keyed}
+        plain = [k for k in spec.kinds if k not in special]
+        if plain:
+            parts.append(self.plain_part(spec, plain, floor, previous, cumulative))
+        for kind in spec.keyed:
+            if self._room(spec, kind, previous) is None:
+                parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
+        return " AND " + self.pooled_ids(Fragment.join(" UNION ALL ", parts))
+
+    def plain_part(
+        self, spec: ClaimSpec, plain: list[str], floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """The first rows of the kinds without caps or key rules, in claim order: here one
+        walk of the claim index (past the keyed kinds' rows when these have fewer
+        runnable jobs than the claim takes)."""
+        return self._walk(spec, plain, floor, previous, cumulative)
+
+    def _walk(
+        self,
+        spec: ClaimSpec,
+        kinds: list[str],
+        floor: int,
+        previous: list[str],
+        cumulative: int,
+        extra: str = "",
+    ) -> Fragment:
+        """``kinds``' first candidates in claim order, by the claim index."""
+        where: list[Fragment | str] = [self.candidates(spec, kinds=kinds, floor=floor), extra]
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            where.append(f" AND j.id NOT IN ({union})")
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            *where,
+            f" {ORDER} LIMIT {cumulative}) AS p",
+        )
+
+    def _unkeyed(
+        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """A kind's first unkeyed candidates in claim order."""
+        where: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor, exact=True)]
+        if previous:
+            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
+            where.append(f" AND j.id NOT IN ({union})")
+        return Fragment.concat(
+            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+            *where,
+            f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT {cumulative}) AS p",
+        )
+
+    def _branches(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> list[Fragment]:
+        """Each capped kind's ids (its first cap − already picked candidates), and each
+        keyed kind's: its keyed rows from its keyed branch, with its unkeyed ones within
+        its cap when it has one."""
+        branches: list[Fragment] = []
+        for kind in dict.fromkeys([*spec.caps, *spec.limited, *spec.keyed]):
+            room = self._room(spec, kind, previous)
+            if kind not in spec.keyed:
+                assert room is not None  # a kind here without key rules has a cap
+                branches.append(self._capped_kind(spec, kind, floor, room))
+            elif room is None:  # its unkeyed rows go with the plain kinds
+                keyed = self.keyed_branch(spec, kind, floor, previous, Fragment(str(cumulative)))
+                branches.append(keyed)
+            else:
+                both = Fragment.concat(
+                    "SELECT id FROM (",
+                    self._capped_kind(spec, kind, floor, room, unkeyed=True),
+                    " UNION ALL ",
+                    self.keyed_branch(spec, kind, floor, previous, room),
+                    ") AS u LIMIT ",
+                    room,
+                )
+                branches.append(Fragment.concat("SELECT id FROM (", both, ") AS w"))
+        return branches
+
+    def _room(self, spec: ClaimSpec, kind: str, previous: list[str]) -> Fragment | None:
+        """How many rows of ``kind`` this tier may take: this claim's ``caps`` entry, or
+        its ``limited`` entry less the kind's claimed rows, or the smaller, less what
+        earlier tiers took (None: no cap)."""
         cap = spec.caps.get(kind)
+        if cap is None and kind not in spec.limited:
+            return None
         if kind in spec.limited:
             free = self.free_slots(spec, kind)
             room = free if cap is None else self.least(Fragment("%s", [cap]), free)
@@ -218,15 +300,29 @@ class ClaimingStatements(Primitives):
             room = Fragment.concat(room, " - (", taken, ")")
         if kind in spec.limited:  # never below zero: SQLite reads a negative LIMIT as none
             room = self.greatest(room, Fragment("0"))
+        return room
+
+    def _capped_kind(
+        self, spec: ClaimSpec, kind: str, floor: int, room: Fragment, *, unkeyed: bool = False
+    ) -> Fragment:
+        """The ids one capped kind may be claimed from: its first ``room`` candidates
+        (``unkeyed``: of those without a key)."""
+        # Unkeyed: ordered as jobqueue_job_key_claim is, whole (the kind and a NULL key
+        # fixed, the same order), so the planner reads that index, never the claim index.
+        without = f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER}" if unkeyed else f" {ORDER}"
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
-            self.candidates(spec, kinds=[kind], floor=floor),
-            f" {ORDER} LIMIT ",
+            self.candidates(spec, kinds=[kind], floor=floor, exact=unkeyed),
+            f"{without} LIMIT ",
             room,
             ") AS c",
         )
 
     # --- the hooks of the one-statement claim ---------------------------------------------
+
+    def pooled_ids(self, pool: Fragment) -> Fragment:
+        """The condition that the row is one of the ids ``pool`` selects."""
+        return Fragment.concat("j.id IN (", pool, ")")
 
     def picked_ids(self, union: str) -> str:
         """The UPDATE's condition that the row is one the tiers picked (``union``)."""

@@ -48,6 +48,7 @@ class NewRow:
     idempotency_key: str | None = None
     # The enqueuing code's trace context (``tracing.capture_context()``; "" for none).
     trace_context: str = ""
+    job_key: str | None = None  # the job's key (per-key limits and fairness)
 
 
 # A new row's columns: those a NewRow gives (its fields, in order: the row template and

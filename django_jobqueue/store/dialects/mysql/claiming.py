@@ -29,6 +29,7 @@ from django_jobqueue.store.dialects.base.claiming import (
     ClaimSpec,
 )
 from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.keyed import KEY
 from django_jobqueue.store.dialects.base.settling import (
     JOURNAL,
     JOURNAL_COLUMNS,
@@ -36,8 +37,8 @@ from django_jobqueue.store.dialects.base.settling import (
     Tally,
 )
 
-# A claimed row's id as the database gave it, and its kind.
-Picked = tuple[Any, str]
+# A claimed row's id as the database gave it, its kind and its key.
+Picked = tuple[Any, str, Any]
 
 
 class MySQLClaiming(ClaimingStatements):
@@ -47,7 +48,7 @@ class MySQLClaiming(ClaimingStatements):
         """Candidates a tier locked beyond its slots stay locked (not claimed) until the
         commit a moment later; a concurrent claim skips them meanwhile, as it would on
         PostgreSQL."""
-        if not spec.limited:
+        if not spec.lock_keys:
             return self._claim_locked(spec)
         # Each limited kind's named lock (server-wide, so the database's name is in it),
         # taken in one order so two claims never wait in a circle, held until the claim
@@ -83,7 +84,7 @@ class MySQLClaiming(ClaimingStatements):
                     picked += self._pick(spec, caps, floor=floor, want=want, picked=picked)
             if not picked:
                 return []
-            chosen = Fragment(*self.in_list("id", [job_id for job_id, _ in picked]))
+            chosen = Fragment(*self.in_list("id", [p[0] for p in picked]))
             update = (
                 Fragment(f"UPDATE {JOB} SET status = 'claimed', claimed_by = %s,", [spec.worker_id])
                 + " claim_expires_at = "
@@ -121,34 +122,93 @@ class MySQLClaiming(ClaimingStatements):
         kinds by one locking SELECT and each capped kind by one of its own, limited to
         what is left of its cap; merged in claim order."""
         taken: dict[str, int] = {}
-        for _, kind in picked:
-            taken[kind] = taken.get(kind, 0) + 1
+        for p in picked:
+            taken[p[1]] = taken.get(p[1], 0) + 1
         groups: list[tuple[list[str], int]] = []
-        free = [k for k in spec.kinds if k not in caps]
+        free = [k for k in spec.kinds if k not in caps and k not in spec.keyed]
         if free:
             groups.append((free, want))
         for kind, cap in caps.items():
             room = min(want, cap - taken.get(kind, 0))
-            if room > 0:
+            if room > 0 and kind not in spec.keyed:
                 groups.append(([kind], room))
-        exclude = [job_id for job_id, _ in picked]
+        exclude = [p[0] for p in picked]
         found: list[tuple[Any, ...]] = []
         for kinds, room in groups:
             select = self._select(spec, kinds=kinds, floor=floor, exclude=exclude, limit=room)
             found += self.run(*select.statement())
-        if len(groups) > 1:
+        for kind in spec.keyed:
+            room = want if kind not in caps else min(want, caps[kind] - taken.get(kind, 0))
+            if room > 0:
+                found += self._keyed(spec, kind, floor=floor, room=room, picked=picked)
+        if len(groups) + len(spec.keyed) > 1:
             found.sort(key=lambda r: (r[2], self.read_dt(r[3]), self.read_uuid(r[0])))
-        return [(r[0], r[1]) for r in found[:want]]
+        return [(r[0], r[1], r[4] if spec.keyed else None) for r in found[:want]]
+
+    def _keyed(
+        self, spec: ClaimSpec, kind: str, *, floor: int, room: int, picked: list[Picked]
+    ) -> list[tuple[Any, ...]]:
+        """A keyed kind's rows: its unkeyed candidates first, then its keyed ones ranked
+        per key (``dialects.base.keyed``), filtered and ordered here by what each key has
+        claimed (counted under the kind's named lock when it has a limit per key), and
+        locked skipping those another claim holds."""
+        rule = spec.keyed[kind]
+        exclude = [p[0] for p in picked]
+        plain = self._select(spec, kinds=[kind], floor=floor, exclude=exclude, limit=room)
+        found: list[tuple[Any, ...]] = list(self.run(*plain.statement()))
+        room -= len(found)
+        if room <= 0:
+            return found
+        claimed = {k: int(n) for k, n in self.run(*self.key_claims(spec, kind).statement())}
+        for p in picked:
+            if p[1] == kind and p[2] is not None:
+                claimed[p[2]] = claimed.get(p[2], 0) + 1
+        most, seen = rule.per_key, {self.read_uuid(e) for e in exclude}
+        # Each key's first rows only (a key never gets more than a claim's room, nor
+        # more than its most): the window's rows stay in the server.
+        ranked = Fragment.concat(
+            "SELECT * FROM (",
+            self.key_rows(spec, kind, floor, [], Fragment(str(room))),
+            Fragment(") AS c WHERE c.rn <= %s", [room if most is None else min(most, room)]),
+        )
+        rows = self.run(*ranked.statement())
+        ok = [
+            r
+            for r in rows
+            if self.read_uuid(r[0]) not in seen
+            and (most is None or r[4] <= most - claimed.get(r[1], 0))
+        ]
+        ok.sort(
+            key=lambda r: (
+                r[2],
+                r[4] + claimed.get(r[1], 0) if rule.fair else 0,
+                r[5] if rule.fair else 0,  # the keys after the last one served first
+                self.read_dt(r[3]),
+                self.read_uuid(r[0]),
+            )
+        )
+        if not ok:
+            return found
+        ids = Fragment(*self.in_list("j.id", [r[0] for r in ok[:room]]))
+        lock = (
+            f"SELECT j.id, j.kind, j.priority, j.visible_at, j.{KEY} FROM {JOB} j WHERE "
+            + ids
+            + " AND j.status = 'pending'"
+        )
+        return found + list(self.run(*self.skipping_locked(lock).statement()))
 
     def _select(
         self, spec: ClaimSpec, *, kinds: list[str], floor: int, exclude: list[Any], limit: int
     ) -> Fragment:
         """One locking candidate SELECT, in claim order."""
+        keyed = f", j.{KEY}" if spec.keyed else ""  # a keyed claim counts picks per key
         where = self.candidates(spec, kinds=kinds, floor=floor)
+        if any(k in spec.keyed for k in kinds):  # a keyed kind's keyed rows: ``_keyed``
+            where += f" AND j.{KEY} IS NULL"
         if exclude:
             where += " AND NOT " + Fragment(*self.in_list("j.id", exclude))
         select = (
-            f"SELECT j.id, j.kind, j.priority, j.visible_at FROM {JOB} j WHERE "
+            f"SELECT j.id, j.kind, j.priority, j.visible_at{keyed} FROM {JOB} j WHERE "
             + where
             + Fragment(f" {ORDER} LIMIT %s", [limit])
         )

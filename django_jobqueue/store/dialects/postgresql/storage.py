@@ -35,7 +35,7 @@ _BULK = (
     f"INSERT INTO {JOB} ({COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
     f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8,"
-    f" coalesce(r->>9, ''), {_FRESH}"
+    f" coalesce(r->>9, ''), r->>10, {_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
 
@@ -44,7 +44,7 @@ _STEP_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, va
 _STEPS = (
     f"INSERT INTO {JOB} ({STEP_COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''),"
+    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''), NULL,"
     f" (r->>7)::uuid, r->>8, r->>9, (r->>10)::int, r->>11, {_STEP_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
@@ -176,8 +176,8 @@ class _Listening:
 
 def _bulk_document(rows: Sequence[NewRow]) -> str:
     """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
-    idempotency_key, trace_context], …]`` as JSON text (the keys and the trace context
-    left out when there are none)."""
+    idempotency_key, trace_context, key], …]`` as JSON text (the keys and the trace
+    context left out when there are none)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -195,8 +195,15 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
         return found
 
     def keys(r: NewRow) -> str:
-        if r.trace_context:
-            tail: tuple[str | None, ...] = (r.dedup_key, r.idempotency_key, r.trace_context)
+        if r.job_key is not None:
+            tail: tuple[str | None, ...] = (
+                r.dedup_key,
+                r.idempotency_key,
+                r.trace_context,
+                r.job_key,
+            )
+        elif r.trace_context:
+            tail = (r.dedup_key, r.idempotency_key, r.trace_context)
         elif r.dedup_key is None and r.idempotency_key is None:
             return ""  # r->>7, r->>8 and r->>9 past the end are NULL
         else:
