@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -60,3 +60,13 @@ def claim_options(
         "preferring": {f: n for f, n in floors.items() if f},
         "leases": leases,
     }
+
+
+def atomic_going(running: Mapping[uuid.UUID, Running], atomic_kinds: Collection[str]) -> bool:
+    """Whether an atomic run has started and not ended: on a database with one writer
+    (SQLite) its transaction may hold the write lock, and a claim would only block the
+    loop (and with it the timeouts and the long-transaction warning) until it ends."""
+    return any(
+        r.started_at is not None and not r.ended and r.job.kind in atomic_kinds
+        for r in running.values()
+    )

@@ -35,7 +35,7 @@ from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.wakeups import Listener
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
-from django_jobqueue.worker.claiming import claim_options
+from django_jobqueue.worker.claiming import atomic_going, claim_options
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
@@ -278,7 +278,9 @@ class Worker:
         slots there were to fill.
         """
         batch = [] if self._db.waiting else list(self._unsettled)
-        claim = claim and not self._writer_held()
+        # SQLite: no claim while an atomic run may hold the one write lock.
+        one_writer = for_alias(self.alias).one_writer
+        claim = claim and not (one_writer and atomic_going(self._running, self._atomic_kinds))
         buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
         groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
         free = sum(max(room, 0) for _, room in groups)
@@ -311,15 +313,6 @@ class Worker:
         for job in claimed:
             self._dispatch(job)
         return settled, len(claimed) + (self._claim_others(others) if claim else 0), free
-
-    def _writer_held(self) -> bool:
-        """Whether an atomic run is going on a database with one writer (SQLite): its
-        transaction may hold the write lock, and a claim would only block the loop (and
-        with it the timeouts and the atomic run's long-transaction warning) until then."""
-        return for_alias(self.alias).one_writer and any(
-            r.started_at is not None and not r.ended and r.job.kind in self._atomic_kinds
-            for r in self._running.values()
-        )
 
     def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
         """Claim for the pools the turn's own claim was not for (the event loop's kinds
