@@ -125,9 +125,15 @@ def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: J
             - seen
         )
         seen.update(children)
+        # Locked before their parents are counted, as a parent's settlement locks them
+        # (waiting or cancelled, in id order): a parent settling now either holds the
+        # row, and is seen finished once it commits, or counts this re-arm down after.
         rows = (
             sql.dialect()
-            .locked(sql.jobs().filter(id__in=children), skip_locked=False)
+            .locked(
+                sql.jobs().filter(id__in=children, status__in=[Status.WAITING, Status.CANCELLED]),
+                skip_locked=False,
+            )
             .order_by("id")
             .values_list("id", "kind", "status", "join_when", "run_count")
         )
