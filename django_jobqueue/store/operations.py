@@ -54,6 +54,14 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
 
     The failure count is reset and the carry kept.
     """
+    return _requeue(job_id, force=force, actor=actor, workflows=None)
+
+
+def _requeue(
+    job_id: uuid.UUID | str, *, force: bool, actor: str, workflows: set[uuid.UUID] | None
+) -> Job:
+    """``requeue``; with ``workflows``, a step's workflow is added there to be recounted
+    by the caller after its last requeue (see ``recount_all``), not here."""
     alias = sql.alias()
     now = timezone.now()
     with transaction.atomic(using=alias):
@@ -82,7 +90,11 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
             ) from exc
         note = f"requeued from {previous}"
         if job.workflow_id is not None:
-            job.status = steering.requeue_step(job, previous=previous, now=now, actor=actor)
+            job.status = steering.requeue_step(
+                job, previous=previous, now=now, actor=actor, recounted=workflows is None
+            )
+            if workflows is not None:
+                workflows.add(job.workflow_id)
             if job.status == Status.WAITING:
                 note += " (waiting for its parents)"
         _operator_entry(job, Outcome.REQUEUED, actor, note, now)
@@ -137,14 +149,16 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
     )
     for queue in sorted({j.queue for j in plain}):
         wakeups.notify(sql.alias(), queue)
+    workflows: set[uuid.UUID] = set()
     for job in jobs:
         if job.workflow_id is None and job.idempotency_key is None:
             continue
         try:
-            requeue(job_id=job.id, force=force, actor=actor)
+            _requeue(job.id, force=force, actor=actor, workflows=workflows)
         except InvalidTransition:
             continue
         done.append(job.id)
+    recount_all(workflows)
     return done
 
 
@@ -178,8 +192,18 @@ def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[u
     )
     with transaction.atomic(using=sql.alias()):
         for job_id in dead:
-            requeue(job_id=job_id, actor=actor)
+            _requeue(job_id, force=False, actor=actor, workflows={wf.id})
+        recount_all({wf.id})
     return dead
+
+
+def recount_all(workflows: set[uuid.UUID]) -> None:
+    """Recount the workflows of steps requeued in this transaction, last: a workflow's
+    row is locked after every job row, as a settlement locks them (the re-arm of a
+    second dead step must not wait for a child while holding the workflow's row that
+    the child's other settling parent waits for: a deadlock)."""
+    for workflow_id in sorted(workflows):
+        steering.recount(workflow_id)
 
 
 def cancel_refusal(job: Job) -> str | None:

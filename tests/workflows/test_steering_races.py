@@ -27,10 +27,11 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from django_jobqueue import Status, Workflow, requeue, store, workflow
 from django_jobqueue.models import Job, JournalEntry, Outcome
+from django_jobqueue.models import Workflow as WorkflowRow
 from django_jobqueue.run.lifecycle import Run, completed, dead
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry
@@ -64,14 +65,27 @@ def path(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _turn(settlement: Any, path: str) -> list[bool | None]:
-    # The turn's claim serves a kind nothing here has, so the steps stay for run_jobs.
-    options = {"kinds": [tasks.wf_value.kind], "leases": registry.leases()}
+def _turn(settlement: Any, path: str, *, claims: bool = False) -> list[bool | None]:
+    """One worker's turn settling ``settlement``; its claim serves a kind nothing here
+    has (the steps stay for ``run_jobs``) unless it ``claims``."""
+    kinds = registry.kinds() if claims else [tasks.wf_value.kind]
     applied, claimed = exchange(
-        worker_id=WORKER, settlements=[settlement], limit=PATHS[path], **options
+        worker_id=WORKER,
+        settlements=[settlement],
+        limit=PATHS[path],
+        kinds=kinds,
+        leases=registry.leases(),
     )
-    assert claimed == []
+    assert claims or claimed == []
     return list(applied)
+
+
+def _resent(applied: list[bool | None], again: Callable[[], list[bool | None]]) -> None:
+    """A fused turn defers a settlement whose join needs a row another session holds;
+    the worker sends it again in its next turn, which writes it."""
+    if applied == [None]:
+        applied = again()
+    assert applied == [True]
 
 
 def _ending(job: store.Claimed, *, result: Any = None, die: bool = False) -> Any:
@@ -120,6 +134,30 @@ def _against(held: Held, other: Callable[[], Any]) -> Future[Any]:
 
     future = in_thread(run)
     wait_for(lambda: future.done() or (pid and waits_on_lock_held_by(pid[0], held.pid)))
+    return future
+
+
+def _blocked(pid: int) -> bool:
+    """Whether backend ``pid`` waits on a row lock, whoever holds it."""
+    with connection.cursor() as cursor:
+        if is_mysql():
+            cursor.execute("SELECT 1 FROM sys.innodb_lock_waits WHERE waiting_pid = %s", [pid])
+            return cursor.fetchone() is not None
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def _started(work: Callable[[], Any]) -> Future[Any]:
+    """``work`` in a session of its own, once it has finished or waits on a row lock."""
+    pid: list[int] = []
+
+    def run() -> Any:
+        pid.append(backend_pid())
+        return work()
+
+    future = in_thread(run)
+    wait_for(lambda: future.done() or (pid and _blocked(pid[0])))
     return future
 
 
@@ -204,3 +242,130 @@ def test_on_sqlite_a_requeue_and_a_sibling_parents_completion_count_in_either_or
         if not requeue_first:
             requeue(a_job.id, actor="ops")
         _assert_c_ran_once_after_both(handle)
+
+
+# --- the other steering paths ----------------------------------------------------------
+
+
+def _chain_with_a_running_step() -> tuple[Any, store.Claimed]:
+    """``b`` running, ``c`` waiting for it."""
+    wf = Workflow("cancel-race")
+    b = wf.add(tasks.wf_step.s(label="b"), name="b")
+    wf.add(tasks.wf_step.s(label="c"), name="c", after=[b])
+    handle = wf.enqueue()
+    [b_job] = _claimed(handle, "b")
+    return handle, b_job
+
+
+def _assert_cancelled_and_c_never_ran(handle: Any, c_claimed: bool) -> None:
+    c = Job.objects.get(id=handle.steps["c"].id)
+    if c_claimed:  # a running step is cancelled cooperatively: asked to stop
+        assert (c.status, c.cancel_requested) == (Status.CLAIMED, True)
+        return
+    assert c.status == Status.CANCELLED
+    assert run_jobs() == []
+    found = workflow(handle.id)
+    assert found.status == "cancelled"
+    assert found.steps["b"].status == Status.COMPLETED
+    assert found.workflow.steps_open == 0
+    [entry] = JournalEntry.objects.filter(job_id=c.id)
+    assert (entry.outcome, entry.note) == (Outcome.CANCELLED, "cancelled with its workflow by ops")
+
+
+@row_locking
+@pytest.mark.parametrize("claims", [False, True], ids=["releases", "releases-and-claims"])
+def test_a_workflow_cancelled_while_a_steps_completion_is_uncommitted_cancels_what_it_released(
+    path: str, claims: bool
+) -> None:
+    """B's completion first, uncommitted (C released, or claimed by the fused turn that
+    released it): the cancel waits for B's row, then finds C pending and cancels it, or
+    claimed and asks it to stop."""
+    if claims and path != "fused":
+        pytest.skip("only the fused turn claims what it releases")
+    handle, b_job = _chain_with_a_running_step()
+    held = Held(lambda: _turn(_ending(b_job, result={"label": "b"}), path, claims=claims))
+    cancelled = _against(held, lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
+    assert held.commit() == [True]
+    cancelled.result(30)
+    _assert_cancelled_and_c_never_ran(handle, c_claimed=claims)
+
+
+@row_locking
+def test_a_steps_completion_while_a_workflow_cancel_is_uncommitted_releases_nothing(
+    path: str,
+) -> None:
+    """The cancel first, uncommitted (B asked to stop, C cancelled): B's settlement waits
+    for B's row (the fused turn defers it: C's row is held) and completes B; C stays
+    cancelled and the workflow ends cancelled."""
+    handle, b_job = _chain_with_a_running_step()
+    held = Held(lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
+    settle = lambda: _turn(_ending(b_job, result={"label": "b"}), path)  # noqa: E731
+    settled = _started(settle)
+    held.commit()
+    _resent(settled.result(30), settle)
+    _assert_cancelled_and_c_never_ran(handle, c_claimed=False)
+
+
+@row_locking
+def test_a_workflow_cancel_and_a_fused_turn_queued_on_the_same_step_do_not_deadlock() -> None:
+    """A third session holds B's row (as a lease renewal or a cancel of B would); the
+    workflow's cancel and a worker's fused turn completing B both queue behind it. The
+    turn locks B before C (as the portable path's guarded UPDATE does), so it holds
+    nothing while it waits; before, it held C and the workflow's row and waited for B,
+    which the cancel got first, then waited for C: a deadlock."""
+    if not is_postgres():
+        pytest.skip("the fused turn is PostgreSQL's")
+    handle, b_job = _chain_with_a_running_step()
+    held = Held(lambda: Job.objects.select_for_update().get(id=b_job.id))
+    cancelled = _against(held, lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
+    settle = lambda: _turn(_ending(b_job, result={"label": "b"}), "fused")  # noqa: E731
+    settled = _started(settle)
+    held.commit()
+    cancelled.result(30)
+    _resent(settled.result(30), settle)
+    _assert_cancelled_and_c_never_ran(handle, c_claimed=False)
+
+
+@row_locking
+def test_retrying_dead_steps_while_a_sibling_completes_neither_deadlocks_nor_strands(
+    path: str,
+) -> None:
+    """``a1`` and ``a2`` dead (``c1`` after ``a1``, ``c2`` after ``a2`` and ``b``
+    cancelled), ``b`` running. A third session holds the workflow's row while the
+    retry (the admin's action) re-arms ``c1`` and B's settlement locks ``c2``: both
+    then want the workflow's row. The retry locks it only after its last re-arm (as a
+    settlement locks job rows first), so it never holds it while waiting for ``c2``,
+    which B's settlement holds while it waits for the workflow: no deadlock, and each
+    counts the other."""
+    wf = Workflow("retry-race")
+    a1 = wf.add(tasks.wf_flaky.s(label="a1"), name="a1")
+    a2 = wf.add(tasks.wf_flaky.s(label="a2"), name="a2")
+    b = wf.add(tasks.wf_step.s(label="b"), name="b")
+    wf.add(tasks.wf_step.s(label="c1"), name="c1", after=[a1])
+    wf.add(tasks.wf_step.s(label="c2"), name="c2", after=[a2, b])
+    handle = wf.enqueue()
+    assert handle.steps["a1"].id < handle.steps["a2"].id  # the order the retry takes them
+    a1_job, a2_job, b_job = _claimed(handle, "a1", "a2", "b")
+    for job in (a1_job, a2_job):
+        assert _turn(_ending(job, die=True), "portable") == [True]
+
+    held = Held(lambda: WorkflowRow.objects.select_for_update().get(id=handle.id))
+    retried = _against(held, lambda: store.retry_dead_steps(workflow_id=handle.id, actor="ops"))
+    settle = lambda: _turn(_ending(b_job, result={"label": "b"}), path)  # noqa: E731
+    settled = _started(settle)
+    held.commit()
+    assert sorted(retried.result(30)) == sorted([a1_job.id, a2_job.id])
+    _resent(settled.result(30), settle)
+
+    c2 = Job.objects.get(id=handle.steps["c2"].id)
+    assert (c2.status, c2.parents_open, c2.parents_dead) == (Status.WAITING, 1, 0)
+    run_jobs()
+    found = workflow(handle.id)
+    assert found.status == "completed"
+    assert {h.status for h in found.steps.values()} == {Status.COMPLETED}
+    ran = JournalEntry.objects.get(job_id=c2.id, outcome=Outcome.COMPLETED)
+    for parent in ("a2", "b"):
+        done = JournalEntry.objects.get(job_id=found.steps[parent].id, outcome=Outcome.COMPLETED)
+        assert ran.started_at is not None
+        assert ran.started_at >= done.recorded_at
+    assert found.steps["c2"].run_count == 1

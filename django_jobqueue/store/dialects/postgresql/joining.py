@@ -63,8 +63,11 @@ def lock_ctes(*, wait: bool) -> str:
         # The batch's rows by primary key, as an array (a join with ``s`` was planned as a
         # scan of the table, and a test of workflow_id here as a scan of the steps' index);
         # a plain job's workflow is NULL, which nothing below matches.
-        f" steps AS (SELECT t.id, t.workflow_id FROM {JOB} AS t"
-        " WHERE t.id = ANY(ARRAY(SELECT id FROM s))),"
+        # Locked first, as the long way's guarded UPDATE locks them before the children:
+        # an operator holding one (cancelling its workflow) never waits for a child
+        # this statement holds while it waits for the step.
+        f" steps AS MATERIALIZED (SELECT t.id, t.workflow_id FROM {JOB} AS t"
+        " WHERE t.id = ANY(ARRAY(SELECT id FROM s)) ORDER BY t.id FOR UPDATE),"
         f" kids AS (SELECT e.parent_id, e.child_id FROM {EDGE} AS e"
         " WHERE e.parent_id = ANY(ARRAY(SELECT id FROM steps))),"
         # Cancelled children too, as the long way locks them: a re-arm counts its
