@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -54,7 +55,9 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
 
     The failure count is reset and the carry kept.
     """
-    return _requeue(job_id, force=force, actor=actor, workflows=None)
+    return sql.dialect().retrying_deadlocks(
+        lambda: _requeue(job_id, force=force, actor=actor, workflows=None)
+    )
 
 
 def _requeue(
@@ -120,12 +123,16 @@ def requeue_many(
     with an idempotency key (another active job may hold it: refused alone, not the
     batch) each go through ``requeue`` itself.
     """
-    alias = sql.alias()
     done: list[uuid.UUID] = []
     for start in range(0, len(job_ids), REQUEUE_BATCH):
-        with transaction.atomic(using=alias):
-            done += _requeue_batch(job_ids[start : start + REQUEUE_BATCH], force, actor)
+        page = job_ids[start : start + REQUEUE_BATCH]
+        done += sql.dialect().retrying_deadlocks(partial(_requeue_page, page, force, actor))
     return done
+
+
+def _requeue_page(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
+    with transaction.atomic(using=sql.alias()):
+        return _requeue_batch(ids, force, actor)
 
 
 def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
@@ -190,11 +197,15 @@ def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[u
         .order_by("id")
         .values_list("id", flat=True)
     )
-    with transaction.atomic(using=sql.alias()):
-        for job_id in dead:
-            _requeue(job_id, force=False, actor=actor, workflows={wf.id})
-        recount_all({wf.id})
-    return dead
+
+    def retry() -> list[uuid.UUID]:
+        with transaction.atomic(using=sql.alias()):
+            for job_id in dead:
+                _requeue(job_id, force=False, actor=actor, workflows={wf.id})
+            recount_all({wf.id})
+        return dead
+
+    return sql.dialect().retrying_deadlocks(retry)
 
 
 def recount_all(workflows: set[uuid.UUID]) -> None:

@@ -41,6 +41,10 @@ def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflo
     journalled), claimed ones when their runs end (as ``cancel`` asks them); the
     workflow ends ``cancelled`` once none is open. Cancelling a cancelled workflow is a
     no-op; a finished one cannot be cancelled."""
+    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor))
+
+
+def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         wf = workflow_row(workflow_id)
