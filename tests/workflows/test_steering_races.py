@@ -17,6 +17,12 @@ cancelled* children (the fused turn skips a locked one and sends the step again,
 defers a step whose child changed since its statement's snapshot). Before that, a
 settlement skipped a cancelled child without locking it, the re-arm counted the
 still-running B as open, and C waited forever for a parent that had already completed.
+
+The other steering paths, the same way: a workflow's cancel against a step's completion
+(a step released, or claimed by the fused turn, a moment before the cancel locks it is
+cancelled or asked to stop, not missed; and the two queued behind one row do not
+deadlock), and a retry of a workflow's dead steps against a sibling's completion (the
+workflow's row locked last, after every re-arm: no deadlock, each counts the other).
 """
 
 from __future__ import annotations
