@@ -92,6 +92,9 @@ def finished(ended: Sequence[Ended], *, now: datetime) -> None:
         wakeups.notify(sql.alias(), queue)
 
 
+# What a parent's ending locks of its children: those it may count down, and those a
+# re-arm may make waiting again.
+_ARMED = (Status.WAITING, Status.CANCELLED)
 _CHILD = (
     "id",
     "kind",
@@ -123,14 +126,19 @@ def _children_of(
             failed_parent.setdefault(child_id, parent)
     if not tally:
         return []
+    # Cancelled children are locked too: an operator's re-arm of one (``steering.rearm``)
+    # counts its open parents under this lock, so it either waits for this settlement
+    # and sees the parent finished, or commits first and is counted down here.
     children = (
         sql.dialect()
-        .locked(sql.jobs().filter(id__in=list(tally), status=Status.WAITING), skip_locked=False)
+        .locked(sql.jobs().filter(id__in=list(tally), status__in=_ARMED), skip_locked=False)
         .order_by("id")
-        .values_list(*_CHILD)
+        .values_list(*_CHILD, "status")
     )
     cancelled: list[Ended] = []
-    for cid, kind, queue, when, open_, dead, wf, name, visible, runs in children:
+    for cid, kind, queue, when, open_, dead, wf, name, visible, runs, status in children:
+        if status != Status.WAITING:
+            continue
         completed, failed = tally[cid]
         j = join(
             when=when, parents_open=open_, parents_dead=dead, completed=completed, failed=failed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -54,6 +55,16 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
 
     The failure count is reset and the carry kept.
     """
+    return sql.dialect().retrying_deadlocks(
+        lambda: _requeue(job_id, force=force, actor=actor, workflows=None)
+    )
+
+
+def _requeue(
+    job_id: uuid.UUID | str, *, force: bool, actor: str, workflows: set[uuid.UUID] | None
+) -> Job:
+    """``requeue``; with ``workflows``, a step's workflow is added there to be recounted
+    by the caller after its last requeue (see ``recount_all``), not here."""
     alias = sql.alias()
     now = timezone.now()
     with transaction.atomic(using=alias):
@@ -82,7 +93,11 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
             ) from exc
         note = f"requeued from {previous}"
         if job.workflow_id is not None:
-            job.status = steering.requeue_step(job, previous=previous, now=now, actor=actor)
+            job.status = steering.requeue_step(
+                job, previous=previous, now=now, actor=actor, recounted=workflows is None
+            )
+            if workflows is not None:
+                workflows.add(job.workflow_id)
             if job.status == Status.WAITING:
                 note += " (waiting for its parents)"
         _operator_entry(job, Outcome.REQUEUED, actor, note, now)
@@ -108,12 +123,16 @@ def requeue_many(
     with an idempotency key (another active job may hold it: refused alone, not the
     batch) each go through ``requeue`` itself.
     """
-    alias = sql.alias()
     done: list[uuid.UUID] = []
     for start in range(0, len(job_ids), REQUEUE_BATCH):
-        with transaction.atomic(using=alias):
-            done += _requeue_batch(job_ids[start : start + REQUEUE_BATCH], force, actor)
+        page = job_ids[start : start + REQUEUE_BATCH]
+        done += sql.dialect().retrying_deadlocks(partial(_requeue_page, page, force, actor))
     return done
+
+
+def _requeue_page(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
+    with transaction.atomic(using=sql.alias()):
+        return _requeue_batch(ids, force, actor)
 
 
 def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
@@ -137,14 +156,16 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
     )
     for queue in sorted({j.queue for j in plain}):
         wakeups.notify(sql.alias(), queue)
+    workflows: set[uuid.UUID] = set()
     for job in jobs:
         if job.workflow_id is None and job.idempotency_key is None:
             continue
         try:
-            requeue(job_id=job.id, force=force, actor=actor)
+            _requeue(job.id, force=force, actor=actor, workflows=workflows)
         except InvalidTransition:
             continue
         done.append(job.id)
+    recount_all(workflows)
     return done
 
 
@@ -176,10 +197,24 @@ def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[u
         .order_by("id")
         .values_list("id", flat=True)
     )
-    with transaction.atomic(using=sql.alias()):
-        for job_id in dead:
-            requeue(job_id=job_id, actor=actor)
-    return dead
+
+    def retry() -> list[uuid.UUID]:
+        with transaction.atomic(using=sql.alias()):
+            for job_id in dead:
+                _requeue(job_id, force=False, actor=actor, workflows={wf.id})
+            recount_all({wf.id})
+        return dead
+
+    return sql.dialect().retrying_deadlocks(retry)
+
+
+def recount_all(workflows: set[uuid.UUID]) -> None:
+    """Recount the workflows of steps requeued in this transaction, last: a workflow's
+    row is locked after every job row, as a settlement locks them (the re-arm of a
+    second dead step must not wait for a child while holding the workflow's row that
+    the child's other settling parent waits for: a deadlock)."""
+    for workflow_id in sorted(workflows):
+        steering.recount(workflow_id)
 
 
 def cancel_refusal(job: Job) -> str | None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
 from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
-from django_jobqueue.states import JoinWhen, WorkflowStatus
+from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
 from django_jobqueue.store import joins, sql
 
 
@@ -41,6 +41,10 @@ def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflo
     journalled), claimed ones when their runs end (as ``cancel`` asks them); the
     workflow ends ``cancelled`` once none is open. Cancelling a cancelled workflow is a
     no-op; a finished one cannot be cancelled."""
+    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor))
+
+
+def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         wf = workflow_row(workflow_id)
@@ -52,16 +56,18 @@ def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflo
                 workflow_id=wf.id,
                 status=wf.status,
             )
-        steps = sql.jobs().filter(workflow_id=wf.id)
-        steps.filter(status=Status.CLAIMED, cancel_requested=False).update(
+        # Every unfinished step locked first, in id order, and sorted by its status as
+        # locked: a settlement committing meanwhile may have released (or a worker's turn
+        # claimed) a step this transaction's earlier reads saw waiting.
+        unfinished = sql.dialect().locked(
+            sql.jobs().filter(workflow_id=wf.id, status__in=UNFINISHED), skip_locked=False
+        )
+        rows = list(unfinished.order_by("id").values_list("id", "kind", "run_count", "status"))
+        claimed = [i for i, _, _, status in rows if status == Status.CLAIMED]
+        sql.jobs().filter(id__in=claimed, cancel_requested=False).update(
             cancel_requested=True, cancel_actor=actor
         )
-        open_ = list(
-            sql.dialect()
-            .locked(steps.filter(status__in=[Status.WAITING, Status.PENDING]), skip_locked=False)
-            .order_by("id")
-            .values_list("id", "kind", "run_count")
-        )
+        open_ = [(i, kind, runs) for i, kind, runs, status in rows if status != Status.CLAIMED]
         ids = [i for i, _, _ in open_]
         sql.jobs().filter(id__in=ids).update(
             status=Status.CANCELLED, finished_at=now, cancel_actor=actor
@@ -94,10 +100,13 @@ def parent_counts(job_id: uuid.UUID) -> tuple[int, int]:
     return open_, dead
 
 
-def requeue_step(job: Job, *, previous: str, now: datetime, actor: str) -> str:
+def requeue_step(
+    job: Job, *, previous: str, now: datetime, actor: str, recounted: bool = True
+) -> str:
     """A step an operator requeues: pending if its parents allow it, else waiting on
-    them again (the status it takes); then its dependents are re-armed and the
-    workflow runs again."""
+    them again (the status it takes); then its dependents are re-armed and (unless not
+    ``recounted``: the caller recounts once it has requeued all it will) the workflow
+    runs again."""
     open_, dead = parent_counts(job.id)
     status = Status.PENDING
     if open_ or (job.join_when == JoinWhen.FAILED and not dead):
@@ -111,7 +120,8 @@ def requeue_step(job: Job, *, previous: str, now: datetime, actor: str) -> str:
         )
     sql.jobs().filter(id=job.id).update(status=status, parents_open=open_, parents_dead=dead)
     rearm([job.id], now=now, actor=actor, because=job)
-    recount(job.workflow_id)
+    if recounted:
+        recount(job.workflow_id)
     return status
 
 
@@ -125,9 +135,15 @@ def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: J
             - seen
         )
         seen.update(children)
+        # Locked before their parents are counted, as a parent's settlement locks them
+        # (waiting or cancelled, in id order): a parent settling now either holds the
+        # row, and is seen finished once it commits, or counts this re-arm down after.
         rows = (
             sql.dialect()
-            .locked(sql.jobs().filter(id__in=children), skip_locked=False)
+            .locked(
+                sql.jobs().filter(id__in=children, status__in=[Status.WAITING, Status.CANCELLED]),
+                skip_locked=False,
+            )
             .order_by("id")
             .values_list("id", "kind", "status", "join_when", "run_count")
         )
@@ -163,7 +179,9 @@ def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: J
 
 def recount(workflow_id: uuid.UUID | None) -> None:
     """A workflow's counters from its steps (an operator's path), and running again
-    if a step is open."""
+    if a step is open. It locks the workflow's row, so it comes after every job row the
+    transaction locks (a settlement holding a child it re-arms may wait for the
+    workflow's row next)."""
     if workflow_id is None:
         return
     steps = sql.jobs().filter(workflow_id=workflow_id)

@@ -47,11 +47,13 @@ _OPEN = "c.parents_open > r.n"
 # A batch's on_failure callback once every member completed: cancelled, not run.
 _VOID = f"(c.join_when = '{JoinWhen.FAILED}' AND c.parents_dead = 0)"
 _RELEASED = f"(NOT {_OPEN} AND NOT {_VOID})"
+# The children a parent's ending locks: those it counts down, those a re-arm revives.
+_ARMED = f"('{Status.WAITING}', '{Status.CANCELLED}')"
 
 
 def lock_ctes(*, wait: bool) -> str:
-    """The CTEs between the settlement's rows ``s`` and its UPDATE ``j``: the waiting
-    children of the batch's steps and their workflows, locked first (in id order, as
+    """The CTEs between the settlement's rows ``s`` and its UPDATE ``j``: the waiting (and
+    cancelled) children of the batch's steps and their workflows, locked first (in id order, as
     the long way locks them), and ``deferred``, the steps whose joins need a row another
     turn holds. Those settle in a later turn (unless ``wait``): a worker never queues
     behind another on a chord's callback or a workflow, it keeps running and claiming
@@ -61,19 +63,30 @@ def lock_ctes(*, wait: bool) -> str:
         # The batch's rows by primary key, as an array (a join with ``s`` was planned as a
         # scan of the table, and a test of workflow_id here as a scan of the steps' index);
         # a plain job's workflow is NULL, which nothing below matches.
-        f" steps AS (SELECT t.id, t.workflow_id FROM {JOB} AS t"
-        " WHERE t.id = ANY(ARRAY(SELECT id FROM s))),"
+        # Locked first, as the long way's guarded UPDATE locks them before the children:
+        # an operator holding one (cancelling its workflow) never waits for a child
+        # this statement holds while it waits for the step.
+        f" steps AS MATERIALIZED (SELECT t.id, t.workflow_id FROM {JOB} AS t"
+        " WHERE t.id = ANY(ARRAY(SELECT id FROM s)) ORDER BY t.id FOR UPDATE),"
         f" kids AS (SELECT e.parent_id, e.child_id FROM {EDGE} AS e"
         " WHERE e.parent_id = ANY(ARRAY(SELECT id FROM steps))),"
-        f" held AS MATERIALIZED (SELECT c.id FROM {JOB} AS c"
-        f" WHERE c.id = ANY(ARRAY(SELECT child_id FROM kids)) AND c.status = '{Status.WAITING}'"
+        # Cancelled children too, as the long way locks them: a re-arm counts its
+        # parents under that lock. ``status`` is the row's as locked, which can be newer
+        # than the statement's snapshot (a re-arm committed meanwhile).
+        f" held AS MATERIALIZED (SELECT c.id, c.status FROM {JOB} AS c"
+        f" WHERE c.id = ANY(ARRAY(SELECT child_id FROM kids)) AND c.status IN {_ARMED}"
         f" ORDER BY c.id {lock}),"
         f" flows AS MATERIALIZED (SELECT w.id FROM {WORKFLOW} AS w"
         f" WHERE w.id = ANY(ARRAY(SELECT workflow_id FROM steps)) ORDER BY w.id {lock}),"
         " deferred AS (SELECT p.id FROM steps AS p WHERE p.workflow_id IS NOT NULL"
         " AND (NOT (p.workflow_id = ANY(ARRAY(SELECT id FROM flows))) OR EXISTS (SELECT 1"
         f" FROM kids AS k JOIN {JOB} AS c ON c.id = k.child_id WHERE k.parent_id = p.id"
-        f" AND c.status = '{Status.WAITING}' AND NOT (c.id = ANY(ARRAY(SELECT id FROM held)))))),"
+        f" AND c.status IN {_ARMED} AND NOT (c.id = ANY(ARRAY(SELECT id FROM held))))"
+        # A child changed since the snapshot (re-armed, cancelled): the counts below read
+        # the snapshot, so the step settles in a later statement, which sees the change.
+        " OR EXISTS (SELECT 1 FROM kids AS k JOIN held AS h ON h.id = k.child_id"
+        f" JOIN {JOB} AS c ON c.id = k.child_id WHERE k.parent_id = p.id"
+        " AND c.status <> h.status))),"
     )
 
 
@@ -87,7 +100,8 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
         "ended AS (SELECT id, workflow_id FROM j"
         f" WHERE workflow_id IS NOT NULL AND status = '{Status.COMPLETED}'),"
         " fanin AS (SELECT k.child_id AS id, count(*) AS n FROM ended JOIN kids AS k"
-        " ON k.parent_id = ended.id WHERE k.child_id = ANY(ARRAY(SELECT id FROM held))"
+        " ON k.parent_id = ended.id WHERE k.child_id = ANY(ARRAY(SELECT id FROM held"
+        f" WHERE status = '{Status.WAITING}'))"
         " GROUP BY k.child_id),"
         " ranked AS (SELECT f.id, f.n,"
         " row_number() OVER (ORDER BY c.priority, c.visible_at, c.id) AS rank"
