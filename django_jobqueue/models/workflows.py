@@ -80,14 +80,33 @@ class Workflow(models.Model):
 
 
 class StepEdge(models.Model):
-    """Parent before child, within one workflow."""
+    """Parent before child, within one workflow.
 
-    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="edges")
+    Its three keys have no database constraint (``db_constraint=False``): checking them
+    was most of a large chord's write (three keys an edge, each checked at commit).
+    The edges of a workflow are written only in the transaction that writes its steps
+    (``store.workflows``), and each of those steps' own key to the workflow is checked,
+    so an edge never names a step or workflow that is not there; the ORM's deletes (of a
+    step, of a workflow: every delete the store makes) still cascade to the edges. The
+    parent's and the child's own indexes were doubles of the two below, written for
+    nothing with every edge."""
+
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.CASCADE, related_name="edges", db_constraint=False
+    )
     parent = models.ForeignKey(
-        "django_jobqueue.Job", on_delete=models.CASCADE, related_name="child_edges"
+        "django_jobqueue.Job",
+        on_delete=models.CASCADE,
+        related_name="child_edges",
+        db_constraint=False,
+        db_index=False,  # jobqueue_edge_unique (parent, child) serves it
     )
     child = models.ForeignKey(
-        "django_jobqueue.Job", on_delete=models.CASCADE, related_name="parent_edges"
+        "django_jobqueue.Job",
+        on_delete=models.CASCADE,
+        related_name="parent_edges",
+        db_constraint=False,
+        db_index=False,  # jobqueue_edge_child serves it
     )
 
     class Meta:

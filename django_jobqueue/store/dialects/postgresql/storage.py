@@ -96,8 +96,8 @@ class PostgreSQLStorage(StorageStatements):
         self, steps: Sequence[NewStep], edges: Sequence[tuple[Any, Any, Any]], *, batch: int
     ) -> None:
         """One statement per chunk, as ``enqueue_many``: a chunk of steps and a chunk of
-        edges together (the keys are checked at commit, so an edge may come before its
-        step's chunk)."""
+        edges together (an edge has no key to check, and the steps' keys to their
+        workflow are checked at commit, so an edge may come before its step's chunk)."""
         for start in range(0, max(len(steps), len(edges)), batch):
             some, links = steps[start : start + batch], edges[start : start + batch]
             if some and links:
