@@ -166,7 +166,8 @@ def test_pause_a_queue_on_the_dashboard_and_resume_it(
     login(page, base)
     page.goto(f"{base}/admin/django_jobqueue/")
     page.click("#jobqueue-dashboard-link a:text-is('Dashboard')")
-    assert page.locator("#cards .jq-card").count() == 7  # waiting workflow steps the 7th
+    # waiting workflow steps the 7th, then sleeping and waiting for events (durable steps)
+    assert page.locator("#cards .jq-card").count() == 9
     assert page.locator("svg.jq-chart").count() == 2
     page.screenshot(path=screenshots / "admin-dashboard.png", full_page=True)
 

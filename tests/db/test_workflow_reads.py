@@ -87,7 +87,9 @@ def test_stats_and_the_dashboard_count_waiting_steps_apart_from_pending_ones() -
     admin = User.objects.create_superuser("root", "root@example.com", "pw")
     client = Client()
     client.force_login(admin)
-    cards = client.get("/admin/django_jobqueue/job/dashboard/").context["cards"]
+    cards = [
+        card[:3] for card in client.get("/admin/django_jobqueue/job/dashboard/").context["cards"]
+    ]
     assert ("waiting (workflow steps)", "3", "waiting") in cards
     assert ("pending now", "2", "pending") in cards
     metrics = client.get("/metrics/").content.decode()
