@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -75,16 +76,7 @@ def _requeue(
         previous = job.status
         try:
             with transaction.atomic(using=alias):
-                _save(
-                    job,
-                    status=Status.PENDING,
-                    visible_at=now,
-                    finished_at=None,
-                    failure_count=0,
-                    cancel_requested=False,
-                    cancel_actor="",
-                    result=None,
-                )
+                _save(job, **requeued(now))
         except IntegrityError as exc:
             raise InvalidTransition(
                 f"Job {job.id} cannot be requeued: another active job holds its idempotency "
@@ -135,6 +127,20 @@ def _requeue_page(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uui
         return _requeue_batch(ids, force, actor)
 
 
+def requeued(now: datetime) -> dict[str, Any]:
+    """What a requeue writes on a job, one at a time or a batch at once: pending from
+    ``now``, its failures, cancel request and result forgotten."""
+    return {
+        "status": Status.PENDING,
+        "visible_at": now,
+        "finished_at": None,
+        "failure_count": 0,
+        "cancel_requested": False,
+        "cancel_actor": "",
+        "result": None,
+    }
+
+
 def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uuid.UUID]:
     now = timezone.now()
     rows = sql.jobs().filter(id__in=list(ids)).order_by("id").only(*_REQUEUE_READS)
@@ -142,15 +148,7 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
     jobs = [j for j in locked if not requeue_refusal(j, force=force)]
     plain = [j for j in jobs if j.workflow_id is None and j.idempotency_key is None]
     done = [j.id for j in plain]
-    sql.jobs().filter(id__in=done).update(
-        status=Status.PENDING,
-        visible_at=now,
-        finished_at=None,
-        failure_count=0,
-        cancel_requested=False,
-        cancel_actor="",
-        result=None,
-    )
+    sql.jobs().filter(id__in=done).update(**requeued(now))
     sql.journal_entries().bulk_create(
         [_entry(j, Outcome.REQUEUED, actor, f"requeued from {j.status}", now) for j in plain]
     )
