@@ -29,9 +29,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite]
 KIND = tasks.keyed.kind
 LONG = os.environ.get("JOBQUEUE_LONG_TESTS") == "1"
 B_JOBS = 100
-# The most jobs a drain runs: far fewer than A's backlog, enough for B's hundred when
-# claims alternate between the two keys.
-DRAINED = 300
+# The most jobs a drain runs: far fewer than A's backlog (A keeps over 90 % pending even
+# on MariaDB's 5,000), enough for B's hundred when claims alternate between the two keys,
+# with room for a claim buffer that tops up a turn with A's jobs once B's run out of a
+# turn's share (a worker at concurrency 4 may claim up to 68 in one turn).
+DRAINED = 400
 
 
 A_JOBS = 100_000 if LONG else (5_000 if connection.vendor == "mysql" else 20_000)
