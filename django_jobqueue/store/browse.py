@@ -48,13 +48,16 @@ def planned_rows(qs: QuerySet[Any]) -> int | None:
 
 def distinct_values(model: type[Model], column: str, *, limit: int | None = None) -> list[str]:
     """The distinct values of an indexed column, in order: one index probe per value
-    (a recursive "loose index scan"), not a read of the whole table; the first ``limit``."""
+    (a recursive "loose index scan"), not a read of the whole table; the first ``limit``.
+    ``IS NOT NULL`` is spelt out: it lets an index that leaves NULLs out (the job key's
+    partial index) serve, where ``min()`` alone would read the whole table."""
     table = model._meta.db_table
     name = connections[sql.alias()].ops.quote_name(column)
     statement = (
         f"WITH RECURSIVE v(val) AS ("
-        f" SELECT (SELECT min({name}) FROM {table})"
-        f" UNION ALL SELECT (SELECT min({name}) FROM {table} WHERE {name} > v.val)"
+        f" SELECT (SELECT min({name}) FROM {table} WHERE {name} IS NOT NULL)"
+        f" UNION ALL SELECT (SELECT min({name}) FROM {table}"
+        f" WHERE {name} IS NOT NULL AND {name} > v.val)"
         f" FROM v WHERE v.val IS NOT NULL)"
         f" SELECT val FROM v WHERE val IS NOT NULL"
     ) + ("" if limit is None else f" LIMIT {int(limit)}")
