@@ -90,8 +90,8 @@ QUICK = Sizes(
     chain=30,
     steps=100,
     ready_settle=0.5,
-    io_jobs=1_000,  # fewer drain before the first poll after the enqueue returns
-    cpu_jobs=100,  # 50 per segment: fewer drained before the first poll
+    io_jobs=2_000,  # fewer drain before the first poll after the enqueue returns
+    cpu_jobs=200,  # 100 per segment: fewer drained before the first poll
     many_async=1_000,
     many_async_ms=2_000,
     # Small drains finish in a few hundred milliseconds: count often enough to time them
