@@ -66,9 +66,12 @@ def test_four_runworker_processes_drain_2000_jobs_each_exactly_once(
     assert set(executions.values_list("job_id", flat=True)) == ids
     assert set(executions.values_list("run_no", flat=True)) == {1}
 
-    # The work was shared: every process settled some of it, and its pid ran what it settled.
+    # The work was shared, and each process's pid ran what it settled. Not necessarily by
+    # all four: a worker claims a buffer beyond its free slots (up to 64 no-ops a turn),
+    # so three may drain 2,000 before the last one's first claim finds anything.
     by_worker = Counter(JournalEntry.objects.values_list("worker", flat=True))
-    assert set(by_worker) == {p.worker_id for p in procs}, by_worker
+    assert set(by_worker) <= {p.worker_id for p in procs}, by_worker
+    assert len(by_worker) >= 2, by_worker
     by_pid = Counter(executions.values_list("pid", flat=True))
     assert by_pid == Counter({int(w.rsplit(":", 1)[1]): n for w, n in by_worker.items()})
     heartbeats = WorkerHeartbeat.objects.filter(pid__in=[p.pid for p in procs])
