@@ -33,6 +33,7 @@ from django_jobqueue.run.lifecycle import later
 from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.dialects.base.storage import NewRow
 from django_jobqueue.store.limits import take_tokens
+from django_jobqueue.store.running import into_running
 from django_jobqueue.validation import Rate
 
 Disposition = Literal["inserted", "merged", "reused"]
@@ -84,6 +85,9 @@ class EnqueueRequest:
     rate_per_key: Rate | None = None  # the enqueue rate limit of each key (None: none)
     debounce: timedelta | None = None  # a merge pushes the run to this after it...
     max_wait: timedelta | None = None  # ... never past this after the first enqueue
+    # "drop": merge into a running sibling when no pending one takes it ("wait": held by
+    # the kind's per-key limit of one, the key being the dedup key; None: neither)
+    while_running: str | None = None
 
     def visible_at(self, now: datetime) -> datetime:
         if self.debounce is not None:
@@ -190,6 +194,16 @@ def _enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
             return existing, "reused"
         if merged is not None:
             return merged
+        if request.while_running == "drop":
+            running = into_running(
+                kind=request.kind,
+                dedup_key=request.dedup_key,
+                payload=request.payload,
+                idempotency_key=request.idempotency_key,
+                now=now,
+            )
+            if running is not None:
+                return running, "merged"
     job = _new_row(request, now)
     if request.idempotency_key is None:
         sql.dialect().insert_jobs([_insert_row(job, request)])

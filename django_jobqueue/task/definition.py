@@ -25,7 +25,13 @@ from django_jobqueue.errors import (
 from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.states import Priority
 from django_jobqueue.task.merge import Merge
-from django_jobqueue.task.options import Options, build_request, encode_payload, job_key
+from django_jobqueue.task.options import (
+    Options,
+    build_request,
+    encode_payload,
+    job_key,
+    waiting_key,
+)
 from django_jobqueue.task.periodic import periodic, register_schedule
 from django_jobqueue.task.registry import KEY_LIMITS, UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
@@ -220,7 +226,7 @@ class BoundCall:
         one = build_request(self.defn, {}, self.options, keyed=False)
         request = type(one)
         head = (one.queue, one.priority, one.delay, one.run_at, one.idempotency_key, one.dedup_key)
-        tail = (one.rate_per_key, one.debounce, one.max_wait)
+        tail = (one.rate_per_key, one.debounce, one.max_wait, one.while_running)
         requests = []
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -237,6 +243,8 @@ class BoundCall:
             key = (
                 one.job_key if self.defn.key is None else job_key(self.defn, payload, self.options)
             )
+            if one.while_running == "wait" and one.dedup_key is not None:
+                key = waiting_key(self.defn, key, one.dedup_key)
             requests.append(
                 request(one.kind, payload, *head, one.merge, text, one.rate, key, *tail)
             )

@@ -119,6 +119,9 @@ class Options:
     dedup_key: str | None = None  # merge into a pending job of the same kind and key
     debounce: timedelta | None = None  # each merge pushes the run to this after it
     max_wait: timedelta | None = None  # ... but never past this after the first enqueue
+    # A sibling of the same dedup key already running: "drop" merges into it, "wait"
+    # runs after it (one at a time); None: the new job may run beside it.
+    while_running: str | None = None
 
     @classmethod
     def build(cls, base: Options | None = None, **given: Any) -> Options:
@@ -151,7 +154,17 @@ class Options:
         for name in ("idempotency_key", "key", "dedup_key"):
             values[name] = validate_key(name, values[name])
         _debounce(values, given)
+        mode = values["while_running"]
+        if mode is not None and mode not in WHILE_RUNNING:
+            raise InvalidOption(
+                f"while_running must be one of {', '.join(map(repr, WHILE_RUNNING))}, got {mode!r}",
+                option="while_running",
+            )
         return cls(**values)
+
+
+# What an enqueue does when a sibling (same kind and dedup key) is running.
+WHILE_RUNNING = ("drop", "wait")
 
 
 def _debounce(values: dict[str, Any], given: dict[str, Any]) -> None:
@@ -222,10 +235,18 @@ def build_request(
         raise InvalidOption(
             f"{defn.kind}: debounce needs a dedup_key (the jobs it merges)", option="debounce"
         )
+    if options.while_running is not None and dedup_key is None:
+        raise InvalidOption(
+            f"{defn.kind}: while_running needs a dedup_key (the siblings it looks for)",
+            option="while_running",
+        )
     merge: Callable[[Job], MergePlan | None] | None = None
     if dedup_key is not None:  # a class task decides; a function task keeps the pending job
         merge = _merger(task, payload) if task is not None else _keep
     key = job_key(defn, payload, options) if keyed else options.key
+    if options.while_running == "wait":
+        assert dedup_key is not None
+        key = waiting_key(defn, key, dedup_key)
     return EnqueueRequest(
         kind=defn.kind,
         payload=payload,
@@ -242,7 +263,31 @@ def build_request(
         rate_per_key=limiting.rate_per_key_for(defn.kind, defn.rate_limit_per_key),
         debounce=options.debounce,
         max_wait=options.max_wait,
+        while_running=options.while_running,
     )
+
+
+def waiting_key(defn: TaskDef, key: str | None, dedup_key: str) -> str:
+    """The key of a ``while_running="wait"`` job: its dedup key, which the kind's per-key
+    limit of one then holds to one running job (a different key would count elsewhere)."""
+    kind = defn.kind
+    if key is not None and key != dedup_key:
+        raise InvalidOption(
+            f"{kind}: while_running='wait' keys the job by its dedup_key ({dedup_key!r}); "
+            f"its key is {key!r}: give the same key, or none",
+            option="while_running",
+            kind=kind,
+        )
+    rule = limiting.resolve(kind).rule()
+    if rule is None or rule.per_key != 1:
+        has = "no limit per key" if rule is None or rule.per_key is None else f"{rule.per_key}"
+        raise InvalidOption(
+            f"{kind}: while_running='wait' needs the kind to run one job of a key at a time "
+            f"(max_in_flight_per_key=1 or ordered=True); its most per key is {has}",
+            option="while_running",
+            kind=kind,
+        )
+    return dedup_key
 
 
 def _keep(candidate: Job) -> MergePlan:

@@ -582,6 +582,17 @@ def in_order(ctx: Context, shop: int, seq: int, seconds: float) -> None:
     execution.save(update_fields=["finished_at"])
 
 
+@task(takes_context=True, kind="tests.unique_running", max_in_flight_per_key=1)
+def unique_running(ctx: Context, n: int, seconds: float) -> int:
+    """One at a time per key (the key being the dedup key of ``while_running="wait"``
+    enqueues); records its start and finish."""
+    execution = _record(ctx)
+    time.sleep(seconds)
+    execution.finished_at = timezone.now()
+    execution.save(update_fields=["finished_at"])
+    return n
+
+
 @task(kind="tests.rated_per_key", rate_limit_per_key="2/m")
 def rated_per_key(n: int = 0) -> int:
     """Two enqueues a minute per key."""
