@@ -6,14 +6,23 @@ rates (target >= 0.7; River's global limit cost it 0.5).
 
 The jobs are written by one INSERT (untimed, as the other drains' preloads), their keys
 ``tenant:0`` … ``tenant:99`` dealt round the jobs in order.
+
+Beside the rates, what the database did in each drain, from its own counters
+(``pg_stat_database``, read once the workers' connections have closed): jobs per
+transaction committed (the workers' turns, less the harness's polls: how many jobs a
+turn took) and shared buffers read per job. They count work, not time: on a machine
+busy with other work they still compare the two drains, where the rates, and their
+ratio, swing with the load.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING
 
 from bench.errors import BenchError
+from bench.pg import other_backends
 from bench.systems import System
 from bench.systems.jobqueue import NOOP_KIND
 
@@ -42,11 +51,37 @@ INSERT INTO django_jobqueue_kindlimit (
 """
 
 
-def _keyed_drain(b: Bench, s: System, n: int, *, limited: bool) -> float:
+# The database's committed transactions and shared buffers read (hit or not) so far.
+WORK_SQL = """
+SELECT xact_commit, blks_hit + blks_read FROM pg_stat_database
+WHERE datname = current_database()
+"""
+
+
+def _keyed_drain(b: Bench, s: System, n: int, *, limited: bool) -> tuple[float, float, float]:
+    """The drain's rate, its jobs per transaction, and its buffers per job (see the
+    module's docstring)."""
     with b.fresh(s) as db, b.server.connect(db) as conn:
         _fill(conn, n, limited=limited)
+        commits, buffers = _work(conn)
         with b.workers(s, db, WORKERS) as procs:
-            return b.drain(s, conn, n, procs).rate
+            drained = b.drain(s, conn, n, procs)
+        commits_after, buffers_after = _work(conn)
+    turns = commits_after - commits - drained.polls
+    return drained.rate, n / max(turns, 1), (buffers_after - buffers) / n
+
+
+def _work(conn: Conn) -> tuple[int, int]:
+    """``WORK_SQL`` once no other connection is left on the database (a backend reports
+    its counts as it exits, and only about once a second while it runs)."""
+    deadline = time.monotonic() + 10
+    while other_backends(conn) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # the last one's report, sent as it exits
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(WORK_SQL).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
 
 
 def _fill(conn: Conn, n: int, *, limited: bool) -> None:
@@ -61,12 +96,20 @@ def keyed_drain(b: Bench, s: System) -> Rep:
     from bench.harness import Rep
 
     n = b.sizes.drain
-    unlimited = _keyed_drain(b, s, n, limited=False)
-    limited = _keyed_drain(b, s, n, limited=True)
+    unlimited, free_turns, free_buffers = _keyed_drain(b, s, n, limited=False)
+    limited, turns, buffers = _keyed_drain(b, s, n, limited=True)
     if unlimited <= 0:
         raise BenchError("the unlimited keyed drain measured no rate")
     return Rep(
-        {"unlimited": unlimited, "limited": limited, "ratio": limited / unlimited},
+        {
+            "unlimited": unlimited,
+            "limited": limited,
+            "ratio": limited / unlimited,
+            "unlimited_jobs_per_turn": free_turns,
+            "limited_jobs_per_turn": turns,
+            "unlimited_buffers": free_buffers,
+            "limited_buffers": buffers,
+        },
         {"n": n, "keys": KEYS, "workers": WORKERS, "rules": RULES},
     )
 
@@ -81,6 +124,10 @@ def keyed_measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("unlimited", f"drain {sz.drain:,} over {KEYS} keys, unlimited (jobs/s)"),
                 Row("limited", "the same, max_in_flight_per_key=2 and fair (jobs/s)"),
                 Row("ratio", "per-key limits and fairness / unlimited (target >= 0.7)"),
+                Row("unlimited_jobs_per_turn", "unlimited: jobs per transaction"),
+                Row("limited_jobs_per_turn", "limited: jobs per transaction"),
+                Row("unlimited_buffers", "unlimited: buffers read per job", lower_is_better=True),
+                Row("limited_buffers", "limited: buffers read per job", lower_is_better=True),
             ),
             keyed_drain,
             applies=lambda s: s.has_workflows,  # django_jobqueue's own API only
