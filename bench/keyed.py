@@ -9,8 +9,9 @@ The jobs are written by one INSERT (untimed, as the other drains' preloads), the
 
 Beside the rates, what the database did in each drain, from its own counters
 (``pg_stat_database``, read once the workers' connections have closed): jobs per
-transaction committed (the workers' turns, less the harness's polls: how many jobs a
-turn took) and shared buffers read per job. They count work, not time: on a machine
+transaction committed (less the harness's polls: the workers' turns mostly, and their
+heartbeats and upkeep, of which a longer drain has more) and shared buffers read per
+job. They count work, not time: on a machine
 busy with other work they still compare the two drains, where the rates, and their
 ratio, swing with the load.
 """
