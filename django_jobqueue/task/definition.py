@@ -244,7 +244,10 @@ class BoundCall:
                 one.job_key if self.defn.key is None else job_key(self.defn, payload, self.options)
             )
             if one.while_running == "wait" and one.dedup_key is not None:
-                key = waiting_key(self.defn, key, one.dedup_key)
+                try:
+                    key = waiting_key(self.defn, key, one.dedup_key)
+                except EnqueueError as exc:
+                    raise items_error(index, exc) from exc
             requests.append(
                 request(one.kind, payload, *head, one.merge, text, one.rate, key, *tail)
             )

@@ -103,6 +103,16 @@ def test_drop_into_a_sibling_that_settled_inserts_instead() -> None:
     assert not JournalEntry.objects.filter(job_id=first.id, outcome=Outcome.MERGED).exists()
 
 
+def test_drop_with_a_class_tasks_own_dedup_key() -> None:
+    first = tasks.Sync(7, items=["a"]).using(while_running="drop").enqueue()
+    [running] = claim(tasks.Sync.kind)
+    second = tasks.Sync(7, items=["b"]).using(while_running="drop").enqueue()
+    assert second.id == first.id == running.id
+    assert second.disposition == "merged"
+    entry = JournalEntry.objects.get(job_id=first.id, outcome=Outcome.MERGED)
+    assert entry.attachment["incoming"]["items"] == ["b"]
+
+
 def test_drop_in_a_bulk_enqueue() -> None:
     bound = tasks.keyed.using(dedup_key="user:1", while_running="drop")
     first = bound.enqueue(n=1)
@@ -177,6 +187,13 @@ def test_bad_while_running_is_refused_and_nothing_is_written(
 def test_bad_while_running_in_a_bulk_enqueue_writes_nothing() -> None:
     with pytest.raises(InvalidOption, match="no limit per key"):
         tasks.keyed.using(dedup_key="a", while_running="wait").enqueue_many([{"n": 1}])
+    # an item whose key (from the task's key callable) is not the dedup key is named
+    bound = tasks.in_order.using(dedup_key="shop:1", while_running="wait")
+    with pytest.raises(InvalidOption, match=r"item 1: .*its key is 'shop:2'") as caught:
+        bound.enqueue_many(
+            [{"shop": 1, "seq": 0, "seconds": 0}, {"shop": 2, "seq": 0, "seconds": 0}]
+        )
+    assert caught.value.option == "while_running"
     assert not Job.objects.exists()
 
 
