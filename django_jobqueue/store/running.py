@@ -6,8 +6,9 @@ ordinary merge, tried first), the new job is dropped into the oldest claimed sib
 a ``merged`` journal entry on that job's current run, and nothing else is written. The
 running job's row is never locked or changed (its worker's guarded settlement must not
 wait on an enqueue's transaction); the entry is kept only if the sibling is still
-claimed, for the same run, when it has been written (read committed on every database
-the queue runs on: the check sees a settlement committed meanwhile). A sibling that
+claimed, for the same run, when it has been written (the check sees a settlement
+committed meanwhile: PostgreSQL and MariaDB/MySQL at read committed, Django's default;
+SQLite has one writer at a time). A sibling that
 settled first gets no entry, and the caller inserts the job as usual.
 
 ``while_running="wait"`` (one at a time) needs nothing here: its jobs carry the dedup
