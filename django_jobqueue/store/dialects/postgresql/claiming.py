@@ -250,13 +250,12 @@ class PostgreSQLClaiming(ClaimingStatements):
     def turn(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
     ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]]:
-        """The settlements and the claim in one statement: each row returned carries the
-        settled ids (the same array in each) beside one claimed row, or NULLs when the
-        claim took none."""
+        """The settlements and the claim in one statement: a row per claimed job (one
+        of NULLs when the claim took none), the first of them with the settled ids."""
         statement = self.turn_statement(rows, tally, spec)
         assert statement is not None
         found = self.run(*statement.statement())
-        done = {self.read_uuid(v) for v in (found[0][0] or [])} if found else set()
+        done = {self.read_uuid(v) for r in found for v in (r[0] or ())}
         return done, [r[1:] for r in found if r[1] is not None]
 
     def turn_statement(
@@ -268,8 +267,8 @@ class PostgreSQLClaiming(ClaimingStatements):
             + Fragment.join(", ", ctes)
             + ", claimed AS ("
             + update
-            + ") SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
-            " LEFT JOIN claimed AS c ON TRUE"
+            + f") SELECT {joining.ONCE.format('j')}, {joining.CLAIMED_OF_C} FROM (SELECT 1)"
+            " AS one LEFT JOIN (SELECT *, row_number() OVER () AS n FROM claimed) AS c ON TRUE"
         )
 
     def turn_releasing(
@@ -279,10 +278,9 @@ class PostgreSQLClaiming(ClaimingStatements):
         claim of what they release, in the same statement (``joining``)."""
         statement = self.releasing_statement(rows, tally, spec, release)
         found = self.run(*statement.statement())
-        first = found[0] if found else (None, None)
         return Released(
-            done={self.read_uuid(v) for v in (first[0] or [])},
-            deferred={self.read_uuid(v) for v in (first[1] or [])},
+            done={self.read_uuid(v) for r in found for v in (r[0] or ())},
+            deferred={self.read_uuid(v) for r in found for v in (r[1] or ())},
             claimed=[r[2:] for r in found if r[2] is not None],
         )
 
