@@ -66,7 +66,11 @@ def settle_ctes(tally: Tally, locks: str = "") -> str:
 
 def document(rows: Sequence[SettleRow]) -> str:
     """The batch as the JSON parameter of ``settle_ctes`` (an absent key is NULL)."""
-    return validation.dumps([_entry(r) for r in rows])
+    return validation.dumps_records([_entry(r) for r in rows], open_fields=_OPEN)
+
+
+# The fields of a settlement's entry that hold a task's own values.
+_OPEN = ("carry", "result", "attachment")
 
 
 def _entry(r: SettleRow) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def _entry(r: SettleRow) -> dict[str, Any]:
         "claimed": r.claimed,
         "shard": r.shard,
     }
-    for name in ("carry", "result", "attachment"):
+    for name in _OPEN:
         value = getattr(r, name)
         if value is not None:
             doc[name] = value
