@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -66,14 +67,20 @@ def settle_ctes(tally: Tally, locks: str = "") -> str:
 
 def document(rows: Sequence[SettleRow]) -> str:
     """The batch as the JSON parameter of ``settle_ctes`` (an absent key is NULL)."""
-    return validation.dumps_records([_entry(r) for r in rows], open_fields=_OPEN)
+    stamps: dict[datetime, str] = {}  # a batch's rows share their recorded_at
+    return validation.dumps_records([_entry(r, stamps) for r in rows], open_fields=_OPEN)
 
 
 # The fields of a settlement's entry that hold a task's own values.
 _OPEN = ("carry", "result", "attachment")
 
 
-def _entry(r: SettleRow) -> dict[str, Any]:
+def _entry(r: SettleRow, stamps: dict[datetime, str] | None = None) -> dict[str, Any]:
+    recorded = None if stamps is None else stamps.get(r.recorded_at)
+    if recorded is None:
+        recorded = r.recorded_at.isoformat()
+        if stamps is not None:
+            stamps[r.recorded_at] = recorded
     doc: dict[str, Any] = {
         "id": str(r.id),
         "run_no": r.run_no,
@@ -83,7 +90,7 @@ def _entry(r: SettleRow) -> dict[str, Any]:
         "failed": r.failed,
         "note": r.note,
         "worker": r.worker,
-        "recorded_at": r.recorded_at.isoformat(),
+        "recorded_at": recorded,
         "claimed": r.claimed,
         "shard": r.shard,
     }
