@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
@@ -204,6 +204,25 @@ def dumps(
             or _SUSPECT.search(text)
         ):
             _check(value, "")
+    except RecursionError:
+        raise Unstorable("is nested too deeply to encode") from None
+    return text
+
+
+def dumps_records(records: Sequence[Mapping[str, Any]], *, open_fields: Iterable[str]) -> str:
+    """``dumps`` of a list of flat records of the store's own making (text keys, plain
+    values), but for ``open_fields``, which hold any value (a run's result, its carry):
+    only those are walked, the rest checked on the text (a turn's settlement document
+    walked all of each of its records, every turn). Raises as ``dumps`` does."""
+    text = json.dumps(records, allow_nan=False, separators=(",", ":"))
+    whole = _SUSPECT.search(text) is not None
+    try:
+        for i, record in enumerate([] if whole else records):
+            for name in open_fields:
+                if isinstance(value := record.get(name), dict | list | tuple):
+                    _check(value, f"[{i}][{name!r}]")
+        if whole:
+            _check(records, "")
     except RecursionError:
         raise Unstorable("is nested too deeply to encode") from None
     return text

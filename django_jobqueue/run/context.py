@@ -14,6 +14,8 @@ from django_jobqueue.errors import SettleError, StepError
 # What a context's written progress is before its first lease renewal: not even
 # "none", so that renewal clears what an earlier run of the job left.
 _UNWRITTEN: Any = object()
+# Guards the making of a context's cancel flag, which two threads may ask for at once.
+_FLAG_LOCK = threading.Lock()
 
 
 class Context:
@@ -38,7 +40,7 @@ class Context:
         self.failure_count = failure_count
         # A stored carry that could not be decoded (not a dict) starts the run empty.
         self.carry: dict[str, Any] = dict(carry) if isinstance(carry, dict) else {}
-        self.cancelled = cancelled or threading.Event()
+        self._cancelled = cancelled
         self._history_loader = history_loader
         self._history: Sequence[Any] | None = None
         # A workflow step's parents' results and its batch, read on first use (the
@@ -82,6 +84,19 @@ class Context:
         )
         ctx._claimed = job
         return ctx
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the run should stop (an operator's cancel, a shutdown, a timeout).
+        Made on first use: most runs never look, and an Event (a Condition and its
+        locks) per job was a tenth of the worker loop's own work on short jobs."""
+        flag = self._cancelled
+        if flag is None:
+            with _FLAG_LOCK:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                flag = self._cancelled
+        return flag
 
     @property
     def claimed(self) -> Any:

@@ -73,11 +73,20 @@ def _apply_with_joins(settlements: Sequence[Settlement], now: datetime) -> list[
 def settle_rows(settlements: Sequence[Settlement], now: datetime, *, held: bool) -> list[SettleRow]:
     """The rows a batch applies: one per job (see ``unique``); ``held``: written inside
     the caller's transaction (see ``shard_of``)."""
-    return [settle_row(s, now, held=held) for s in unique(settlements)]
+    shards: dict[str, int] = {}  # per worker: one thread writes the batch (``shard_of``)
+    return [settle_row(s, now, held=held, shards=shards) for s in unique(settlements)]
 
 
-def settle_row(s: Settlement, now: datetime, *, held: bool) -> SettleRow:
-    """The one mapping of a settlement to the row every dialect applies."""
+def settle_row(
+    s: Settlement, now: datetime, *, held: bool, shards: dict[str, int] | None = None
+) -> SettleRow:
+    """The one mapping of a settlement to the row every dialect applies; ``shards``: the
+    batch's tally shard per worker, found once (a hash of the worker and thread)."""
+    shard = None if shards is None else shards.get(s.worker)
+    if shard is None:
+        shard = shard_of(s.worker, held=held)
+        if shards is not None:
+            shards[s.worker] = shard
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
     return SettleRow(
@@ -100,7 +109,7 @@ def settle_row(s: Settlement, now: datetime, *, held: bool) -> SettleRow:
         c_status=None if instead is None else instead.status,
         c_outcome=None if instead is None else instead.outcome,
         c_note=None if instead is None else instead.note,
-        shard=shard_of(s.worker, held=held),
+        shard=shard,
         bucket=bucket_of(micros),
     )
 

@@ -352,3 +352,38 @@ def test_the_server_is_new_enough_and_named_as_its_vendor_counts_versions(d: Dia
     if getattr(connection, "mysql_is_mariadb", False):
         assert (name, least) == ("MariaDB", MySQL.mariadb_minimum)
     assert d.claim_needs
+
+
+@pytest.mark.parametrize("session_zone", ["UTC", "Asia/Tokyo"])
+def test_the_dialect_reads_times_as_a_django_cursor_does(session_zone: str) -> None:
+    """PostgreSQL's dialect reads timestamptz with psycopg's own loader where the session
+    and Django's connection are both in UTC; elsewhere as Django does. Either way what it
+    reads is what a Django cursor reads of the same statement."""
+    d = for_alias("default")
+    if not isinstance(d, PostgreSQL) and session_zone != "UTC":
+        pytest.skip("a session time zone of its own is PostgreSQL's")
+    moment = timezone.now().replace(microsecond=123456)
+    query = (
+        "SELECT %s, %s, NULL"
+        if d.vendor != "postgresql"
+        else (
+            "SELECT %s::timestamptz, %s::timestamptz + interval '1 microsecond', NULL::timestamptz"
+        )
+    )
+    with transaction.atomic():
+        if session_zone != "UTC":
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL TIME ZONE '{session_zone}'")
+        [through_dialect] = d.run(query, [moment, moment])
+        with connection.cursor() as cursor:
+            cursor.execute(query, [moment, moment])
+            [through_django] = cursor.fetchall()
+    assert through_dialect == through_django
+    if d.vendor == "postgresql":
+        # Django puts its zone (UTC) on what the session wrote in Tokyo's: only in a UTC
+        # session is the moment read back as written.
+        assert (through_dialect[0] == moment) is (session_zone == "UTC")
+        assert through_dialect[1] - through_dialect[0] == timedelta(microseconds=1)
+        assert [getattr(v, "tzinfo", None) for v in through_dialect] == [
+            getattr(v, "tzinfo", None) for v in through_django
+        ]

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from django_jobqueue import JobHandle, Status, cancel, history, job, requeue, store
 from django_jobqueue.ids import uuid7
-from django_jobqueue.models import Job
+from django_jobqueue.models import Job, JournalEntry
 from tests.helpers import journal_of, run_burst
 from tests.taskapp import tasks
 
@@ -330,3 +330,20 @@ def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
 def test_a_cursor_without_a_timezone_is_rejected() -> None:
     with pytest.raises(ValueError, match="its time has no timezone"):
         store.history(after=f"2026-01-01T00:00:00|{uuid7()}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_journal_key_is_unchecked_and_every_delete_still_takes_the_entries() -> None:
+    """The journal's key to its job has no database constraint (its deferred check was a
+    lookup per entry at every turn's commit): the store's deletes and the ORM's take a
+    job's entries with it, and the journal is still read through its (job, id) index."""
+    field = JournalEntry._meta.get_field("job")
+    assert (field.db_constraint, field.db_index) == (False, False)
+    kept, pruned, dropped = (tasks.add.enqueue(i, 1) for i in range(3))
+    assert run_burst() == 3
+    assert {len(journal_of(h.id)) for h in (kept, pruned, dropped)} == {1}
+    assert store.delete_finished(job_ids=[pruned.id]) == [pruned.id]
+    Job.objects.filter(id=dropped.id).delete()
+    left = JournalEntry.objects.values_list("job_id", flat=True)
+    assert set(left) == {kept.id}
+    assert set(Job.objects.values_list("id", flat=True)) == {kept.id}

@@ -12,12 +12,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
-from tests.helpers import journal_of
+from django_jobqueue.store.exchanging import turn_statement
+from tests.helpers import journal_of, postgres_only
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -72,3 +74,40 @@ def test_a_turn_applies_the_current_run_when_a_lost_run_of_the_job_is_in_the_bat
     assert applied == [False, True]
     assert claimed == []
     assert Job.objects.get(id=current.job_id).status == Status.COMPLETED
+
+
+@postgres_only
+def test_a_turn_sends_its_settled_ids_on_one_row_not_on_every_claimed_row() -> None:
+    """The turn's statement returns a row per claimed job; the settled ids come once
+    (a turn of n settlements and n claims sent n² ids, each parsed by the worker)."""
+    handles = tasks.add.enqueue_many([{"a": i, "b": 1} for i in range(12)])
+    claimed = store.claim_jobs(worker_id="w:1", limit=5, kinds=[tasks.add.kind])
+    batch = [
+        completed(Run(job_id=c.id, kind=c.kind, run_no=c.run_count, worker="w:1"), result=0)
+        for c in claimed
+    ]
+    built = turn_statement(worker_id="w:1", settlements=batch, limit=6, kinds=[tasks.add.kind])
+    assert built is not None
+    with connection.cursor() as cursor:
+        cursor.execute(*built)
+        rows = cursor.fetchall()
+    assert len(rows) == 6
+    assert [len(r[0]) for r in rows if r[0] is not None] == [5]
+    assert {str(i) for r in rows if r[0] for i in r[0]} == {str(c.id) for c in claimed}
+    assert len({r[1] for r in rows}) == 6
+    assert {r[1] for r in rows} <= {h.id for h in handles}
+
+
+@postgres_only
+def test_a_turn_that_claims_nothing_still_reports_what_it_settled() -> None:
+    tasks.add.enqueue(1, 2)
+    claimed = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+    batch = [
+        completed(Run(job_id=c.id, kind=c.kind, run_no=c.run_count, worker="w:1"), result=3)
+        for c in claimed
+    ]
+    applied, more = store.exchange(
+        worker_id="w:1", settlements=batch, limit=4, kinds=[tasks.add.kind]
+    )
+    assert (applied, more) == ([True], [])
+    assert Job.objects.get(id=claimed[0].id).status == Status.COMPLETED

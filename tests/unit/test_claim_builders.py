@@ -28,8 +28,8 @@ from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import COLUMNS
 from django_jobqueue.store.dialects.postgresql.claiming import document
 from django_jobqueue.store.limits import LOCK_SPACE, lock_key
-from django_jobqueue.store.monitoring import TALLY_SHARDS
-from django_jobqueue.store.settling import TALLY, settle_row
+from django_jobqueue.store.monitoring import TALLY_SHARDS, shard_of
+from django_jobqueue.store.settling import TALLY, settle_row, settle_rows
 
 pytestmark = pytest.mark.sqlite
 
@@ -273,6 +273,20 @@ def test_postgresql_and_sqlite_each_encode_the_one_settlement_row_their_own_way(
     assert values["result"] == "[1]"
     assert values["duration"] == values["micros"] == 1_500_000  # DurationField: microseconds
     assert values["recorded_at"] == sqlite.dt(NOW)
+
+
+def test_a_batch_finds_each_workers_shard_once_and_shares_its_recorded_time() -> None:
+    """``settle_rows`` hashes each worker's shard once a batch, ``document`` formats the
+    batch's recorded time once: each row as ``settle_row`` alone makes it."""
+    runs = [Run(job_id=uuid.UUID(int=i), kind="a", run_no=1, worker=f"w:{i % 2}") for i in range(6)]
+    batch = [completed(r, result=i) for i, r in enumerate(runs)]
+    for held in (False, True):
+        rows = settle_rows(batch, NOW, held=held)
+        assert rows == [settle_row(s, NOW, held=held) for s in batch]
+        assert [r.shard for r in rows] == [shard_of(s.worker, held=held) for s in batch]
+    docs = json.loads(document(rows))
+    assert [d["recorded_at"] for d in docs] == [NOW.isoformat()] * 6
+    assert [d["result"] for d in docs] == list(range(6))
 
 
 def test_postgresqls_turn_is_the_settlement_ctes_then_the_claims_in_one_statement() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -166,3 +167,29 @@ def test_priority_floor_cadence(ratio: int | None, expected: list[int]) -> None:
 def test_a_merge_decision_is_built_by_its_constructors_only() -> None:
     with pytest.raises(ValueError, match="Merge action must be one of keep, replace, with"):
         Merge("nonsense")  # type: ignore[arg-type]
+
+
+def test_the_cancel_flag_is_one_event_whichever_thread_asks_first() -> None:
+    """``ctx.cancelled`` is made on first use: threads that ask at once get the one flag,
+    and a flag set before the run looks is seen set; one handed in is kept."""
+    ctx = _ctx()
+    seen: list[threading.Event] = []
+    start = threading.Barrier(8)
+
+    def look() -> None:
+        start.wait()
+        seen.append(ctx.cancelled)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(flag) for flag in seen}) == 1
+    assert seen[0] is ctx.cancelled
+    assert not ctx.cancelled.is_set()
+    late = _ctx()
+    late.cancelled.set()
+    assert late.cancelled.is_set()
+    given = threading.Event()
+    assert _ctx(cancelled=given).cancelled is given

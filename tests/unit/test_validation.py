@@ -171,3 +171,46 @@ def test_first_refused_names_the_path_to_the_first_refused_part_or_key() -> None
     found = validation.first_refused(deep, validation.not_json)
     assert found is not None
     assert len(found[0]) == 5001
+
+
+def _records(**open_values: object) -> list[dict[str, object]]:
+    return [
+        {"id": "a", "note": "fine", "n": 1},
+        {"id": "b", "note": "déjà vu", "n": 2.5, **open_values},
+    ]
+
+
+@pytest.mark.parametrize(
+    "open_values",
+    [{}, {"result": {"x": [1, {"y": None}]}}, {"carry": {"k": "😀"}}, {"result": [1, 2]}],
+    ids=["flat", "nested result", "astral text", "list result"],
+)
+def test_dumps_records_writes_what_dumps_writes(open_values: dict[str, object]) -> None:
+    records = _records(**open_values)
+    written = validation.dumps_records(records, open_fields=("result", "carry"))
+    assert written == validation.dumps(records)
+
+
+@pytest.mark.parametrize(
+    ("open_values", "path", "problem"),
+    [
+        ({"result": {"x": {1: "a"}}}, "[1]['result']['x']", "not a string"),
+        ({"carry": {"k": ["a\x00b"]}}, "[1]['carry']['k'][0]", "NUL"),
+        ({"result": "\ud800"}, "[1]['result']", "lone surrogate"),
+        ({"note": "a\x00b"}, "[1]['note']", "NUL"),
+    ],
+    ids=["non-text key", "NUL in an open value", "lone surrogate", "NUL in a plain field"],
+)
+def test_dumps_records_refuses_what_dumps_refuses_naming_where(
+    open_values: dict[str, object], path: str, problem: str
+) -> None:
+    records = _records(**open_values)
+    with pytest.raises(validation.Unstorable) as caught:
+        validation.dumps_records(records, open_fields=("result", "carry"))
+    assert caught.value.path == path
+    assert problem in caught.value.problem
+
+
+def test_dumps_records_refuses_nan_as_dumps_does() -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        validation.dumps_records(_records(result=math.nan), open_fields=("result",))

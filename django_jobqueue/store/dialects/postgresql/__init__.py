@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -14,6 +14,20 @@ from django_jobqueue.store.dialects.base import Dialect
 from django_jobqueue.store.dialects.postgresql.claiming import PostgreSQLClaiming
 from django_jobqueue.store.dialects.postgresql.storage import PostgreSQLStorage
 from django_jobqueue.store.pooling import pooled_reason
+
+
+def _utc_times(conn: Any, raw: Any, cursor: Any) -> None:
+    """Have ``cursor`` read timestamptz with psycopg's own loader where that reads what
+    Django's does: aware datetimes in UTC, the zone of Django's connection and of the
+    session. Django's loader is Python (psycopg's parser, then the zone put in), about
+    8 us a value, two per claimed job; psycopg's C one is several times faster."""
+    if conn.timezone is not UTC or raw.pgconn.parameter_status(b"TimeZone") != b"UTC":
+        return
+    import psycopg
+    from psycopg.pq import Format
+
+    oid = psycopg.adapters.types["timestamptz"].oid
+    cursor.adapters.register_loader(oid, psycopg.adapters.get_loader(oid, Format.TEXT))
 
 
 class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, Dialect):
@@ -54,6 +68,7 @@ class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, Dialect):
             raw.prepare_threshold = sys.maxsize
         # Django's connection hands out client-side binding cursors: ask for a plain one.
         with conn.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            _utc_times(conn, raw, cursor)
             cursor.execute(statement, params, prepare=True if prepare else None)
             return cursor.fetchall() if cursor.description else []
 

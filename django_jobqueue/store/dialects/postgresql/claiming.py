@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -66,10 +67,20 @@ def settle_ctes(tally: Tally, locks: str = "") -> str:
 
 def document(rows: Sequence[SettleRow]) -> str:
     """The batch as the JSON parameter of ``settle_ctes`` (an absent key is NULL)."""
-    return validation.dumps([_entry(r) for r in rows])
+    stamps: dict[datetime, str] = {}  # a batch's rows share their recorded_at
+    return validation.dumps_records([_entry(r, stamps) for r in rows], open_fields=_OPEN)
 
 
-def _entry(r: SettleRow) -> dict[str, Any]:
+# The fields of a settlement's entry that hold a task's own values.
+_OPEN = ("carry", "result", "attachment")
+
+
+def _entry(r: SettleRow, stamps: dict[datetime, str] | None = None) -> dict[str, Any]:
+    recorded = None if stamps is None else stamps.get(r.recorded_at)
+    if recorded is None:
+        recorded = r.recorded_at.isoformat()
+        if stamps is not None:
+            stamps[r.recorded_at] = recorded
     doc: dict[str, Any] = {
         "id": str(r.id),
         "run_no": r.run_no,
@@ -79,11 +90,11 @@ def _entry(r: SettleRow) -> dict[str, Any]:
         "failed": r.failed,
         "note": r.note,
         "worker": r.worker,
-        "recorded_at": r.recorded_at.isoformat(),
+        "recorded_at": recorded,
         "claimed": r.claimed,
         "shard": r.shard,
     }
-    for name in ("carry", "result", "attachment"):
+    for name in _OPEN:
         value = getattr(r, name)
         if value is not None:
             doc[name] = value
@@ -250,13 +261,12 @@ class PostgreSQLClaiming(ClaimingStatements):
     def turn(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
     ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]]:
-        """The settlements and the claim in one statement: each row returned carries the
-        settled ids (the same array in each) beside one claimed row, or NULLs when the
-        claim took none."""
+        """The settlements and the claim in one statement: a row per claimed job (one
+        of NULLs when the claim took none), the first of them with the settled ids."""
         statement = self.turn_statement(rows, tally, spec)
         assert statement is not None
         found = self.run(*statement.statement())
-        done = {self.read_uuid(v) for v in (found[0][0] or [])} if found else set()
+        done = {self.read_uuid(v) for r in found for v in (r[0] or ())}
         return done, [r[1:] for r in found if r[1] is not None]
 
     def turn_statement(
@@ -268,8 +278,8 @@ class PostgreSQLClaiming(ClaimingStatements):
             + Fragment.join(", ", ctes)
             + ", claimed AS ("
             + update
-            + ") SELECT (SELECT array_agg(id) FROM j), c.* FROM (SELECT 1) AS one"
-            " LEFT JOIN claimed AS c ON TRUE"
+            + f") SELECT {joining.ONCE.format('j')}, {joining.CLAIMED_OF_C} FROM (SELECT 1)"
+            " AS one LEFT JOIN (SELECT *, row_number() OVER () AS n FROM claimed) AS c ON TRUE"
         )
 
     def turn_releasing(
@@ -279,10 +289,9 @@ class PostgreSQLClaiming(ClaimingStatements):
         claim of what they release, in the same statement (``joining``)."""
         statement = self.releasing_statement(rows, tally, spec, release)
         found = self.run(*statement.statement())
-        first = found[0] if found else (None, None)
         return Released(
-            done={self.read_uuid(v) for v in (first[0] or [])},
-            deferred={self.read_uuid(v) for v in (first[1] or [])},
+            done={self.read_uuid(v) for r in found for v in (r[0] or ())},
+            deferred={self.read_uuid(v) for r in found for v in (r[1] or ())},
             claimed=[r[2:] for r in found if r[2] is not None],
         )
 

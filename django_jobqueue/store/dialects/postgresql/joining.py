@@ -41,7 +41,10 @@ from django_jobqueue.store.dialects.base.settling import JOB, JOURNAL, JOURNAL_C
 EDGE = StepEdge._meta.db_table
 WORKFLOW = Workflow._meta.db_table
 
-_CLAIMED_OF_C = ", ".join(f"c.{name.strip()}" for name in CLAIMED.split(","))
+CLAIMED_OF_C = ", ".join(f"c.{name.strip()}" for name in CLAIMED.split(","))
+# A turn's settled (or deferred) ids, on the first of its rows only (``c.n``: the row's
+# number; NULL when it claimed nothing): in every row, a turn of n jobs sent n² ids.
+ONCE = "CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT array_agg(id) FROM {}) END"
 # The child once the turn's completions are counted: still waiting, or released.
 _OPEN = "c.parents_open > r.n"
 # A batch's on_failure callback once every member completed: cancelled, not run.
@@ -177,7 +180,7 @@ def _child(taken: Fragment, release: Release, expiry: Fragment) -> Fragment:
         taken,
         " THEN c.run_count + 1 ELSE c.run_count END",
         f" FROM ranked AS r WHERE c.id = r.id AND c.status = '{Status.WAITING}'",
-        f" RETURNING {_CLAIMED_OF_C}, c.status)",
+        f" RETURNING {CLAIMED_OF_C}, c.status)",
     )
 
 
@@ -200,10 +203,11 @@ def _flow(release: Release) -> Fragment:
 
 def final_select() -> str:
     """The turn's one row per claimed job (from the claim or the release; NULLs when
-    none), each with the settled and the deferred ids."""
+    none), the first of them with the settled and the deferred ids (``ONCE``)."""
     return (
-        " SELECT (SELECT array_agg(id) FROM j), (SELECT array_agg(id) FROM deferred), c.*"
+        f" SELECT {ONCE.format('j')}, {ONCE.format('deferred')}, {CLAIMED_OF_C}"
         " FROM (SELECT count(*) FROM woken) AS one LEFT JOIN"
-        f" (SELECT {CLAIMED} FROM claimed"
-        f" UNION ALL SELECT {CLAIMED} FROM child WHERE status = '{Status.CLAIMED}') AS c ON TRUE"
+        f" (SELECT u.*, row_number() OVER () AS n FROM (SELECT {CLAIMED} FROM claimed"
+        f" UNION ALL SELECT {CLAIMED} FROM child WHERE status = '{Status.CLAIMED}') AS u) AS c"
+        " ON TRUE"
     )
