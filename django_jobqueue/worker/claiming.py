@@ -9,6 +9,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.states import Status
 from django_jobqueue.worker.services.base import Running
 
 
@@ -70,3 +72,27 @@ def atomic_going(running: Mapping[uuid.UUID, Running], atomic_kinds: Collection[
         r.started_at is not None and not r.ended and r.job.kind in atomic_kinds
         for r in running.values()
     )
+
+
+def look_again(
+    batch: Sequence[Settlement],
+    applied: Sequence[bool | None],
+    wanted: Mapping[str, Any] | None,
+) -> bool:
+    """Whether a turn that settled ``batch`` should claim again at once: its claim ran
+    beside the settlements, so it could not see a job they sent back to pending (a
+    retry without backoff, a pause, a hand-back), nor room they freed under a cap, a
+    global limit or a per-key rule (counted from the claim's snapshot or from the runs
+    still listed), and a deferred settlement goes again at once. A turn of completions
+    only, all applied, under a claim with none of those, left nothing it could not see:
+    a workflow step such a completion released was claimed by the same statement, or
+    announced (``NOTIFY``) when this turn had no room for it. Skipping that second
+    look leaves a chain's next step its slot thread and the database at once."""
+    if not batch:
+        return False
+    if wanted is None or any(ok is None for ok in applied):
+        return True
+    if any(s.status != Status.COMPLETED for s in batch):
+        return True
+    bounded = ("exclude_kinds", "kind_limits", "max_in_flight", "per_key")
+    return any(wanted.get(name) for name in bounded)

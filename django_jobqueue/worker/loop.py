@@ -35,7 +35,7 @@ from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.wakeups import Listener
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
-from django_jobqueue.worker.claiming import atomic_going, claim_options
+from django_jobqueue.worker.claiming import atomic_going, claim_options, look_again
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
@@ -236,11 +236,9 @@ class Worker:
             self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
-            settled, got, free = self._turn()
-            if got < free and settled:
-                # The claim ran beside the settlements, so it could not see the jobs they
-                # sent back to pending (a retry without backoff, a pause): look again.
-                continue
+            unseen, got, free = self._turn()
+            if got < free and unseen:
+                continue  # the settlements may have made claimable what the claim missed
             if self.burst and not self._running and got == 0:
                 self._flush()
                 return
@@ -271,11 +269,11 @@ class Worker:
 
     # --- claiming ---------------------------------------------------------------------------
 
-    def _turn(self, *, claim: bool = True) -> tuple[int, int, int]:
+    def _turn(self, *, claim: bool = True) -> tuple[bool, int, int]:
         """Settle the runs that ended and claim the slots that frees, in one round trip.
 
-        Returns how many runs were settled, how many jobs were claimed and how many
-        slots there were to fill.
+        Returns whether to look again at once (``claiming.look_again``), how many jobs
+        were claimed and how many slots there were to fill.
         """
         batch = [] if self._db.waiting else list(self._unsettled)
         # SQLite: no claim while an atomic run may hold the one write lock.
@@ -287,7 +285,7 @@ class Worker:
         (kinds, room), others = groups[0], groups[1:]
         wanted = self._claim_options(room, kinds) if claim else None
         if not batch and wanted is None:
-            return 0, self._claim_others(others) if claim else 0, free
+            return False, self._claim_others(others) if claim else 0, free
         began = time.monotonic()
         try:
             result = self._db(
@@ -303,16 +301,17 @@ class Worker:
             if not batch:
                 raise
             self._settle_apart(batch, exc)
-            return len(batch), 0, free
+            return True, 0, free
         if result is None:
-            return 0, 0, free  # database trouble: keep the settlements and try again
+            return False, 0, free  # database trouble: keep the settlements and try again
         applied, claimed = result
         self._pools.turned(time.monotonic() - began)
-        settled = self._settled(batch, applied)
+        self._settled(batch, applied)
         self._slot += len(claimed)
         for job in claimed:
             self._dispatch(job)
-        return settled, len(claimed) + (self._claim_others(others) if claim else 0), free
+        unseen = look_again(batch, applied, wanted)
+        return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
 
     def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
         """Claim for the pools the turn's own claim was not for (the event loop's kinds
