@@ -1,7 +1,8 @@
-"""A worker looks again at once after a turn only when its settlements may have made
-claimable what the turn's own claim missed (``claiming.look_again``, whose rules
-tests/unit/test_look_again.py checks): with the poll and the services an hour away, a
-capped kind's next jobs and a chain's next steps are still claimed, nothing stalls."""
+"""Liveness around ``claiming.look_again`` with real worker threads: with the poll and the
+services an hour away, a capped kind's next jobs and a chain's next steps are still
+claimed, nothing stalls. These guard against a stall only; they do not tell the rules
+apart (a busy worker also wakes each time a run ends), which tests/unit/test_look_again.py
+pins down rule by rule."""
 
 from __future__ import annotations
 
