@@ -28,7 +28,6 @@ from django.utils import timezone
 from django_jobqueue import Status, chord, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
-from django_jobqueue.store.dialects.postgresql.claiming import _generic_plans
 from django_jobqueue.store.exchanging import turn_statement
 from django_jobqueue.store.settling import settle_statement
 from django_jobqueue.task.registry import registry
@@ -270,9 +269,8 @@ def test_the_workers_turn_is_planned_once_per_connection() -> None:
     the plan made once (generic), the planner never sees the turn again. With this in
     place planning was about 4% of a turn's server time, so a server-side prepared
     turn is what the worker already has (docs/explanation/performance.md)."""
-    # This test's own session setting: an earlier test's rolled-back transaction undid
-    # the SET that use_generic_plans remembers having made on this connection.
-    _generic_plans.discard(connection.connection)
+    # Earlier tests set plan_cache_mode in transactions that rolled back (undoing it):
+    # the worker's connection sets it again rather than trust it still holds.
     before = _turn_plans()
     ended = _settlements("w:5", 4)
     for _ in range(3):

@@ -317,7 +317,9 @@ class PostgreSQLClaiming(ClaimingStatements):
         running. The hot statements' plans (index order for the claim, primary keys for
         settling) do not depend on the values, so the plan made once is the one wanted.
         Set per connection, and again after a reconnect; never on a pooled connection,
-        whose session setting would stay behind on whichever server session ran it."""
+        whose session setting would stay behind on whichever server session ran it.
+        Remembered only once committed: a SET inside a transaction that rolls back is
+        undone with it, so the next turn sets it again."""
         if not self.prepare or self.pooled:
             return
         self.conn.ensure_connection()
@@ -325,4 +327,5 @@ class PostgreSQLClaiming(ClaimingStatements):
         if raw in _generic_plans:
             return
         self.run("SET plan_cache_mode = force_generic_plan", [])
-        _generic_plans.add(raw)
+        if raw.info.transaction_status.name == "IDLE":  # no transaction: it has committed
+            _generic_plans.add(raw)
