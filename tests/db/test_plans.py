@@ -331,3 +331,48 @@ def test_a_keyed_claim_reads_each_key_by_the_key_indexes(rule: store.KeyRule) ->
     assert "jobqueue_job_claim " not in plan, plan  # the keyed kind's rows: never walked
     assert "Seq Scan on django_jobqueue_job " not in plan, plan
     assert "django_jobqueue_job_pkey" in plan, plan
+
+
+def _loops(plan: str, index: str, condition: str) -> int:
+    """The loops of the scan of ``index`` whose condition holds ``condition``."""
+    lines = plan.splitlines()
+    for i, line in enumerate(lines):
+        if re.search(f"Index (Only )?Scan using {index} ", line) and condition in lines[i + 1]:
+            found = re.search(r"loops=(\d+)\)", line)
+            assert found is not None, line
+            return int(found.group(1))
+    raise AssertionError(f"no scan of {index} with {condition}:\n{plan}")
+
+
+@postgres_only
+@pytest.mark.parametrize(
+    ("rule", "index"),
+    [
+        (store.KeyRule(most=2, fair=True), "jobqueue_job_key_claim"),
+        (store.KeyRule(ordered=True), "jobqueue_job_key_fifo"),
+    ],
+    ids=["fair-most-per-key", "ordered"],
+)
+def test_a_keyed_claim_probes_no_rows_of_a_key_at_its_limit(
+    rule: store.KeyRule, index: str
+) -> None:
+    """A key whose claimed jobs already reach its most can take none: the claim reads its
+    count, never its rows (one probe fewer for each such key)."""
+    for key in ("tenant:a", "tenant:b", "tenant:c"):
+        tasks.keyed.using(key=key).enqueue_many({"n": i} for i in range(300))
+    full = Job.objects.filter(key="tenant:a", status=Status.PENDING).order_by("id")
+    at_limit = list(full.values_list("id", flat=True)[: rule.per_key])
+    Job.objects.filter(id__in=at_limit).update(
+        status=Status.CLAIMED, claimed_by="other", claim_expires_at=timezone.now() + timedelta(1)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobqueue_job")
+    built = store.claim_statement(
+        worker_id="w", limit=10, kinds=[tasks.keyed.kind], per_key={tasks.keyed.kind: rule}
+    )
+    assert built is not None
+    with transaction.atomic():
+        plan = _plan("(ANALYZE) " + built[0], built[1])
+        transaction.set_rollback(True)
+    # The probe of a key's rows: its condition is the key ks (the skip scan) found.
+    assert _loops(plan, index, "= (ks") == 2, plan  # tenant:b and tenant:c, not tenant:a
