@@ -45,7 +45,7 @@ class KeyedClaims(Primitives):
     ) -> Fragment:
         """The ids of ``kind``'s keyed rows this tier may claim, at most ``room``."""
         rule = spec.keyed[kind]
-        scope, source = self.key_claims_scope(spec, kind)
+        claims = Fragment.concat("LEFT JOIN (", self.key_claims(spec, kind), ")")
         claimed = "COALESCE(cl.n, 0)"
         if previous:  # what earlier tiers of this claim took of the key
             taken = " + ".join(
@@ -62,23 +62,16 @@ class KeyedClaims(Primitives):
         # Fair: by rank, then the keys after the last one served before those wrapped to.
         rank = "c.rn + COALESCE(cl.n, 0), c.part, " if rule.fair else ""
         return Fragment.concat(
-            "SELECT id FROM (",
-            scope,
-            "SELECT c.id FROM (",
+            "SELECT id FROM (SELECT c.id FROM (",
             self.key_rows(spec, kind, floor, previous, room),
-            ") AS c LEFT JOIN ",
-            source,
+            ") AS c ",
+            claims,
             f" AS cl ON cl.{KEY} = c.{KEY}",
             *where,
             f" ORDER BY c.priority, {rank}c.visible_at, c.id LIMIT ",
             room,
             ") AS kb",
         )
-
-    def key_claims_scope(self, spec: ClaimSpec, kind: str) -> tuple[Fragment, Fragment]:
-        """What the branch puts before its SELECT (a WITH, or nothing) and the source of
-        its ``(job_key, n)`` rows it joins. Here the count itself, inline."""
-        return Fragment(""), Fragment.concat("(", self.key_claims(spec, kind), ")")
 
     def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
         """``(job_key, n)``: the kind's claimed jobs per key. One writer at a time here,

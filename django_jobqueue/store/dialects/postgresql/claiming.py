@@ -159,14 +159,6 @@ class PostgreSQLClaiming(ClaimingStatements):
         walk = self._walk(spec, plain, floor, previous, cumulative, f" AND j.{KEY} IS NOT NULL")
         return Fragment.concat(one, " UNION ALL SELECT id FROM (", walk, ") AS w", keyed)
 
-    def key_claims_scope(self, spec: ClaimSpec, kind: str) -> tuple[Fragment, Fragment]:
-        """A limit per key: its count once (``kc``, the function's one call) for both the
-        branch's filter and ``key_rows``, which skips the keys at their limit."""
-        if not spec.keyed[kind].counted:
-            return super().key_claims_scope(spec, kind)
-        scope = Fragment.concat("WITH kc AS MATERIALIZED (", self.key_claims(spec, kind), ") ")
-        return scope, Fragment("kc")
-
     def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
         # A limit per key: counted after the kind's advisory lock, on a newer snapshot
         # (migration 0015), as free_slots counts a max_in_flight.
@@ -192,7 +184,7 @@ class PostgreSQLClaiming(ClaimingStatements):
             f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
             " k.visible_at, k.id LIMIT 1"
         )
-        keys = self._free(spec, kind, self._keys(spec, kind, first, room))
+        keys = self._keys(spec, kind, first, room)
         if rule.ordered:
             head = Fragment(
                 f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
@@ -207,8 +199,7 @@ class PostgreSQLClaiming(ClaimingStatements):
                 head,
                 runnable,
             )
-        # A limited key's rows: only as many as it has left (``ks.free``).
-        per = Fragment("ks.free") if rule.most is not None else room
+        per = Fragment("%s", [rule.most]) if rule.most is not None else room
         return Fragment.concat(
             f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn, ks.part FROM ",
             keys,
@@ -247,20 +238,6 @@ class PostgreSQLClaiming(ClaimingStatements):
             f" NULL LIMIT %s) UNION ALL (SELECT {KEY}, 1 FROM kw WHERE {KEY} IS NOT NULL"
             " LIMIT %s)) AS u LIMIT %s) AS ks",
             [kind, after, kind, kind, after, kind, after] + [most] * 3,
-        )
-
-    def _free(self, spec: ClaimSpec, kind: str, keys: Fragment) -> Fragment:
-        """``keys`` (``_keys``) with what each key has left under its limit (``free``,
-        from ``kc``'s count), less the keys at their limit: the claim probes none of
-        their rows (they could take none), and no more rows of a key than it can take."""
-        most = spec.keyed[kind].per_key
-        if most is None:
-            return Fragment.concat(f"(SELECT ks.{KEY}, ks.part, 1 AS free FROM ", keys, ") AS ks")
-        free = f"%s - COALESCE((SELECT kc.n FROM kc WHERE kc.{KEY} = ks.{KEY}), 0)"
-        return Fragment.concat(
-            Fragment(f"(SELECT * FROM (SELECT ks.{KEY}, ks.part, {free} AS free FROM ", [most]),
-            keys,
-            ") AS kf WHERE kf.free > 0) AS ks",
         )
 
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
