@@ -17,8 +17,11 @@ from pathlib import Path
 from types import FrameType
 
 from bench import report
-from bench.harness import FULL, QUICK, Bench, Config, measures, run
+from bench.config import FULL, QUICK, Config
+from bench.harness import Bench
+from bench.measures import measures
 from bench.pg import Server
+from bench.runner import run
 from bench.systems import select
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"

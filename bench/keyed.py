@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 
 from bench.errors import BenchError
 from bench.pg import other_backends
+from bench.results import Measure, Rep, Row
 from bench.systems import System
 from bench.systems.jobqueue import NOOP_KIND
 
 if TYPE_CHECKING:
-    from bench.harness import Bench, Measure, Rep, Sizes
+    from bench.config import Sizes
+    from bench.harness import Bench
     from bench.pg import Conn
 
 KEYS = 100
@@ -94,8 +96,6 @@ def _fill(conn: Conn, n: int, *, limited: bool) -> None:
 
 
 def keyed_drain(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     n = b.sizes.drain
     unlimited, free_turns, free_buffers = _keyed_drain(b, s, n, limited=False)
     limited, turns, buffers = _keyed_drain(b, s, n, limited=True)
@@ -116,8 +116,6 @@ def keyed_drain(b: Bench, s: System) -> Rep:
 
 
 def keyed_measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.harness import Measure, Row
-
     return (
         Measure(
             "keyed_drain",

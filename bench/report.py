@@ -22,8 +22,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Config, Outcome, Results, Row, measures
+from bench.config import Config
+from bench.measures import measures
 from bench.procs import REPO_ROOT
+from bench.results import Outcome, Results, Row
 from bench.systems import SYSTEMS
 
 OURS = "django_jobqueue"

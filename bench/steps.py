@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bench.errors import BenchError
+from bench.results import Measure, Rep, Row
 from bench.systems import System
 
 if TYPE_CHECKING:
-    from bench.harness import Bench, Measure, Rep, Sizes
+    from bench.config import Sizes
+    from bench.harness import Bench
 
 STEPS = 10  # steps per job (bench.benchapp.tasks.ten_steps)
 
 
 def ten_steps(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     n = b.sizes.steps
     with b.fresh(s) as db:
         plain = b.timed_drain(s, db, n * STEPS, 1)
@@ -43,8 +43,6 @@ def ten_steps(b: Bench, s: System) -> Rep:
 
 
 def steps_measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.harness import Measure, Row
-
     return (
         Measure(
             "ten_steps",

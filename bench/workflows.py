@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING
 from bench.errors import BenchError
 from bench.pg import Conn, scalar
 from bench.procs import Worker
+from bench.results import Measure, Rep, Row
 from bench.stamps import read_stamps
 from bench.systems import System
 
 if TYPE_CHECKING:
-    from bench.harness import Bench, Measure, Rep, Sizes
+    from bench.config import Sizes
+    from bench.harness import Bench
 
 CALLBACK = "callback"  # the chord callback's stamp label
 CHAIN_PREFIX = "c"  # a chain step's stamp label: "c<position>"
@@ -52,8 +54,6 @@ STEP_FINISHES = (
 
 
 def chord_write(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     n = b.sizes.chord
     with b.fresh(s) as db:
         took = b.agent(s, db, "chord_write", n=n, callback=CALLBACK)
@@ -65,8 +65,6 @@ def chord_write(b: Bench, s: System) -> Rep:
 
 
 def chord_drain(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     n = b.sizes.chord
     with b.fresh(s) as db:
         plain = b.timed_drain(s, db, n, WORKERS)
@@ -99,8 +97,6 @@ def members_left(conn: Conn, n: int) -> int:
 
 
 def chain_latency(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     n = b.sizes.chain
     with b.fresh(s) as db, b.server.connect(db) as conn:
         stamp_file = b.workdir / f"{db}-stamps.txt"
@@ -162,8 +158,6 @@ def _wait_all(
 
 
 def workflow_measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.harness import Measure, Row
-
     def applies(s: System) -> bool:
         return s.has_workflows
 

@@ -35,12 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import BenchError
+from bench.harness import READY_TIMEOUT
 from bench.pg import Conn, scalar
 from bench.procs import Worker
+from bench.results import Measure, Rep, Row
 from bench.systems import System
 
 if TYPE_CHECKING:
-    from bench.harness import Bench, Measure, Rep, Sizes
+    from bench.config import Sizes
+    from bench.harness import Bench
 
 OURS = "django_jobqueue"
 PGQ = "pgqueuer"
@@ -200,8 +203,6 @@ def wait_listening(
     conn: Conn, procs: list[Worker], count: int, query: str, *, settle: float
 ) -> None:
     """Until ``query`` counts ``count`` worker processes listening, then ``settle`` more."""
-    from bench.harness import READY_TIMEOUT
-
     deadline = time.monotonic() + READY_TIMEOUT
     while int(scalar(conn, query)) < count:
         if time.monotonic() > deadline or not all(p.alive() for p in procs):
@@ -212,8 +213,6 @@ def wait_listening(
 
 
 def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
-    from bench.harness import Rep
-
     return Rep(
         {"rate": result.rate, "rss": watch.rss_mib},
         {
@@ -259,8 +258,6 @@ def cpu(b: Bench, s: System) -> Rep:
     """``--processes 1`` and ``2`` in the order 1, 2, 2, 1, each on half the jobs: a load
     that drifts during the measure (the machine is shared) then weighs on both alike,
     where one after the other measured 3.56 and 1.08 in two runs of one evening."""
-    from bench.harness import Rep
-
     sz = b.sizes
     half = max(sz.cpu_jobs // 2, 1)
     counted = {1: 0, 2: 0}
@@ -299,8 +296,6 @@ def machine_scaling() -> float:
 
 
 def many_async(b: Bench, s: System) -> Rep:
-    from bench.harness import Rep
-
     sz = b.sizes
     options = ("--kind", f"{KIND}wait_async", "--async-concurrency", str(sz.many_async))
     run = Run("wait_async", sz.many_async, sz.many_async_ms, runworker(*options), workers=1)
@@ -317,8 +312,6 @@ def many_async(b: Bench, s: System) -> Rep:
 
 
 def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
-    from bench.harness import Measure, Row
-
     def ours_and_pgq(s: System) -> bool:
         return s.key in (OURS, PGQ)
 

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from django_jobqueue.task.registry import Registry, registry
+from tests import reset
 from tests.helpers import WorkerThread
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Transactional tests reset their databases the cheaper way (tests/reset.py)."""
+    reset.install()
 
 
 @pytest.fixture

@@ -1,0 +1,78 @@
+"""What a measure is and what it returns: the types every measure module shares.
+
+Kept apart from the harness (which runs systems) so that the measure modules and the
+report can name them without importing the machinery that starts workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.errors import BenchError
+from bench.systems import System
+
+if TYPE_CHECKING:
+    from bench.harness import Bench
+
+
+@dataclass
+class Rep:
+    """One repetition: the numbers the table shows, and everything behind them."""
+
+    values: dict[str, float]
+    raw: dict[str, Any]
+
+
+@dataclass
+class Outcome:
+    """One system's repetitions of one measure, or why they stopped."""
+
+    reps: list[Rep] = field(default_factory=list)
+    error: BenchError | None = None
+
+
+@dataclass(frozen=True)
+class Drained:
+    n: int
+    counted: int  # jobs done between the clock's start and stop
+    seconds: float
+    polls: int
+
+    @property
+    def rate(self) -> float:
+        return self.counted / self.seconds
+
+    def raw(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "counted": self.counted,
+            "seconds": self.seconds,
+            "polls": self.polls,
+            **({"rate": self.rate} if self.seconds else {}),  # an untimed drain has none
+        }
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a value of a measure's repetitions."""
+
+    value: str
+    label: str
+    lower_is_better: bool = False
+
+
+def _always(system: System) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Measure:
+    key: str
+    rows: tuple[Row, ...]
+    run: Callable[[Bench, System], Rep]
+    applies: Callable[[System], bool] = _always
+
+
+Results = dict[str, dict[str, Outcome | None]]  # system key -> measure key -> outcome
