@@ -15,6 +15,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from bench import report
 from bench.config import FULL, QUICK, Config
@@ -81,6 +82,44 @@ def log(message: str) -> None:
     sys.stderr.flush()
 
 
+def _print_report(
+    args: argparse.Namespace,
+    config: Config,
+    results: Any,
+    server: Server,
+    version: str,
+    others: list[str],
+    started: datetime,
+    seconds: float,
+    source_at_start: Any,
+) -> None:
+    """The run's table, its machine and source, and its JSON (the source is read again:
+    a tree changed during the run is said so)."""
+    source_at_end = report.source_fingerprint()
+    info = report.machine(version, server.settings(report.PG_SETTINGS))
+    info["other_bench_databases_at_start"] = others
+    info["django_jobqueue_source"] = {"at_start": source_at_start, "at_end": source_at_end}
+    print(report.describe_machine(info))
+    print(report.describe_source(source_at_start, source_at_end))
+    print(f"run: {seconds:.0f} s, concurrency {config.concurrency}, {config.reps} rep(s)")
+    print()
+    print(report.table(config, results))
+    print()
+    print("workers:")
+    for key, note in report.describe_workers(config).items():
+        print(f"  {key}: {note}")
+    report.write_json(
+        args.json,
+        config=config,
+        results=results,
+        info=info,
+        started=started,
+        seconds=seconds,
+        argv=sys.argv,
+    )
+    print(f"\nJSON: {args.json}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -121,29 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
     seconds = time.monotonic() - clock
-    source_at_end = report.source_fingerprint()
-    info = report.machine(version, server.settings(report.PG_SETTINGS))
-    info["other_bench_databases_at_start"] = others
-    info["django_jobqueue_source"] = {"at_start": source_at_start, "at_end": source_at_end}
-    print(report.describe_machine(info))
-    print(report.describe_source(source_at_start, source_at_end))
-    print(f"run: {seconds:.0f} s, concurrency {config.concurrency}, {config.reps} rep(s)")
-    print()
-    print(report.table(config, results))
-    print()
-    print("workers:")
-    for key, note in report.describe_workers(config).items():
-        print(f"  {key}: {note}")
-    report.write_json(
-        args.json,
-        config=config,
-        results=results,
-        info=info,
-        started=started,
-        seconds=seconds,
-        argv=sys.argv,
-    )
-    print(f"\nJSON: {args.json}")
+    _print_report(args, config, results, server, version, others, started, seconds, source_at_start)
     failures = report.errors(results)
     if failures:
         print("\nerrors (details in the JSON):")

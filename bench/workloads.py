@@ -311,57 +311,65 @@ def many_async(b: Bench, s: System) -> Rep:
     )
 
 
-def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
-    def ours_and_pgq(s: System) -> bool:
-        return s.key in (OURS, PGQ)
+def _ours_and_pgq(s: System) -> bool:
+    return s.key in (OURS, PGQ)
 
-    def ours(s: System) -> bool:
-        return s.key == OURS
 
-    def rss(label: str) -> Row:
-        return Row("rss", f"  peak worker RSS, {label} (MiB)", True)
+def _ours(s: System) -> bool:
+    return s.key == OURS
 
-    io = f"{sz.io_jobs:,} jobs x {sz.io_ms} ms, {WORKERS} workers"
+
+def _rss(label: str) -> Row:
+    return Row("rss", f"  peak worker RSS, {label} (MiB)", True)
+
+
+def _drain_measures(sz: Sizes) -> tuple[Measure, ...]:
+    """The no-op drains: at the defaults and at the documented best concurrency."""
+    best = f"drain {sz.drain:,} no-ops, ours at --concurrency {BEST_CONCURRENCY} (jobs/s)"
     return (
         Measure(
             "drain_defaults",
             (
                 Row("rate", f"drain {sz.drain:,} no-ops, {WORKERS} workers at defaults (jobs/s)"),
-                rss("no-op drain at defaults"),
+                _rss("no-op drain at defaults"),
             ),
             drain_defaults,
-            applies=ours_and_pgq,
+            applies=_ours_and_pgq,
         ),
         Measure(
             "drain_best",
-            (
-                Row(
-                    "rate",
-                    f"drain {sz.drain:,} no-ops, ours at --concurrency {BEST_CONCURRENCY} (jobs/s)",
-                ),
-                rss(f"no-op drain at {BEST_CONCURRENCY}"),
-            ),
+            (Row("rate", best), _rss(f"no-op drain at {BEST_CONCURRENCY}")),
             drain_best,
-            applies=ours_and_pgq,
+            applies=_ours_and_pgq,
         ),
+    )
+
+
+def _io_measures(sz: Sizes) -> tuple[Measure, ...]:
+    """The I/O-bound drains, sync on threads and async on the event loop."""
+    io = f"{sz.io_jobs:,} jobs x {sz.io_ms} ms, {WORKERS} workers"
+    return (
         Measure(
             "io_sync",
             (
                 Row("rate", f"I/O drain {io}, ours sync at {IO_CONCURRENCY} (jobs/s)"),
-                rss("I/O sync"),
+                _rss("I/O sync"),
             ),
             io_drain(asynchronous=False),
-            applies=ours_and_pgq,
+            applies=_ours_and_pgq,
         ),
         Measure(
             "io_async",
-            (
-                Row("rate", f"I/O drain {io}, ours async def (jobs/s)"),
-                rss("I/O async"),
-            ),
+            (Row("rate", f"I/O drain {io}, ours async def (jobs/s)"), _rss("I/O async")),
             io_drain(asynchronous=True),
-            applies=ours_and_pgq,
+            applies=_ours_and_pgq,
         ),
+    )
+
+
+def _process_measures(sz: Sizes) -> tuple[Measure, ...]:
+    """Ours only: the CPU-bound drain over processes, and many async jobs in one."""
+    return (
         Measure(
             "cpu",
             (
@@ -369,10 +377,10 @@ def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("two", "CPU drain, --processes 2 (jobs/s)"),
                 Row("ratio", "CPU drain, --processes 2 / --processes 1 (target >= 1.7)"),
                 Row("machine", "  the machine's own: 2 pure-Python processes / 1, same order"),
-                rss("CPU drain"),
+                _rss("CPU drain"),
             ),
             cpu,
-            applies=ours,
+            applies=_ours,
         ),
         Measure(
             "many_async",
@@ -380,9 +388,13 @@ def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("rate", f"{sz.many_async:,} async jobs x {sz.many_async_ms} ms, 1 process"),
                 Row("at_once", "  most of them claimed at once"),
                 Row("threads", "  most threads of the worker process", True),
-                rss("many async"),
+                _rss("many async"),
             ),
             many_async,
-            applies=ours,
+            applies=_ours,
         ),
     )
+
+
+def workload_measures(sz: Sizes) -> tuple[Measure, ...]:
+    return _drain_measures(sz) + _io_measures(sz) + _process_measures(sz)
