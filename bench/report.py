@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -62,6 +63,8 @@ def summary(outcome: Outcome | None, value: str) -> Summary | None:
 
 
 def number(x: float) -> str:
+    if math.isnan(x):
+        return "untimed"  # the quick form's drain done before its first poll
     if abs(x) >= 100:
         return f"{x:,.0f}"
     if abs(x) >= 10:
@@ -86,7 +89,7 @@ def _cell(results: Results, key: str, measure: str, row: Row) -> str:
 def _ratio(results: Results, mine: str, peer: str, measure: str, row: Row) -> str:
     ours = summary(results.get(mine, {}).get(measure), row.value)
     theirs = summary(results.get(peer, {}).get(measure), row.value)
-    if ours is None or theirs is None:
+    if ours is None or theirs is None or math.isnan(ours.median) or math.isnan(theirs.median):
         return DASH
     if theirs.median == 0:
         return "1.00" if ours.median == 0 else "∞"

@@ -6,6 +6,7 @@ report can name them without importing the machinery that starts workers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,8 @@ class Drained:
 
     @property
     def rate(self) -> float:
-        return self.counted / self.seconds
+        """Jobs per second; NaN for a drain that was waited for, not timed."""
+        return self.counted / self.seconds if self.seconds else math.nan
 
     def raw(self) -> dict[str, Any]:
         return {

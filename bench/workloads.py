@@ -26,6 +26,7 @@ knows an ``async def`` kind runs an event loop and claims for it too.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -264,6 +265,7 @@ def cpu(b: Bench, s: System) -> Rep:
     seconds = {1: 0.0, 2: 0.0}
     rss = 0.0
     segments = []
+    untimed: set[int] = set()
     for processes in ORDER:
         options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
         argv = runworker(*options, "--processes", str(processes))
@@ -271,9 +273,12 @@ def cpu(b: Bench, s: System) -> Rep:
         result, watch = drained(b, s, run)
         counted[processes] += result.counted
         seconds[processes] += result.seconds
+        if not result.seconds:  # untimed (the quick form): this count has no rate
+            untimed.add(processes)
         rss = max(rss, watch.rss_mib)
         segments.append({"processes": processes, **result.raw(), "peak_rss_mib": watch.rss_mib})
-    one, two = counted[1] / seconds[1], counted[2] / seconds[2]
+    # NaN: the quick form drained a segment before its first poll (harness.Bench.drain)
+    one, two = (math.nan if p in untimed else counted[p] / seconds[p] for p in (1, 2))
     machine = machine_scaling()
     return Rep(
         {"one": one, "two": two, "ratio": two / one, "machine": machine, "rss": rss},
