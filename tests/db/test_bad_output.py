@@ -19,7 +19,7 @@ from django.test import override_settings
 from django_jobqueue import InvalidOption, InvalidPayload, Status, enqueue, job
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import LATEST, NOTE_LIMIT
-from django_jobqueue.worker import sizing
+from django_jobqueue.worker import loop, sizing
 from tests.helpers import is_postgres, journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 
@@ -60,7 +60,14 @@ def small_outputs() -> Iterator[None]:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("small_outputs")
-def test_every_bad_output_ends_its_job_with_a_note_naming_it_and_the_worker_goes_on() -> None:
+def test_every_bad_output_ends_its_job_with_a_note_naming_it_and_the_worker_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The one slot's claim buffer holds the other jobs; on a loaded machine a run (the
+    # huge message's) took 9-12 s, past HOLD, and the buffered jobs were handed back
+    # after they counted towards max_jobs, so the burst ended with them pending. The
+    # hand-back has tests of its own (tests/concurrency/test_claim_buffer.py).
+    monkeypatch.setattr(loop, "HOLD", 3600.0)
     assert set(EXPECTED) == set(tasks.MISBEHAVIOURS)
     bad = {how: tasks.misbehave.enqueue(how=how) for how in EXPECTED}
     good = tasks.add.enqueue(2, 3)
