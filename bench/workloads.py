@@ -8,8 +8,9 @@ concurrencies, on I/O-bound and CPU-bound work, each rate beside the workers' pe
 - **io_sync**: ``io_jobs`` sync jobs each blocking ``io_ms`` (a sync HTTP call), two
   workers at ``--concurrency IO_CONCURRENCY`` (the docs' figure for I/O-bound sync tasks);
   pgqueuer's async entrypoint awaiting as long, at its defaults.
-- **io_async**: the same jobs as ``async def``, two workers, on the event loop at its
-  default ``ASYNC_CONCURRENCY``; pgqueuer as above.
+- **io_async**: the same jobs as ``async def``, two workers, on the event loop at
+  ``--async-concurrency ASYNC_CONCURRENCY`` (the docs' figure for I/O-bound async
+  tasks); pgqueuer as above.
 - **cpu** (ours): jobs each using ``cpu_ms`` of CPU in pure Python, drained by one
   ``runworker --processes 1`` and by one ``--processes 2`` (``CPU_CONCURRENCY`` threads
   per process, as the docs say for CPU-bound work) in four segments of half of
@@ -50,8 +51,8 @@ OURS = "django_jobqueue"
 PGQ = "pgqueuer"
 WORKERS = 2  # worker processes (runworker or pgqueuer) of the drains
 BEST_CONCURRENCY = 32  # docs/explanation/performance.md: short jobs
-IO_CONCURRENCY = 100  # docs/howto/running-workers.md: I/O-bound sync tasks
-ASYNC_CONCURRENCY = 100  # the default ASYNC_CONCURRENCY, as the docs leave it for I/O
+IO_CONCURRENCY = 250  # docs/howto/running-workers.md: I/O-bound sync tasks
+ASYNC_CONCURRENCY = 250  # docs/howto/running-workers.md: I/O-bound async tasks
 CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
 ORDER = (1, 2, 2, 1)  # the CPU drain's --processes, each segment on half the jobs
 SPIN_SECONDS = 2.0  # each segment of the machine's own scaling (``machine_scaling``)
