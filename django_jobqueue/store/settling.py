@@ -77,16 +77,12 @@ def settle_rows(settlements: Sequence[Settlement], now: datetime, *, held: bool)
     return [settle_row(s, now, held=held, shards=shards) for s in unique(settlements)]
 
 
-def settle_row(
-    s: Settlement, now: datetime, *, held: bool, shards: dict[str, int] | None = None
-) -> SettleRow:
+def settle_row(s: Settlement, now: datetime, *, held: bool, shards: dict[str, int]) -> SettleRow:
     """The one mapping of a settlement to the row every dialect applies; ``shards``: the
     batch's tally shard per worker, found once (a hash of the worker and thread)."""
-    shard = None if shards is None else shards.get(s.worker)
+    shard = shards.get(s.worker)
     if shard is None:
-        shard = shard_of(s.worker, held=held)
-        if shards is not None:
-            shards[s.worker] = shard
+        shard = shards[s.worker] = shard_of(s.worker, held=held)
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
     return SettleRow(

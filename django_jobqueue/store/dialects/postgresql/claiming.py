@@ -75,12 +75,11 @@ def document(rows: Sequence[SettleRow]) -> str:
 _OPEN = ("carry", "result", "attachment")
 
 
-def _entry(r: SettleRow, stamps: dict[datetime, str] | None = None) -> dict[str, Any]:
-    recorded = None if stamps is None else stamps.get(r.recorded_at)
+def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
+    """One row of the document; ``stamps``: the batch's recorded times, formatted once."""
+    recorded = stamps.get(r.recorded_at)
     if recorded is None:
-        recorded = r.recorded_at.isoformat()
-        if stamps is not None:
-            stamps[r.recorded_at] = recorded
+        recorded = stamps[r.recorded_at] = r.recorded_at.isoformat()
     doc: dict[str, Any] = {
         "id": str(r.id),
         "run_no": r.run_no,
