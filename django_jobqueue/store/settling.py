@@ -77,12 +77,16 @@ def settle_rows(settlements: Sequence[Settlement], now: datetime, *, held: bool)
     return [settle_row(s, now, held=held, shards=shards) for s in unique(settlements)]
 
 
-def settle_row(s: Settlement, now: datetime, *, held: bool, shards: dict[str, int]) -> SettleRow:
+def settle_row(
+    s: Settlement, now: datetime, *, held: bool, shards: dict[str, int] | None = None
+) -> SettleRow:
     """The one mapping of a settlement to the row every dialect applies; ``shards``: the
     batch's tally shard per worker, found once (a hash of the worker and thread)."""
-    shard = shards.get(s.worker)
+    shard = None if shards is None else shards.get(s.worker)
     if shard is None:
-        shard = shards[s.worker] = shard_of(s.worker, held=held)
+        shard = shard_of(s.worker, held=held)
+        if shards is not None:
+            shards[s.worker] = shard
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
     return SettleRow(
