@@ -109,8 +109,10 @@ def test_wait_runs_one_at_a_time_per_dedup_key_and_after_the_last_enqueue(
             for k in range(KEYS):
                 key = f"user:{k}"
                 bound = tasks.unique_running.using(dedup_key=key, while_running="wait")
-                bound.enqueue(n=n, seconds=0.1)
+                # Before the call: the enqueue commits after this instant, and a run may
+                # start between its commit and the call's return.
                 last[key] = timezone.now()
+                bound.enqueue(n=n, seconds=0.1)
                 made += 1
             time.sleep(0.04)
         wait_until_done()
