@@ -51,14 +51,14 @@ suffixed() {
 # - three processes for the tiers of processes, faults and timing, each tier whole in
 #   one, balanced by their durations: the fault campaigns and the browser; the real
 #   concurrency tier, PgBouncer and the durable steps (runworker children and their chaos
-#   campaign's CI form); the admin on a million jobs and the 200,000-job
+#   campaign's CI form); the admin on 500,000 jobs and the big
 #   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other parts' lists.
 INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz testproject)
 FAULTS=(tests/chaos tests/browser)
 CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
-BIG_CLEANUP=tests/db/test_cleanup.py::test_cleanup_of_200000_jobs_never_makes_a_busy_worker_wait_on_a_lock
+BIG_CLEANUP=tests/db/test_cleanup.py::test_a_big_cleanup_never_makes_a_busy_worker_wait_on_a_lock
 HEAVY=(tests/scale "$BIG_CLEANUP")
 leg_postgres() {
   local tier
