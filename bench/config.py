@@ -30,6 +30,7 @@ class Sizes:
     io_ms: int = 50  # ...each waiting this long
     cpu_jobs: int = 1_000  # jobs of the CPU-bound drain...
     cpu_ms: int = 20  # ...each this much CPU time of pure Python
+    spin_seconds: float = 2.0  # each segment of the machine's own scaling beside it
     many_async: int = 10_000  # async jobs at once in one worker process...
     many_async_ms: int = 5_000  # ...each waiting this long
 
@@ -49,7 +50,11 @@ QUICK = Sizes(
     steps=100,
     ready_settle=0.5,
     io_jobs=4_000,  # fewer drain before the first poll after the enqueue returns
-    cpu_jobs=200,  # 100 per segment: fewer drained before the first poll
+    # 40 per segment (with the untimed fallback when a segment drains before the first
+    # poll): the quick form checks that the measure runs; 200 and 2 s spins took about a
+    # quarter of the quick run's CPU.
+    cpu_jobs=80,
+    spin_seconds=0.5,
     many_async=1_000,
     many_async_ms=2_000,
     # Small drains finish in a few hundred milliseconds: count often enough to time them

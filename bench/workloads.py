@@ -55,7 +55,6 @@ IO_CONCURRENCY = 250  # docs/howto/running-workers.md: I/O-bound sync tasks
 ASYNC_CONCURRENCY = 250  # docs/howto/running-workers.md: I/O-bound async tasks
 CPU_CONCURRENCY = 2  # threads per process for CPU-bound work (the docs: 1-2)
 ORDER = (1, 2, 2, 1)  # the CPU drain's --processes, each segment on half the jobs
-SPIN_SECONDS = 2.0  # each segment of the machine's own scaling (``machine_scaling``)
 SPIN = """
 import sys, time
 end, n = time.monotonic() + float(sys.argv[1]), 0
@@ -280,20 +279,20 @@ def cpu(b: Bench, s: System) -> Rep:
         segments.append({"processes": processes, **result.raw(), "peak_rss_mib": watch.rss_mib})
     # NaN: the quick form drained a segment before its first poll (harness.Bench.drain)
     one, two = (math.nan if p in untimed else counted[p] / seconds[p] for p in (1, 2))
-    machine = machine_scaling()
+    machine = machine_scaling(sz.spin_seconds)
     return Rep(
         {"one": one, "two": two, "ratio": two / one, "machine": machine, "rss": rss},
         {"ms": sz.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
     )
 
 
-def machine_scaling() -> float:
+def machine_scaling(spin_seconds: float) -> float:
     """What two processes of pure Python get done beside one, on this machine now: the
     ceiling of the CPU drain's ratio (2 on two idle cores; less when others share them),
     measured in the same order, 1, 2, 2, 1."""
     work = {1: 0, 2: 0}
     for processes in ORDER:
-        argv = [sys.executable, "-c", SPIN, str(SPIN_SECONDS)]
+        argv = [sys.executable, "-c", SPIN, str(spin_seconds)]
         procs = [
             subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(processes)
         ]
