@@ -356,7 +356,10 @@ def test_merge_falls_back_to_insert_when_another_session_claims_the_candidate_fi
     assert claimed_in_tx.wait(10)
     incoming = in_thread(enqueue_sync)
     try:
-        wait_for(lambda: enqueuer_pid and waits_on_lock_held_by(enqueuer_pid[0], holder_pid[0]))
+        wait_for(
+            lambda: enqueuer_pid and waits_on_lock_held_by(enqueuer_pid[0], holder_pid[0]),
+            timeout=30,  # a thread's first connection and query, on a loaded CI machine
+        )
         assert not incoming.done()
     finally:
         commit.set()
