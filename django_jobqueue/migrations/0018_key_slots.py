@@ -1,0 +1,87 @@
+"""On PostgreSQL, a limit per key counted under a lock per key (issue 23).
+
+``django_jobqueue_key_slots`` replaces 0015's ``django_jobqueue_key_claims`` (kept for
+workers of the version before) in a claim of a kind with a limit per key. That one took
+the kind's advisory lock, so two workers' claims of the kind ran one after the other,
+each holding the lock to its turn's commit. This one takes a lock per key, and only
+tries it (``pg_try_advisory_xact_lock``): a key another claim holds now is left to it, as
+``SKIP LOCKED`` leaves a row. In the order given (``keys``: those the claim's walk found
+with room, ``frees`` what each had), it takes the locks of keys until they have room for
+``wanted`` jobs, then counts the claimed jobs of each key it holds on a snapshot newer
+than the locks (VOLATILE), and returns each with the claimed ids: the claim probes those
+keys only, for no more than each has left, past the ids (rows its own older snapshot
+still sees pending). Two claims never both take a key's last place: the second takes the
+key's lock only after the first committed, and counts after that.
+
+The count leaves out the rows the statement settles for good (``settling``/``runs``:
+their ids and run numbers, claimed by ``worker``): a worker's turn settles its ended runs
+and claims in one statement, which commits both, so its finished jobs no longer hold
+their keys' places for a turn. (A settlement back to pending is counted: an ordered key's
+next job waits for its first's retry.)
+
+``kind_lock``, when given, is the kind's own lock (0007's and 0015's), taken shared: a
+worker of the version before, which takes it alone to count, and one of this version
+never claim a key at once. None for a kind whose ``max_in_flight`` the same claim locks
+alone anyway.
+"""
+
+from django.db import migrations
+
+CREATE = """
+CREATE FUNCTION django_jobqueue_key_slots(
+    claim_kind text, kind_space integer, kind_lock integer, key_space integer,
+    keys varchar[], frees integer[], wanted integer,
+    worker text, settling uuid[], runs integer[]
+) RETURNS TABLE (job_key varchar, n bigint, ids uuid[]) LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    held varchar[] := '{}';
+    room integer := 0;
+    i integer;
+BEGIN
+    IF kind_lock IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock_shared(kind_space, kind_lock);
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+        EXIT WHEN room >= wanted;
+        IF pg_try_advisory_xact_lock(key_space, hashtext(claim_kind || ' ' || keys[i])) THEN
+            held := held || keys[i];
+            room := room + frees[i];
+        END IF;
+    END LOOP;
+    RETURN QUERY SELECT k.job_key, count(j.id), coalesce(array_agg(j.id) FILTER (
+            WHERE j.id IS NOT NULL), '{}')
+        FROM unnest(held) AS k(job_key) LEFT JOIN django_jobqueue_job AS j
+        ON j.job_key = k.job_key AND j.status = 'claimed' AND j.kind = claim_kind
+        AND NOT (j.claimed_by = worker AND (j.id, j.run_count) IN (
+            SELECT * FROM unnest(settling, runs)))
+        GROUP BY k.job_key;
+END
+$$;
+"""
+
+DROP = (
+    "DROP FUNCTION IF EXISTS django_jobqueue_key_slots(text, integer, integer, integer,"
+    " varchar[], integer[], integer, text, uuid[], integer[]);"
+)
+
+
+def create(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(CREATE)
+
+
+def drop(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(DROP)
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("django_jobqueue", "0017_journal_unchecked"),
+    ]
+
+    operations = [
+        migrations.RunPython(create, drop, elidable=False),
+    ]

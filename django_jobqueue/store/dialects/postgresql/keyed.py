@@ -1,0 +1,231 @@
+"""PostgreSQL's half of the keyed claims (``dialects.base.keyed``, issue 23): which keys a
+claim looks at, how a limit per key is counted, and where each key's rows come from.
+
+- **Keys**: a skip scan of ``jobqueue_job_key_claim`` (one index probe a key), from the
+  key after the one this process last served, round to the start, so that every key gets
+  its turn however many there are. With a limit per key, the walk passes over the keys
+  its statement sees at their limit (``kc0``, the claimed jobs per key on the
+  statement's snapshot) and goes on to those with room, up to ``KEY_STEPS`` keys each way.
+- **A limit per key**: the keys found go to ``django_jobqueue_key_slots`` (migration
+  0018), which tries each one's advisory lock in turn, leaving a key another claim
+  holds now to that claim (as ``SKIP LOCKED`` leaves a row), until the keys it holds have
+  room for the claim; it then counts their claimed jobs on a snapshot newer than the
+  locks (``kc``). Two claims never both take a key's last place, and two workers'
+  claims of the kind run side by side, on different keys, instead of one after the
+  other under the kind's lock.
+- **Rows**: each key's first rows in claim order (``ordered``: its FIFO head, from
+  ``jobqueue_job_key_fifo``), no more than it has room for, by LATERAL index probes: a
+  claim reads a few rows per key, never a key's whole backlog. They are read on the
+  statement's snapshot, older than the count: rows another claim took since (``kc``'s
+  ids) are passed over, so that they do not stand in for the key's next ones.
+
+In a worker's turn, which settles its ended runs and claims in one statement, both counts
+leave out the jobs the turn settles for good (completed, dead, cancelled): the statement
+commits those with its claims, and a worker's finished jobs no longer hold their keys'
+places until its next turn.
+"""
+
+from __future__ import annotations
+
+from django_jobqueue.states import TERMINAL
+from django_jobqueue.store.dialects.base.fragment import Fragment
+from django_jobqueue.store.dialects.base.keyed import (
+    JOB,
+    KEY,
+    KEY_INDEX_ORDER,
+    KEY_ORDER,
+    KeyedClaims,
+)
+from django_jobqueue.store.dialects.base.spec import ClaimSpec
+
+# The most keys of one kind a claim reads the rows of.
+KEYS_PER_CLAIM = 64
+# The most keys one walk passes (each way: after the last key served, and round from the
+# start), keys at their limit included: a probe of the key index each.
+KEY_STEPS = 128
+
+# The settlements of a turn that free their places in the same statement.
+_FOR_GOOD = "s.status IN (" + ", ".join(f"'{s.value}'" for s in TERMINAL) + ")"
+
+
+class PostgreSQLKeyed(KeyedClaims):
+    """Keyed claims on PostgreSQL (see the module's docstring)."""
+
+    def keyed_ctes(self, spec: ClaimSpec, rooms: dict[str, Fragment]) -> list[Fragment]:
+        """For each kind with a limit per key, made once for all the claim's tiers: the
+        statement's count (``kc0_i``), the keys with room it finds (``kk_i``), and the
+        count under the locks of those it takes (``kc_i``)."""
+        ctes: list[Fragment] = []
+        for kind in spec.keyed:
+            if spec.keyed[kind].counted:
+                ctes += self._counted(spec, kind, rooms[kind])
+        return ctes
+
+    def key_claims_source(self, spec: ClaimSpec, kind: str) -> Fragment:
+        if not spec.keyed[kind].counted:
+            return super().key_claims_source(spec, kind)
+        return Fragment(f"kc_{_name(spec, kind)}")
+
+    def _counted(self, spec: ClaimSpec, kind: str, room: Fragment) -> list[Fragment]:
+        """``keyed_ctes`` of one kind."""
+        i = _name(spec, kind)
+        limit = spec.keyed[kind].per_key
+        # Twice as many keys as the claim takes jobs: some may be another claim's now.
+        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
+        free = "%s - COALESCE(kc0.n, 0)"
+        candidates = Fragment.concat(
+            Fragment(f"SELECT w.{KEY}, {free} AS free, row_number() OVER () AS o FROM (", [limit]),
+            self._walks(spec, kind),
+            Fragment(
+                f") AS w LEFT JOIN kc0_{i} AS kc0 ON kc0.{KEY} = w.{KEY} WHERE {free} > 0 LIMIT %s",
+                [limit, most],
+            ),
+        )
+        kind_lock = None if kind in spec.limited else spec.kind_locks.get(kind)
+        slots = Fragment.concat(
+            Fragment(
+                "SELECT * FROM django_jobqueue_key_slots(%s, %s, %s, %s,"
+                f" ARRAY(SELECT {KEY} FROM kk_{i} ORDER BY o),"
+                f" ARRAY(SELECT free FROM kk_{i} ORDER BY o)::int4[], (",
+                [kind, spec.lock_space, kind_lock, spec.key_space],
+            ),
+            room,
+            ")::int4, ",
+            self._settling(spec),
+            ")",
+        )
+        return [
+            Fragment.concat(f"kc0_{i} AS MATERIALIZED (", self.key_claims(spec, kind), ")"),
+            Fragment.concat(f"kk_{i} AS MATERIALIZED (", candidates, ")"),
+            Fragment.concat(f"kc_{i} AS MATERIALIZED (", slots, ")"),
+        ]
+
+    def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """``(job_key, n)`` on the statement's snapshot: in a turn, less the jobs it
+        settles for good (claimed by this worker in that snapshot)."""
+        counted = super().key_claims(spec, kind)
+        if not spec.settling:
+            return counted
+        mine = f" AND NOT (id = ANY(ARRAY(SELECT s.id FROM s WHERE {_FOR_GOOD})))"
+        sql = counted.sql.replace(" GROUP BY", mine + " GROUP BY", 1)
+        return Fragment(sql, counted.params)
+
+    def _settling(self, spec: ClaimSpec) -> Fragment:
+        """The function's last three arguments: the worker, and the ids and run numbers
+        of the jobs the turn settles for good (none outside a turn)."""
+        if not spec.settling:
+            return Fragment("%s, '{}', '{}'", [spec.worker_id])
+        return Fragment(
+            f"%s, ARRAY(SELECT s.id FROM s WHERE {_FOR_GOOD}),"
+            f" ARRAY(SELECT s.run_no FROM s WHERE {_FOR_GOOD})",
+            [spec.worker_id],
+        )
+
+    def key_rows(
+        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
+    ) -> Fragment:
+        """``(id, job_key, priority, visible_at, rn, part)`` of the keys' first rows (see
+        the module's docstring)."""
+        rule = spec.keyed[kind]
+        runnable = self.key_candidates(spec, kind, floor, previous)
+        keys = self._held(spec, kind) if rule.counted else self._found(spec, kind, room)
+        if rule.ordered:
+            head = Fragment(
+                f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
+                f" AND h.kind = %s AND h.{KEY} = ks.{KEY} ORDER BY h.kind, h.{KEY}, h.id"
+                " LIMIT 1) AS f"
+                f" JOIN {JOB} j ON j.id = f.id WHERE ",
+                [kind],
+            )
+            return Fragment.concat(
+                f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn, ks.part FROM ",
+                keys,
+                head,
+                runnable,
+            )
+        return Fragment.concat(
+            f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn, ks.part FROM ",
+            keys,
+            " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
+            f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
+            runnable,
+            f" AND j.{KEY} = ks.{KEY} AND NOT (j.id = ANY(ks.ids)) {KEY_INDEX_ORDER}"
+            " LIMIT ks.free) AS r",
+        )
+
+    def _held(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """``ks``: the keys whose locks the claim holds (``kc``) and that have room."""
+        most = spec.keyed[kind].per_key
+        after = spec.key_after.get(kind)
+        part = (
+            Fragment("0")
+            if after is None
+            else Fragment(f"CASE WHEN kc.{KEY} > %s THEN 0 ELSE 1 END", [after])
+        )
+        return Fragment.concat(
+            f"(SELECT kc.{KEY}, ",
+            part,
+            Fragment(
+                f" AS part, %s - kc.n AS free, kc.ids FROM kc_{_name(spec, kind)} AS kc"
+                " WHERE kc.n < %s) AS ks",
+                [most, most],
+            ),
+        )
+
+    def _found(self, spec: ClaimSpec, kind: str, room: Fragment) -> Fragment:
+        """``ks``: keys with pending jobs (no limit per key: each may give the claim's
+        whole room), as many as the claim takes jobs."""
+        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
+        return Fragment.concat(
+            f"(SELECT w.{KEY}, w.part, ",
+            room,
+            " AS free, '{}'::uuid[] AS ids FROM (",
+            self._walks(spec, kind),
+            Fragment(") AS w LIMIT %s) AS ks", [most]),
+        )
+
+    def _walks(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """``(job_key, part)``: the kind's keys with pending jobs in the order a claim
+        visits them, each walk at most ``KEY_STEPS`` keys long: after the key this process
+        last served (``part`` 0), then round from the start to it (``part`` 1)."""
+        first = (
+            f"SELECT k.{KEY} FROM {JOB} k WHERE k.status = 'pending' AND k.kind = %s"
+            f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
+            " k.visible_at, k.id LIMIT 1"
+        )
+        after = spec.key_after.get(kind)
+        if after is None:
+            return self._key_walk(first.format(after=""), [kind], first, "", [], 0, kind)
+        later = self._key_walk(
+            first.format(after=f" AND k.{KEY} > %s"), [kind, after], first, "", [], 0, kind
+        )
+        bound = f" AND k.{KEY} <= %s"
+        wrapped = self._key_walk(
+            first.format(after=bound), [kind, after], first, bound, [after], 1, kind
+        )
+        return Fragment.concat(later, " UNION ALL ", wrapped)
+
+    @staticmethod
+    def _key_walk(
+        start: str,
+        start_params: list[str],
+        first: str,
+        bound: str,
+        bound_params: list[str],
+        part: int,
+        kind: str,
+    ) -> Fragment:
+        """One walk of ``_walks``: a recursive CTE, one index probe a step."""
+        name = f"w{part}"
+        step = first.format(after=f" AND k.{KEY} > {name}.{KEY}{bound}")
+        return Fragment(
+            f"(WITH RECURSIVE {name}({KEY}, d) AS ((SELECT ({start}), 1) UNION ALL SELECT"
+            f" ({step}), {name}.d + 1 FROM {name} WHERE {name}.{KEY} IS NOT NULL AND"
+            f" {name}.d < %s) SELECT {KEY}, {part} AS part FROM {name} WHERE {KEY} IS NOT NULL)",
+            [*start_params, kind, *bound_params, KEY_STEPS],
+        )
+
+
+def _name(spec: ClaimSpec, kind: str) -> int:
+    """The number in the names of ``kind``'s CTEs (its place among the keyed kinds)."""
+    return list(spec.keyed).index(kind)
