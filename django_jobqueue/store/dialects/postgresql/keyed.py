@@ -40,9 +40,17 @@ from django_jobqueue.store.dialects.base.spec import ClaimSpec
 
 # The most keys of one kind a claim reads the rows of.
 KEYS_PER_CLAIM = 64
-# The most keys one walk passes (each way: after the last key served, and round from the
-# start), keys at their limit included: a probe of the key index each.
-KEY_STEPS = 128
+# The most keys a claim with a limit per key passes, those at their limit included (a probe
+# of the key index each).
+KEY_STEPS = 256
+
+# A kind's first key with pending jobs ({after}: a condition on the key, k.job_key), in
+# the order of jobqueue_job_key_claim, whole, so that no other index on the key serves it.
+_FIRST = (
+    f"SELECT k.{KEY} FROM {JOB} k WHERE k.status = 'pending' AND k.kind = %s"
+    f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
+    " k.visible_at, k.id LIMIT 1"
+)
 
 # The settlements of a turn that free their places in the same statement.
 _FOR_GOOD = "s.status IN (" + ", ".join(f"'{s.value}'" for s in TERMINAL) + ")"
@@ -67,38 +75,23 @@ class PostgreSQLKeyed(KeyedClaims):
         return Fragment(f"kc_{_name(spec, kind)}")
 
     def _counted(self, spec: ClaimSpec, kind: str, room: Fragment) -> list[Fragment]:
-        """``keyed_ctes`` of one kind."""
-        i = _name(spec, kind)
-        limit = spec.keyed[kind].per_key
-        # Twice as many keys as the claim takes jobs: some may be another claim's now.
-        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
-        free = "%s - COALESCE(kc0.n, 0)"
-        candidates = Fragment.concat(
-            Fragment(f"SELECT w.{KEY}, {free} AS free, row_number() OVER () AS o FROM (", [limit]),
-            self._walks(spec, kind),
-            Fragment(
-                f") AS w LEFT JOIN kc0_{i} AS kc0 ON kc0.{KEY} = w.{KEY} WHERE {free} > 0 LIMIT %s",
-                [limit, most],
-            ),
-        )
+        """``keyed_ctes`` of one kind: ``kc_i``, the keys with room the claim holds the
+        locks of, each with its claimed jobs (see the module's docstring)."""
         kind_lock = None if kind in spec.limited else spec.kind_locks.get(kind)
         slots = Fragment.concat(
             Fragment(
-                "SELECT * FROM django_jobqueue_key_slots(%s, %s, %s, %s,"
-                f" ARRAY(SELECT {KEY} FROM kk_{i} ORDER BY o),"
-                f" ARRAY(SELECT free FROM kk_{i} ORDER BY o)::int4[], (",
-                [kind, spec.lock_space, kind_lock, spec.key_space],
+                "SELECT * FROM django_jobqueue_key_slots(%s, %s, %s, (",
+                [kind, spec.keyed[kind].per_key, spec.key_after.get(kind)],
             ),
             room,
-            ")::int4, ",
+            Fragment(
+                ")::int4, %s, %s, %s, %s, %s, ",
+                [KEYS_PER_CLAIM, KEY_STEPS, spec.lock_space, kind_lock, spec.key_space],
+            ),
             self._settling(spec),
             ")",
         )
-        return [
-            Fragment.concat(f"kc0_{i} AS MATERIALIZED (", self.key_claims(spec, kind), ")"),
-            Fragment.concat(f"kk_{i} AS MATERIALIZED (", candidates, ")"),
-            Fragment.concat(f"kc_{i} AS MATERIALIZED (", slots, ")"),
-        ]
+        return [Fragment.concat(f"kc_{_name(spec, kind)} AS MATERIALIZED (", slots, ")")]
 
     def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
         """``(job_key, n)`` on the statement's snapshot: in a turn, less the jobs it
@@ -156,20 +149,10 @@ class PostgreSQLKeyed(KeyedClaims):
     def _held(self, spec: ClaimSpec, kind: str) -> Fragment:
         """``ks``: the keys whose locks the claim holds (``kc``) and that have room."""
         most = spec.keyed[kind].per_key
-        after = spec.key_after.get(kind)
-        part = (
-            Fragment("0")
-            if after is None
-            else Fragment(f"CASE WHEN kc.{KEY} > %s THEN 0 ELSE 1 END", [after])
-        )
-        return Fragment.concat(
-            f"(SELECT kc.{KEY}, ",
-            part,
-            Fragment(
-                f" AS part, %s - kc.n AS free, kc.ids FROM kc_{_name(spec, kind)} AS kc"
-                " WHERE kc.n < %s) AS ks",
-                [most, most],
-            ),
+        return Fragment(
+            f"(SELECT kc.{KEY}, kc.part, %s - kc.n AS free, kc.ids FROM kc_{_name(spec, kind)}"
+            " AS kc WHERE kc.n < %s) AS ks",
+            [most, most],
         )
 
     def _found(self, spec: ClaimSpec, kind: str, room: Fragment) -> Fragment:
@@ -188,11 +171,7 @@ class PostgreSQLKeyed(KeyedClaims):
         """``(job_key, part)``: the kind's keys with pending jobs in the order a claim
         visits them, each walk at most ``KEY_STEPS`` keys long: after the key this process
         last served (``part`` 0), then round from the start to it (``part`` 1)."""
-        first = (
-            f"SELECT k.{KEY} FROM {JOB} k WHERE k.status = 'pending' AND k.kind = %s"
-            f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
-            " k.visible_at, k.id LIMIT 1"
-        )
+        first = _FIRST
         after = spec.key_after.get(kind)
         if after is None:
             return self._key_walk(first.format(after=""), [kind], first, "", [], 0, kind)
