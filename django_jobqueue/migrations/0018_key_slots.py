@@ -2,27 +2,31 @@
 
 ``django_jobqueue_key_slots`` replaces 0015's ``django_jobqueue_key_claims`` (kept for
 workers of the version before) in a claim of a kind with a limit per key. That one took
-the kind's advisory lock, so two workers' claims of the kind ran one after the other,
-each holding the lock to its turn's commit. This one takes a lock per key, and only
-tries it (``pg_try_advisory_xact_lock``): a key another claim holds now is left to it, as
-``SKIP LOCKED`` leaves a row. In the order given (``keys``: those the claim's walk found
-with room, ``frees`` what each had), it takes the locks of keys until they have room for
-``wanted`` jobs, then counts the claimed jobs of each key it holds on a snapshot newer
-than the locks (VOLATILE), and returns each with the claimed ids: the claim probes those
-keys only, for no more than each has left, past the ids (rows its own older snapshot
-still sees pending). Two claims never both take a key's last place: the second takes the
-key's lock only after the first committed, and counts after that.
+the kind's advisory lock and held it to the claim's commit, so two workers' claims of
+the kind ran one after the other. This one takes a lock per key, and only tries it
+(``pg_try_advisory_xact_lock``): a key another claim holds now is left to it, as ``SKIP
+LOCKED`` leaves a row.
 
-The count leaves out the rows the statement settles for good (``settling``/``runs``:
+It walks the kind's keys with pending jobs (a probe of ``jobqueue_job_key_claim`` a key)
+from the one after ``after`` round to it, passing over the keys at their limit (``most``)
+by a count of its own, and tries each other key's lock until the keys it holds have room
+for ``wanted`` jobs, hold ``max_keys`` keys, or it has passed ``max_steps``. It then counts
+the claimed jobs of each key it holds on a snapshot newer than the locks (VOLATILE) and
+returns them with their ids and ``part`` (1 for a key the walk came round to): the claim
+probes those keys only, for no more than each has left, past the ids (rows its own older
+snapshot still sees pending). Two claims never both take a key's last place: the second
+takes the key's lock only once the first committed, and counts after that.
+
+Both counts leave out the rows the statement settles for good (``settling``/``runs``:
 their ids and run numbers, claimed by ``worker``): a worker's turn settles its ended runs
-and claims in one statement, which commits both, so its finished jobs no longer hold
-their keys' places for a turn. (A settlement back to pending is counted: an ordered key's
-next job waits for its first's retry.)
+and claims in one statement, which commits both, so its finished jobs no longer hold their
+keys' places for a turn. (A settlement back to pending is counted: an ordered key's next
+job waits for its first's retry.)
 
 ``kind_lock``, when given, is the kind's own lock (0007's and 0015's), taken shared: a
 worker of the version before, which takes it alone to count, and one of this version
-never claim a key at once. None for a kind whose ``max_in_flight`` the same claim locks
-alone anyway.
+never claim a key's last place both. None for a kind whose ``max_in_flight`` the same
+claim locks alone anyway.
 """
 
 from django.db import migrations

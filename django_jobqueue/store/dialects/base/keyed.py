@@ -8,7 +8,7 @@ UUIDv7), and then:
 
 - ``most`` (``max_in_flight_per_key``): a key's rows only while ``rn`` is within what
   the key has left (``most`` less its claimed jobs, counted by the claim: on PostgreSQL
-  under the kind's advisory lock, on a snapshot newer than it; SQLite has one writer);
+  under an advisory lock per key, on a snapshot newer than it; SQLite has one writer);
 - ``ordered``: ``most`` of one, from the FIFO head only;
 - ``fair``: the branch orders by priority, then ``rn`` plus the key's claimed jobs, so
   a claim takes every key's first job before any key's second, and a key already

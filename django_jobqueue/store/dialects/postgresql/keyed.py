@@ -3,16 +3,16 @@ claim looks at, how a limit per key is counted, and where each key's rows come f
 
 - **Keys**: a skip scan of ``jobqueue_job_key_claim`` (one index probe a key), from the
   key after the one this process last served, round to the start, so that every key gets
-  its turn however many there are. With a limit per key, the walk passes over the keys
-  its statement sees at their limit (``kc0``, the claimed jobs per key on the
-  statement's snapshot) and goes on to those with room, up to ``KEY_STEPS`` keys each way.
-- **A limit per key**: the keys found go to ``django_jobqueue_key_slots`` (migration
-  0018), which tries each one's advisory lock in turn, leaving a key another claim
-  holds now to that claim (as ``SKIP LOCKED`` leaves a row), until the keys it holds have
-  room for the claim; it then counts their claimed jobs on a snapshot newer than the
-  locks (``kc``). Two claims never both take a key's last place, and two workers'
-  claims of the kind run side by side, on different keys, instead of one after the
-  other under the kind's lock.
+  its turn however many there are.
+- **A limit per key**: ``django_jobqueue_key_slots`` (migration 0018) makes that walk
+  itself, once per statement for all its priority tiers (``kc_i``). It counts the kind's
+  claimed jobs per key on a snapshot of its own, passes over the keys at their limit,
+  and tries each other key's advisory lock, leaving a key another claim holds now to
+  that claim (as ``SKIP LOCKED`` leaves a row), until the keys it holds have room for
+  the claim or it has passed ``KEY_STEPS`` keys; it then counts their claimed jobs again,
+  on a snapshot newer than the locks. Two claims never both take a key's last place, and
+  two workers' claims of the kind run side by side, on different keys, instead of one
+  after the other under the kind's lock (as before migration 0018).
 - **Rows**: each key's first rows in claim order (``ordered``: its FIFO head, from
   ``jobqueue_job_key_fifo``), no more than it has room for, by LATERAL index probes: a
   claim reads a few rows per key, never a key's whole backlog. They are read on the
@@ -40,8 +40,8 @@ from django_jobqueue.store.dialects.base.spec import ClaimSpec
 
 # The most keys of one kind a claim reads the rows of.
 KEYS_PER_CLAIM = 64
-# The most keys a claim with a limit per key passes, those at their limit included (a probe
-# of the key index each).
+# The most keys one claim's walk passes, those at their limit or another claim's included
+# (a probe of the key index each): the next claim goes on from where this one stopped.
 KEY_STEPS = 256
 
 # A kind's first key with pending jobs ({after}: a condition on the key, k.job_key), in
@@ -61,8 +61,7 @@ class PostgreSQLKeyed(KeyedClaims):
 
     def keyed_ctes(self, spec: ClaimSpec, rooms: dict[str, Fragment]) -> list[Fragment]:
         """For each kind with a limit per key, made once for all the claim's tiers: the
-        statement's count (``kc0_i``), the keys with room it finds (``kk_i``), and the
-        count under the locks of those it takes (``kc_i``)."""
+        keys with room whose locks the claim holds, each with its claimed jobs (``kc_i``)."""
         ctes: list[Fragment] = []
         for kind in spec.keyed:
             if spec.keyed[kind].counted:
@@ -171,38 +170,29 @@ class PostgreSQLKeyed(KeyedClaims):
         """``(job_key, part)``: the kind's keys with pending jobs in the order a claim
         visits them, each walk at most ``KEY_STEPS`` keys long: after the key this process
         last served (``part`` 0), then round from the start to it (``part`` 1)."""
-        first = _FIRST
         after = spec.key_after.get(kind)
         if after is None:
-            return self._key_walk(first.format(after=""), [kind], first, "", [], 0, kind)
-        later = self._key_walk(
-            first.format(after=f" AND k.{KEY} > %s"), [kind, after], first, "", [], 0, kind
-        )
+            return _key_walk(kind, "", [], "", [], 0)
         bound = f" AND k.{KEY} <= %s"
-        wrapped = self._key_walk(
-            first.format(after=bound), [kind, after], first, bound, [after], 1, kind
-        )
+        later = _key_walk(kind, f" AND k.{KEY} > %s", [after], "", [], 0)
+        wrapped = _key_walk(kind, bound, [after], bound, [after], 1)
         return Fragment.concat(later, " UNION ALL ", wrapped)
 
-    @staticmethod
-    def _key_walk(
-        start: str,
-        start_params: list[str],
-        first: str,
-        bound: str,
-        bound_params: list[str],
-        part: int,
-        kind: str,
-    ) -> Fragment:
-        """One walk of ``_walks``: a recursive CTE, one index probe a step."""
-        name = f"w{part}"
-        step = first.format(after=f" AND k.{KEY} > {name}.{KEY}{bound}")
-        return Fragment(
-            f"(WITH RECURSIVE {name}({KEY}, d) AS ((SELECT ({start}), 1) UNION ALL SELECT"
-            f" ({step}), {name}.d + 1 FROM {name} WHERE {name}.{KEY} IS NOT NULL AND"
-            f" {name}.d < %s) SELECT {KEY}, {part} AS part FROM {name} WHERE {KEY} IS NOT NULL)",
-            [*start_params, kind, *bound_params, KEY_STEPS],
-        )
+
+def _key_walk(
+    kind: str, start: str, start_params: list[str], bound: str, bound_params: list[str], part: int
+) -> Fragment:
+    """One walk of ``_walks``: a recursive CTE, one index probe a step (``start``: the
+    first key's condition, ``bound``: every step's beyond the key after the last)."""
+    name = f"w{part}"
+    first = _FIRST.format(after=start)
+    step = _FIRST.format(after=f" AND k.{KEY} > {name}.{KEY}{bound}")
+    return Fragment(
+        f"(WITH RECURSIVE {name}({KEY}, d) AS ((SELECT ({first}), 1) UNION ALL SELECT"
+        f" ({step}), {name}.d + 1 FROM {name} WHERE {name}.{KEY} IS NOT NULL AND"
+        f" {name}.d < %s) SELECT {KEY}, {part} AS part FROM {name} WHERE {KEY} IS NOT NULL)",
+        [kind, *start_params, kind, *bound_params, KEY_STEPS],
+    )
 
 
 def _name(spec: ClaimSpec, kind: str) -> int:
