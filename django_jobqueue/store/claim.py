@@ -23,7 +23,7 @@ from django_jobqueue.models import Status
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
 from django_jobqueue.store.dialects.base.spec import KeyRule
-from django_jobqueue.store.limits import LOCK_SPACE, lock_key
+from django_jobqueue.store.limits import KEY_LOCK_SPACE, LOCK_SPACE, lock_key
 
 
 @dataclass(slots=True)
@@ -160,6 +160,8 @@ def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
         limited=limited,
         lock_keys=tuple(sorted({lock_key(k) for k in locked})),
         lock_space=LOCK_SPACE,
+        kind_locks={k: lock_key(k) for k in locked},
+        key_space=KEY_LOCK_SPACE,
         keyed=keyed,
         key_after={k: _served[k] for k in keyed if k in _served},
     )

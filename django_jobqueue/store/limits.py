@@ -46,6 +46,8 @@ PER_KEY = ("max_in_flight_per_key", "rate_limit_per_key", "ordered", "fair")
 # The advisory locks of max_in_flight: the two-key form, its first key naming ours (the
 # one-key space is apart from it, so a project's own one-key locks never collide).
 LOCK_SPACE = zlib.crc32(b"django_jobqueue.max_in_flight") - 2**31
+# The locks of a limit per key on PostgreSQL: one per kind and key (migration 0018).
+KEY_LOCK_SPACE = zlib.crc32(b"django_jobqueue.max_in_flight_per_key") - 2**31
 
 
 def lock_key(kind: str) -> int:
@@ -175,6 +177,7 @@ def take_tokens(*, kind: str, rate: Rate, count: int) -> float | None:
 
 
 __all__ = [
+    "KEY_LOCK_SPACE",
     "LIMITS_CHANGED",
     "LOCK_SPACE",
     "PER_KEY",

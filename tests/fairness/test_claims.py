@@ -143,8 +143,8 @@ def test_priority_tiers_count_what_earlier_tiers_took_of_a_key() -> None:
 
 
 def test_claims_take_turns_through_more_keys_than_one_claim_looks_at() -> None:
-    """On PostgreSQL a claim looks at 32 keys at most, starting after the last key its
-    process served: with 80 keys every key is still served, in few claims."""
+    """On PostgreSQL a claim looks at a bounded number of keys, starting after the last key
+    its process served: with 80 keys every key is still served, in few claims."""
     for k in range(80):
         enqueue(f"k{k:02d}", 2)
     served: set[str | None] = set()

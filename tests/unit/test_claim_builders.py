@@ -26,8 +26,9 @@ from django_jobqueue.store.dialects import Dialect, MySQL, PostgreSQL, SQLite
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import COLUMNS
+from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.dialects.postgresql.claiming import document
-from django_jobqueue.store.limits import LOCK_SPACE, lock_key
+from django_jobqueue.store.limits import KEY_LOCK_SPACE, LOCK_SPACE, lock_key
 from django_jobqueue.store.monitoring import TALLY_SHARDS, shard_of
 from django_jobqueue.store.settling import TALLY, settle_row, settle_rows
 
@@ -119,12 +120,54 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "lock_space": LOCK_SPACE,
         "expiries": {"b": NOW + timedelta(hours=1)},
     },
+    "keyed": {
+        "tiers": [(2, 1), (0, 4)],
+        "keyed": {"a": KeyRule(most=2, fair=True), "b": KeyRule(fair=True)},
+        "kind_locks": {"a": lock_key("a")},
+        "lock_keys": (lock_key("a"),),
+        "lock_space": LOCK_SPACE,
+        "key_space": KEY_LOCK_SPACE,
+        "key_after": {"a": "k7", "b": "k1"},
+    },
+    "keyed-limited": {
+        "caps": {"a": 3},
+        "limited": {"a": 2},
+        "keyed": {"a": KeyRule(ordered=True)},
+        "kind_locks": {"a": lock_key("a")},
+        "lock_keys": (lock_key("a"),),
+        "lock_space": LOCK_SPACE,
+        "key_space": KEY_LOCK_SPACE,
+    },
 }
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_placeholder_of_a_claim_has_its_parameter(dialect: Dialect, variant: str) -> None:
     assert_in_step(dialect.claim_statement(spec(**VARIANTS[variant])))
+
+
+def test_a_keyed_claim_sends_one_text_whatever_its_size(dialect: Dialect) -> None:
+    """Its sizes are parameters: a keyed claim's size varies from turn to turn, and each
+    new text was planned anew (PostgreSQL prepares a text only once it has seen it)."""
+    keyed = VARIANTS["keyed"]
+    small = dialect.claim_statement(spec(**keyed))
+    big = dialect.claim_statement(spec(**{**keyed, "tiers": [(2, 9), (0, 40)]}))
+    assert small.sql == big.sql
+    assert small.params != big.params
+
+
+def test_postgresqls_count_per_key_in_a_turn_leaves_out_what_the_turn_settles_for_good() -> None:
+    d = detached(PostgreSQL)
+    rows = settle_rows([completed(_run(), result=1)], NOW, held=False)
+    turn = d.turn_statement(rows, TALLY, spec(**VARIANTS["keyed"]))
+    claim = d.claim_statement(spec(**VARIANTS["keyed"]))
+    assert turn is not None
+    settled = "ARRAY(SELECT s.id FROM s WHERE s.status IN ('completed', 'dead', 'cancelled'))"
+    assert turn.sql.count("django_jobqueue_key_slots(") == 1  # once for both tiers
+    assert settled in turn.sql
+    assert "django_jobqueue_key_slots(" in claim.sql
+    assert settled not in claim.sql  # a claim alone settles nothing
+    assert_in_step(turn)
 
 
 def test_each_priority_tier_takes_its_floor_and_leaves_the_rest_to_the_next() -> None:

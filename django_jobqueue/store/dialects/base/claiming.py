@@ -111,8 +111,11 @@ class ClaimingStatements(KeyedClaims):
 
     def claim_parts(self, spec: ClaimSpec) -> tuple[list[Fragment], Fragment]:
         """The claim as its CTEs (one per tier) and its UPDATE, apart, so that a turn can
-        put settlement CTEs before them in one statement."""
-        ctes: list[Fragment] = []
+        put settlement CTEs before them in one statement. The keyed kinds' CTEs that do
+        not depend on the tier come first, made once for all tiers."""
+        total = sum(n for _, n in spec.tiers)
+        rooms = {k: self._room(spec, k, []) or self.size(spec, total) for k in spec.keyed}
+        ctes: list[Fragment] = self.keyed_ctes(spec, rooms)
         cumulative = 0
         for i, (floor, slots) in enumerate(spec.tiers):
             cumulative += slots
@@ -176,10 +179,11 @@ class ClaimingStatements(KeyedClaims):
             select.append(self._pooled(spec, floor, previous, cumulative))
         elif spec.caps or spec.limited:
             select.append(self._capped(spec, floor, previous, cumulative))
-        limit = str(cumulative)
+        select += [f" {ORDER} LIMIT ", self.size(spec, cumulative)]
         if previous:
-            limit += " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
-        select.append(f" {ORDER} LIMIT {limit}")
+            select.append(
+                " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
+            )
         locked = self.skipping_locked(Fragment.concat(*select))
         return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
 
@@ -238,7 +242,9 @@ class ClaimingStatements(KeyedClaims):
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
             *where,
-            f" {ORDER} LIMIT {cumulative}) AS p",
+            f" {ORDER} LIMIT ",
+            self.size(spec, cumulative),
+            ") AS p",
         )
 
     def _unkeyed(
@@ -252,7 +258,9 @@ class ClaimingStatements(KeyedClaims):
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
             *where,
-            f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT {cumulative}) AS p",
+            f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT ",
+            self.size(spec, cumulative),
+            ") AS p",
         )
 
     def _branches(
@@ -268,7 +276,7 @@ class ClaimingStatements(KeyedClaims):
                 assert room is not None  # a kind here without key rules has a cap
                 branches.append(self._capped_kind(spec, kind, floor, room))
             elif room is None:  # its unkeyed rows go with the plain kinds
-                keyed = self.keyed_branch(spec, kind, floor, previous, Fragment(str(cumulative)))
+                keyed = self.keyed_branch(spec, kind, floor, previous, self.size(spec, cumulative))
                 branches.append(keyed)
             else:
                 both = Fragment.concat(
@@ -319,6 +327,14 @@ class ClaimingStatements(KeyedClaims):
         )
 
     # --- the hooks of the one-statement claim ---------------------------------------------
+
+    @staticmethod
+    def size(spec: ClaimSpec, n: int) -> Fragment:
+        """A claim's number of jobs in its text: written out, so that the planner knows it,
+        except with keyed kinds, whose claims take whatever their keys have room for: a
+        parameter there, so that their turns send one text, planned once (a text per
+        size was planned again and again, at a few milliseconds each)."""
+        return Fragment("%s", [n]) if spec.keyed else Fragment(str(n))
 
     def pooled_ids(self, pool: Fragment) -> Fragment:
         """The condition that the row is one of the ids ``pool`` selects."""

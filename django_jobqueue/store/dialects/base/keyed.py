@@ -8,7 +8,7 @@ UUIDv7), and then:
 
 - ``most`` (``max_in_flight_per_key``): a key's rows only while ``rn`` is within what
   the key has left (``most`` less its claimed jobs, counted by the claim: on PostgreSQL
-  under the kind's advisory lock, on a snapshot newer than it; SQLite has one writer);
+  under an advisory lock per key, on a snapshot newer than it; SQLite has one writer);
 - ``ordered``: ``most`` of one, from the FIFO head only;
 - ``fair``: the branch orders by priority, then ``rn`` plus the key's claimed jobs, so
   a claim takes every key's first job before any key's second, and a key already
@@ -45,7 +45,7 @@ class KeyedClaims(Primitives):
     ) -> Fragment:
         """The ids of ``kind``'s keyed rows this tier may claim, at most ``room``."""
         rule = spec.keyed[kind]
-        claims = Fragment.concat("LEFT JOIN (", self.key_claims(spec, kind), ")")
+        claims = self.key_claims_source(spec, kind)
         claimed = "COALESCE(cl.n, 0)"
         if previous:  # what earlier tiers of this claim took of the key
             taken = " + ".join(
@@ -64,7 +64,7 @@ class KeyedClaims(Primitives):
         return Fragment.concat(
             "SELECT id FROM (SELECT c.id FROM (",
             self.key_rows(spec, kind, floor, previous, room),
-            ") AS c ",
+            ") AS c LEFT JOIN ",
             claims,
             f" AS cl ON cl.{KEY} = c.{KEY}",
             *where,
@@ -72,6 +72,16 @@ class KeyedClaims(Primitives):
             room,
             ") AS kb",
         )
+
+    def keyed_ctes(self, spec: ClaimSpec, rooms: dict[str, Fragment]) -> list[Fragment]:
+        """CTEs the claim puts before its tiers, made once for all of them (``rooms``: the
+        most each keyed kind's claim takes). None here."""
+        return []
+
+    def key_claims_source(self, spec: ClaimSpec, kind: str) -> Fragment:
+        """The source of the ``(job_key, n)`` rows the branch joins (``key_claims``).
+        Here the count itself, inline."""
+        return Fragment.concat("(", self.key_claims(spec, kind), ")")
 
     def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
         """``(job_key, n)``: the kind's claimed jobs per key. One writer at a time here,

@@ -48,3 +48,10 @@ class ClaimSpec:
     # which this claim starts looking (the last it served: keys are visited in turn).
     keyed: dict[str, KeyRule] = field(default_factory=dict)
     key_after: dict[str, str] = field(default_factory=dict)
+    # Each limited or per-key-limited kind's own lock key (those of ``lock_keys``), and
+    # the space of the locks per key (PostgreSQL counts a limit per key under them).
+    kind_locks: dict[str, int] = field(default_factory=dict)
+    key_space: int = 0
+    # The claim is part of a turn's statement, after its settlements (``s``, their
+    # document): a count of claimed jobs there may leave out the ones it settles.
+    settling: bool = False

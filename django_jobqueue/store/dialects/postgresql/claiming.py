@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from django_jobqueue import validation
 from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.keyed import KEY, KEY_INDEX_ORDER, KEY_ORDER
+from django_jobqueue.store.dialects.base.keyed import KEY
 from django_jobqueue.store.dialects.base.settling import (
     COLUMNS,
     GUARD,
@@ -38,11 +39,7 @@ from django_jobqueue.store.dialects.base.settling import (
     tallied,
 )
 from django_jobqueue.store.dialects.postgresql import joining
-
-# The most keys of one kind a claim looks at (a probe or two of the key index each; on a
-# table not vacuumed lately, each probe also steps over the key's claimed jobs' entries).
-# Claims take turns through the keys: each starts after the last key its process served.
-KEYS_PER_CLAIM = 32
+from django_jobqueue.store.dialects.postgresql.keyed import PostgreSQLKeyed
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
@@ -112,7 +109,7 @@ def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
 _generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-class PostgreSQLClaiming(ClaimingStatements):
+class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
     """PostgreSQL: claims, turns and settlements, each one statement."""
 
     def unpaused(self) -> str:
@@ -137,10 +134,17 @@ class PostgreSQLClaiming(ClaimingStatements):
 
     def free_slots(self, spec: ClaimSpec, kind: str) -> Fragment:
         # Takes every limited kind's advisory lock, in one order, then counts the kind's
-        # claims on a snapshot newer than the locks (migration 0006, ``store.limits``).
+        # claims on a snapshot newer than the locks (migration 0006, ``store.limits``). A
+        # limit per key takes locks of its own (``keyed``). (A spec built by hand, without
+        # ``kind_locks``, takes every lock of ``lock_keys``.)
+        locks = (
+            sorted({spec.kind_locks[k] for k in spec.limited})
+            if spec.kind_locks
+            else list(spec.lock_keys)
+        )
         return Fragment(
             "django_jobqueue_free_slots(%s, %s, %s, %s::int4[])",
-            [kind, spec.limited[kind], spec.lock_space, list(spec.lock_keys)],
+            [kind, spec.limited[kind], spec.lock_space, locks],
         )
 
     def plain_part(
@@ -169,87 +173,6 @@ class PostgreSQLClaiming(ClaimingStatements):
         walk = self._walk(spec, plain, floor, previous, cumulative, f" AND j.{KEY} IS NOT NULL")
         return Fragment.concat(one, " UNION ALL SELECT id FROM (", walk, ") AS w", keyed)
 
-    def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
-        # A limit per key: counted after the kind's advisory lock, on a newer snapshot
-        # (migration 0015), as free_slots counts a max_in_flight.
-        if not spec.keyed[kind].counted:
-            return super().key_claims(spec, kind)
-        return Fragment(
-            f"SELECT {KEY}, n FROM django_jobqueue_key_claims(%s, %s, %s::int4[])",
-            [kind, spec.lock_space, list(spec.lock_keys)],
-        )
-
-    def key_rows(
-        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
-    ) -> Fragment:
-        """Each key with pending jobs (a skip scan of ``jobqueue_job_key_claim``, one
-        probe a key), then that key's first rows in claim order (``ordered``: its FIFO
-        head, from ``jobqueue_job_key_fifo``), read by LATERAL index probes: a claim reads
-        a few rows per key, never a key's whole backlog."""
-        rule = spec.keyed[kind]
-        runnable = self.key_candidates(spec, kind, floor, previous)
-        # Ordered as the index is, whole, so that no other index on the key serves it.
-        first = (
-            f"SELECT k.{KEY} FROM {JOB} k WHERE k.status = 'pending' AND k.kind = %s"
-            f" AND k.{KEY} IS NOT NULL{{after}} ORDER BY k.kind, k.{KEY}, k.priority,"
-            " k.visible_at, k.id LIMIT 1"
-        )
-        keys = self._keys(spec, kind, first, room)
-        if rule.ordered:
-            head = Fragment(
-                f" CROSS JOIN LATERAL (SELECT h.id FROM {JOB} h WHERE h.status = 'pending'"
-                f" AND h.kind = %s AND h.{KEY} = ks.{KEY} ORDER BY h.kind, h.{KEY}, h.id"
-                " LIMIT 1) AS f"
-                f" JOIN {JOB} j ON j.id = f.id WHERE ",
-                [kind],
-            )
-            return Fragment.concat(
-                f"SELECT j.id, j.{KEY}, j.priority, j.visible_at, 1 AS rn, ks.part FROM ",
-                keys,
-                head,
-                runnable,
-            )
-        per = Fragment("%s", [rule.most]) if rule.most is not None else room
-        return Fragment.concat(
-            f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn, ks.part FROM ",
-            keys,
-            " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
-            f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
-            runnable,
-            f" AND j.{KEY} = ks.{KEY} {KEY_INDEX_ORDER} LIMIT ",
-            per,
-            ") AS r",
-        )
-
-    def _keys(self, spec: ClaimSpec, kind: str, first: str, room: Fragment) -> Fragment:
-        """``ks``: the kind's keys with pending jobs, a skip scan of at most
-        ``KEYS_PER_CLAIM`` of them, from the key after the one this process last served
-        round to the start (so that every key gets its turn however many there are)."""
-        step = first.format(after=f" AND k.{KEY} > ks.{KEY}")
-        after = spec.key_after.get(kind)
-        # Twice the jobs this claim takes, within 4..KEYS_PER_CLAIM: a worker's turn
-        # that takes one or two jobs probes a few keys, not KEYS_PER_CLAIM.
-        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
-        if after is None:
-            return Fragment(
-                f"(WITH RECURSIVE ks({KEY}) AS (({first.format(after='')}) UNION ALL SELECT"
-                f" ({step}) FROM ks WHERE ks.{KEY} IS NOT NULL) SELECT {KEY}, 0 AS part FROM ks"
-                f" WHERE {KEY} IS NOT NULL LIMIT %s) AS ks",
-                [kind, kind, most],
-            )
-        later = first.format(after=f" AND k.{KEY} > %s")
-        wrap = first.format(after=f" AND k.{KEY} <= %s")
-        wrap_step = first.format(after=f" AND k.{KEY} > ks.{KEY} AND k.{KEY} <= %s")
-        return Fragment(
-            f"(WITH RECURSIVE ks({KEY}) AS (({later}) UNION ALL SELECT ({step}) FROM ks"
-            f" WHERE ks.{KEY} IS NOT NULL), kw({KEY}) AS (({wrap}) UNION ALL SELECT"
-            f" ({wrap_step.replace('ks.', 'kw.')}) FROM kw WHERE kw.{KEY} IS NOT NULL)"
-            f" SELECT {KEY}, part FROM ((SELECT {KEY}, 0 AS part FROM ks WHERE {KEY} IS NOT"
-            f" NULL LIMIT %s) UNION ALL (SELECT {KEY}, 1 FROM kw WHERE {KEY} IS NOT NULL"
-            " LIMIT %s)) AS u LIMIT %s) AS ks",
-            [kind, after, kind, kind, after, kind, after] + [most] * 3,
-        )
-
     def apply_settlements(self, rows: Sequence[SettleRow], tally: Tally) -> set[uuid.UUID]:
         found = self.run(*self.settle_statement(rows, tally).statement())
         return {self.read_uuid(r[0]) for r in found}
@@ -271,7 +194,7 @@ class PostgreSQLClaiming(ClaimingStatements):
     def turn_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
     ) -> Fragment | None:
-        ctes, update = self.claim_parts(spec)
+        ctes, update = self.claim_parts(replace(spec, settling=True))
         return (
             Fragment(f"WITH {settle_ctes(tally)}, ", [document(rows)])
             + Fragment.join(", ", ctes)
@@ -297,7 +220,7 @@ class PostgreSQLClaiming(ClaimingStatements):
     def releasing_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
     ) -> Fragment:
-        ctes, update = self.claim_parts(spec)
+        ctes, update = self.claim_parts(replace(spec, settling=True))
         locks = joining.lock_ctes(wait=release.wait)
         return Fragment.concat(
             Fragment(f"WITH {settle_ctes(tally, locks)}, ", [document(rows)]),
