@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from django_jobqueue.models import Schedule
@@ -60,16 +60,21 @@ def tick_key(name: str, tick: datetime) -> str:
     return f"periodic:{name}:{tick.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
+def _create(rows: QuerySet[Schedule], names: Sequence[str], now: datetime) -> None:
+    """A row for each of ``names`` that has none. Workers starting together insert the
+    same names at once, and InnoDB may pick one such insert as a deadlock's victim (seen
+    on MariaDB with eight at once): it is its own transaction, so it is run again."""
+    new = [Schedule(name=name, created_at=now) for name in names]
+    sql.dialect().retrying_deadlocks(lambda: rows.bulk_create(new, ignore_conflicts=True))
+
+
 def schedule_states(*, names: Sequence[str], create: bool = False) -> dict[str, ScheduleState]:
     """The state of each named schedule; with ``create``, a row is made for each that
     has none (first seen now)."""
     alias = sql.alias()
     rows = Schedule.objects.using(alias)
     if create and names:
-        now = timezone.now()
-        rows.bulk_create(
-            [Schedule(name=name, created_at=now) for name in names], ignore_conflicts=True
-        )
+        _create(rows, names, timezone.now())
     return {row.name: ScheduleState.of(row) for row in rows.filter(name__in=list(names))}
 
 
@@ -84,7 +89,7 @@ def record_tick(*, name: str, tick: datetime, request: EnqueueRequest) -> TickRe
         # Made in a transaction of its own, before the compare-and-set's: on MySQL/MariaDB
         # the losers of a race to insert one key keep share locks on the row, and their
         # updates would deadlock on one another if they were in the same transaction.
-        rows.bulk_create([Schedule(name=name, created_at=now)], ignore_conflicts=True)
+        _create(rows, [name], now)
     older = rows.filter(name=name).filter(Q(last_tick__isnull=True) | Q(last_tick__lt=tick))
     with transaction.atomic(using=alias):
         won = older.update(last_tick=tick, ticked_at=now)
