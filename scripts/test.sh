@@ -6,15 +6,16 @@
 # PostgreSQL comes from DATABASE_URL (default: the local server, user postgres);
 # MariaDB/MySQL from MYSQL_DATABASE_URL (default: the local server, user root).
 #
-# The legs run in four lanes at once (most of a leg's time is spent waiting: on
+# The legs run in five lanes at once (most of a leg's time is spent waiting: on
 # runworker children, on the database, on a lease or a poll running out), each lane
 # one leg after another, every leg on databases of its own:
 #   1. pytest on PostgreSQL (the whole suite, itself in four parts at once);
-#   2. ruff, mypy and the migrations check, then SQLite;
+#   2. SQLite;
 #   3. MariaDB/MySQL;
 #   4. the Django 6 virtualenv, then the Django 6 legs on PostgreSQL (the database name
-#      plus "_django6") and on SQLite (a file of its own), then the benchmark's short
-#      form.
+#      plus "_django6") and on SQLite (a file of its own) side by side, then the
+#      benchmark's short form;
+#   5. ruff, mypy and the migrations check.
 # Each leg writes its own log; when all are done the logs are printed in the order
 # above, each whole, and the script fails if any leg failed, naming it. LANES=1 runs
 # the legs one after another instead, printing as they go.
@@ -421,17 +422,18 @@ django6_installed() {
 ARGS=("$@")
 LEGS=(postgres checks sqlite mysql django6 bench)
 
-if [ "${LANES:-4}" = "1" ]; then
+if [ "${LANES:-5}" = "1" ]; then
   for leg in "${LEGS[@]}"; do
     if [ "$leg" != django6 ] || django6_installed; then run_leg "$leg" "${ARGS[@]}" || true; fi
     cat "$LOGS/$leg.log"
   done
 else
   lane postgres & LANE1=$!
-  lane checks sqlite & LANE2=$!
+  lane sqlite & LANE2=$!
   lane mysql & LANE3=$!
+  lane checks & LANE5=$!
   if django6_installed; then lane django6 bench & LANE4=$!; else lane bench & LANE4=$!; fi
-  for pid in $LANE1 $LANE2 $LANE3 $LANE4; do wait "$pid" || true; done
+  for pid in $LANE1 $LANE2 $LANE3 $LANE4 $LANE5; do wait "$pid" || true; done
   for leg in "${LEGS[@]}"; do cat "$LOGS/$leg.log"; done
 fi
 for leg in "${LEGS[@]}"; do
