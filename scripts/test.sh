@@ -46,15 +46,14 @@ suffixed() {
 
 # The PostgreSQL leg in four parts at once, each on databases of its own (most of their
 # time is spent waiting on children, leases, polls and the server, not on the CPUs):
-# - the in-process tiers in three pytest-xdist workers, a module to a worker (--dist
+# - the in-process tiers in two pytest-xdist workers, a module to a worker (--dist
 #   loadfile keeps a module's shared fixtures, like the plan tests' big table, built
 #   once); the runworker and command children a few of them start point at their
 #   worker's own test database;
 # - three processes for the tiers of processes, faults and timing, each tier whole in
 #   one, balanced by their durations: the fault campaigns and the browser; the real
-#   concurrency tier, PgBouncer, the durable steps and the per-key limits (runworker
-#   children and their chaos campaign's CI form; in two xdist workers, a module to a
-#   worker, as they mostly wait); the admin on 500,000 jobs and the big
+#   concurrency tier, PgBouncer and the durable steps (runworker children and their chaos
+#   campaign's CI form); the admin on 500,000 jobs and the big
 #   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other parts' lists.
@@ -76,20 +75,19 @@ leg_postgres() {
   done
   echo "== pytest (PostgreSQL)"
   local pids=() part status=0
-  pytest -n 3 --dist loadfile "${INPROCESS[@]}" --deselect "$BIG_CLEANUP" "$@" \
+  pytest -n 2 --dist loadfile "${INPROCESS[@]}" --deselect "$BIG_CLEANUP" "$@" \
     >"$LOGS/postgres-inprocess.log" 2>&1 &
   pids+=($!)
   pytest "${FAULTS[@]}" "$@" >"$LOGS/postgres-faults.log" 2>&1 &
   pids+=($!)
-  DATABASE_URL="$(suffixed "$DATABASE_URL" _concurrency)" pytest -n 2 --dist loadfile \
-    "${CONCURRENCY[@]}" "$@" \
+  DATABASE_URL="$(suffixed "$DATABASE_URL" _concurrency)" pytest "${CONCURRENCY[@]}" "$@" \
     >"$LOGS/postgres-concurrency.log" 2>&1 &
   pids+=($!)
   DATABASE_URL="$(suffixed "$DATABASE_URL" _heavy)" pytest "${HEAVY[@]}" "$@" \
     >"$LOGS/postgres-heavy.log" 2>&1 &
   pids+=($!)
   for part in "${pids[@]}"; do wait "$part" || status=1; done
-  echo "== pytest (PostgreSQL, in-process tiers in three xdist workers: ${INPROCESS[*]})"
+  echo "== pytest (PostgreSQL, in-process tiers in two xdist workers: ${INPROCESS[*]})"
   cat "$LOGS/postgres-inprocess.log"
   echo "== pytest (PostgreSQL, faults: ${FAULTS[*]})"
   cat "$LOGS/postgres-faults.log"
@@ -115,8 +113,8 @@ leg_sqlite() {
   echo "== pytest (SQLite)"
   local ignore=() module
   for module in "${SECURITY_ANY_DATABASE[@]}"; do ignore+=(--ignore "$module"); done
-  # Three xdist workers, a module to each, each on a database file of its own.
-  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 3 --dist loadfile -m sqlite "${ignore[@]}" "$@"
+  # Two xdist workers, a module to each, each on a database file of its own.
+  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "${ignore[@]}" "$@"
   leg_wheel
 }
 
@@ -202,9 +200,9 @@ try:
 except Exception as exc:
     sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
 '
-  # Three xdist workers, a module to each, on test databases of their own (the drain's and
+  # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 3 --dist loadfile tests/db tests/workflows tests/admin tests/steps \
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin tests/steps \
     "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
     tests/concurrency/test_progress.py tests/fairness "$@"
 }
@@ -261,25 +259,14 @@ leg_django6() {
   url6="$(suffixed "$DATABASE_URL" _django6)"
   echo "== migrations up to date (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'))"
   DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings "$VENV6/bin/python" -m django makemigrations --check --dry-run
-  # The two at once (each mostly waits: on worker threads, SQLite's one writer, the
-  # server), each into a log of its own, printed in turn.
-  local ignore=() module status=0 postgres sqlite
-  for module in "${DJANGO6_SOURCE_ONLY[@]}"; do ignore+=(--ignore "$module"); done
-  DATABASE_URL="$url6" "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "${ignore[@]}" "$@" \
-    >"$LOGS/django6-postgres.log" 2>&1 &
-  postgres=$!
-  # The store on SQLite under Django 6 (the unit tier runs beside it, on PostgreSQL).
-  DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
-    "$VENV6/bin/python" -m pytest -m sqlite "${DJANGO6_SQLITE[@]}" "$@" \
-    >"$LOGS/django6-sqlite.log" 2>&1 &
-  sqlite=$!
-  wait "$postgres" || status=1
-  wait "$sqlite" || status=1
   echo "== pytest (Django 6, PostgreSQL: unit tier, admin, Django Tasks backend and workers, checks, example project)"
-  cat "$LOGS/django6-postgres.log"
+  local ignore=() module
+  for module in "${DJANGO6_SOURCE_ONLY[@]}"; do ignore+=(--ignore "$module"); done
+  DATABASE_URL="$url6" "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "${ignore[@]}" "$@"
+  # The store on SQLite under Django 6 (the unit tier ran just above).
   echo "== pytest (Django 6, SQLite: the store through the ORM: ${DJANGO6_SQLITE[*]})"
-  cat "$LOGS/django6-sqlite.log"
-  return $status
+  DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
+    "$VENV6/bin/python" -m pytest -m sqlite "${DJANGO6_SQLITE[@]}" "$@"
 }
 
 
