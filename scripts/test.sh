@@ -13,8 +13,8 @@
 #   2. SQLite;
 #   3. MariaDB/MySQL;
 #   4. the Django 6 virtualenv, then the Django 6 legs on PostgreSQL (the database name
-#      plus "_django6") and on SQLite (a file of its own) side by side, then the
-#      benchmark's short form;
+#      plus "_django6") and on SQLite (a file of its own), then the benchmark's short
+#      form;
 #   5. ruff, mypy and the migrations check.
 # Each leg writes its own log; when all are done the logs are printed in the order
 # above, each whole, and the script fails if any leg failed, naming it. LANES=1 runs
