@@ -13,9 +13,8 @@
 #   2. SQLite;
 #   3. MariaDB/MySQL;
 #   4. the Django 6 virtualenv, then the Django 6 legs on PostgreSQL (the database name
-#      plus "_django6") and on SQLite (a file of its own), then the benchmark's short
-#      form;
-#   5. ruff, mypy and the migrations check.
+#      plus "_django6") and on SQLite (a file of its own);
+#   5. ruff, mypy and the migrations check, then the benchmark's short form.
 # Each leg writes its own log; when all are done the logs are printed in the order
 # above, each whole, and the script fails if any leg failed, naming it. LANES=1 runs
 # the legs one after another instead, printing as they go.
@@ -407,7 +406,7 @@ django6_installed() {
   fi
 }
 ARGS=("$@")
-LEGS=(postgres checks sqlite mysql django6 bench)
+LEGS=(postgres sqlite mysql django6 checks bench)
 
 if [ "${LANES:-5}" = "1" ]; then
   for leg in "${LEGS[@]}"; do
@@ -418,8 +417,9 @@ else
   lane postgres & LANE1=$!
   lane sqlite & LANE2=$!
   lane mysql & LANE3=$!
-  lane checks & LANE5=$!
-  if django6_installed; then lane django6 bench & LANE4=$!; else lane bench & LANE4=$!; fi
+  lane checks bench & LANE5=$!
+  LANE4=
+  if django6_installed; then lane django6 & LANE4=$!; fi
   for pid in $LANE1 $LANE2 $LANE3 $LANE4 $LANE5; do wait "$pid" || true; done
   for leg in "${LEGS[@]}"; do cat "$LOGS/$leg.log"; done
 fi
