@@ -234,6 +234,7 @@ class Worker:
             self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
+            self._gather()
             unseen, got, free = self._turn()
             if got < free and unseen:
                 continue  # the settlements may have made claimable what the claim missed
@@ -243,6 +244,21 @@ class Worker:
             if got and got == free:
                 continue  # every slot taken: look again as soon as one frees up
             self._wait()
+
+    def _gather(self) -> None:
+        """Before a turn that settles short runs, let those its slot threads are about to
+        finish end first (``Sizing.gather``): a turn costs a round trip whatever it
+        settles, and one sent while a few of the last batch still run leaves them a
+        turn of their own, after which the two halves keep alternating."""
+        if not self._unsettled or self._stopping.is_set():
+            return
+        going = self._pools.going(self._running)
+        deadline = time.monotonic() + self._pools.sizing.gather(going, self.concurrency)
+        while going and (left := deadline - time.monotonic()) > 0:
+            self._wake.wait(left)
+            self._wake.clear()
+            self._collect()
+            going = self._pools.going(self._running)
 
     def _wait(self) -> None:
         timeout = self.poll_interval
