@@ -13,15 +13,15 @@ Those two rows are the ones every member's settlement writes, so two workers' tu
 take turns on them, each holding them from its write to its commit. The write comes
 last, so that is short: the turn's guarded settlement, its journal entries, its tally
 and its claim are done first (``entries`` and ``tallied`` return a row each so that the
-release can wait for them), and only then are the rows locked and counted, through two
-functions of migration 0018 (``django_jobqueue_count_down`` for the children,
-``django_jobqueue_close_steps`` for the workflows). A function takes the locks in id
-order, waiting for a turn that holds one, and then counts on a snapshot of its own,
-taken once it holds them: it reads each counter as committed, a re-arm or a cancel
-committed meanwhile included. The turn's own statement never writes a row another
-turn changed after it began, which PostgreSQL would re-check by starting the statement's
-whole plan again for that row (``EvalPlanQual``: a third of the server's time in a
-chord's turns, when this statement wrote the rows itself).
+release can wait for them), and only then are the rows locked and counted, by the
+function of migration 0018, ``django_jobqueue_count_down``. It takes the locks,
+children then workflows, in id order, waiting for a turn that holds one, and then
+counts on a snapshot of its own, taken once it holds them: it reads each counter as
+committed, a re-arm or a cancel committed meanwhile included. The turn's own statement
+never writes a row another turn changed after it began, which PostgreSQL would
+re-check by starting the statement's whole plan again for that row (``EvalPlanQual``: a
+third of the server's time in a chord's turns, when this statement wrote the rows
+itself).
 
 A child this turn releases is claimed by it when the worker has room for it (its kind
 and queue served, no per-kind cap or global limit on its kind, its queue not paused,
@@ -33,7 +33,7 @@ wakes the workers; a worker never wakes itself for a step it took.
 Only completions come here (the store sends a turn with a dead, cancelled or retried
 step the long way, ``store.joins``, which cascades): a completed parent releases or
 counts down a child, and cancels only a batch's ``on_failure`` callback (``when=
-"failed"``) when no member died, a leaf nothing depends on. The functions' CASEs are
+"failed"``) when no member died, a leaf nothing depends on. The function's CASEs are
 ``run.joins.join`` and ``run.joins.outcome`` for completed parents.
 """
 
@@ -59,22 +59,24 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
     """The CTEs that follow the settlement's and the claim's (``j``, ``claimed``,
     ``entries`` and ``tallied`` returning rows): the turn's completed steps' children
     counted down, released (claimed here when there is room, see ``_takes``) or
-    cancelled with a journal entry, then their workflows' counters; ``child`` holds
-    the children written, ``woken`` the ``NOTIFY`` sent."""
+    cancelled with a journal entry, and their workflows' counters; ``child`` holds the
+    children written, ``woken`` the ``NOTIFY`` sent."""
     return Fragment.concat(
         "ended AS (SELECT id, workflow_id FROM j"
         f" WHERE workflow_id IS NOT NULL AND status = '{Status.COMPLETED}'),"
+        " flows AS (SELECT workflow_id AS id, count(*)::int AS n FROM ended GROUP BY workflow_id),"
         f" kids AS (SELECT e.child_id FROM {EDGE} AS e"
         " WHERE e.parent_id = ANY(ARRAY(SELECT id FROM ended))),"
-        " fanin AS (SELECT child_id AS id, count(*)::int AS n FROM kids GROUP BY child_id),"
-        # Each child as the turn would claim it if this count released it.
-        " ranked AS MATERIALIZED (SELECT r.id, r.n, ",
+        # Each child as the turn would claim it if this count released it (``c.rank``:
+        # the children in claim order).
+        " ranked AS MATERIALIZED (SELECT c.id, c.n, ",
         _takes(spec, release),
         " AS take, ",
         expiry,
-        " AS expires FROM (SELECT f.id, f.n,"
-        " row_number() OVER (ORDER BY c.priority, c.visible_at, c.id) AS rank"
-        f" FROM fanin AS f JOIN {JOB} AS c ON c.id = f.id) AS r JOIN {JOB} AS c ON c.id = r.id),",
+        " AS expires FROM (SELECT f.id, f.n, j.kind, j.queue, j.priority, j.visible_at,"
+        " row_number() OVER (ORDER BY j.priority, j.visible_at, j.id) AS rank"
+        " FROM (SELECT child_id AS id, count(*)::int AS n FROM kids GROUP BY child_id) AS f"
+        f" JOIN {JOB} AS j ON j.id = f.id) AS c),",
         _child(release),
         f", notes AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})",
         Fragment(
@@ -82,36 +84,26 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
             f" FROM child WHERE status = '{Status.CANCELLED}'),",
             [release.now, release.void_note],
         ),
-        " closing AS (SELECT workflow_id AS id, count(*)::int AS n FROM (SELECT workflow_id"
-        f" FROM ended UNION ALL SELECT workflow_id FROM child WHERE status = '{Status.CANCELLED}')"
-        " AS x GROUP BY workflow_id),",
-        Fragment(
-            " flow AS MATERIALIZED (SELECT * FROM django_jobqueue_close_steps("
-            f"{_BY_ID.format(column='id', relation='closing')},"
-            f" {_BY_ID.format(column='n', relation='closing')}, %s)),",
-            [release.now],
-        ),
-        # After the workflows (a one-time filter): the final SELECT reads only ``woken``.
         Fragment(
             " woken AS MATERIALIZED (SELECT pg_notify(%s, q.queue) FROM (SELECT DISTINCT queue"
-            f" FROM child WHERE status = '{Status.PENDING}') AS q"
-            " WHERE (SELECT count(*) FROM flow) >= 0)",
+            f" FROM child WHERE status = '{Status.PENDING}') AS q)",
             [release.channel],
         ),
     )
 
 
 def _child(release: Release) -> Fragment:
-    """``child``: the children as ``django_jobqueue_count_down`` wrote them, called once
-    the turn's settlement, journal, tally and claim are done (a one-time filter on
-    ``entries`` and ``tallied``; ``ranked`` reads the claim): from then to the commit
-    the turn holds its children's rows."""
-    arrays = ", ".join(
-        _BY_ID.format(column=column, relation="ranked") for column in ("id", "n", "take", "expires")
-    )
+    """``child``: the children as ``django_jobqueue_count_down`` wrote them (their
+    workflows' counters with them), called once the turn's settlement, journal, tally
+    and claim are done (a one-time filter on ``entries`` and ``tallied``; ``ranked``
+    reads the claim): from then to the commit the turn holds those rows."""
+    arrays = [
+        *(_BY_ID.format(column=c, relation="ranked") for c in ("id", "n", "take", "expires")),
+        *(_BY_ID.format(column=c, relation="flows") for c in ("id", "n")),
+    ]
     return Fragment(
         f" child AS MATERIALIZED (SELECT {CLAIMED_OF_C}, c.status"
-        f" FROM django_jobqueue_count_down({arrays}, %s, %s) AS c"
+        f" FROM django_jobqueue_count_down({', '.join(arrays)}, %s, %s) AS c"
         " WHERE (SELECT count(*) FROM entries) + (SELECT count(*) FROM tallied) >= 0)",
         [release.now, release.worker],
     )
@@ -120,8 +112,7 @@ def _child(release: Release) -> Fragment:
 def _takes(spec: ClaimSpec, release: Release) -> Fragment:
     """Whether a child this turn releases is claimed by it: of a kind and queue the
     claim serves, uncapped and unlimited, at or above the lowest priority floor,
-    visible now, its queue not paused, and within the room the claim left (``r.rank``:
-    the children in claim order)."""
+    visible now, its queue not paused, and within the room the claim left."""
     slots = sum(n for _, n in spec.tiers)
     parts: list[Fragment | str] = [Fragment("(c.kind = ANY(%s)", [list(spec.kinds)])]
     if spec.queues:
@@ -133,7 +124,7 @@ def _takes(spec: ClaimSpec, release: Release) -> Fragment:
         Fragment(
             " AND c.priority >= %s AND c.visible_at <= %s"
             f" AND NOT (ARRAY[c.queue] <@ ARRAY(SELECT queue FROM {PAUSED}))"
-            " AND r.rank <= %s - (SELECT count(*) FROM claimed))",
+            " AND c.rank <= %s - (SELECT count(*) FROM claimed))",
             [spec.tiers[-1][0], release.now, slots],
         )
     )
