@@ -28,7 +28,10 @@ CREATE = """
 CREATE FUNCTION django_jobqueue_count_down(
     child_ids uuid[], counts integer[], takes boolean[], expiries timestamptz[],
     workflow_ids uuid[], closed integer[], at timestamptz, worker text
-) RETURNS SETOF django_jobqueue_job LANGUAGE plpgsql VOLATILE AS $$
+) RETURNS SETOF django_jobqueue_job LANGUAGE plpgsql VOLATILE
+-- Its statements find their rows by primary key whatever the values: planned once per
+-- session (a pooled connection, which the worker does not set up so, included).
+SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     -- The rows first, children before workflows, each in id order; then the counts,
     -- on the next statement's snapshot.
