@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from django_jobqueue import Status, Workflow, requeue, store, workflow
+from django_jobqueue import Batch, Status, Workflow, requeue, store, workflow
 from django_jobqueue.models import Job, JournalEntry, Outcome
 from django_jobqueue.models import Workflow as WorkflowRow
 from django_jobqueue.run.lifecycle import Run, completed, dead
@@ -43,6 +43,7 @@ from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from django_jobqueue.worker.dbguard import is_connection_error
+from django_jobqueue.workflows.batch import BatchContext
 from tests.helpers import (
     backend_pid,
     in_thread,
@@ -344,6 +345,38 @@ def test_a_workflow_cancel_and_a_fused_turn_queued_on_the_same_step_do_not_deadl
     cancelled.result(30)
     assert settled.result(30) == [True]
     _assert_cancelled_and_c_never_ran(handle, c_claimed=False)
+
+
+def test_a_batch_cancel_and_a_fused_turn_completing_a_later_member_do_not_deadlock() -> None:
+    """A member a running member added has a later id than the batch's callback. A
+    third session holds that member's row; a worker's fused turn completing it queues
+    behind, then the batch's cancel. The turn, once it has the member, waits for the
+    callback's row; the cancel takes the claimed steps before the others (as a
+    settlement takes its own rows before their children), so it waits for the member
+    before it holds the callback. Before, it held the callback (first in id order) and
+    waited for the member: a deadlock, one of the two rolled back after a second."""
+    if not is_postgres():
+        pytest.skip("the fused turn is PostgreSQL's")
+    batch = Batch(on_success=tasks.wf_summary.s(), name="cancel-race")
+    batch.add(tasks.wf_value.s(x=1))
+    handle = batch.enqueue()
+    late = BatchContext(handle.id, step_name="0").add(tasks.wf_value.s(x=2))
+    callback = handle.steps["on_success"].id
+    assert late.id > callback
+    [job] = [
+        j
+        for j in store.claim_jobs(worker_id=WORKER, limit=50, kinds=registry.kinds())
+        if j.id == late.id
+    ]
+    held = Held(lambda: Job.objects.select_for_update().get(id=job.id))
+    settled = _against(held, lambda: _turn(_ending(job, result=2), "fused"))
+    cancelled = _started(lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
+    held.commit()
+    assert settled.result(30) == [True]
+    cancelled.result(30)
+    assert Job.objects.get(id=callback).status == Status.CANCELLED
+    # The first member still runs (asked to stop): the workflow ends when it does.
+    assert WorkflowRow.objects.get(id=handle.id).cancel_requested
 
 
 @row_locking
