@@ -10,7 +10,6 @@ back to pending; the next turn can.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -27,12 +26,11 @@ from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, set
 
 
 def exchange(
-    *, worker_id: str, settlements: Sequence[Settlement], wait: bool = False, **claim: Any
-) -> tuple[Sequence[bool | None], list[Claimed]]:
+    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+) -> tuple[Sequence[bool], list[Claimed]]:
     """Apply ``settlements`` (guarded by ``worker_id``'s claims), then claim as
     ``claim_jobs(worker_id=worker_id, **claim)`` would. Returns, per settlement, whether
-    it was applied (None: deferred, written by nothing, to send again: another turn held
-    a row its join needs, and ``wait`` was not asked), and the claimed jobs."""
+    it was applied, and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
     prepared = _prepared(worker_id, claim)
     if prepared is None:
@@ -47,10 +45,10 @@ def exchange(
             # what they release) are part of the turn's one statement.
             now = timezone.now()
             rows = settle_rows(mine, now, held=d.conn.in_atomic_block)
-            release = releasing(worker_id, now, wait=wait)
+            release = releasing(worker_id, now)
             found = d.turn_releasing(rows, TALLY, prepared.spec, release)
             if found is not None:
-                return _deferring(mine, found.done, found.deferred), prepared.read(found.claimed)
+                return outcome(mine, found.done), prepared.read(found.claimed)
         # Workflow steps settle with their joins in a transaction of their own first; the
         # claim is prepared after it, so that its clock is past the visible_at of the
         # steps that settlement released and this turn claims them (a chain moves on
@@ -63,19 +61,9 @@ def exchange(
     return outcome(mine, done), prepared.read(claimed)
 
 
-def releasing(worker_id: str, now: datetime, *, wait: bool) -> Release:
+def releasing(worker_id: str, now: datetime) -> Release:
     """What a turn that releases its completed steps' dependents writes with them."""
-    return Release(
-        now=now, void_note=VOID_NOTE, worker=worker_id, channel=wakeups.CHANNEL, wait=wait
-    )
-
-
-def _deferring(
-    mine: Sequence[Settlement], done: set[uuid.UUID], deferred: set[uuid.UUID]
-) -> list[bool | None]:
-    """``outcome`` of the settlements the turn wrote, None for those it deferred."""
-    applied = iter(outcome([s for s in mine if s.job_id not in deferred], done))
-    return [None if s.job_id in deferred else next(applied) for s in mine]
+    return Release(now=now, void_note=VOID_NOTE, worker=worker_id, channel=wakeups.CHANNEL)
 
 
 def turn_statement(
@@ -91,7 +79,7 @@ def turn_statement(
     rows = settle_rows(mine, now, held=False)
     d = prepared.dialect
     if any(s.step for s in mine):  # the turn that releases (``turn_releasing``)
-        release = releasing(worker_id, now, wait=False)
+        release = releasing(worker_id, now)
         statement = d.releasing_statement(rows, TALLY, prepared.spec, release)
     else:
         statement = d.turn_statement(rows, TALLY, prepared.spec)

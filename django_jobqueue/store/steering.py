@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
@@ -56,13 +57,18 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
                 workflow_id=wf.id,
                 status=wf.status,
             )
-        # Every unfinished step locked first, in id order, and sorted by its status as
-        # locked: a settlement committing meanwhile may have released (or a worker's turn
-        # claimed) a step this transaction's earlier reads saw waiting.
+        # Every unfinished step locked first, the claimed ones before the others (as a
+        # settlement locks its own rows before their children: it never holds a child
+        # this waits for while it waits for a step this holds), each in id order, and
+        # sorted by its status as locked: a settlement committing meanwhile may have
+        # released (or a worker's turn claimed) a step this transaction's earlier reads
+        # saw waiting.
         unfinished = sql.dialect().locked(
             sql.jobs().filter(workflow_id=wf.id, status__in=UNFINISHED), skip_locked=False
         )
-        rows = list(unfinished.order_by("id").values_list("id", "kind", "run_count", "status"))
+        claimed_first = Case(When(status=Status.CLAIMED, then=Value(0)), default=Value(1))
+        ordered = unfinished.order_by(claimed_first, "id")
+        rows = list(ordered.values_list("id", "kind", "run_count", "status"))
         claimed = [i for i, _, _, status in rows if status == Status.CLAIMED]
         sql.jobs().filter(id__in=claimed, cancel_requested=False).update(
             cancel_requested=True, cancel_actor=actor

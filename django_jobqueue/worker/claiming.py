@@ -76,23 +76,23 @@ def atomic_going(running: Mapping[uuid.UUID, Running], atomic_kinds: Collection[
 
 def look_again(
     batch: Sequence[Settlement],
-    applied: Sequence[bool | None],
+    applied: Sequence[bool],
     wanted: Mapping[str, Any] | None,
 ) -> bool:
     """Whether a turn that settled ``batch`` should claim again at once: its claim ran
     beside the settlements, so it could not see a job they sent back to pending (a
     retry without backoff, a pause, a hand-back), nor room they freed under a cap or a
-    global limit (counted from the claim's snapshot or from the runs still listed), and
-    a deferred settlement goes again at once. A turn of completions only, all applied,
-    under a claim with none of those, left nothing it could not see: a workflow step
-    such a completion released was claimed by the same statement, or announced
-    (``NOTIFY``) when this turn had no room for it; a per-key rule's count leaves out
-    the jobs the turn completes (PostgreSQL counts without them in the same statement,
-    the other databases claim after the settlements commit). Skipping that second look
-    leaves a chain's next step its slot thread and the database at once."""
+    global limit (counted from the claim's snapshot or from the runs still listed). A
+    turn of completions only, all applied, under a claim with none of those, left
+    nothing it could not see: a workflow step such a completion released was claimed by
+    the same statement, or announced (``NOTIFY``) when this turn had no room for it; a
+    per-key rule's count leaves out the jobs the turn completes (PostgreSQL counts
+    without them in the same statement, the other databases claim after the settlements
+    commit). Skipping that second look leaves a chain's next step its slot thread and
+    the database at once."""
     if not batch:
         return False
-    if wanted is None or any(ok is None for ok in applied):
+    if wanted is None:
         return True
     if any(s.status != Status.COMPLETED for s in batch):
         return True

@@ -49,8 +49,6 @@ logger = logging.getLogger("django_jobqueue")
 class Worker:
     """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
 
-    _deferred = 0  # turns in a row that left settlements to the next (``store.exchange``)
-
     def __init__(
         self,
         *,
@@ -236,6 +234,7 @@ class Worker:
             self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
+            self._gather()
             unseen, got, free = self._turn()
             if got < free and unseen:
                 continue  # the settlements may have made claimable what the claim missed
@@ -245,6 +244,21 @@ class Worker:
             if got and got == free:
                 continue  # every slot taken: look again as soon as one frees up
             self._wait()
+
+    def _gather(self) -> None:
+        """Before a turn that settles short runs, let those its slot threads are about to
+        finish end first (``Sizing.gather``): a turn costs a round trip whatever it
+        settles, and one sent while a few of the last batch still run leaves them a
+        turn of their own, after which the two halves keep alternating."""
+        if not self._unsettled or self._stopping.is_set():
+            return
+        going = self._pools.going(self._running)
+        deadline = time.monotonic() + self._pools.sizing.gather(going, self.concurrency)
+        while going and (left := deadline - time.monotonic()) > 0:
+            self._wake.wait(left)
+            self._wake.clear()
+            self._collect()
+            going = self._pools.going(self._running)
 
     def _wait(self) -> None:
         timeout = self.poll_interval
@@ -259,8 +273,7 @@ class Worker:
                 timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
         timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
-            soon = settling.DEFER_WAIT if self._deferred else max(self._db.backoff(), MIN_WAIT)
-            timeout = min(timeout, soon)
+            timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
         if timeout > 0:
             self._wake.wait(timeout)
 
@@ -293,7 +306,6 @@ class Worker:
                     store.exchange,
                     worker_id=self.worker_id,
                     settlements=batch,
-                    wait=self._deferred >= settling.DEFERRALS,
                     **(wanted or {"limit": 0}),
                 )
             )
@@ -441,18 +453,13 @@ class Worker:
                 return  # connection lost: the rest stays unsettled, for the next turn
             self._settled([s], [applied])
 
-    def _settled(self, batch: list[Settlement], applied: Sequence[bool | None]) -> int:
-        """Forget the settlements written (how many); one the turn deferred (None) stays
-        first in line for the next turn (see ``settling.DEFER_WAIT``)."""
-        later = [s for s, ok in zip(batch, applied, strict=True) if ok is None]
-        self._unsettled = later + self._unsettled[len(batch) :]
-        self._deferred = self._deferred + 1 if later else 0
-        done = [s for s, ok in zip(batch, applied, strict=True) if ok is not None]
-        for s in done:
+    def _settled(self, batch: list[Settlement], applied: Sequence[bool]) -> None:
+        """Forget the settlements written (or dropped: a claim no longer ours)."""
+        self._unsettled = self._unsettled[len(batch) :]
+        for s in batch:
             self._running.pop(s.job_id, None)
-        self.processed += len(done)
-        self._pipe.settled(done, [ok for ok in applied if ok is not None])
-        return len(done)
+        self.processed += len(batch)
+        self._pipe.settled(batch, applied)
 
     # --- shutdown ---------------------------------------------------------------------------
 

@@ -95,6 +95,11 @@ class Pools:
         self.sizing.turned(seconds)
         self.loop_sizing.turned(seconds)
 
+    def going(self, running: Mapping[uuid.UUID, Running]) -> int:
+        """How many of the slot threads' runs (queued or running) have not ended yet."""
+        aside = self.async_kinds
+        return sum(1 for r in running.values() if not r.ended and r.job.kind not in aside)
+
     def withdraw(self, *, waited: float = 0.0) -> list[Running]:
         """The runs still waiting for a slot thread or for room on the event loop that
         have waited ``waited`` seconds or more (all by default): none of them started."""

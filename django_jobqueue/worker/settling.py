@@ -17,13 +17,6 @@ from django_jobqueue.worker.services.base import Running
 
 logger = logging.getLogger("django_jobqueue")
 
-# A turn may leave settlements to the next because another worker's turn held a row
-# their joins need (``store.exchange``): it holds it only until its commit, so the next
-# turn comes after DEFER_WAIT seconds (or at once on a wake-up), and after DEFERRALS
-# such turns in a row the next one waits for the rows instead.
-DEFER_WAIT = 0.002
-DEFERRALS = 3
-
 
 def settle_alone(
     s: Settlement, *, worker_id: str, failure_count: int, policy: Policy, now: datetime

@@ -29,6 +29,9 @@ LONG_RUN = 0.25
 STUCK = 4 * LONG_RUN
 # The longest a buffered job waits for a slot before it is handed back, in seconds.
 HOLD = 5.0
+# The most a turn waits for short runs about to end (``Sizing.gather``), as a share of a
+# turn's round trip.
+GATHER = 0.25
 # The weight of the newest sample in each moving average.
 WEIGHT = 0.2
 # The buffer's ceiling, for a worker of fewer slots than this: two workers of 2 slots
@@ -64,3 +67,13 @@ class Sizing:
         if self.run <= 0:
             return cap(concurrency)
         return min(cap(concurrency), math.ceil(concurrency * self.turn / self.run))
+
+    def gather(self, going: int, concurrency: int) -> float:
+        """How long a turn may wait for the ``going`` runs of ``concurrency`` slot threads
+        to end first: while they should all end within ``GATHER`` of a round trip, up
+        to that; else not at all (a run that takes longer gets its turn without them)."""
+        if not going or self.run is None or self.turn is None:
+            return 0.0
+        bound = GATHER * self.turn
+        waves = -(-going // concurrency)  # runs one slot thread still has, queued ones too
+        return bound if self.run * waves <= bound else 0.0

@@ -318,12 +318,14 @@ def _releasing_turn() -> tuple[str, list[Any]]:
 def _assert_releases_by_key(plan: str) -> None:
     _assert_settles_by_key_and_claims_by_index(plan, 1)
     ctes = _ctes(plan)
-    # The batch's rows, their waiting children and the children written: each by primary
-    # key (never by scanning the steps' index); the edges by their parent's index.
-    for name in ("steps", "held", "child"):
-        assert "Index Scan using django_jobqueue_job_pkey" in ctes[name], plan
-    assert "Index Cond: (parent_id = ANY" in ctes["kids"], plan
-    assert "Seq Scan" not in ctes["kids"], plan
+    # The completed steps' edges by their parent's index, and their children by primary
+    # key (never by scanning the steps' index; the function that counts them down takes
+    # them by key too). The edges' and the children's CTEs are planned into ``ranked``.
+    ranked = ctes["ranked"]
+    assert "Index Cond: (parent_id = ANY" in ranked, plan
+    assert "Index Scan using django_jobqueue_job_pkey" in ranked, plan
+    for table in ("django_jobqueue_job", "django_jobqueue_stepedge"):
+        assert f"Seq Scan on {table} " not in ranked, plan
 
 
 @postgres_only

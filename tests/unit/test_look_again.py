@@ -44,10 +44,6 @@ def test_a_turn_that_settled_nothing_needs_no_second_look() -> None:
     assert look_again([], [], _claim()) is False
 
 
-def test_a_deferred_settlement_goes_again_at_once() -> None:
-    assert look_again(_done(), [True, None], _claim()) is True
-
-
 def test_a_settlement_back_to_pending_is_looked_for_again() -> None:
     back = released(_run(), now=timezone.now(), note="worker shut down")
     assert look_again([*_done(1), back], [True, True], _claim()) is True

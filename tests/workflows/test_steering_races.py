@@ -13,10 +13,10 @@ The race of the re-arm: parent A dead (its ``completed`` dependent C cancelled),
 B running. The operator's requeue of A re-arms C, counting C's open parents; B's
 settlement counts C down if C is waiting. Each must see the other: the re-arm reads the
 parents' statuses only under C's row lock, and a settlement locks its waiting *and
-cancelled* children (the fused turn skips a locked one and sends the step again, and
-defers a step whose child changed since its statement's snapshot). Before that, a
-settlement skipped a cancelled child without locking it, the re-arm counted the
-still-running B as open, and C waited forever for a parent that had already completed.
+cancelled* children (the fused turn too, and it counts on a snapshot taken once it holds
+them, so it sees a re-arm committed while it waited). Before that, a settlement skipped
+a cancelled child without locking it, the re-arm counted the still-running B as open,
+and C waited forever for a parent that had already completed.
 
 The other steering paths, the same way: a workflow's cancel against a step's completion
 (a step released, or claimed by the fused turn, a moment before the cancel locks it is
@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from django_jobqueue import Status, Workflow, requeue, store, workflow
+from django_jobqueue import Batch, Status, Workflow, requeue, store, workflow
 from django_jobqueue.models import Job, JournalEntry, Outcome
 from django_jobqueue.models import Workflow as WorkflowRow
 from django_jobqueue.run.lifecycle import Run, completed, dead
@@ -43,6 +43,7 @@ from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from django_jobqueue.worker.dbguard import is_connection_error
+from django_jobqueue.workflows.batch import BatchContext
 from tests.helpers import (
     backend_pid,
     in_thread,
@@ -72,7 +73,7 @@ def path(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _turn(settlement: Any, path: str, *, claims: bool = False) -> list[bool | None]:
+def _turn(settlement: Any, path: str, *, claims: bool = False) -> list[bool]:
     """One worker's turn settling ``settlement``; its claim serves a kind nothing here
     has (the steps stay for ``run_jobs``) unless it ``claims``."""
     kinds = registry.kinds() if claims else [tasks.wf_value.kind]
@@ -87,7 +88,7 @@ def _turn(settlement: Any, path: str, *, claims: bool = False) -> list[bool | No
     return list(applied)
 
 
-def _sent(turn: Callable[[], list[bool | None]]) -> list[bool | None]:
+def _sent(turn: Callable[[], list[bool]]) -> list[bool]:
     """``turn()``, sent again after a transient error, as the worker's connection guard
     sends it (on MariaDB a settlement may be a deadlock's victim, rolled back whole:
     there every step's status change takes a shared lock on its workflow's row, through
@@ -99,14 +100,6 @@ def _sent(turn: Callable[[], list[bool | None]]) -> list[bool | None]:
             if not is_connection_error(exc):
                 raise
     return turn()
-
-
-def _resent(applied: list[bool | None], again: Callable[[], list[bool | None]]) -> None:
-    """A fused turn defers a settlement whose join needs a row another session holds;
-    the worker sends it again in its next turn, which writes it."""
-    if applied == [None]:
-        applied = again()
-    assert applied == [True]
 
 
 def _ending(job: store.Claimed, *, result: Any = None, die: bool = False) -> Any:
@@ -248,17 +241,13 @@ def test_a_sibling_parents_completion_while_a_requeue_is_uncommitted_counts_the_
     path: str,
 ) -> None:
     """The re-arm first, uncommitted (C waiting again on A and B): B's settlement waits
-    for C's row (the fused turn skips it and defers B's settlement to its next turn) and
-    then counts C down."""
+    for C's row and then counts C down (the fused turn counts on a snapshot taken once
+    it holds the row: C, cancelled when its statement began, is waiting again)."""
     handle, a_job, b_job = _diamond_with_a_dead_parent()
     held = Held(lambda: requeue(a_job.id, actor="ops"))
     settled = _against(held, lambda: _turn(_ending(b_job, result={"label": "b"}), path))
     held.commit()
-    applied = settled.result(30)
-    if path == "fused":
-        assert applied == [None]  # deferred: C's row was held; the worker sends it again
-        applied = _turn(_ending(b_job, result={"label": "b"}), path)
-    assert applied == [True]
+    assert settled.result(30) == [True]
 
     c = Job.objects.get(id=handle.steps["c"].id)
     assert (c.status, c.parents_open, c.parents_dead) == (Status.WAITING, 1, 0)
@@ -330,14 +319,12 @@ def test_a_steps_completion_while_a_workflow_cancel_is_uncommitted_releases_noth
     path: str,
 ) -> None:
     """The cancel first, uncommitted (B asked to stop, C cancelled): B's settlement waits
-    for B's row (the fused turn defers it: C's row is held) and completes B; C stays
-    cancelled and the workflow ends cancelled."""
+    for B's row and completes B; C stays cancelled and the workflow ends cancelled."""
     handle, b_job = _chain_with_a_running_step()
     held = Held(lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
-    settle = lambda: _turn(_ending(b_job, result={"label": "b"}), path)  # noqa: E731
-    settled = _started(settle)
+    settled = _started(lambda: _turn(_ending(b_job, result={"label": "b"}), path))
     held.commit()
-    _resent(settled.result(30), settle)
+    assert settled.result(30) == [True]
     _assert_cancelled_and_c_never_ran(handle, c_claimed=False)
 
 
@@ -353,12 +340,43 @@ def test_a_workflow_cancel_and_a_fused_turn_queued_on_the_same_step_do_not_deadl
     handle, b_job = _chain_with_a_running_step()
     held = Held(lambda: Job.objects.select_for_update().get(id=b_job.id))
     cancelled = _against(held, lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
-    settle = lambda: _turn(_ending(b_job, result={"label": "b"}), "fused")  # noqa: E731
-    settled = _started(settle)
+    settled = _started(lambda: _turn(_ending(b_job, result={"label": "b"}), "fused"))
     held.commit()
     cancelled.result(30)
-    _resent(settled.result(30), settle)
+    assert settled.result(30) == [True]
     _assert_cancelled_and_c_never_ran(handle, c_claimed=False)
+
+
+def test_a_batch_cancel_and_a_fused_turn_completing_a_later_member_do_not_deadlock() -> None:
+    """A member a running member added has a later id than the batch's callback. A
+    third session holds that member's row; a worker's fused turn completing it queues
+    behind, then the batch's cancel. The turn, once it has the member, waits for the
+    callback's row; the cancel takes the claimed steps before the others (as a
+    settlement takes its own rows before their children), so it waits for the member
+    before it holds the callback. Before, it held the callback (first in id order) and
+    waited for the member: a deadlock, one of the two rolled back after a second."""
+    if not is_postgres():
+        pytest.skip("the fused turn is PostgreSQL's")
+    batch = Batch(on_success=tasks.wf_summary.s(), name="cancel-race")
+    batch.add(tasks.wf_value.s(x=1))
+    handle = batch.enqueue()
+    late = BatchContext(handle.id, step_name="0").add(tasks.wf_value.s(x=2))
+    callback = handle.steps["on_success"].id
+    assert late.id > callback
+    [job] = [
+        j
+        for j in store.claim_jobs(worker_id=WORKER, limit=50, kinds=registry.kinds())
+        if j.id == late.id
+    ]
+    held = Held(lambda: Job.objects.select_for_update().get(id=job.id))
+    settled = _against(held, lambda: _turn(_ending(job, result=2), "fused"))
+    cancelled = _started(lambda: store.cancel_workflow(workflow_id=handle.id, actor="ops"))
+    held.commit()
+    assert settled.result(30) == [True]
+    cancelled.result(30)
+    assert Job.objects.get(id=callback).status == Status.CANCELLED
+    # The first member still runs (asked to stop): the workflow ends when it does.
+    assert WorkflowRow.objects.get(id=handle.id).cancel_requested
 
 
 @row_locking
@@ -386,11 +404,10 @@ def test_retrying_dead_steps_while_a_sibling_completes_neither_deadlocks_nor_str
 
     held = Held(lambda: WorkflowRow.objects.select_for_update().get(id=handle.id))
     retried = _against(held, lambda: store.retry_dead_steps(workflow_id=handle.id, actor="ops"))
-    settle = lambda: _sent(lambda: _turn(_ending(b_job, result={"label": "b"}), path))  # noqa: E731
-    settled = _started(settle)
+    settled = _started(lambda: _sent(lambda: _turn(_ending(b_job, result={"label": "b"}), path)))
     held.commit()
     assert sorted(retried.result(30)) == sorted([a1_job.id, a2_job.id])
-    _resent(settled.result(30), settle)
+    assert settled.result(30) == [True]
 
     c2 = Job.objects.get(id=handle.steps["c2"].id)
     assert (c2.status, c2.parents_open, c2.parents_dead) == (Status.WAITING, 1, 0)

@@ -270,51 +270,46 @@ def test_on_postgresql_a_turn_wakes_workers_only_for_released_steps_it_did_not_c
 
 
 @postgres_only
-@pytest.mark.django_db(transaction=True)  # a second session holds the callback's row
-def test_on_postgresql_a_turn_defers_completions_whose_callback_row_another_turn_holds() -> None:
+@pytest.mark.django_db(transaction=True)  # another turn, in a session of its own
+def test_on_postgresql_a_turn_waits_for_another_turns_callback_row_and_counts_its_commit() -> None:
+    """Another worker's turn completed two of the four members and has not committed:
+    this turn, completing the other two, waits for the callback's row, then counts from
+    the committed counter (two open, not the four its statement began with) and so
+    releases the callback, and claims it; nothing is deferred or sent again."""
     handle = chord([tasks.wf_value.s(x=i) for i in range(4)], tasks.wf_total.s()).enqueue()
     members = _claim()
     callback_id = handle.steps["callback"].id
-    locked, release = threading.Event(), threading.Event()
+    counted, commit = threading.Event(), threading.Event()
     holder: list[int] = []
 
-    def hold() -> int:
+    def other_turn() -> Any:
         with transaction.atomic():
-            Job.objects.select_for_update().get(id=callback_id)
-            pid = backend_pid()
-            holder.append(pid)
-            locked.set()
-            release.wait(30)
-        return pid
+            found = exchange(
+                worker_id=WORKER, settlements=[_done(m) for m in members[:2]], **_options()
+            )
+            holder.append(backend_pid())
+            counted.set()
+            commit.wait(30)
+        return found
 
-    held = in_thread(hold)
-    assert locked.wait(10)
+    other = in_thread(other_turn)
+    assert counted.wait(10)
     try:
-        applied, claimed = exchange(
-            worker_id=WORKER, settlements=[_done(m) for m in members[:2]], **_options()
-        )
-        # Nothing of those two written: not the members, their journal, nor the callback.
-        assert list(applied) == [None, None]
-        assert {_row(m.id).status for m in members[:2]} == {"claimed"}
-        assert not JournalEntry.objects.filter(job_id__in=[m.id for m in members]).exists()
-        assert _row(callback_id).parents_open == 4
-
-        waiting = in_thread(
+        mine = in_thread(
             lambda: exchange(
-                worker_id=WORKER,
-                settlements=[_done(m) for m in members[:2]],
-                wait=True,
-                **_options(),
+                worker_id=WORKER, settlements=[_done(m) for m in members[2:]], **_options()
             )
         )
         assert wait_for(lambda: _blocked_on(holder[0]), timeout=10)
+        assert _row(callback_id).parents_open == 4  # neither turn has committed
     finally:
-        release.set()
-    held.result(10)
-    applied, claimed = waiting.result(10)
-    assert (list(applied), claimed) == ([True, True], [])
-    assert _row(callback_id).parents_open == 2
-    assert WorkflowRow.objects.get(id=handle.id).steps_open == 3
+        commit.set()
+    assert other.result(10) == ([True, True], [])
+    applied, claimed = mine.result(10)
+    assert (list(applied), [c.id for c in claimed]) == ([True, True], [callback_id])
+    callback = _row(callback_id)
+    assert (callback.status, callback.parents_open, callback.claimed_by) == ("claimed", 0, WORKER)
+    assert WorkflowRow.objects.get(id=handle.id).steps_open == 1
 
 
 def _blocked_on(holder: int) -> int | None:

@@ -61,19 +61,13 @@ class Release:
     void_note: str
     worker: str
     channel: str
-    # Wait for the children's and workflows' row locks another turn holds, rather than
-    # leave the settlements that need them to a later turn (``Released.deferred``).
-    wait: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """What such a turn did: the settled ids, the claimed rows, and the settlements it
-    left out, unwritten, because another turn held a row their joins need (a chord's
-    callback, a workflow): the worker sends those again in its next turn."""
+    """What such a turn did: the settled ids and the claimed rows."""
 
     done: set[uuid.UUID]
-    deferred: set[uuid.UUID]
     claimed: list[tuple[Any, ...]]
 
 

@@ -45,20 +45,21 @@ _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
 
 @cache
-def settle_ctes(tally: Tally, locks: str = "") -> str:
+def settle_ctes(tally: Tally, *, returning: bool = False) -> str:
     """The settlement's CTEs, whose one parameter is the batch's document: ``j`` holds
-    the job rows it changed. ``locks``: CTEs between ``s`` and ``j`` that end with
-    ``deferred``, the settlements left out of this statement (``joining.lock_ctes``)."""
-    among = "s WHERE NOT (id = ANY(ARRAY(SELECT id FROM deferred)))" if locks else "s"
+    the job rows it changed. ``returning``: ``entries`` and ``tallied`` return a row
+    each, for a later CTE to wait for them (``joining``)."""
+    back = " RETURNING 1" if returning else ""
     return (
-        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),{locks}"
+        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
         f" j AS (UPDATE {JOB} AS t SET {SET} FROM s"
-        f" WHERE t.id = ANY(ARRAY(SELECT id FROM {among})) AND {GUARD}"
+        f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {GUARD}"
         " RETURNING t.id, t.status, t.cancel_actor, t.workflow_id),"
         f" entries AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})"
-        f" {journal_select('make_interval(secs => s.duration)')} FROM j JOIN s ON s.id = j.id),"
+        f" {journal_select('make_interval(secs => s.duration)')} FROM j JOIN s ON s.id = j.id"
+        f"{back}),"
         # The runs counted, in the same statement: the metrics never read the journal.
-        f" tallied AS ({tally.insert(tallied('j JOIN s ON s.id = j.id'))})"
+        f" tallied AS ({tally.insert(tallied('j JOIN s ON s.id = j.id'))}{back})"
     )
 
 
@@ -213,17 +214,15 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         found = self.run(*statement.statement())
         return Released(
             done={self.read_uuid(v) for r in found for v in (r[0] or ())},
-            deferred={self.read_uuid(v) for r in found for v in (r[1] or ())},
-            claimed=[r[2:] for r in found if r[2] is not None],
+            claimed=[r[1:] for r in found if r[1] is not None],
         )
 
     def releasing_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
     ) -> Fragment:
         ctes, update = self.claim_parts(replace(spec, settling=True))
-        locks = joining.lock_ctes(wait=release.wait)
         return Fragment.concat(
-            Fragment(f"WITH {settle_ctes(tally, locks)}, ", [document(rows)]),
+            Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)]),
             Fragment.join(", ", ctes),
             ", claimed AS (",
             update,
