@@ -275,6 +275,9 @@ leg_django6() {
 if [ "${1:-}" = "--leg" ]; then
   leg="$2"
   shift 2
+  # On the way out, the CPU the leg's processes took (user, system; its children's
+  # included): the lanes share two cores, so a leg's wall time says less of its cost.
+  trap 'echo "== leg $leg CPU (user, system: the shell, then its children)"; times' EXIT
   "leg_$leg" "$@"
   exit
 fi
