@@ -121,6 +121,17 @@ def backend_pid() -> int:
     return int(row[0])
 
 
+def statement_stuck(pid: int) -> bool:
+    """MySQL/MariaDB: whether session ``pid`` has run one statement for over a second."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.processlist"
+            " WHERE id = %s AND command = 'Query' AND time_ms >= 1000",
+            [pid],
+        )
+        return cursor.fetchone() is not None
+
+
 def waits_on_lock_held_by(pid: int, holder: int) -> bool:
     """Whether backend ``pid`` is blocked on a heavyweight lock that ``holder`` holds."""
     if is_mysql():
@@ -131,14 +142,16 @@ def waits_on_lock_held_by(pid: int, holder: int) -> bool:
             )
             if cursor.fetchone() is not None:
                 return True
-            # The view joins InnoDB's lock tables, which do not always list a wait (a CI
-            # run on MariaDB timed out here): the waiting transaction's own state says it.
+            # The view joins InnoDB's lock tables, which do not always list a wait (CI
+            # runs on MariaDB timed out here, on a unique index's duplicate check and on a
+            # foreign key's): the waiting transaction's own state may say it, and else a
+            # test's statement of a few rows still running after a second is waiting.
             cursor.execute(
                 "SELECT 1 FROM information_schema.innodb_trx"
                 " WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'",
                 [pid],
             )
-            return cursor.fetchone() is not None
+            return cursor.fetchone() is not None or statement_stuck(pid)
     with connections["default"].cursor() as cursor:
         cursor.execute(
             "SELECT wait_event_type, %s = ANY(pg_blocking_pids(pid)) "

@@ -210,7 +210,7 @@ def test_idempotency_race_lost_inside_a_callers_transaction_reuses_and_commits_t
     assert winner_inserted.wait(10)
     second = in_thread(caller)
     try:
-        wait_for(lambda: loser and waits_on_lock_held_by(loser[0], holder[0]))
+        wait_for(lambda: loser and waits_on_lock_held_by(loser[0], holder[0]), timeout=30)
         assert not second.done()
     finally:
         commit.set()

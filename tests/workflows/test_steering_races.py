@@ -50,6 +50,7 @@ from tests.helpers import (
     is_mysql,
     is_postgres,
     row_locking,
+    statement_stuck,
     wait_for,
     waits_on_lock_held_by,
 )
@@ -163,14 +164,8 @@ def _blocked(pid: int) -> bool:
     """Whether backend ``pid`` waits on a lock, whoever holds it."""
     with connection.cursor() as cursor:
         if is_mysql():
-            # A foreign key check's wait is not always listed among InnoDB's lock waits:
-            # a statement of these few rows running for a second is waiting.
-            cursor.execute(
-                "SELECT 1 FROM information_schema.processlist"
-                " WHERE id = %s AND command = 'Query' AND time_ms >= 1000",
-                [pid],
-            )
-            return cursor.fetchone() is not None
+            # A foreign key check's wait is not always listed among InnoDB's lock waits.
+            return statement_stuck(pid)
         cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
         row = cursor.fetchone()
     return row is not None and row[0] == "Lock"
