@@ -161,3 +161,21 @@ def test_a_claim_waits_for_one_holding_the_kinds_own_lock() -> None:
         wait_for(lambda: pid and waits_on_lock_held_by(pid[0], holder))
         assert not future.done()
     assert len(future.result(10)) == 1
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_claims_at_once_of_a_worker_with_key_rules_take_different_plain_jobs() -> None:
+    """A worker whose kinds include one with key rules claims the other kinds' jobs from
+    a pool of ids: a second claim while the first still holds its rows takes the next
+    ones, not none (the pool's parts lock as they read; before, both read the same first
+    rows and the second found each of them locked)."""
+    plain = {h.id for h in tasks.record.enqueue_many([{"n": i} for i in range(30)])}
+    enqueue("a", 2)
+    wanted = options(10, KeyRule(most=1), kinds=[KIND, tasks.record.kind])
+    with transaction.atomic():
+        first = store.claim_jobs(worker_id="w:1", **wanted)
+        second = in_thread(lambda: store.claim_jobs(worker_id="w:2", **wanted)).result(10)
+    assert len(first) == len(second) == 10
+    assert not {c.id for c in first} & {c.id for c in second}
+    assert {c.id for c in first + second if c.kind == tasks.record.kind} <= plain

@@ -103,6 +103,13 @@ class ClaimingStatements(KeyedClaims):
         """``select`` locking the rows it reads, skipping those another claim holds."""
         return select + " FOR UPDATE SKIP LOCKED"
 
+    def pool_part(self, select: Fragment) -> Fragment:
+        """A part of a keyed claim's pool of ids (``_pooled``) that any claim may take
+        from: as read here, unlocked. Two claims at once may read the same first rows
+        then, and the second finds them all taken by the first at the tier's lock; a
+        dialect whose claims run side by side locks them here instead (PostgreSQL)."""
+        return select
+
     def unpaused(self) -> str:
         """The claim condition that the row's queue (``j.queue``) is not paused."""
         return f"j.queue NOT IN (SELECT queue FROM {PAUSED})"
@@ -239,13 +246,13 @@ class ClaimingStatements(KeyedClaims):
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             where.append(f" AND j.id NOT IN ({union})")
-        return Fragment.concat(
-            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+        inner = Fragment.concat(
+            f"SELECT j.id FROM {JOB} j WHERE ",
             *where,
             f" {ORDER} LIMIT ",
             self.size(spec, cumulative),
-            ") AS p",
         )
+        return Fragment.concat("SELECT id FROM (", self.pool_part(inner), ") AS p")
 
     def _unkeyed(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int
@@ -255,13 +262,13 @@ class ClaimingStatements(KeyedClaims):
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
             where.append(f" AND j.id NOT IN ({union})")
-        return Fragment.concat(
-            f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
+        inner = Fragment.concat(
+            f"SELECT j.id FROM {JOB} j WHERE ",
             *where,
             f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT ",
             self.size(spec, cumulative),
-            ") AS p",
         )
+        return Fragment.concat("SELECT id FROM (", self.pool_part(inner), ") AS p")
 
     def _branches(
         self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
