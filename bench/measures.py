@@ -136,6 +136,10 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             "drain_2",
             (Row("rate", f"drain {sz.drain:,} no-ops, 2 workers (jobs/s)"),),
             drain_with(2),
+            # drain_1's code path with a second worker: the quick form runs it for ours
+            # and pgqueuer only (two more runs of workers at full speed, django-tasks-db's
+            # polling at interval 0, for no code path that drain_1 did not run).
+            quick_systems=frozenset({"django_jobqueue", "pgqueuer"}),
         ),
         Measure(
             "statements",

@@ -75,6 +75,9 @@ class Measure:
     rows: tuple[Row, ...]
     run: Callable[[Bench, System], Rep]
     applies: Callable[[System], bool] = _always
+    # In the quick form (CI's smoke run) only these systems run it (None: all it applies
+    # to): a measure that repeats another's code path for a peer need not run it twice.
+    quick_systems: frozenset[str] | None = None
 
 
 Results = dict[str, dict[str, Outcome | None]]  # system key -> measure key -> outcome

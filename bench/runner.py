@@ -36,7 +36,8 @@ def run(config: Config, bench: Bench, progress: Callable[[str], None]) -> Result
         if config.only_measures and m.key not in config.only_measures:
             continue
         for s in config.systems:
-            results[s.key][m.key] = Outcome() if m.applies(s) else None
+            skipped = config.quick and m.quick_systems is not None and s.key not in m.quick_systems
+            results[s.key][m.key] = Outcome() if m.applies(s) and not skipped else None
         for rep in range(1, config.reps + 1):
             for s in config.systems:
                 outcome = results[s.key][m.key]
