@@ -14,10 +14,11 @@ qualifies. Three minutes at the default saw two or three visits of the jobs tabl
 seconds at 10 s see five or more, so the same assertions hold on a run well under half
 as long (it was about 3.5 minutes of the PostgreSQL leg).
 
-The rate is 150 jobs/s (``JOBQUEUE_LONG_TESTS=1``: 300, the former CI form): what the
+The rate is 100 jobs/s (``JOBQUEUE_LONG_TESTS=1``: 300, the former CI form): what the
 soak proves is about autovacuum keeping up with the table's churn, and with the jobs
 table's scale factors (1 % dead rows) a visit is due after a few hundred deleted rows at
-either rate; the higher one only doubled the CPU the soak took from the lanes beside it.
+any of these rates; a higher one only multiplies the CPU the soak takes from the lanes
+beside it (CI's lanes keep both cores busy: every core-second shows in its wall time).
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ pytestmark = [
     pytest.mark.skipif(pgserver.unavailable() is not None, reason=str(pgserver.unavailable())),
 ]
 
-# 150 jobs/s, half of what two workers and the server sustain on a 2-core CI machine
+# 100 jobs/s, a fifth of what two workers and the server sustain on a 2-core CI machine
 # with other work on it (they drained 500/s while 6 other suites ran).
 CONFIG = SoakConfig(
     seconds=75,
-    rate=300 if os.environ.get("JOBQUEUE_LONG_TESTS") == "1" else 150,
+    rate=300 if os.environ.get("JOBQUEUE_LONG_TESTS") == "1" else 100,
     keep=20,
     prune_every=5,
     sample_every=5,
