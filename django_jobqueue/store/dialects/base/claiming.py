@@ -99,17 +99,6 @@ class ClaimingStatements(KeyedClaims):
         """Have this thread's connection plan its prepared statements once (a worker
         loop's own connection); nothing where statements are not prepared."""
 
-    def skipping_locked(self, select: Fragment) -> Fragment:
-        """``select`` locking the rows it reads, skipping those another claim holds."""
-        return select + " FOR UPDATE SKIP LOCKED"
-
-    def pool_part(self, select: Fragment) -> Fragment:
-        """A part of a keyed claim's pool of ids (``_pooled``) that any claim may take
-        from: as read here, unlocked. Two claims at once may read the same first rows
-        then, and the second finds them all taken by the first at the tier's lock; a
-        dialect whose claims run side by side locks them here instead (PostgreSQL)."""
-        return select
-
     def unpaused(self) -> str:
         """The claim condition that the row's queue (``j.queue``) is not paused."""
         return f"j.queue NOT IN (SELECT queue FROM {PAUSED})"

@@ -40,6 +40,17 @@ KEY_INDEX_ORDER = f"ORDER BY j.kind, j.{KEY}, {KEY_ORDER}"
 class KeyedClaims(Primitives):
     """The keyed kinds' branch of the claim; the dialect says where rows come from."""
 
+    def skipping_locked(self, select: Fragment) -> Fragment:
+        """``select`` locking the rows it reads, skipping those another claim holds."""
+        return select + " FOR UPDATE SKIP LOCKED"
+
+    def pool_part(self, select: Fragment) -> Fragment:
+        """A part of a keyed claim's pool of ids (``_pooled``) that any claim may take
+        from: as read here, unlocked. Two claims at once may read the same first rows
+        then, and the second finds them all taken by the first at the tier's lock; a
+        dialect whose claims run side by side locks them here instead (PostgreSQL)."""
+        return select
+
     def keyed_branch(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
     ) -> Fragment:

@@ -148,14 +148,6 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
             [kind, spec.limited[kind], spec.lock_space, locks],
         )
 
-    def pool_part(self, select: Fragment) -> Fragment:
-        # Locked as read, skipping what another claim holds (which EvalPlanQual also
-        # passes over once that claim has committed): two workers' claims at once take
-        # different rows instead of the same first ones, of which the second then gets
-        # none. A row read here but left out by the tier's LIMIT stays locked until the
-        # statement commits: at most the claim's size per part.
-        return self.skipping_locked(select)
-
     def plain_part(
         self, spec: ClaimSpec, plain: list[str], floor: int, previous: list[str], cumulative: int
     ) -> Fragment:

@@ -59,6 +59,14 @@ _FOR_GOOD = "s.status IN (" + ", ".join(f"'{s.value}'" for s in TERMINAL) + ")"
 class PostgreSQLKeyed(KeyedClaims):
     """Keyed claims on PostgreSQL (see the module's docstring)."""
 
+    def pool_part(self, select: Fragment) -> Fragment:
+        # Locked as read, skipping what another claim holds (which EvalPlanQual also
+        # passes over once that claim has committed): two workers' claims at once take
+        # different rows instead of the same first ones, of which the second then gets
+        # none. A row read here but left out by the tier's LIMIT stays locked until the
+        # statement commits: at most the claim's size per part.
+        return self.skipping_locked(select)
+
     def keyed_ctes(self, spec: ClaimSpec, rooms: dict[str, Fragment]) -> list[Fragment]:
         """For each kind with a limit per key, made once for all the claim's tiers: the
         keys with room whose locks the claim holds, each with its claimed jobs (``kc_i``)."""
@@ -135,14 +143,22 @@ class PostgreSQLKeyed(KeyedClaims):
                 head,
                 runnable,
             )
+        rows = Fragment.concat(
+            f"SELECT j.id, j.priority, j.visible_at FROM {JOB} j WHERE ",
+            runnable,
+            f" AND j.{KEY} = ks.{KEY} AND NOT (j.id = ANY(ks.ids)) {KEY_INDEX_ORDER} LIMIT ks.free",
+        )
+        if not rule.counted:
+            # Keys found by the walk alone (no lock per key): two claims at once walk
+            # the same keys, so their rows lock as read, as the pool's other parts do.
+            rows = self.pool_part(rows)
         return Fragment.concat(
             f"SELECT r.id, ks.{KEY}, r.priority, r.visible_at, r.rn, ks.part FROM ",
             keys,
             " CROSS JOIN LATERAL (SELECT j.id, j.priority, j.visible_at, ROW_NUMBER() OVER"
-            f" (ORDER BY {KEY_ORDER}) AS rn FROM {JOB} j WHERE ",
-            runnable,
-            f" AND j.{KEY} = ks.{KEY} AND NOT (j.id = ANY(ks.ids)) {KEY_INDEX_ORDER}"
-            " LIMIT ks.free) AS r",
+            f" (ORDER BY {KEY_ORDER}) AS rn FROM (",
+            rows,
+            ") AS j) AS r",
         )
 
     def _held(self, spec: ClaimSpec, kind: str) -> Fragment:
