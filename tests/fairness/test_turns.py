@@ -179,3 +179,18 @@ def test_two_claims_at_once_of_a_worker_with_key_rules_take_different_plain_jobs
     assert len(first) == len(second) == 10
     assert not {c.id for c in first} & {c.id for c in second}
     assert {c.id for c in first + second if c.kind == tasks.record.kind} <= plain
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_claims_at_once_of_a_fair_kind_take_different_jobs() -> None:
+    """A fair kind without a count per key walks its keys with no lock per key: a second
+    claim while the first holds its rows takes other rows of the same keys, not none."""
+    for key in ("a", "b", "c", "d"):
+        enqueue(key, 10)
+    rule = KeyRule(fair=True)
+    with transaction.atomic():
+        first = claim(8, rule, worker="w:1")
+        second = in_thread(lambda: claim(8, rule, worker="w:2")).result(10)
+    assert len(first) == len(second) == 8
+    assert not {c.id for c in first} & {c.id for c in second}
