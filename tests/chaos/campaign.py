@@ -461,3 +461,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def assert_unbroken_under_every_fault(report: Any, plan: Any) -> None:
+    """What every campaign checks first (the plain, atomic, workflow and steps ones): no
+    guarantee broken, and each planned fault (SIGKILLs, SIGTERMs, cut connections)
+    really dealt, so that the rest of its checks saw them."""
+    assert report.violations == [], report.text()
+    assert report.tally.kills == plan.kills, report.text()
+    assert report.tally.stops == plan.stops, report.text()
+    assert report.tally.cuts == plan.cuts, report.text()
