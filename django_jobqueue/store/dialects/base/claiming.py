@@ -231,33 +231,31 @@ class ClaimingStatements(KeyedClaims):
         extra: str = "",
     ) -> Fragment:
         """``kinds``' first candidates in claim order, by the claim index."""
-        where: list[Fragment | str] = [self.candidates(spec, kinds=kinds, floor=floor), extra]
-        if previous:
-            union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
-            where.append(f" AND j.id NOT IN ({union})")
-        inner = Fragment.concat(
-            f"SELECT j.id FROM {JOB} j WHERE ",
-            *where,
-            f" {ORDER} LIMIT ",
-            self.size(spec, cumulative),
-        )
-        return Fragment.concat("SELECT id FROM (", self.pool_part(inner), ") AS p")
+        where = self.candidates(spec, kinds=kinds, floor=floor) + extra
+        return self._first_ids(spec, where, ORDER, previous, cumulative)
 
     def _unkeyed(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int
     ) -> Fragment:
         """A kind's first unkeyed candidates in claim order."""
-        where: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor, exact=True)]
+        where = (
+            self.candidates(spec, kinds=[kind], floor=floor, exact=True) + f" AND j.{KEY} IS NULL"
+        )
+        return self._first_ids(spec, where, KEY_INDEX_ORDER, previous, cumulative)
+
+    def _first_ids(
+        self, spec: ClaimSpec, where: Fragment, order: str, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """A pool part (``pool_part``): the ids of the first rows meeting ``where`` in
+        ``order``, less what earlier tiers picked, up to the slots up to this tier."""
+        parts: list[Fragment | str] = [f"SELECT j.id FROM {JOB} j WHERE ", where]
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
-            where.append(f" AND j.id NOT IN ({union})")
-        inner = Fragment.concat(
-            f"SELECT j.id FROM {JOB} j WHERE ",
-            *where,
-            f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER} LIMIT ",
-            self.size(spec, cumulative),
+            parts.append(f" AND j.id NOT IN ({union})")
+        parts += [f" {order} LIMIT ", self.size(spec, cumulative)]
+        return Fragment.concat(
+            "SELECT id FROM (", self.pool_part(Fragment.concat(*parts)), ") AS p"
         )
-        return Fragment.concat("SELECT id FROM (", self.pool_part(inner), ") AS p")
 
     def _branches(
         self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
