@@ -44,7 +44,7 @@ _STEP_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, va
 _STEPS = (
     f"INSERT INTO {JOB} ({STEP_COLUMN_LIST})"
     " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''), NULL,"
+    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''), r->>13,"
     f" (r->>7)::uuid, r->>8, r->>9, (r->>10)::int, r->>11, {_STEP_FRESH}"
     " FROM jsonb_array_elements(%s::jsonb) AS r"
 )
@@ -218,9 +218,13 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def _traced(context: str, q: Callable[[str], str]) -> str:
-    """A step's trace context as the document's last element, or nothing."""
-    return f",{q(context)}" if context else ""
+def _step_tail(row: NewRow, q: Callable[[str], str]) -> str:
+    """A step's trace context and key as the document's last elements (the key, when
+    there is one, after the context, "" for none), or nothing: ``r->>12`` and
+    ``r->>13`` past the end are NULL."""
+    if row.job_key is not None:
+        return f",{q(row.trace_context)},{q(row.job_key)}"
+    return f",{q(row.trace_context)}" if row.trace_context else ""
 
 
 def _edges_document(edges: Sequence[tuple[Any, Any, Any]]) -> str:
@@ -230,8 +234,8 @@ def _edges_document(edges: Sequence[tuple[Any, Any, Any]]) -> str:
 
 def _steps_document(steps: Sequence[NewStep]) -> str:
     """``[[id, kind, queue, payload, priority, created_at, visible_at, workflow_id,
-    step_name, join_when, parents_open, status, trace_context], …]`` as JSON text (the
-    trace context only when there is one)."""
+    step_name, join_when, parents_open, status, trace_context, key], …]`` as JSON text
+    (the trace context and the key only when there are some)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:  # kinds, queues, joins and statuses repeat: encoded once each
@@ -244,7 +248,7 @@ def _steps_document(steps: Sequence[NewStep]) -> str:
         f'["{s.row.id}",{q(s.row.kind)},{q(s.row.queue)},{s.row.payload},{s.row.priority},'
         f'"{s.row.created_at.isoformat()}","{s.row.visible_at.isoformat()}",'
         f'"{s.workflow_id}",{validation.dumps(s.step_name)},{q(s.join_when)},{s.parents_open},'
-        f"{q(s.status)}{_traced(s.row.trace_context, q)}]"
+        f"{q(s.status)}{_step_tail(s.row, q)}]"
         for s in steps
     ]
     return "[" + ",".join(parts) + "]"
