@@ -111,13 +111,16 @@ def _child(release: Release) -> Fragment:
 
 def _takes(spec: ClaimSpec, release: Release) -> Fragment:
     """Whether a child this turn releases is claimed by it: of a kind and queue the
-    claim serves, uncapped and unlimited, at or above the lowest priority floor,
-    visible now, its queue not paused, and within the room the claim left."""
+    claim serves, uncapped, unlimited and without key rules, at or above the lowest
+    priority floor, visible now, its queue not paused, and within the room the claim
+    left. A kind with key rules (``spec.keyed``) is left pending for the next claim,
+    whose keyed part (``dialects.base.keyed``) is the one place those rules are
+    decided: its key's place may be taken, or another key's turn come first."""
     slots = sum(n for _, n in spec.tiers)
     parts: list[Fragment | str] = [Fragment("(c.kind = ANY(%s)", [list(spec.kinds)])]
     if spec.queues:
         parts.append(Fragment(" AND c.queue = ANY(%s)", [list(spec.queues)]))
-    bounded = [*spec.caps, *(k for k in spec.limited if k not in spec.caps)]
+    bounded = list(dict.fromkeys([*spec.caps, *spec.limited, *spec.keyed]))
     if bounded:
         parts.append(Fragment(" AND NOT (c.kind = ANY(%s))", [bounded]))
     parts.append(
