@@ -34,9 +34,7 @@ from tests.workflows.test_steering_races import Held, _against, _claimed, _endin
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
-repair_migration = importlib.import_module(
-    "django_jobqueue.migrations.0020_repair_stuck_workflows"
-)
+repair_migration = importlib.import_module("django_jobqueue.migrations.0020_repair_stuck_workflows")
 
 
 @pytest.fixture(params=["fused", "portable"])
