@@ -11,7 +11,7 @@ A workflow with an open step is left alone. Nothing to undo.
 """
 
 from django.db import migrations, router
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 
 from django_jobqueue.run.joins import outcome
 
@@ -26,11 +26,14 @@ def repair(apps, schema_editor):
         return 0
     workflows = apps.get_model("django_jobqueue", "Workflow").objects.using(alias)
     jobs = apps.get_model("django_jobqueue", "Job").objects.using(alias)
+    steps_of = jobs.filter(workflow_id=OuterRef("id"))
+    # Found in one statement (the running workflows without an open step are few).
+    stuck = workflows.filter(
+        Exists(steps_of), ~Exists(steps_of.exclude(status__in=TERMINAL)), status="running"
+    )
     repaired = 0
-    for wf in workflows.filter(status="running").iterator():
+    for wf in stuck.iterator():
         steps = jobs.filter(workflow_id=wf.id)
-        if not steps.exists() or steps.exclude(status__in=TERMINAL).exists():
-            continue
         dead = steps.filter(status="dead").count()
         last = steps.aggregate(at=Max("finished_at"))["at"] or wf.created_at
         repaired += workflows.filter(id=wf.id, status="running").update(
