@@ -187,7 +187,8 @@ def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
 
 def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[uuid.UUID]:
     """Requeue every dead step of a workflow (each re-arming the steps its death
-    cancelled); the ids requeued."""
+    cancelled); the ids requeued. With no dead step it writes nothing: no recount
+    racing the settlements of the workflow's open steps for nothing."""
     wf = steering.workflow_row(workflow_id)
     dead = list(
         sql.jobs()
@@ -195,6 +196,8 @@ def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[u
         .order_by("id")
         .values_list("id", flat=True)
     )
+    if not dead:
+        return []
 
     def retry() -> list[uuid.UUID]:
         with transaction.atomic(using=sql.alias()):

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
 from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
+from django_jobqueue.run.joins import outcome
 from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
 from django_jobqueue.store import joins, sql
 
@@ -184,16 +185,33 @@ def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: J
 
 
 def recount(workflow_id: uuid.UUID | None) -> None:
-    """A workflow's counters from its steps (an operator's path), and running again
-    if a step is open. It locks the workflow's row, so it comes after every job row the
+    """A workflow's counters from its steps (an operator's path): running again if a
+    step is open, else the status its last settlement gives (``run.joins.outcome``).
+    It locks the workflow's row before it counts, so it comes after every job row the
     transaction locks (a settlement holding a child it re-arms may wait for the
-    workflow's row next)."""
+    workflow's row next), and it counts what every settlement that held the row before
+    it committed (a count read first, then written after such a settlement, had put a
+    finished workflow back to running for good)."""
     if workflow_id is None:
         return
+    row = (
+        sql.dialect()
+        .locked(joins.workflows().filter(id=workflow_id), skip_locked=False)
+        .values_list("status", "cancel_requested")
+        .first()
+    )
+    if row is None:
+        return
+    status, cancel_requested = row
     steps = sql.jobs().filter(workflow_id=workflow_id)
     open_ = steps.exclude(status__in=TERMINAL).count()
     dead = steps.filter(status=Status.DEAD).count()
     changes: dict[str, object] = {"steps_open": open_, "steps_dead": dead}
     if open_:
         changes.update(status=WorkflowStatus.RUNNING, finished_at=None, cancel_requested=False)
+    elif status == WorkflowStatus.RUNNING:
+        changes.update(
+            status=outcome(cancel_requested=cancel_requested, steps_dead=dead),
+            finished_at=timezone.now(),
+        )
     joins.workflows().filter(id=workflow_id).update(**changes)

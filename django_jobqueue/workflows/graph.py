@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import signals
+from django_jobqueue import signals, validation
 from django_jobqueue.errors import (
     DuplicateStep,
     EmptyWorkflow,
@@ -66,12 +66,7 @@ class Workflow:
     """A graph of steps; ``add`` returns a ``StepRef`` for later steps' ``after``."""
 
     def __init__(self, name: str = "workflow", *, shape: str = WorkflowShape.WORKFLOW) -> None:
-        if not isinstance(name, str) or not name or len(name) > NAME_LIMIT:
-            raise InvalidArguments(
-                f"a workflow's name must be a non-empty string of at most {NAME_LIMIT} "
-                f"characters, got {name!r}"
-            )
-        self.name = name
+        self.name = _checked_name(name, "a workflow's name")
         self.shape = shape
         self._steps: list[_Step] = []
         self._empty: str | None = None  # why a shape with no member cannot run
@@ -90,12 +85,7 @@ class Workflow:
             raise InvalidArguments(
                 f"a workflow step is a signature (task.s(...)), not {type(sig).__name__}"
             )
-        step = str(len(self._steps)) if name is None else name
-        if not isinstance(step, str) or not step or len(step) > NAME_LIMIT:
-            raise InvalidArguments(
-                f"a step name must be a non-empty string of at most {NAME_LIMIT} characters, "
-                f"got {step!r}"
-            )
+        step = _checked_name(str(len(self._steps)) if name is None else name, "a step name")
         if isinstance(after, StepRef | str):
             after = [after]
         self._steps.append(_Step(step, sig, list(after), when))
@@ -170,6 +160,13 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r} ({self.shape}, {len(self._steps)} steps)>"
+
+
+def _checked_name(name: Any, what: str) -> str:
+    """A workflow's or a step's name as its column stores it: a non-empty string of at
+    most ``NAME_LIMIT`` characters with no NUL and no lone surrogate (PostgreSQL refuses
+    those; refused here, before any row is written, the caller's transaction untouched)."""
+    return validation.bounded_text(name, name=what, error=InvalidArguments, max_length=NAME_LIMIT)
 
 
 def _check_acyclic(name: str, names: Sequence[str], parents: Sequence[Sequence[int]]) -> None:

@@ -151,3 +151,45 @@ def test_an_unknown_workflow_id_is_workflow_not_found() -> None:
         workflow("not-a-uuid")
     with pytest.raises(WorkflowNotFound):
         workflow("01890000-0000-7000-8000-000000000000")
+
+
+UNSTORABLE_NAMES = {
+    "nul": ("a\x00b", "contains a NUL character"),
+    "surrogate": ("a\ud800b", "contains a lone surrogate"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(UNSTORABLE_NAMES))
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: Workflow(n),
+        lambda n: chain(tasks.wf_value.s(x=1), name=n),
+        lambda n: group([tasks.wf_value.s(x=1)], name=n),
+        lambda n: chord([tasks.wf_value.s(x=1)], tasks.wf_total.s(), name=n),
+        lambda n: Batch(name=n).add(tasks.wf_value.s(x=1)).enqueue(),
+    ],
+    ids=["workflow", "chain", "group", "chord", "batch"],
+)
+def test_a_workflow_name_the_database_cannot_store_is_refused_and_the_transaction_goes_on(
+    make: Callable[[str], Any], bad: str
+) -> None:
+    """A NUL or a lone surrogate in a workflow's name, as in a step's: refused by name
+    when the workflow is made (PostgreSQL's DataError or psycopg's UnicodeEncodeError at
+    ``enqueue()`` before), and the caller's transaction still usable."""
+    from django.db import transaction
+
+    name, problem = UNSTORABLE_NAMES[bad]
+    with transaction.atomic():
+        with pytest.raises(InvalidArguments, match=f"a workflow's name {problem}"):
+            make(name)
+        assert WorkflowRow.objects.count() == 0
+
+
+@pytest.mark.parametrize("bad", sorted(UNSTORABLE_NAMES))
+def test_a_step_name_the_database_cannot_store_is_refused(bad: str) -> None:
+    name, problem = UNSTORABLE_NAMES[bad]
+    wf = Workflow("names")
+    with pytest.raises(InvalidArguments, match=f"a step name {problem}"):
+        wf.add(tasks.wf_value.s(x=1), name=name)
+    assert len(wf) == 0
