@@ -15,6 +15,7 @@ from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.jobs import Job, JournalEntry
 from django_jobqueue.models.runtime import (
     KindLimit,
+    MergeLock,
     QueuePause,
     RateBucket,
     RunTally,
@@ -32,6 +33,7 @@ __all__ = [
     "Job",
     "JournalEntry",
     "KindLimit",
+    "MergeLock",
     "Outcome",
     "Priority",
     "QueuePause",

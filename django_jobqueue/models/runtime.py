@@ -126,6 +126,23 @@ class RateBucket(models.Model):
         return f"{self.kind}: {self.tokens:.1f} tokens"
 
 
+class MergeLock(models.Model):
+    """A row per kind and dedup key that an enqueue with a merge locks first, in its own
+    transaction: two enqueues of one key take turns, so the second sees the job the
+    first inserted and merges into it instead of inserting a duplicate.
+
+    ``name`` is a digest of the kind and key (any length of either fits).
+    """
+
+    name = models.CharField(primary_key=True, max_length=64)
+
+    class Meta:
+        verbose_name = "merge lock"
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Schedule(models.Model):
     """The durable state of one periodic schedule: the last tick a job was enqueued for.
 

@@ -184,26 +184,63 @@ def _enqueue(request: EnqueueRequest) -> tuple[Job, Disposition]:
         if existing is not None:
             return existing, "reused"
     if request.dedup_key is not None and request.merge is not None:
-        try:
-            merged = _merge(request, now=now)
-        except IntegrityError:
-            # A concurrent enqueue took the idempotency key first: reuse its job.
-            existing = active_by_key(request.idempotency_key or "")
-            if existing is None:
-                raise
-            return existing, "reused"
-        if merged is not None:
-            return merged
-        if request.while_running == "drop":
-            running = into_running(
-                kind=request.kind,
-                dedup_key=request.dedup_key,
-                payload=request.payload,
-                idempotency_key=request.idempotency_key,
-                now=now,
-            )
-            if running is not None:
-                return running, "merged"
+        joined = sql.connection().in_atomic_block
+        # Alone, the key's lock and the job's row commit together (in the caller's
+        # transaction they join it, the lock held until it ends).
+        with contextlib.nullcontext() if joined else transaction.atomic(using=sql.alias()):
+            lock_merges([request])
+            return _merge_or_insert(request, now)
+    return _insert(request, now)
+
+
+def merge_lock_name(kind: str, dedup_key: str) -> str:
+    """The merge-lock row of a kind's dedup key: a digest, so any kind and key fit it."""
+    return hashlib.sha256(f"{kind}\0{dedup_key}".encode()).hexdigest()
+
+
+def lock_merges(requests: Sequence[EnqueueRequest]) -> None:
+    """Lock the merge-lock rows of these requests' (kind, dedup key) in the current
+    transaction, in one order (two batches with the same keys cannot wait for each other
+    in a circle). Held until it ends: a concurrent enqueue of one of these keys waits,
+    then sees the job this one inserted or merged into. Requests with no merge take none."""
+    names = {
+        merge_lock_name(r.kind, r.dedup_key)
+        for r in requests
+        if r.dedup_key is not None and r.merge is not None
+    }
+    d = sql.dialect()
+    for name in sorted(names):
+        d.lock_merge(name)
+
+
+def _merge_or_insert(request: EnqueueRequest, now: datetime) -> tuple[Job, Disposition]:
+    """Merge into a pending (or, with ``while_running="drop"``, running) job of the same
+    kind and dedup key, else insert; the key's merge lock is held."""
+    assert request.dedup_key is not None
+    try:
+        merged = _merge(request, now=now)
+    except IntegrityError:
+        # A concurrent enqueue took the idempotency key first: reuse its job.
+        existing = active_by_key(request.idempotency_key or "")
+        if existing is None:
+            raise
+        return existing, "reused"
+    if merged is not None:
+        return merged
+    if request.while_running == "drop":
+        running = into_running(
+            kind=request.kind,
+            dedup_key=request.dedup_key,
+            payload=request.payload,
+            idempotency_key=request.idempotency_key,
+            now=now,
+        )
+        if running is not None:
+            return running, "merged"
+    return _insert(request, now)
+
+
+def _insert(request: EnqueueRequest, now: datetime) -> tuple[Job, Disposition]:
     job = _new_row(request, now)
     if request.idempotency_key is None:
         sql.dialect().insert_jobs([_insert_row(job, request)])
@@ -272,6 +309,7 @@ def _enqueue_many(
             wait = take_tokens(kind=bucket, rate=rate, count=count)
             if wait is not None:
                 raise rate_limited(kind, rate, count, wait, key=key)
+        lock_merges(requests)  # all at once, in one order, before any of them
         for i, request in enumerate(requests):
             if request.idempotency_key is not None or (
                 request.dedup_key is not None and request.merge is not None
@@ -446,6 +484,8 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "key_bucket",
+    "lock_merges",
     "merge_candidates",
+    "merge_lock_name",
     "rate_limited",
 ]

@@ -530,3 +530,91 @@ def test_merge_tries_every_candidate_oldest_first(merge_mode: Callable[[str], No
     assert outcomes(oldest.id) == []
     assert outcomes(younger.id) == ["merged"]
     assert Job.objects.count() == 2
+
+
+def _burst_of_one_key(enqueue_one: Callable[[int], Any], n: int) -> list[Any]:
+    """``n`` threads, each on its own connection and in its own transaction, enqueue at
+    once (a barrier starts them together); their handles."""
+    barrier = threading.Barrier(n)
+
+    def one(i: int) -> Any:
+        connections["default"].ensure_connection()
+        barrier.wait(timeout=30)
+        with transaction.atomic():
+            return enqueue_one(i)
+
+    futures = [in_thread(partial(one, i)) for i in range(n)]
+    return [f.result(timeout=120) for f in futures]
+
+
+@sqlite_too
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("policy", ["debounce", "union"])
+def test_a_burst_of_one_dedup_key_leaves_one_pending_job_and_n_minus_1_merges(
+    merge_mode: Callable[[str], None], policy: str
+) -> None:
+    """8 threads × 6 trials enqueue one kind and dedup key at once, debounced or merged
+    with a plain merge() policy: each trial leaves exactly one pending job, and its
+    journal holds the 7 other enqueues as merges (issue 30: 1 to 8 pending before)."""
+    merge_mode("union")
+    n = 8
+    for trial in range(6):
+        key = f"burst-{trial}"
+        if policy == "debounce":
+            bound = tasks.keyed.using(dedup_key=key, debounce=timedelta(seconds=5))
+            kind = tasks.keyed.kind
+            handles = _burst_of_one_key(lambda i, bound=bound: bound.enqueue(n=i), n)
+            pending = Job.objects.filter(kind=kind, dedup_key=key, status=Status.PENDING)
+        else:
+            kind = Sync.kind
+            handles = _burst_of_one_key(
+                lambda i, trial=trial: Sync(100 + trial, items=[str(i)]).enqueue(), n
+            )
+            pending = Job.objects.filter(
+                kind=kind, dedup_key=str(100 + trial), status=Status.PENDING
+            )
+        assert pending.count() == 1, f"trial {trial}: {pending.count()} pending jobs"
+        job = pending.get()
+        assert sorted(h.disposition for h in handles) == ["inserted"] + ["merged"] * (n - 1)
+        assert {h.id for h in handles} == {job.id}
+        assert outcomes(job.id).count("merged") == n - 1
+
+
+@pytest.mark.django_db(transaction=True)
+@row_locking
+def test_two_bulk_enqueues_of_the_same_keys_in_opposite_orders_do_not_deadlock(
+    merge_mode: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two enqueue_many batches at once, [201, 202] and [202, 201], each merging into a
+    pending job of both keys. merge() is slowed so that each batch holds its first key
+    while it wants its second: taken one by one, the two would wait for each other in a
+    circle (a deadlock error in one of them). The keys' locks are taken up front in one
+    order, so both batches go through and every item is merged once."""
+    merge_mode("union")
+    original_merge = Sync.merge
+
+    def slow_merge(self: Sync, existing: Any) -> Any:
+        time.sleep(0.5)
+        return original_merge(self, existing)
+
+    seeds = {account: Sync(account, items=["seed"]).enqueue() for account in (201, 202)}
+    monkeypatch.setattr(Sync, "merge", slow_merge)
+    barrier = threading.Barrier(2)
+
+    def batch(order: tuple[int, int], tag: str) -> list[Any]:
+        connections["default"].ensure_connection()
+        barrier.wait(timeout=30)
+        return Sync.enqueue_many([Sync(a, items=[tag]) for a in order])
+
+    futures = [
+        in_thread(partial(batch, (201, 202), "x")),
+        in_thread(partial(batch, (202, 201), "y")),
+    ]
+    handles = [h for f in futures for h in f.result(timeout=120)]
+
+    assert {h.disposition for h in handles} == {"merged"}
+    for account, seed in seeds.items():
+        job = Job.objects.get(kind=Sync.kind, dedup_key=str(account))
+        assert job.id == seed.id
+        assert sorted(job.payload["items"]) == ["seed", "x", "y"]
+        assert outcomes(job.id).count("merged") == 2

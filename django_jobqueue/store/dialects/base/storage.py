@@ -21,7 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
-from django_jobqueue.models import Job, JournalEntry, RateBucket, StepEdge
+from django_jobqueue.models import Job, JournalEntry, MergeLock, RateBucket, StepEdge
 from django_jobqueue.store.dialects.base.primitives import Primitives
 
 T = TypeVar("T")
@@ -30,6 +30,7 @@ M = TypeVar("M", bound=Any)
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
 BUCKET = RateBucket._meta.db_table
+MERGE_LOCK = MergeLock._meta.db_table
 EDGE = StepEdge._meta.db_table
 
 
@@ -290,6 +291,19 @@ class StorageStatements(Primitives):
         )
         have = float(rows[0][0]) if rows else 0.0
         return max(count - have, 0.0) / refill
+
+    # --- merge locks -------------------------------------------------------------------
+
+    def lock_merge(self, name: str) -> None:
+        """Lock ``name``'s merge-lock row until the current transaction ends, making it
+        first if it is new. One upsert: its update takes the row's write lock, waiting
+        for (never skipping) a transaction that holds it or is inserting it; on SQLite
+        the write takes the database's one write lock instead."""
+        self.run(
+            f"INSERT INTO {MERGE_LOCK} (name) VALUES (%s)"
+            " ON CONFLICT (name) DO UPDATE SET name = excluded.name",
+            [name],
+        )
 
     # --- the journal and what is read of it ---------------------------------------------
 

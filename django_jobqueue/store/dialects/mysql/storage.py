@@ -14,7 +14,12 @@ from django.core.checks import CheckMessage, Warning
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import UniqueConstraint
 
-from django_jobqueue.store.dialects.base.storage import BUCKET, NewRow, StorageStatements
+from django_jobqueue.store.dialects.base.storage import (
+    BUCKET,
+    MERGE_LOCK,
+    NewRow,
+    StorageStatements,
+)
 
 T = TypeVar("T")
 
@@ -135,6 +140,15 @@ class MySQLStorage(StorageStatements):
             [available - count, max(float(refilled_at), now), kind],
         )
         return None
+
+    def lock_merge(self, name: str) -> None:
+        """No ``ON CONFLICT``: the row made if it is new (``ON DUPLICATE KEY`` takes the
+        duplicate's write lock, as the rate bucket's does), then locked FOR UPDATE."""
+        self.run(
+            f"INSERT INTO {MERGE_LOCK} (name) VALUES (%s) ON DUPLICATE KEY UPDATE name = name",
+            [name],
+        )
+        self.run(f"SELECT name FROM {MERGE_LOCK} WHERE name = %s FOR UPDATE", [name])
 
     def retrying_deadlocks(self, run: Callable[[], T], *, attempts: int = 5) -> T:
         """Run again when InnoDB chose it as a deadlock's victim: two cleanups' batches
