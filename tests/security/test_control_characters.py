@@ -11,7 +11,6 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from django_jobqueue.formatting import visible
 from django_jobqueue.models import Job
 from tests.helpers import run_burst
 from tests.taskapp import tasks
@@ -29,6 +28,8 @@ def raw_controls(text: str) -> list[str]:
 
 
 def test_visible_escapes_every_control_character_and_keeps_newlines_and_tabs() -> None:
+    from django_jobqueue.formatting import visible  # here: the log and show tests need none
+
     assert visible(HOSTILE) == ESCAPED
     assert visible("a\tb\nc") == "a\tb\nc"
     assert visible("a\nb", newlines=False) == "a\\nb"
