@@ -9,10 +9,12 @@ stored job, and so what the task receives, is never altered. The worker's log li
 name a job's id, kind and outcome, never its payload, carry or result; the error they
 quote (the INFO line's first line of a failure, the DEBUG traceback) goes through
 ``redact_text``, which hides the value after a secret-named key (``token=…``,
-``"password": "…"``), and so do the admin's pages wherever they show a journal note
+``"password": "…"``, ``Authorization: Bearer …``), a URL's password and a PEM block's
+body, and so do the admin's pages wherever they show a journal note
 (the last-error column, the job page's summary and traceback, the journal), and
 ``jobqueue show``'s journal. The
-stored note keeps the exception as the task raised it.
+stored note keeps the exception as the task raised it: redaction is at display time,
+so a change to ``REDACT`` or to these forms covers notes already written.
 """
 
 from __future__ import annotations
