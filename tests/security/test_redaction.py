@@ -192,3 +192,32 @@ def test_redaction_of_a_stored_note_as_jobqueue_show_prints_it(
     out = io.StringIO()
     call_command("jobqueue", "show", str(job.id), stdout=out)
     assert shown.splitlines()[0] in out.getvalue()
+
+
+@pytest.mark.parametrize("where", ["jobs list", "job page", "journal list", "journal entry"])
+def test_the_admin_hides_a_whole_credential_in_the_error_and_its_traceback(
+    world: World, where: str
+) -> None:
+    # The admin's error column, folded traceback and journal go through the same
+    # redact_text: a bearer token, a URL's password and a quoted value, each whole.
+    job = world.hostile["dead"]
+    Job.objects.filter(id=job.id).update(failure_count=1)
+    note = (
+        "PermissionError: Authorization: Bearer abc.def.ghi9 refused\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/shop/tasks.py", line 3, in sync\n'
+        "    connect('postgres://bob:PgPass123@db/prod', password='hunter 2')\n"
+        "PermissionError: Authorization: Bearer abc.def.ghi9 refused"
+    )
+    entry = JournalEntry.objects.create(job=job, kind=job.kind, run_no=4, outcome="dead", note=note)
+    url = {
+        "jobs list": f"{JOBS}?status__exact=dead",
+        "job page": f"{JOBS}{entry.job_id}/change/",
+        "journal list": JOURNAL,
+        "journal entry": f"{JOURNAL}{entry.pk}/change/",
+    }[where]
+    response = world.client(VIEWER).get(url)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Authorization: Bearer ********" in text
+    assert [s for s in ("abc.def.ghi9", "PgPass123", "hunter 2") if s in text] == []
