@@ -179,9 +179,11 @@ def _pair_spans(text: str, lowered: list[str]) -> Iterable[tuple[int, int]]:
         start, end = match.span("value")
         quote = match["quote"]
         if quote:
-            close = text.find(quote, start)
+            # Looked for on this line only: each key's search then reads its own line,
+            # never the rest of the text (many unclosed quotes would be quadratic).
             line_end = text.find("\n", start)
-            if close != -1 and (line_end == -1 or close < line_end):
+            close = text.find(quote, start, len(text) if line_end == -1 else line_end)
+            if close != -1:
                 end = close
         elif match["value"].lower() in _SCHEMES:
             after = (_TO_LINE_END if match["value"].lower() == "digest" else _CREDENTIAL).match(
