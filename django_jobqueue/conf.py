@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "REDACT": (
         "password",
         "passwd",
+        "pwd",
         "token",
         "secret",
         "authorization",

@@ -1,6 +1,9 @@
-"""Readable ages and durations, shared by ``manage.py jobqueue`` and the admin."""
+"""Readable ages and durations, and text made safe for a terminal, shared by
+``manage.py jobqueue``, the worker's log and the admin."""
 
 from __future__ import annotations
+
+import re
 
 
 def fmt_age(seconds: float | None) -> str:
@@ -37,3 +40,18 @@ def fmt_seconds(seconds: float | None) -> str:
 def plural(count: int, one: str, many: str) -> str:
     """``1 entry``, ``2 entries``: a count with its noun agreeing."""
     return f"{count} {one if count == 1 else many}"
+
+
+# C0 and C1 control characters and DEL, but for newline and tab: an exception's message
+# or a step's name holding ESC, BEL, CR, backspace or CSI (\x9b) would move the cursor,
+# clear the screen or print fake coloured text on the operator's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """``text`` with each control character written as its escape (``\\x1b``), so the
+    operator sees that something was there and the terminal does nothing with it.
+    Newlines are kept (a traceback's lines) unless ``newlines`` is False (a one-line
+    field)."""
+    shown = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return shown if newlines else shown.replace("\n", "\\n")

@@ -9,10 +9,12 @@ stored job, and so what the task receives, is never altered. The worker's log li
 name a job's id, kind and outcome, never its payload, carry or result; the error they
 quote (the INFO line's first line of a failure, the DEBUG traceback) goes through
 ``redact_text``, which hides the value after a secret-named key (``token=…``,
-``"password": "…"``), and so do the admin's pages wherever they show a journal note
+``"password": "…"``, ``Authorization: Bearer …``), a URL's password and a PEM block's
+body, and so do the admin's pages wherever they show a journal note
 (the last-error column, the job page's summary and traceback, the journal), and
 ``jobqueue show``'s journal. The
-stored note keeps the exception as the task raised it.
+stored note keeps the exception as the task raised it: redaction is at display time,
+so a change to ``REDACT`` or to these forms covers notes already written.
 """
 
 from __future__ import annotations
@@ -102,30 +104,91 @@ def _redact(value: Any, words: list[str]) -> Any:
 
 
 # A key and what follows it in text: ``token=abc``, ``api-key: abc``, ``"password":
-# "abc"``. The value is looked ahead at, not consumed, so a key inside another's value
+# "abc"``, ``api_key%3Dabc`` (URL-encoded ``=``; the value stops at an encoded ``&``).
+# The value is looked ahead at, not consumed, so a key inside another's value
 # (``failed: password=abc``) is found too. A key starts where a run of name characters
 # starts, never inside one: tried at every position of a long word, the match would
 # scan the rest of the word each time (a 16 KB word took 28 s, quadratic); from the
 # run's start it reads each character once. A run need not start with a letter
-# (``__password=``): whether the name is a secret's is ``_secret``'s to say.
+# (``__password=``): whether the name is a secret's is ``_secret``'s to say. ``quote``
+# is the quote the value opens with, if any: then the value runs to its closing quote
+# (``password='hunter 2'``), on the same line.
 _PAIR = re.compile(
-    r"""(?<![\w-])(?P<key>[\w-]+)['"]?\s*[=:]\s*['"]?(?=(?P<value>[^\s'",;&)}\]=]+))"""
+    r"""(?<![\w-])(?P<key>[\w-]+)['"]?\s*(?:[=:]|%3[aAdD])\s*(?P<quote>['"]?)"""
+    r"""(?=(?P<value>(?:(?!%26)[^\s'",;&)}\]=])+))"""
+)
+
+# The schemes of an Authorization header: after a secret-named key the credential that
+# follows the scheme is what is hidden (``Authorization: Bearer ********``), not the
+# scheme word. A Digest credential is a list of pairs: hidden to the end of its line.
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+_CREDENTIAL = re.compile(r"[ \t]+(?P<value>[^\s'\",;]+)")
+_TO_LINE_END = re.compile(r"[ \t]+(?P<value>[^\n]+)")
+
+# A scheme word on its own (``Bearer abc.def``, a header quoted without its name): its
+# credential is hidden when it looks like one, at least 8 characters of a token's
+# alphabet with a digit or one of ``._~+/=`` among them, so that prose ("Token
+# validation failed", "Basic auth") keeps its words.
+_BARE_SCHEME = re.compile(
+    r"(?<![\w-])(?:Bearer|Basic|Token|Digest)[ \t]+"
+    r"(?P<value>(?=[\w~+/=.-]*[\d._~+/=])[\w~+/=.-]{8,})"
+)
+
+# A URL's password: ``postgres://bob:********@db/prod``; a URL without one (no ``:``
+# before an ``@``, or a port) is left alone.
+_URL_PASSWORD = re.compile(r"(?<=://)[^\s:/@]*:(?P<value>[^\s/@]+)@")
+
+# A PEM block's body, to its END line (or the text's end, if it was cut off).
+_PEM = re.compile(
+    r"-----BEGIN (?P<label>[A-Z0-9 ]+)-----(?P<value>.*?)(?:-----END (?P=label)-----|\Z)",
+    re.DOTALL,
 )
 
 
 def redact_text(text: str, words: Iterable[str] | None = None) -> str:
-    """``text`` (an exception's message, a traceback) with the value after each
-    secret-named key replaced by ``MARK``: a message has no structure to redact by, but
-    a secret in one is nearly always written as a key and its value."""
+    """``text`` (an exception's message, a traceback) with each secret in it replaced
+    by ``MARK``: the value after a secret-named key (to its closing quote, or the
+    credential after an Authorization scheme), a bare scheme's credential, a URL's
+    password and a PEM block's body. A message has no structure to redact by, but a
+    secret in one is nearly always written in one of these forms."""
     lowered = _lowered(words)
     if not lowered or not text:
         return text
+    spans = [*_pair_spans(text, lowered)]
+    for pattern in (_BARE_SCHEME, _URL_PASSWORD, _PEM):
+        spans += [m.span("value") for m in pattern.finditer(text) if m["value"]]
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:  # overlapping spans: one mark
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
     pieces: list[str] = []
     done = 0
-    for match in _PAIR.finditer(text):
-        start = match.start("value")
-        if start < done or not _secret(match["key"], lowered):
-            continue
+    for start, end in merged:
         pieces += [text[done:start], MARK]
-        done = match.end("value")
+        done = end
     return "".join([*pieces, text[done:]])
+
+
+def _pair_spans(text: str, lowered: list[str]) -> Iterable[tuple[int, int]]:
+    """Where the values of secret-named keys are in ``text``."""
+    for match in _PAIR.finditer(text):
+        if not _secret(match["key"], lowered):
+            continue
+        start, end = match.span("value")
+        quote = match["quote"]
+        if quote:
+            # Looked for on this line only: each key's search then reads its own line,
+            # never the rest of the text (many unclosed quotes would be quadratic).
+            line_end = text.find("\n", start)
+            close = text.find(quote, start, len(text) if line_end == -1 else line_end)
+            if close != -1:
+                end = close
+        elif match["value"].lower() in _SCHEMES:
+            after = (_TO_LINE_END if match["value"].lower() == "digest" else _CREDENTIAL).match(
+                text, end
+            )
+            if after:
+                start, end = after.span("value")
+        yield start, end

@@ -106,7 +106,7 @@ leg_postgres() {
 # redaction tests read stored values through each database: those run on every leg.
 SECURITY_ANY_DATABASE=(tests/security/test_roles.py tests/security/test_csrf.py
   tests/security/test_redirects.py tests/security/test_coverage.py)
-SECURITY_EACH_DATABASE=(tests/security/test_injection.py tests/security/test_xss.py
+SECURITY_EACH_DATABASE=(tests/security/test_control_characters.py tests/security/test_injection.py tests/security/test_xss.py
   tests/security/test_redaction.py)
 leg_sqlite() {
   echo "== pytest (SQLite)"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from django.utils import timezone
 
 from django_jobqueue import validation
+from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.run.control import Parked, Pause, Permanent, RetryAfter
 from django_jobqueue.run.lifecycle import (
@@ -191,7 +192,7 @@ def ended_by(
     if isinstance(exc, Exception | SystemExit | KeyboardInterrupt | asyncio.CancelledError):
         note = error_text(exc)
         if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
-            shown = redact_text(validation.clean_text(note, NOTE_LIMIT))
+            shown = visible(redact_text(validation.clean_text(note, NOTE_LIMIT)))
             logger.debug("job %s raised %s", job.id, shown)
         return result("failed", note=note, error=exc)
     raise exc

@@ -22,6 +22,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from django_jobqueue import signals, store, tracing, validation
+from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
@@ -234,7 +235,8 @@ def failure_summary(s: Settlement) -> str:
     bounded; "" for any other settlement. The traceback is the executor's DEBUG line."""
     if s.outcome not in _FAILURES or not s.note:
         return ""
-    first = redact_text(s.note.strip().partition("\n")[0])
+    # Escaped: a task's message with ESC or CR in it must not drive the log's terminal.
+    first = visible(redact_text(s.note.strip().partition("\n")[0]))
     if len(first) > SUMMARY_LIMIT:
         first = first[: SUMMARY_LIMIT - 1] + "…"
     return f" error={first}"

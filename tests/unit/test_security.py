@@ -72,6 +72,7 @@ def test_redact_setting_defaults_and_bad_values() -> None:
     assert validate({}).redact == (
         "password",
         "passwd",
+        "pwd",
         "token",
         "secret",
         "authorization",

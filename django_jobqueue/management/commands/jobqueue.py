@@ -29,7 +29,7 @@ from django_jobqueue.errors import (
     JobNotFound,
     JobQueueError,
 )
-from django_jobqueue.formatting import fmt_age, fmt_seconds, plural
+from django_jobqueue.formatting import fmt_age, fmt_seconds, plural, visible
 from django_jobqueue.management import bulk, subparsers, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
@@ -404,7 +404,8 @@ class Command(BaseCommand):
         except JobNotFound as exc:
             raise CommandError(str(exc)) from exc
         for label, value in job_fields(job):
-            self.stdout.write(f"{label + ':':<17} {value}")
+            # A step's name, a kind, a payload: what a task wrote, never raw to a terminal.
+            self.stdout.write(visible(f"{label + ':':<17} {value}", newlines=False))
         self.stdout.write("")
         self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
         if not entries:
@@ -415,11 +416,12 @@ class Command(BaseCommand):
                 e.outcome,
                 fmt_time(e.started_at),
                 fmt_seconds(e.duration.total_seconds()) if e.duration is not None else "-",
-                (redact_text(e.note).splitlines()[0] if e.note else "") or "-",
-                json.dumps(redact(e.attachment), default=json_default)
+                # The first line to a newline: splitlines() would also cut at a CR.
+                visible(redact_text(e.note).partition("\n")[0]) or "-",
+                visible(json.dumps(redact(e.attachment), default=json_default))
                 if e.attachment is not None
                 else "-",
-                e.actor or "-",
+                visible(e.actor or "-", newlines=False),
             ]
             for e in entries
         ]
