@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 
