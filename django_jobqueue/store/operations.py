@@ -198,7 +198,7 @@ def cancel_many(*, job_ids: Sequence[uuid.UUID], actor: str = "") -> list[uuid.U
 
 def run_now_many(*, job_ids: Sequence[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
     """``run_now`` for many jobs: one UPDATE and one INSERT of their entries per batch."""
-    return _many(job_ids, partial(_run_now_batch, actor=actor), None)
+    return _many(job_ids, partial(_run_now_batch, actor=actor), partial(run_now, actor=actor))
 
 
 # A batch's own changes, and the workflow steps it leaves to the one-job operation.
@@ -208,7 +208,7 @@ Batch = tuple[list[uuid.UUID], list[uuid.UUID]]
 def _many(
     job_ids: Sequence[uuid.UUID],
     batch: Callable[[Sequence[uuid.UUID]], Batch],
-    one: Callable[..., Job] | None,
+    one: Callable[..., Job],
 ) -> list[uuid.UUID]:
     """Runs ``batch`` on each page of ids in a transaction of its own (retried on a
     deadlock); the workflow steps it hands back go one at a time through ``one``."""
@@ -224,8 +224,7 @@ def _many(
         done += changed
         for job_id in steps:
             try:
-                if one is not None:
-                    one(job_id=job_id)
+                one(job_id=job_id)
             except (InvalidTransition, JobNotFound):
                 continue
             done.append(job_id)
