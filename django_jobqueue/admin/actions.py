@@ -3,8 +3,10 @@
 Each action is a row of ``ACTIONS``: its permission, the storage layer's rule for which
 jobs it applies to (``store.*_refusal``) and the storage operation that does it. The
 admin holds no rule of its own: it shows a confirmation page with how many jobs the
-action will change and how many it skips (and why), then calls the operation per job
-and records each change in a Django ``LogEntry`` (the journal entry is the store's).
+action will change and how many it skips (and why), then calls the operation on the
+ids (a batch at a time, set-based, in the store) and records each change of selected
+rows in a Django ``LogEntry`` (the journal entry is the store's; a whole filter's
+changes are logged a batch to an entry, see ``whole_filter``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from django.utils import timezone
 from django_jobqueue import store
 from django_jobqueue.admin import whole_filter
 from django_jobqueue.admin.common import JobPages, actor
-from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job
 from django_jobqueue.store import sql
 
@@ -66,25 +67,6 @@ class JobAction:
         return store.acts_on(self.rule, force=force, now=timezone.now())
 
 
-def _each(
-    operation: Callable[..., Job],
-) -> Callable[[Sequence[uuid.UUID], str, bool], list[uuid.UUID]]:
-    """Apply a one-job store operation to each id; jobs whose state changed since the
-    confirmation (the operation refuses them) are left out of the result."""
-
-    def perform(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
-        done = []
-        for job_id in ids:
-            try:
-                operation(job_id=job_id, actor=who, **({"force": True} if force else {}))
-                done.append(job_id)
-            except (InvalidTransition, JobNotFound):
-                continue
-        return done
-
-    return perform
-
-
 def _requeue(ids: Sequence[uuid.UUID], who: str, force: bool) -> list[uuid.UUID]:
     return store.requeue_many(job_ids=ids, force=force, actor=who)
 
@@ -113,7 +95,7 @@ ACTIONS: dict[str, JobAction] = {
             "Cancelled",
             "cancel_job",
             lambda job, force: store.cancel_refusal(job),
-            _each(store.cancel),
+            lambda ids, who, force: store.cancel_many(job_ids=ids, actor=who),
             "Pending jobs are cancelled at once. A claimed job's worker is asked to stop it: "
             "a cooperative job stops at its next check, and the job ends cancelled.",
             "cancel",
@@ -124,7 +106,7 @@ ACTIONS: dict[str, JobAction] = {
             "Made runnable now",
             "run_job_now",
             lambda job, force: store.run_now_refusal(job, now=timezone.now()),
-            _each(store.run_now),
+            lambda ids, who, force: store.run_now_many(job_ids=ids, actor=who),
             "Pending jobs scheduled for later (a delay, a backoff or a pause) become "
             "runnable at once; the next free worker takes them.",
             "run_now",

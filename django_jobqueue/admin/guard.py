@@ -15,7 +15,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.contrib.admin import SimpleListFilter
+from django.contrib import messages
+from django.contrib.admin import ChoicesFieldListFilter, SimpleListFilter
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -64,12 +65,63 @@ class DeclaredChangeList(ChangeList):
     def get_filters(self, request: HttpRequest) -> Any:
         refuse_nul(request)
         specs, has_filters, remaining, duplicates, active = super().get_filters(request)
+        fields = field_roots(self.list_filter)
+        bare = sorted(key for key in remaining if key in fields)
+        if bare:  # an operator's slip, not a probe: said on the list itself
+            hints = "; ".join(f"use {key}__exact={request.GET.get(key, '')}" for key in bare)
+            refuse(request, f"Filtering by {', '.join(bare)} needs a lookup: {hints}.")
         if remaining:
             raise DisallowedModelAdminLookup(
                 f"Filtering by {', '.join(sorted(remaining))} is not allowed: this list "
                 f"filters only by {', '.join(sorted(declared_roots(self.list_filter)))}."
             )
+        for spec in specs:
+            problem = unknown_value(spec)
+            if problem:
+                refuse(request, problem)
         return specs, has_filters, remaining, duplicates, active
+
+
+def refuse(request: HttpRequest, text: str) -> None:
+    """Refuses the query with ``text`` shown as an error on the unfiltered list (the
+    admin answers an invalid parameter with a redirect to it, ``?e=1``)."""
+    messages.error(request, text)
+    raise IncorrectLookupParameters(text)
+
+
+def field_roots(list_filter: Any) -> set[str]:
+    """The declared filters that are a model field's (they take ``field__exact``)."""
+    return {
+        str(item[0]) if isinstance(item, list | tuple) else str(item)
+        for item in list_filter
+        if not (isinstance(item, type) and issubclass(item, SimpleListFilter))
+    }
+
+
+def unknown_value(spec: Any) -> str | None:
+    """A value a filter of fixed choices does not offer is refused, naming the ones it
+    does: such a filter would otherwise show every row (a simple filter ignores a value
+    it does not know) or none, as if the filter were right. Filters that apply any value
+    given (a kind, a key, a queue: ``open_values``) are left to do so."""
+    if isinstance(spec, SimpleListFilter):
+        value = spec.value()
+        allowed = [str(choice) for choice, _ in spec.lookup_choices]
+        if value is None or getattr(spec, "open_values", False) or value in allowed:
+            return None
+        return (
+            f"{spec.parameter_name}={value!r} is not a value of the {spec.title} filter: "
+            f"use one of {', '.join(allowed)}."
+        )
+    if isinstance(spec, ChoicesFieldListFilter):
+        allowed = [str(choice) for choice, _ in spec.field.flatchoices]
+        given = spec.lookup_val if isinstance(spec.lookup_val, list) else [spec.lookup_val]
+        for value in given:
+            if value is not None and value not in allowed:
+                return (
+                    f"{spec.lookup_kwarg}={value!r} is not a {spec.field.name}: use one of "
+                    f"{', '.join(allowed)}."
+                )
+    return None
 
 
 def selected_ids(request: HttpRequest) -> list[uuid.UUID]:

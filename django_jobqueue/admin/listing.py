@@ -96,7 +96,10 @@ class RecentRangeFilter(DateTimeRangeQuickSelectListFilter):  # type: ignore[mis
 
 
 class ValuesFilter(admin.SimpleListFilter):
-    """A filter on one column whose choices are given by ``values()``."""
+    """A filter on one column whose choices are given by ``values()``; it applies any
+    value given (an unknown one lists nothing), so the guard lets any through."""
+
+    open_values = True
 
     def values(self) -> list[str]:
         raise NotImplementedError
@@ -142,6 +145,7 @@ class WorkflowFilter(admin.SimpleListFilter):
 
     title = "workflow"
     parameter_name = "workflow"
+    open_values = True  # any workflow id given is offered (or refused as no id)
 
     def workflow_id(self) -> uuid.UUID | None:
         value = self.value()

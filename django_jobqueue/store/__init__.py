@@ -45,6 +45,7 @@ from django_jobqueue.store.monitoring import (
 from django_jobqueue.store.operations import (
     acts_on,
     cancel,
+    cancel_many,
     cancel_refusal,
     delete_refusal,
     requeue,
@@ -52,6 +53,7 @@ from django_jobqueue.store.operations import (
     requeue_refusal,
     retry_dead_steps,
     run_now,
+    run_now_many,
     run_now_refusal,
 )
 from django_jobqueue.store.pruning import cleanup, delete_finished
@@ -106,6 +108,7 @@ __all__ = [
     "beat",
     "busiest_keys",
     "cancel",
+    "cancel_many",
     "cancel_refusal",
     "cancel_requested",
     "cancel_workflow",
@@ -149,6 +152,7 @@ __all__ = [
     "resume_queue",
     "retry_dead_steps",
     "run_now",
+    "run_now_many",
     "run_now_refusal",
     "run_stats",
     "run_totals",

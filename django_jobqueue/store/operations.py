@@ -10,7 +10,7 @@ what a bulk action will skip.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -24,6 +24,9 @@ from django_jobqueue.models import Job, JournalEntry, Outcome, Status
 from django_jobqueue.states import UNFINISHED
 from django_jobqueue.store import joins, sql, steering, wakeups
 from django_jobqueue.store.reading import as_uuid
+
+# The states a cancel ends at once (a claimed job is asked to stop instead).
+CANCELLABLE = (Status.PENDING, Status.WAITING)
 
 
 def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
@@ -165,6 +168,113 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
         done.append(job.id)
     recount_all(workflows)
     return done
+
+
+# What a batch of cancels or run-nows reads of each job: its rule and its entry.
+_BATCH_READS = (
+    "id",
+    "kind",
+    "queue",
+    "status",
+    "run_count",
+    "workflow_id",
+    "cancel_requested",
+    "visible_at",
+)
+
+
+def cancel_many(*, job_ids: Sequence[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
+    """``cancel`` for many jobs, a batch per transaction; the ids changed (cancelled, or
+    claimed and asked to stop), a job whose state no longer allows it left out.
+
+    Plain pending and waiting jobs go in one UPDATE and one INSERT of their entries per
+    batch (the entries ``cancel`` writes), claimed ones in one UPDATE of their cancel
+    request; each UPDATE repeats the state it acts on, on rows locked first, so a job
+    claimed since it was read is asked to stop, never overwritten. Workflow steps (their
+    dependents cancelled or released) each go through ``cancel`` itself, after.
+    """
+    return _many(job_ids, partial(_cancel_batch, actor=actor), partial(cancel, actor=actor))
+
+
+def run_now_many(*, job_ids: Sequence[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
+    """``run_now`` for many jobs: one UPDATE and one INSERT of their entries per batch."""
+    return _many(job_ids, partial(_run_now_batch, actor=actor), partial(run_now, actor=actor))
+
+
+# A batch's own changes, and the workflow steps it leaves to the one-job operation.
+Batch = tuple[list[uuid.UUID], list[uuid.UUID]]
+
+
+def _many(
+    job_ids: Sequence[uuid.UUID],
+    batch: Callable[[Sequence[uuid.UUID]], Batch],
+    one: Callable[..., Job],
+) -> list[uuid.UUID]:
+    """Runs ``batch`` on each page of ids in a transaction of its own (retried on a
+    deadlock); the workflow steps it hands back go one at a time through ``one``."""
+    done: list[uuid.UUID] = []
+    for start in range(0, len(job_ids), REQUEUE_BATCH):
+        page = job_ids[start : start + REQUEUE_BATCH]
+
+        def in_transaction(page: Sequence[uuid.UUID] = page) -> Batch:
+            with transaction.atomic(using=sql.alias()):
+                return batch(page)
+
+        changed, steps = sql.dialect().retrying_deadlocks(in_transaction)
+        done += changed
+        for job_id in steps:
+            try:
+                one(job_id=job_id)
+            except (InvalidTransition, JobNotFound):
+                continue
+            done.append(job_id)
+    return done
+
+
+def _locked_page(ids: Sequence[uuid.UUID]) -> list[Job]:
+    rows = sql.jobs().filter(id__in=list(ids)).order_by("id").only(*_BATCH_READS)
+    return list(sql.dialect().locked(rows, skip_locked=False))
+
+
+def _cancel_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
+    now = timezone.now()
+    jobs = [j for j in _locked_page(ids) if cancel_refusal(j) is None]
+    steps = [j.id for j in jobs if j.workflow_id is not None and j.status != Status.CLAIMED]
+    idle = [j for j in jobs if j.status != Status.CLAIMED and j.workflow_id is None]
+    claimed = [j.id for j in jobs if j.status == Status.CLAIMED]
+    sql.jobs().filter(id__in=[j.id for j in idle], status__in=CANCELLABLE).update(
+        status=Status.CANCELLED, finished_at=now
+    )
+    sql.journal_entries().bulk_create(
+        [_entry(j, Outcome.CANCELLED, actor, f"cancelled while {j.status}", now) for j in idle]
+    )
+    sql.jobs().filter(id__in=claimed, status=Status.CLAIMED, cancel_requested=False).update(
+        cancel_requested=True, cancel_actor=actor
+    )
+    return [j.id for j in idle] + claimed, steps
+
+
+def _run_now_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
+    now = timezone.now()
+    jobs = [j for j in _locked_page(ids) if run_now_refusal(j, now=now) is None]
+    sql.jobs().filter(
+        id__in=[j.id for j in jobs], status=Status.PENDING, visible_at__gt=now
+    ).update(visible_at=now)
+    sql.journal_entries().bulk_create(
+        [
+            _entry(
+                j,
+                Outcome.RUN_NOW,
+                actor,
+                f"run now (was scheduled for {j.visible_at.isoformat()})",
+                now,
+            )
+            for j in jobs
+        ]
+    )
+    for queue in sorted({j.queue for j in jobs}):
+        wakeups.notify(sql.alias(), queue)
+    return [j.id for j in jobs], []
 
 
 def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
