@@ -250,7 +250,15 @@ class StepBook:
             name,
             key,
         ):
-            return self._waited(label, name, key, delivered.get("event"), delivered.get("payload"))
+            if "payload" not in delivered:  # its event's row is gone: say so, record nothing
+                raise StepError(
+                    f"{self.job.kind}: job {self.job.id} was delivered event "
+                    f"{delivered.get('event')!r} ({name!r} key {key!r}), whose row no longer "
+                    "exists: its payload cannot be read",
+                    kind=self.job.kind,
+                    job_id=self.job.id,
+                )
+            return self._waited(label, name, key, delivered.get("event"), delivered["payload"])
         resumed = book.wait_name == name and book.wait_key == key and book.parked == "event"
         if resumed and book.wake_at is not None and (book.visible_at or LATEST) >= book.wake_at:
             return self._waited(label, name, key, None, None)  # timed out
