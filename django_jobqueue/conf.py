@@ -55,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_RETENTION": timedelta(days=7),
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_OUTPUT_BYTES": 1024 * 1024,
+    # A job's durable-step records: how many, and their total JSON size.
+    "MAX_STEPS": 10_000,
+    "MAX_STEPS_BYTES": 16 * 1024 * 1024,
     "MAX_JSON_DEPTH": 100,
     "REDACT": (
         "password",
@@ -131,6 +134,8 @@ class Settings:
     event_retention: timedelta = timedelta(days=7)
     max_payload_bytes: int = 1024 * 1024
     max_output_bytes: int = 1024 * 1024
+    max_steps: int = 10_000
+    max_steps_bytes: int = 16 * 1024 * 1024
     max_json_depth: int = 100
     redact: tuple[str, ...] = ()
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
@@ -194,6 +199,8 @@ def validate(raw: Any) -> Settings:
         event_retention=duration("EVENT_RETENTION", values["EVENT_RETENTION"], allow_zero=False),
         max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
+        max_steps=_positive("MAX_STEPS", values["MAX_STEPS"]),
+        max_steps_bytes=_positive("MAX_STEPS_BYTES", values["MAX_STEPS_BYTES"]),
         max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),

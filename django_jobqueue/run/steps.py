@@ -69,6 +69,7 @@ class StepBook:
         self.waits = 0
         self.inside: str | None = None
         self.recorded: list[str] = []  # what this run recorded, for its journal note
+        self.size = 0  # the records' total JSON size, counted once on load, then added to
         self.parking: Any = None  # the paused settlement a sleep or a wait wrote
 
     # --- reading ---------------------------------------------------------------------
@@ -87,6 +88,7 @@ class StepBook:
                     job_id=self.job.id,
                 )
             self.records = list(steps)
+            self.size = sum(len(validation.dumps(r)) for r in steps)
             self._index = {
                 (r.get("kind", ""), r.get("name", "")): r for r in steps if isinstance(r, dict)
             }
@@ -155,6 +157,7 @@ class StepBook:
     def _write(self, record: dict[str, Any]) -> None:
         """Record one step by a guarded write; a lost claim records nothing and raises."""
         book = self._load()
+        size = self._within_bound(record)
         steps = [*self.records, record]
         clear = bool(book.parked or book.wait_name or book.delivered is not None)
         if not stored.record(
@@ -168,7 +171,33 @@ class StepBook:
         if clear:
             self._book = stored.Book(steps, "", None, None, None, None)
         self.records = steps
+        self.size += size
         self._index[(record["kind"], record["name"])] = record
+
+    def _within_bound(self, record: dict[str, Any]) -> int:
+        """The record's JSON size, refused (InvalidStep, nothing written) when it would
+        take the job past MAX_STEPS records or MAX_STEPS_BYTES in all: MAX_OUTPUT_BYTES
+        bounds each result, and a loop of steps would otherwise grow a job's row without
+        end. Raised in the task, so the run fails as any exception does."""
+        settings = conf.get()
+        name, count = record["name"], len(self.records) + 1
+        if count > settings.max_steps:
+            raise InvalidStep(
+                f"{self.job.kind}: recording {record['kind']} {name!r} would make "
+                f"{count:,} recorded steps, over MAX_STEPS ({settings.max_steps:,})",
+                argument=name,
+                job_id=self.job.id,
+            )
+        size = len(validation.dumps(record))
+        if self.size + size > settings.max_steps_bytes:
+            raise InvalidStep(
+                f"{self.job.kind}: recording {record['kind']} {name!r} ({size:,} bytes) "
+                f"would make the recorded steps {self.size + size:,} bytes of JSON, over "
+                f"MAX_STEPS_BYTES ({settings.max_steps_bytes:,})",
+                argument=name,
+                job_id=self.job.id,
+            )
+        return size
 
     def _not_inside(self, what: str) -> None:
         if self.inside is not None:
@@ -221,7 +250,15 @@ class StepBook:
             name,
             key,
         ):
-            return self._waited(label, name, key, delivered.get("event"), delivered.get("payload"))
+            if "payload" not in delivered:  # its event's row is gone: say so, record nothing
+                raise StepError(
+                    f"{self.job.kind}: job {self.job.id} was delivered event "
+                    f"{delivered.get('event')!r} ({name!r} key {key!r}), whose row no longer "
+                    "exists: its payload cannot be read",
+                    kind=self.job.kind,
+                    job_id=self.job.id,
+                )
+            return self._waited(label, name, key, delivered.get("event"), delivered["payload"])
         resumed = book.wait_name == name and book.wait_key == key and book.parked == "event"
         if resumed and book.wake_at is not None and (book.visible_at or LATEST) >= book.wake_at:
             return self._waited(label, name, key, None, None)  # timed out

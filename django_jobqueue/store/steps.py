@@ -10,6 +10,7 @@ parks is either found by the job or releases it, never missed by both.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -63,7 +64,16 @@ def load(*, job_id: uuid.UUID) -> Book | None:
     row = sql.jobs().filter(id=job_id).values_list("steps", *_WAIT_COLUMNS).first()
     if row is None:
         return None
-    return Book(*row)
+    book = Book(*row)
+    delivered = book.delivered
+    if isinstance(delivered, dict) and "payload" not in delivered and "event" in delivered:
+        # ``emit`` delivers a reference: the payload is stored once, in the event's row
+        # (kept by ``prune_events`` while a delivery points at it). No row: no payload key.
+        found = events().filter(id=delivered["event"]).values_list("payload", flat=True)
+        for payload in found[:1]:
+            delivered = {**delivered, "payload": payload}
+        return dataclasses.replace(book, delivered=delivered)
+    return book
 
 
 def _guarded(job_id: uuid.UUID, run_no: int, worker_id: str) -> QuerySet[Any]:
@@ -172,7 +182,9 @@ def emit(*, name: str, key: str, payload: Any, now: datetime) -> int:
         queues = set(waiting.values_list("queue", flat=True).distinct())
         if not queues:
             return 0
-        delivered = {"event": event.id, "name": name, "key": key, "payload": payload}
+        # The payload stays in the event's row alone: each waiter gets a reference, read
+        # when it runs, so one large event is not copied into every waiting job's row.
+        delivered = {"event": event.id, "name": name, "key": key}
         released = waiting.update(visible_at=now, parked="", delivered=delivered)
     for queue in sorted(queues):
         wakeups.notify(sql.alias(), queue)
@@ -181,13 +193,21 @@ def emit(*, name: str, key: str, payload: Any, now: datetime) -> int:
 
 def prune_events(*, emitted_before: datetime, batch_size: int = 1000) -> int:
     """Delete events emitted before ``emitted_before`` in batches, then the channels that
-    no event and no waiting job use; returns how many events were deleted."""
+    no event and no waiting job use; returns how many events were deleted. An event of a
+    name and key that a job was delivered and has not yet read (``delivered`` set) is
+    kept: that job's delivery points at the event's row for its payload."""
     total = 0
+    pointed_at = Exists(
+        sql.jobs().filter(
+            wait_name=OuterRef("name"), wait_key=OuterRef("key"), delivered__isnull=False
+        )
+    )
     while True:
         with transaction.atomic(using=sql.alias()):
             ids = list(
                 events()
                 .filter(created_at__lt=emitted_before)
+                .exclude(pointed_at)
                 .order_by("created_at")
                 .values_list("id", flat=True)[:batch_size]
             )

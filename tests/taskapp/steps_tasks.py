@@ -124,6 +124,14 @@ def plain(ctx: Context, how: str, value: str = "") -> Any:
     return how
 
 
+@task(takes_context=True, kind="tests.steps.many", max_failures=1)
+def many(ctx: Context, count: int, size: int = 0) -> int:
+    """``count`` memoized steps, each returning ``size`` characters of text."""
+    for i in range(count):
+        ctx.step(f"s{i}", str, "x" * size)
+    return count
+
+
 @task(kind="tests.steps.ten", takes_context=True)
 def ten(ctx: Context) -> int:
     """The benchmark's 10-step job: ten memoized steps of no work."""
