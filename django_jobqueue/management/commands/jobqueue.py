@@ -405,6 +405,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         for label, value in job_fields(job):
             self.stdout.write(f"{label + ':':<17} {value}")
+        if job.status == Status.PENDING and not store.served(kind=job.kind, queue=job.queue):
+            self.stdout.write(
+                f"Warning: no live worker runs kind {job.kind!r} in queue {job.queue!r}: "
+                "this job waits until one does (is the task in an installed app's tasks.py?)"
+            )
         self.stdout.write("")
         self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
         if not entries:
