@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -38,34 +37,36 @@ SYSTEM = "django_jobqueue"
 # A carrier longer than this (a propagator carrying a large baggage) is not kept: the
 # column is bounded, and a trace context is never worth failing an enqueue for.
 CONTEXT_LIMIT = 2048
-# Asking OpenTelemetry for its provider costs microseconds (it reads the environment):
-# without one it is asked again at most this often, so a provider an application sets
-# later is seen within a second. One set stays: OpenTelemetry never replaces it.
-RECHECK = 1.0
 _NO_SPAN: AbstractContextManager[Any] = contextlib.nullcontext()
 _active = False
-_checked_at = float("-inf")
+_env_read = False
 
 
 def active() -> bool:
-    """Whether an application configured a tracer provider (the API alone gives none)."""
-    global _active, _checked_at
+    """Whether an application configured a tracer provider (the API alone gives none).
+
+    No "no provider" is cached: like OpenTelemetry's own proxy tracer, each call reads
+    the API's global provider (one attribute read), so a provider set at any time is
+    used by the very next enqueue. The first call asks the API once, which loads a
+    provider named by the environment (``OTEL_PYTHON_TRACER_PROVIDER``). A provider,
+    once set, stays: OpenTelemetry never replaces it, so True is kept."""
+    global _active, _env_read
     if _active or trace is None:
         return _active
-    now = time.monotonic()
-    if now - _checked_at < RECHECK:
+    if not _env_read:
+        _env_read = True
+        trace.get_tracer_provider()
+    provider = trace._TRACER_PROVIDER  # the API's own global, read as its proxy does
+    if provider is None:
         return False
-    _checked_at = now
-    provider = trace.get_tracer_provider()
     _active = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
     return _active
 
 
 def refresh() -> None:
-    """Forget what ``active`` found: the next call asks OpenTelemetry again (for tests
-    that set and reset a provider)."""
-    global _active, _checked_at
-    _active, _checked_at = False, float("-inf")
+    """Forget what ``active`` found (for tests that set and reset a provider)."""
+    global _active, _env_read
+    _active, _env_read = False, False
 
 
 def capture_context() -> str:

@@ -15,6 +15,7 @@ a recorded inner step of an outer one that ran again would make "once" mean noth
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ from django_jobqueue.run.control import Parked
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.store import steps as stored
+
+# An event no job waits for is kept for a job that waits later; said at INFO, since a
+# name or key misspelt at the sender is otherwise silent (emit() returns 0 either way).
+logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
@@ -387,4 +392,12 @@ def emit(name: Any, *, key: Any = "", payload: Any = None) -> int:
     problem = output_problem(payload, "the event payload", conf.get().max_payload_bytes)
     if problem is not None:
         raise InvalidEvent(problem, argument="payload")
-    return stored.emit(name=name, key=key, payload=payload, now=timezone.now())
+    released = stored.emit(name=name, key=key, payload=payload, now=timezone.now())
+    if not released:
+        logger.info(
+            "emit(%r, key=%r): no job waits for this event now; it is kept for "
+            "EVENT_RETENTION for a job that waits later",
+            name,
+            key,
+        )
+    return released

@@ -78,7 +78,12 @@ from django_jobqueue.store.settling import (
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
 from django_jobqueue.store.steps import prune_events
-from django_jobqueue.store.stranded import pending_kinds_except, queues_in_use, unserved_kinds
+from django_jobqueue.store.stranded import (
+    pending_kinds_except,
+    queues_in_use,
+    served,
+    unserved_kinds,
+)
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
@@ -157,6 +162,7 @@ __all__ = [
     "run_stats",
     "run_totals",
     "schedule_states",
+    "served",
     "set_limit",
     "settle",
     "stats",

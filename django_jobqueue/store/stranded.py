@@ -61,3 +61,10 @@ def unserved_kinds(*, now: datetime | None = None) -> dict[str, int]:
         if row.kind in unserved:
             counts[row.kind] = counts.get(row.kind, 0) + row.count
     return counts
+
+
+def served(*, kind: str, queue: str, now: datetime | None = None) -> bool:
+    """Whether a live worker serves a job of ``kind`` in ``queue`` (runs the kind and
+    reads the queue): the same fact as ``unserved_kinds``, for one job."""
+    _, live = _workers(now or timezone.now())
+    return not _unserved([PendingCount(kind=kind, queue=queue, count=1)], live)

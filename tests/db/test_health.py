@@ -219,3 +219,19 @@ def test_an_unreachable_database_is_unhealthy_in_one_line() -> None:
     assert result.returncode == 1
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("CommandError: unhealthy: the jobs database cannot be read: ")
+
+
+def show(job_id: object) -> str:
+    out = StringIO()
+    call_command("jobqueue", "show", str(job_id), stdout=out)
+    return out.getvalue()
+
+
+def test_show_says_when_no_live_worker_runs_the_job_s_kind() -> None:
+    """A pending job whose kind no live worker runs (a task outside tasks.py, say) is
+    flagged by ``show`` too, from the same fact as health and stats (issue 30, item 11)."""
+    handle = tasks.noop.enqueue()
+    worker(timedelta(seconds=1), kinds=["some.other.kind"])
+    assert "no live worker runs kind" in show(handle.id)
+    worker(timedelta(seconds=1), name="all")  # a live worker running every kind
+    assert "no live worker runs kind" not in show(handle.id)

@@ -206,3 +206,21 @@ def test_jobqueue_show_prints_the_trace_id_the_job_was_enqueued_in(
 )
 def test_a_stored_context_without_a_readable_traceparent_has_no_trace_id(stored: str) -> None:
     assert tracing.trace_id(stored) == ""
+
+
+def test_a_provider_set_after_an_enqueue_without_one_traces_the_very_next_enqueue() -> None:
+    """No "no provider" is remembered: the enqueue right after the provider is set
+    makes its span (it used to wait up to a second for a recheck)."""
+    _reset_global_provider()
+    tasks.add.enqueue(1, 2)  # no provider yet: nothing traced, and nothing to trace
+    assert not tracing.active()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    try:
+        tasks.add.enqueue(3, 4)
+        assert [s.kind for s in named(exporter, "publish")] == [SpanKind.PRODUCER]
+    finally:
+        provider.shutdown()
+        _reset_global_provider()

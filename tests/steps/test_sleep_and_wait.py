@@ -5,6 +5,7 @@ one emit wakes every job waiting for its name and key; bad input is refused."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -223,3 +224,13 @@ def test_a_parking_run_sends_job_finished_with_its_paused_outcome() -> None:
     finally:
         job_finished.disconnect(receiver)
     assert seen == [(Outcome.PAUSED, Status.PENDING)]
+
+
+def test_an_event_no_job_waits_for_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """emit() to a name nothing waits for returns 0 and says so in the log, so a name or
+    key misspelt at the sender is not silent (issue 30, item 11)."""
+    with caplog.at_level(logging.INFO, logger="django_jobqueue"):
+        assert emit("nobody-waits", key="k1") == 0
+    [record] = [r for r in caplog.records if "nobody-waits" in r.getMessage()]
+    assert record.levelno == logging.INFO
+    assert "no job waits" in record.getMessage()

@@ -406,6 +406,14 @@ class Command(BaseCommand):
         for label, value in job_fields(job):
             # A step's name, a kind, a payload: what a task wrote, never raw to a terminal.
             self.stdout.write(visible(f"{label + ':':<17} {value}", newlines=False))
+        if job.status == Status.PENDING and not store.served(kind=job.kind, queue=job.queue):
+            self.stdout.write(
+                visible(
+                    f"Warning: no live worker runs kind {job.kind!r} in queue {job.queue!r}: "
+                    "this job waits until one does (is the task in an installed app's tasks.py?)",
+                    newlines=False,
+                )
+            )
         self.stdout.write("")
         self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
         if not entries:
