@@ -29,8 +29,8 @@ from django_jobqueue.errors import (
     JobNotFound,
     JobQueueError,
 )
-from django_jobqueue.formatting import fmt_age, fmt_seconds, plural, visible
-from django_jobqueue.management import bulk, subparsers, workflows
+from django_jobqueue.formatting import fmt_age
+from django_jobqueue.management import bulk, show, subparsers, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -38,13 +38,11 @@ from django_jobqueue.management.arguments import (
 )
 from django_jobqueue.management.report import (
     fmt_time,
-    job_fields,
     json_default,
     render_stats,
     table,
 )
 from django_jobqueue.models import Status
-from django_jobqueue.redaction import redact, redact_text
 from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import overview as schedule_overview
 from django_jobqueue.task.registry import registry
@@ -398,44 +396,7 @@ class Command(BaseCommand):
     # --- show -----------------------------------------------------------------------------
 
     def do_show(self, options: dict[str, Any]) -> None:
-        try:
-            job = store.get_job(job_id=options["job_id"])
-            entries = store.journal(job_id=job.id)
-        except JobNotFound as exc:
-            raise CommandError(str(exc)) from exc
-        for label, value in job_fields(job):
-            # A step's name, a kind, a payload: what a task wrote, never raw to a terminal.
-            self.stdout.write(visible(f"{label + ':':<17} {value}", newlines=False))
-        if job.status == Status.PENDING and not store.served(kind=job.kind, queue=job.queue):
-            self.stdout.write(
-                visible(
-                    f"Warning: no live worker runs kind {job.kind!r} in queue {job.queue!r}: "
-                    "this job waits until one does (is the task in an installed app's tasks.py?)",
-                    newlines=False,
-                )
-            )
-        self.stdout.write("")
-        self.stdout.write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
-        if not entries:
-            return
-        rows = [
-            [
-                e.run_no,
-                e.outcome,
-                fmt_time(e.started_at),
-                fmt_seconds(e.duration.total_seconds()) if e.duration is not None else "-",
-                # The first line to a newline: splitlines() would also cut at a CR.
-                visible(redact_text(e.note).partition("\n")[0]) or "-",
-                visible(json.dumps(redact(e.attachment), default=json_default))
-                if e.attachment is not None
-                else "-",
-                visible(e.actor or "-", newlines=False),
-            ]
-            for e in entries
-        ]
-        headers = ["RUN", "OUTCOME", "STARTED", "DURATION", "NOTE", "ATTACHMENT", "ACTOR"]
-        for line in table(headers, rows):
-            self.stdout.write(line)
+        show.do_show(options, self.stdout.write)
 
     # --- cancel / requeue -----------------------------------------------------------------
 
