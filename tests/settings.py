@@ -80,6 +80,11 @@ JOBQUEUE = {
 if os.environ.get("JOBQUEUE_TEST_PERIODIC"):
     JOBQUEUE["PERIODIC"] = json.loads(os.environ["JOBQUEUE_TEST_PERIODIC"])
 
+# The lease of a test's runworker children (tests/concurrency), in seconds: the
+# supervisor's liveness bound is a third of it.
+if os.environ.get("JOBQUEUE_TEST_LEASE"):
+    JOBQUEUE["LEASE"] = float(os.environ["JOBQUEUE_TEST_LEASE"])
+
 # A runworker child of the PgBouncer tests (tests/pgbouncer): its DATABASE_URL is the
 # pooler, which it says as Django asks (no server-side cursors), and it LISTENs on a
 # direct connection to the same database.

@@ -9,6 +9,14 @@ jobs, or above ``--max-memory-per-child`` MiB), which exits like a stopped worke
 runs finish or are released, never lost. Each child is a worker of its own, with its own
 heartbeat row (host and pid), so the admin's worker list shows every one.
 
+A child that is alive but no longer answers (stopped by SIGSTOP, or frozen so that not
+even its watcher thread runs) is not dead to ``poll()``: each child pings its parent
+through a pipe every ``PING_INTERVAL``, and one silent for its ``liveness`` bound is
+killed and replaced like a crashed one. The bound is a third of the lease: a child
+silent that long has missed the lease renewal it owed its jobs, which other workers
+then recover when the lease runs out (the parent holds no database connection, so it
+does not recover them itself).
+
 The child's side is here too (``Supervised``): its signals, and a watcher thread that
 stops it gracefully when its memory passes the bound or its parent is gone.
 """
@@ -47,6 +55,19 @@ STOP_GRACE = 10.0
 # A signal arriving this soon after the first is the same stop delivered twice (a
 # process-group kill reaching a child directly and through its parent), not a second one.
 DUPLICATE_SIGNAL = 1.0
+# A child pings its parent this often (from its watcher thread); the parent watches a
+# child only once it has pinged (start-up, Django's included, is not timed), and never
+# with a bound under LIVENESS_FLOOR, so scheduler hiccups on a loaded host kill nothing.
+PING_INTERVAL = 1.0
+LIVENESS_FLOOR = 5 * PING_INTERVAL
+# The environment variable naming the pipe a child pings through.
+PING_FD_ENV = "JOBQUEUE_SUPERVISOR_PING_FD"
+
+
+def liveness_bound(lease_seconds: float) -> float:
+    """How long a child may stay silent before it is killed: a third of the lease (when
+    a worker renews its leases), at least ``LIVENESS_FLOOR``."""
+    return max(lease_seconds / 3, LIVENESS_FLOOR)
 
 
 def reason(returncode: int) -> str:
@@ -67,7 +88,23 @@ class Child:
 
     slot: int
     popen: subprocess.Popen[bytes]
+    ping: int  # the read end of the pipe the child pings through (non-blocking)
     started: float = field(default_factory=time.monotonic)
+    last_ping: float | None = None  # None: it has not pinged yet
+
+    def heard(self, now: float) -> None:
+        """Drain whatever the child sent; note when, if anything."""
+        try:
+            while os.read(self.ping, 4096):
+                self.last_ping = now
+        except BlockingIOError:
+            pass
+        except OSError:
+            return
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.ping)
 
     @property
     def pid(self) -> int:
@@ -86,7 +123,7 @@ class Supervisor:
     count: int
     shutdown_timeout: float
     burst: bool = False
-    spawn: Callable[[Sequence[str]], subprocess.Popen[bytes]] | None = None
+    liveness: float = LIVENESS_FLOOR
     children: dict[int, Child] = field(default_factory=dict)
     restarts: int = 0
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -121,6 +158,7 @@ class Supervisor:
             self._start(slot)
         while not self._stopping.is_set():
             self._reap()
+            self._kill_silent()
             if self.burst and not self.children and not self._due:
                 break
             self._restart_due()
@@ -130,10 +168,37 @@ class Supervisor:
         return self.restarts
 
     def _start(self, slot: int) -> None:
-        spawn = self.spawn or _spawn
-        child = Child(slot=slot, popen=spawn(self.argv))
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        try:
+            popen = _spawn(self.argv, write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        child = Child(slot=slot, popen=popen, ping=read)
         self.children[slot] = child
         logger.info("worker process %d started (pid %d)", slot, child.pid)
+
+    def _kill_silent(self) -> None:
+        """Kill each child silent for longer than ``liveness`` (``_reap`` then sees it
+        killed and restarts it, with the crash backoff)."""
+        now = time.monotonic()
+        for child in list(self.children.values()):
+            child.heard(now)
+            if child.last_ping is None or now - child.last_ping <= self.liveness:
+                continue
+            logger.warning(
+                "worker process %d (pid %d) has not answered for %.1fs (bound %.1fs): killing it",
+                child.slot,
+                child.pid,
+                now - child.last_ping,
+                self.liveness,
+            )
+            child.last_ping = None  # killed once; _reap restarts it
+            with contextlib.suppress(ProcessLookupError):
+                child.popen.kill()
 
     def _reap(self) -> None:
         for slot, child in list(self.children.items()):
@@ -141,6 +206,7 @@ class Supervisor:
             if code is None:
                 continue
             del self.children[slot]
+            child.close()
             if self._stopping.is_set():
                 continue
             if code == EXIT_STOPPED and self.burst:
@@ -198,17 +264,27 @@ class Supervisor:
                 child.popen.kill()
                 child.popen.wait()
             code = child.popen.returncode
+            child.close()
             logger.info("worker process %d (pid %d) stopped: %s", child.slot, pid, reason(code))
         self.children.clear()
 
 
-def _spawn(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+def _spawn(argv: Sequence[str], ping_fd: int) -> subprocess.Popen[bytes]:
     """Start a child in a session of its own (a terminal's Ctrl-C reaches the parent,
     which forwards it once), with the parent's import path, logging to the parent's
-    stderr; no file descriptor but the standard three is inherited."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    stderr; no file descriptor but the standard three and its ping pipe is inherited."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        PING_FD_ENV: str(ping_fd),
+    }
     return subprocess.Popen(
-        list(argv), env=env, stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True
+        list(argv),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=(ping_fd,),
     )
 
 
@@ -239,6 +315,11 @@ class Supervised:
         self.memory_exceeded = False
         self._first_signal: float | None = None
         self._done = threading.Event()
+        self._ping = _ping_fd()
+        if self._ping is not None:
+            # Never block the watcher on a parent that stopped reading.
+            with contextlib.suppress(OSError):
+                os.set_blocking(self._ping, False)
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -258,8 +339,18 @@ class Supervised:
             logger.warning("second signal: exiting now; running jobs recover when leases expire")
             os._exit(1)
 
+    def _send_ping(self) -> None:
+        """One byte to the parent: this process still runs. A full pipe (the parent
+        reads every tenth of a second) or a gone parent is no reason to fail."""
+        if self._ping is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._ping, b".")
+
     def _watch(self) -> None:
-        while not self._done.wait(1.0):
+        self._send_ping()
+        while not self._done.wait(PING_INTERVAL):
+            self._send_ping()
             if os.getppid() != self.parent:
                 logger.warning("supervisor %d is gone: stopping", self.parent)
                 self.stop()
@@ -276,3 +367,12 @@ class Supervised:
                     self.memory_exceeded = True
                     self.stop()
                     return
+
+
+def _ping_fd() -> int | None:
+    """The pipe a supervised child pings its parent through (None: no parent asked)."""
+    value = os.environ.pop(PING_FD_ENV, None)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

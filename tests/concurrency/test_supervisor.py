@@ -183,3 +183,54 @@ def test_a_crash_loop_backs_off_and_says_why(caplog: pytest.LogCaptureFixture) -
     assert 1 <= sup.restarts <= 4
     assert "exited with status 7" in caplog.text
     assert "restarting in 1.0s" in caplog.text
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter from /proc (``T`` stopped, ``Z`` zombie), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]
+
+
+def test_a_stopped_child_is_killed_and_replaced_and_its_job_completes(
+    supervisors: WorkerProcesses,
+) -> None:
+    """A child alive to ``poll()`` but stopped (SIGSTOP) stops pinging its parent: after
+    the liveness bound (a third of the lease: 5 s here) it is killed and replaced, and
+    its job, recovered when its lease runs out, completes elsewhere."""
+    sup = supervisors.start(
+        "--processes",
+        "2",
+        "--concurrency",
+        "1",
+        "--poll-interval",
+        "0.5",
+        env={"JOBQUEUE_TEST_LEASE": "15"},
+    )
+    first = children_of(sup, 2)
+    handle = tasks.short_lease_sleep.enqueue(seconds=120)
+    run = wait_for(lambda: Execution.objects.filter(job_id=handle.id, run_no=1).first(), 30)
+    assert run.pid in first
+
+    os.kill(run.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: _state(run.pid) in (None, "Z"), timeout=60, interval=0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(run.pid, signal.SIGCONT)
+    wait_for(lambda: Job.objects.get(id=handle.id).status == Status.COMPLETED, timeout=60)
+
+    def replaced() -> set[int] | None:
+        pids = children_of(sup, 2)
+        return pids if pids - first else None
+
+    now: set[int] = wait_for(replaced, timeout=60)
+    assert run.pid not in now, "the stopped child is no longer listed as running"
+    assert "has not answered for" in sup.log()
+    assert "killed by SIGKILL" in sup.log()
+    stale, completed = journal_of(handle.id)
+    assert (stale.outcome, completed.outcome) == ("stale-recovered", "completed")
+    assert completed.worker != stale.worker
+    assert sup.alive()

@@ -216,6 +216,7 @@ class Command(BaseCommand):
                 settings.shutdown_timeout.total_seconds() if timeout is None else timeout
             ),
             burst=options["burst"],
+            liveness=supervisor.liveness_bound(settings.lease.total_seconds()),
         )
         sup.install_signal_handlers()
         sup.run()
