@@ -228,6 +228,7 @@ def build_request(
     from ``payload`` (a bulk enqueue's template, each item computing its own)."""
     from django_jobqueue.store import EnqueueRequest
 
+    registry.warn_if_unseen(defn)
     dedup_key = options.dedup_key
     if task is not None and dedup_key is None:
         dedup_key = validate_key("dedup_key()", task.dedup_key())

@@ -11,10 +11,13 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import logging
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from django.conf import settings
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import DuplicateKind, InvalidOption, UnknownKind
@@ -22,6 +25,8 @@ from django_jobqueue.run.backoff import Backoff
 from django_jobqueue.run.lifecycle import Policy
 from django_jobqueue.states import Priority
 from django_jobqueue.validation import Rate
+
+logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
@@ -244,6 +249,7 @@ class Registry:
         # app's tasks module, and what those import): what every worker process sees.
         # None until then.
         self.discovered: frozenset[str] | None = None
+        self._warned: set[str] = set()  # kinds warn_if_unseen has warned of
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -270,6 +276,28 @@ class Registry:
         """Note the kinds registered so far as those any process sees once Django is set
         up (called when the app is ready, after the tasks modules were imported)."""
         self.discovered = frozenset(self._by_kind)
+
+    def warn_if_unseen(self, defn: TaskDef) -> None:
+        """With ``DEBUG`` on, say once per kind that a job is being enqueued for a task
+        no worker will have: registered after Django was set up (defined in a view, a
+        shell, a module no ``tasks.py`` imports), its jobs would wait forever, silently.
+        A log warning, not ``warnings.warn``: it is about the project, not a deprecation,
+        and shows in the shell and the runserver console as it is."""
+        if (
+            self.discovered is None
+            or defn.kind in self.discovered
+            or defn.kind in self._warned
+            or not settings.DEBUG
+        ):
+            return
+        self._warned.add(defn.kind)
+        logger.warning(
+            "Task kind %r (%s) was registered after Django was set up: it is in no "
+            "installed app's tasks.py, nor imported by one, so workers will not have it "
+            "and its jobs will wait forever. Move it to your app's tasks.py.",
+            defn.kind,
+            defn.origin,
+        )
 
     def find(self, kind: str) -> TaskDef | None:
         return self._by_kind.get(kind)
