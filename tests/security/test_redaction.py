@@ -97,11 +97,8 @@ def secret_failure(world: World) -> JournalEntry:
     return JournalEntry.objects.create(job=job, kind=job.kind, run_no=3, outcome="dead", note=note)
 
 
-@pytest.mark.parametrize("where", ["jobs list", "job page", "journal list", "journal entry"])
-def test_the_last_error_and_its_folded_traceback_hide_secret_named_values(
-    world: World, where: str
-) -> None:
-    entry = secret_failure(world)
+def page_text(world: World, entry: JournalEntry, where: str) -> str:
+    """The viewer's page ``where`` that shows ``entry``'s note (its job's error)."""
     url = {
         "jobs list": f"{JOBS}?status__exact=dead",
         "job page": f"{JOBS}{entry.job_id}/change/",
@@ -110,7 +107,15 @@ def test_the_last_error_and_its_folded_traceback_hide_secret_named_values(
     }[where]
     response = world.client(VIEWER).get(url)
     assert response.status_code == 200
-    text = response.content.decode()
+    return response.content.decode()
+
+
+@pytest.mark.parametrize("where", ["jobs list", "job page", "journal list", "journal entry"])
+def test_the_last_error_and_its_folded_traceback_hide_secret_named_values(
+    world: World, where: str
+) -> None:
+    entry = secret_failure(world)
+    text = page_text(world, entry, where)
     assert "login refused password=********" in text  # the error is shown, its secret not
     assert leaked(text) == []
 
@@ -210,14 +215,6 @@ def test_the_admin_hides_a_whole_credential_in_the_error_and_its_traceback(
         "PermissionError: Authorization: Bearer abc.def.ghi9 refused"
     )
     entry = JournalEntry.objects.create(job=job, kind=job.kind, run_no=4, outcome="dead", note=note)
-    url = {
-        "jobs list": f"{JOBS}?status__exact=dead",
-        "job page": f"{JOBS}{entry.job_id}/change/",
-        "journal list": JOURNAL,
-        "journal entry": f"{JOURNAL}{entry.pk}/change/",
-    }[where]
-    response = world.client(VIEWER).get(url)
-    assert response.status_code == 200
-    text = response.content.decode()
+    text = page_text(world, entry, where)
     assert "Authorization: Bearer ********" in text
     assert [s for s in ("abc.def.ghi9", "PgPass123", "hunter 2") if s in text] == []
