@@ -25,7 +25,8 @@ from django_jobqueue.states import UNFINISHED
 from django_jobqueue.store import joins, sql, steering, wakeups
 from django_jobqueue.store.reading import as_uuid
 
-# The states a cancel ends at once (a claimed job is asked to stop instead).
+# The states a cancel ends at once (a claimed job is asked to stop instead): one fact for
+# cancel, its refusal, the bulk actions' rule and the batch cancel.
 CANCELLABLE = (Status.PENDING, Status.WAITING)
 
 
@@ -40,7 +41,7 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         job = _locked(job_id)
-        if job.status in (Status.PENDING, Status.WAITING):
+        if job.status in CANCELLABLE:
             was = job.status
             _save(job, status=Status.CANCELLED, finished_at=now)
             _operator_entry(job, Outcome.CANCELLED, actor, f"cancelled while {was}", now)
@@ -331,7 +332,7 @@ def recount_all(workflows: set[uuid.UUID]) -> None:
 def cancel_refusal(job: Job) -> str | None:
     """Why ``job`` cannot be cancelled now (a claimed job already asked to stop cannot be
     asked again), or None."""
-    if job.status in (Status.PENDING, Status.WAITING):
+    if job.status in CANCELLABLE:
         return None
     if job.status == Status.CLAIMED:
         if job.cancel_requested:
@@ -377,9 +378,7 @@ def acts_on(action: str, *, force: bool = False, now: datetime) -> Q:
     a whole filter's jobs is told how many match without reading them (a test holds the
     two forms to agree)."""
     if action == "cancel":
-        return Q(status__in=[Status.PENDING, Status.WAITING]) | Q(
-            status=Status.CLAIMED, cancel_requested=False
-        )
+        return Q(status__in=CANCELLABLE) | Q(status=Status.CLAIMED, cancel_requested=False)
     if action == "requeue":
         finished = Q(status__in=[Status.DEAD, Status.CANCELLED])
         return finished | Q(status=Status.COMPLETED, workflow__isnull=True) if force else finished
