@@ -339,19 +339,26 @@ class Supervised:
             logger.warning("second signal: exiting now; running jobs recover when leases expire")
             os._exit(1)
 
-    def _send_ping(self) -> None:
-        """One byte to the parent: this process still runs. A full pipe (the parent
-        reads every tenth of a second) or a gone parent is no reason to fail."""
+    def _send_ping(self) -> bool:
+        """One byte to the parent: this process still runs. False when the parent is
+        gone (its end of the pipe closed with it), which a child still starting when its
+        supervisor died cannot tell from ``getppid`` (it read its new parent, init, as
+        its own). A full pipe (the parent reads every tenth of a second) is no reason to
+        fail."""
         if self._ping is None:
-            return
-        with contextlib.suppress(OSError):
+            return True
+        try:
             os.write(self._ping, b".")
+        except BrokenPipeError:
+            return False
+        except OSError:
+            pass
+        return True
 
     def _watch(self) -> None:
-        self._send_ping()
-        while not self._done.wait(PING_INTERVAL):
-            self._send_ping()
-            if os.getppid() != self.parent:
+        gone = not self._send_ping()
+        while gone or not self._done.wait(PING_INTERVAL):
+            if gone or not self._send_ping() or os.getppid() != self.parent:
                 logger.warning("supervisor %d is gone: stopping", self.parent)
                 self.stop()
                 return
