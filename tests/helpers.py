@@ -27,6 +27,13 @@ def journal_of(job_id: uuid.UUID | str) -> list[JournalEntry]:
     return django_jobqueue.job(job_id).journal()
 
 
+def recorded(job_id: uuid.UUID | str) -> list[Any]:
+    """A job's recorded durable steps, oldest first (``StepRecord`` rows)."""
+    from django_jobqueue import store
+
+    return store.step_records(job_id=uuid.UUID(str(job_id)))
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail the test on timeout."""
     deadline = time.monotonic() + timeout

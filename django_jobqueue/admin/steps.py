@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from django_jobqueue.admin.common import duration, json_block, local
 from django_jobqueue.models import Job, Status
+from django_jobqueue.store.steps import records
 
 PARKED = {"sleep": "sleeping", "event": "waiting for an event"}
 
@@ -33,9 +34,8 @@ def parked_line(job: Job) -> str:
 
 def step_rows(job: Job) -> list[dict[str, Any]]:
     """The job's recorded steps, oldest first, as the job page's table shows them (a
-    stored value that is not a list of records shows as no steps)."""
-    steps = job.steps if isinstance(job.steps, list) else []
-    return [_row(r) for r in steps if isinstance(r, dict)]
+    stored record that cannot be read is left out)."""
+    return [_row(r) for r in records(job_id=job.id) if isinstance(r, dict)]
 
 
 def _row(record: dict[str, Any]) -> dict[str, Any]:

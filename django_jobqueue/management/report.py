@@ -77,7 +77,7 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def job_fields(job: Job) -> list[tuple[str, str]]:
+def job_fields(job: Job, steps: Sequence[Any]) -> list[tuple[str, str]]:
     def js(value: Any) -> str:
         if isinstance(value, Undecodable):  # written around the queue: say so, not fail
             return f"(undecodable: {value.error})"
@@ -113,11 +113,12 @@ def job_fields(job: Job) -> list[tuple[str, str]]:
         fields.append(("dedup key", job.dedup_key))
     if job.idempotency_key is not None:
         fields.append(("idempotency key", job.idempotency_key))
-    return fields + step_fields(job, js)
+    return fields + step_fields(job, steps, js)
 
 
-def step_fields(job: Job, js: Any) -> list[tuple[str, str]]:
-    """Where a parked job is, and its recorded durable steps (results redacted)."""
+def step_fields(job: Job, steps: Sequence[Any], js: Any) -> list[tuple[str, str]]:
+    """Where a parked job is, and its recorded durable steps (``steps``, oldest first;
+    results redacted)."""
     fields: list[tuple[str, str]] = []
     parked = job.status == Status.PENDING and job.visible_at > timezone.now()
     if parked and job.parked == "sleep":
@@ -127,7 +128,6 @@ def step_fields(job: Job, js: Any) -> list[tuple[str, str]]:
         fields.append(
             ("parked", f"waiting for event {job.wait_name!r} key {job.wait_key!r} {until}")
         )
-    steps = job.steps if isinstance(job.steps, list) else []
     for r in steps:
         if not isinstance(r, dict):
             continue

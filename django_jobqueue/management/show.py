@@ -24,9 +24,10 @@ def do_show(options: dict[str, Any], write: Write) -> None:
     try:
         job = store.get_job(job_id=options["job_id"])
         entries = store.journal(job_id=job.id)
+        steps = store.step_records(job_id=job.id)
     except JobNotFound as exc:
         raise CommandError(str(exc)) from exc
-    for label, value in job_fields(job):
+    for label, value in job_fields(job, steps):
         # A step's name, a kind, a payload: what a task wrote, never raw to a terminal.
         write(visible(f"{label + ':':<17} {value}", newlines=False))
     if job.status == Status.PENDING and not store.served(kind=job.kind, queue=job.queue):

@@ -1,6 +1,6 @@
 """The queue's tables, one module per concern: jobs and their journal; the running
 state beside them (paused queues, tallies, limits, rate buckets, schedules, workers);
-workflows and their edges.
+workflows and their edges; durable steps' records and events.
 
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
@@ -13,6 +13,7 @@ from __future__ import annotations
 from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.jobs import Job, JournalEntry
+from django_jobqueue.models.records import StepRecord
 from django_jobqueue.models.runtime import (
     KindLimit,
     MergeLock,
@@ -42,6 +43,7 @@ __all__ = [
     "Schedule",
     "Status",
     "StepEdge",
+    "StepRecord",
     "StoredJSONField",
     "WorkerHeartbeat",
     "Workflow",

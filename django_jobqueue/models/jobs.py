@@ -62,11 +62,9 @@ class Job(models.Model):
     # The enqueuing code's trace context (the propagator's carrier as JSON text, "" for
     # none), so a run's span joins the trace of the request that enqueued it.
     trace_context = models.CharField(max_length=2048, blank=True, default="", db_default="")
-    # Durable steps (run/steps.py): the recorded steps, oldest first, each written by a
-    # guarded write of the run that did it; why a pending job is not runnable yet
-    # ("sleep", "event" or "" for neither) and until when; the event it waits for and,
-    # once ``emit`` released it, the event delivered to it.
-    steps = StoredJSONField(null=True, blank=True)  # NULL: none recorded
+    # Durable steps (run/steps.py; the recorded steps are rows of ``StepRecord``): why a
+    # pending job is not runnable yet ("sleep", "event" or "" for neither) and until
+    # when; the event it waits for and, once ``emit`` released it, the event delivered.
     parked = models.CharField(max_length=8, blank=True, default="", db_default="")
     wake_at = models.DateTimeField(null=True, blank=True)
     wait_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001

@@ -84,19 +84,17 @@ class StepBook:
             book = stored.load(job_id=self.job.id)
             if book is None:
                 raise self.hooks.lost()
-            steps = book.steps if book.steps is not None else []
-            if not isinstance(steps, list):
+            unreadable = next((r for r in book.steps if not _readable(r)), None)
+            if unreadable is not None:
                 raise StepError(
                     f"{self.job.kind}: job {self.job.id}'s stored steps cannot be read "
-                    f"({steps!r}): no step can be replayed",
+                    f"(a record {unreadable!r:.200}): no step can be replayed",
                     kind=self.job.kind,
                     job_id=self.job.id,
                 )
-            self.records = list(steps)
-            self.size = sum(len(validation.dumps(r)) for r in steps)
-            self._index = {
-                (r.get("kind", ""), r.get("name", "")): r for r in steps if isinstance(r, dict)
-            }
+            self.records = list(book.steps)
+            self.size = book.size
+            self._index = {(r["kind"], r["name"]): r for r in self.records}
             self._book = book
         return self._book
 
@@ -162,25 +160,24 @@ class StepBook:
     def _write(self, record: dict[str, Any]) -> None:
         """Record one step by a guarded write; a lost claim records nothing and raises."""
         book = self._load()
-        size = self._within_bound(record)
-        steps = [*self.records, record]
+        text = self._within_bound(record)
         clear = bool(book.parked or book.wait_name or book.delivered is not None)
         if not stored.record(
             job_id=self.job.id,
             run_no=self.job.run_count,
             worker_id=self.worker_id,
-            steps=steps,
+            text=text,
             clear_wait=clear,
         ):
             raise self.hooks.lost()
-        if clear:
-            self._book = stored.Book(steps, "", None, None, None, None)
-        self.records = steps
-        self.size += size
+        if clear:  # the write cleared the parking: the run is past its sleep or wait
+            self._book = stored.Book(self.records, "", None, None, None, None)
+        self.records.append(record)
+        self.size += len(text)
         self._index[(record["kind"], record["name"])] = record
 
-    def _within_bound(self, record: dict[str, Any]) -> int:
-        """The record's JSON size, refused (InvalidStep, nothing written) when it would
+    def _within_bound(self, record: dict[str, Any]) -> str:
+        """The record's JSON text, refused (InvalidStep, nothing written) when it would
         take the job past MAX_STEPS records or MAX_STEPS_BYTES in all: MAX_OUTPUT_BYTES
         bounds each result, and a loop of steps would otherwise grow a job's row without
         end. Raised in the task, so the run fails as any exception does."""
@@ -193,7 +190,8 @@ class StepBook:
                 argument=name,
                 job_id=self.job.id,
             )
-        size = len(validation.dumps(record))
+        text = validation.dumps(record)
+        size = len(text)
         if self.size + size > settings.max_steps_bytes:
             raise InvalidStep(
                 f"{self.job.kind}: recording {record['kind']} {name!r} ({size:,} bytes) "
@@ -202,7 +200,7 @@ class StepBook:
                 argument=name,
                 job_id=self.job.id,
             )
-        return size
+        return text
 
     def _not_inside(self, what: str) -> None:
         if self.inside is not None:
@@ -233,8 +231,9 @@ class StepBook:
             return
         self._not_inside("ctx.sleep()")
         record = {"kind": "sleep", "name": name, "until": moment.isoformat(), **self._when()}
+        self._within_bound(record)
         note = f"sleeping until {moment:%Y-%m-%d %H:%M:%S%z}"
-        parking = stored.Parking(steps=[*self.records, record], parked="sleep", wake_at=moment)
+        parking = stored.Parking(record=record, parked="sleep", wake_at=moment)
         settlement = self.parking = self._paused(moment, note)
         applied = stored.park(settlement=settlement, parking=parking)
         self._parked(applied, note)
@@ -277,7 +276,7 @@ class StepBook:
         until = "" if deadline is None else f" until {deadline:%Y-%m-%d %H:%M:%S%z}"
         note = f"waiting for event {name!r} key {key!r}{until}"
         parking = stored.Parking(
-            steps=self.records,
+            record=None,
             parked="event",
             wake_at=deadline,
             wait_name=name,
@@ -339,6 +338,17 @@ class StepBook:
             raise self.hooks.lost()
         self.hooks.parked()
         raise Parked(note)
+
+
+def _readable(record: Any) -> bool:
+    """Whether a stored record is one this module wrote (a dict naming its kind and
+    name); anything else (written around the queue, or carried over by migration 0022
+    from a list that could not be read) stops the replay, never guessed past."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("kind"), str)
+        and isinstance(record.get("name"), str)
+    )
 
 
 def _invalid_step(argument: str) -> Callable[[str], InvalidStep]:

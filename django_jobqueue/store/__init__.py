@@ -78,6 +78,7 @@ from django_jobqueue.store.settling import (
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
 from django_jobqueue.store.steps import prune_events
+from django_jobqueue.store.steps import records as step_records
 from django_jobqueue.store.stranded import (
     pending_kinds_except,
     queues_in_use,
@@ -166,6 +167,7 @@ __all__ = [
     "set_limit",
     "settle",
     "stats",
+    "step_records",
     "take_tokens",
     "throughput",
     "tick_key",

@@ -20,35 +20,38 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet
 
-from django_jobqueue.models import Event, EventChannel, Status
+from django_jobqueue.models import Event, EventChannel, Status, StepRecord
 from django_jobqueue.run.lifecycle import Settlement
 from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.settling import settle
 
-# The parking columns, read with the steps.
+# The parking columns, read with the records.
+RECORDS = StepRecord._meta.db_table
 _WAIT_COLUMNS = ("parked", "wake_at", "wait_name", "wait_key", "delivered", "visible_at")
 
 
 @dataclass(frozen=True, slots=True)
 class Book:
-    """A job's durable-step columns as stored (``steps`` a list, or what could not be
-    decoded)."""
+    """A job's durable-step columns as stored, and its records (``StepRecord`` rows,
+    oldest first, each as decoded: a record that cannot be read is kept as it reads)."""
 
-    steps: Any
+    steps: list[Any]
     parked: str
     wake_at: datetime | None
     wait_name: str | None
     wait_key: str | None
     delivered: Any
     visible_at: datetime | None = None  # when the job became runnable (a claim keeps it)
+    size: int = 0  # the records' JSON in bytes, as written (what MAX_STEPS_BYTES sums)
 
 
 @dataclass(frozen=True, slots=True)
 class Parking:
-    """How a run parks its job: the steps so far, why ("sleep" or "event"), until when
-    (None: until an event comes), and the event it waits for."""
+    """How a run parks its job: the record it appends first (a sleep's; None for a
+    wait, recorded when it is passed), why ("sleep" or "event"), until when (None: until
+    an event comes), and the event it waits for."""
 
-    steps: list[dict[str, Any]]
+    record: dict[str, Any] | None
     parked: str
     wake_at: datetime | None
     wait_name: str | None = None
@@ -59,18 +62,44 @@ def events() -> QuerySet[Event]:
     return Event.objects.using(sql.alias())
 
 
+def records(*, job_id: uuid.UUID) -> list[Any]:
+    """The job's recorded steps, oldest first (what readers show; empty for none)."""
+    rows = StepRecord.objects.using(sql.alias()).filter(job_id=job_id).order_by("id")
+    return list(rows.values_list("record", flat=True))
+
+
 def load(*, job_id: uuid.UUID) -> Book | None:
     """The job's recorded steps and parking (None: no such job)."""
-    row = sql.jobs().filter(id=job_id).values_list("steps", *_WAIT_COLUMNS).first()
+    row = sql.jobs().filter(id=job_id).values_list(*_WAIT_COLUMNS).first()
     if row is None:
         return None
-    book = Book(*row)
+    # A raw read: a replay reads every record before the step it is at, and the ORM's
+    # conversion of each row cost more than the database's reading of it.
+    d = sql.dialect()
+    pairs = [
+        (sql.loads(text), size)
+        for text, size in d.run(
+            f"SELECT record, size FROM {RECORDS} WHERE job_id = %s ORDER BY id",
+            [d.job_id(job_id)],
+        )
+    ]
+    parked, wake_at, wait_name, wait_key, delivered, visible_at = row
+    book = Book(
+        steps=[r for r, _ in pairs],
+        parked=parked,
+        wake_at=wake_at,
+        wait_name=wait_name,
+        wait_key=wait_key,
+        delivered=delivered,
+        visible_at=visible_at,
+        size=sum(n for _, n in pairs),
+    )
     delivered = book.delivered
     if isinstance(delivered, dict) and "payload" not in delivered and "event" in delivered:
         # ``emit`` delivers a reference: the payload is stored once, in the event's row
         # (kept by ``prune_events`` while a delivery points at it). No row: no payload key.
-        found = events().filter(id=delivered["event"]).values_list("payload", flat=True)
-        for payload in found[:1]:
+        found_payload = events().filter(id=delivered["event"]).values_list("payload", flat=True)
+        for payload in found_payload[:1]:
             delivered = {**delivered, "payload": payload}
         return dataclasses.replace(book, delivered=delivered)
     return book
@@ -83,30 +112,24 @@ def _guarded(job_id: uuid.UUID, run_no: int, worker_id: str) -> QuerySet[Any]:
 
 
 def record(
-    *,
-    job_id: uuid.UUID,
-    run_no: int,
-    worker_id: str,
-    steps: list[dict[str, Any]],
-    clear_wait: bool = False,
+    *, job_id: uuid.UUID, run_no: int, worker_id: str, text: str, clear_wait: bool = False
 ) -> bool:
-    """Write the job's steps, in one guarded UPDATE (``clear_wait``: the run is past its
-    sleep or wait, so the parking columns are cleared in the same statement); whether
-    the guard held. Hand-written: a step's record is on a task's hot path, and the
-    ORM's building of the UPDATE cost a third of its time."""
+    """Append one record (its JSON text, ``validation.dumps``) to the job's steps by a
+    guarded write (``clear_wait``: the run is past its sleep or wait, so the parking
+    columns are cleared by the same write); whether the guard held (if not, nothing is
+    written). Its cost does not grow with the steps before it. Hand-written: a step's
+    record is on a task's hot path, and the ORM's building of the statements cost a
+    third of its time."""
     d = sql.dialect()
-    statement = (
-        f"UPDATE {sql.JOB} SET steps = {d.json_mark}"
-        + (_CLEARED if clear_wait else "")
-        + " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s"
+    guard = sql.Fragment(
+        "id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
+        [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no],
     )
-    params = [sql.dumps(steps), d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no]
-    with d.conn.cursor() as cursor:
-        cursor.execute(statement, params)
-        return bool(cursor.rowcount)
+    clear = _CLEARED if clear_wait else None
+    return d.append_record(guard=guard, clear=clear, job_id=job_id, record=text)
 
 
-_CLEARED = ", parked = '', wake_at = NULL, wait_name = NULL, wait_key = NULL, delivered = NULL"
+_CLEARED = "parked = '', wake_at = NULL, wait_name = NULL, wait_key = NULL, delivered = NULL"
 
 
 def park(*, settlement: Settlement, parking: Parking) -> bool:
@@ -119,7 +142,6 @@ def park(*, settlement: Settlement, parking: Parking) -> bool:
 
 def _park(settlement: Settlement, parking: Parking) -> bool:
     changes = {
-        "steps": parking.steps,
         "parked": parking.parked,
         "wake_at": parking.wake_at,
         "wait_name": parking.wait_name,
@@ -128,6 +150,11 @@ def _park(settlement: Settlement, parking: Parking) -> bool:
     }
     if not _guarded(settlement.job_id, settlement.run_no, settlement.worker).update(**changes):
         return False
+    if parking.record is not None:  # the row is held by the update above
+        text = sql.dumps(parking.record)
+        StepRecord.objects.using(sql.alias()).create(
+            job_id=settlement.job_id, record=parking.record, size=len(text)
+        )
     [applied] = settle(worker_id=settlement.worker, settlements=[settlement])
     if not applied:  # cannot be, with the row just updated under its guard: roll back
         transaction.set_rollback(True, using=sql.alias())

@@ -6,12 +6,13 @@ the operator's terminal does nothing with it and the operator sees it was there.
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import pytest
 from django.core.management import call_command
 
-from django_jobqueue.models import Job
+from django_jobqueue.models import Job, StepRecord
 from tests.helpers import run_burst
 from tests.taskapp import tasks
 
@@ -66,8 +67,8 @@ def test_jobqueue_show_prints_an_errors_and_a_steps_control_characters_escaped(
 ) -> None:
     job, _ = failed_with_escapes(caplog)
     # A step's name is the task's to choose: stored with the sequences in it.
-    steps = [{"kind": "step", "name": f"charge{HOSTILE}", "run": 1, "at": "t", "result": 1}]
-    Job.objects.filter(id=job.id).update(steps=steps)
+    step = {"kind": "step", "name": f"charge{HOSTILE}", "run": 1, "at": "t", "result": 1}
+    StepRecord.objects.create(job_id=job.id, record=step, size=len(json.dumps(step)))
     out = io.StringIO()
     call_command("jobqueue", "show", str(job.id), stdout=out)
     text = out.getvalue()

@@ -111,12 +111,10 @@ class StepsCampaign(Campaign):
 def build_steps_report(plan: StepsPlan, tally: Tally) -> StepsReport:
     """Read the jobs, their steps, the journal and the effect rows back; check them."""
     from django_jobqueue.models import Job, JournalEntry
+    from tests.helpers import recorded
     from tests.taskapp.models import Effect
 
-    jobs = {
-        j["id"]: j
-        for j in Job.objects.filter(kind=KIND).values("id", "status", "steps", "run_count")
-    }
+    jobs = {j["id"]: j for j in Job.objects.filter(kind=KIND).values("id", "status", "run_count")}
     effects: dict[Any, Counter[str]] = defaultdict(Counter)
     for job_id, step in Effect.objects.filter(job_id__in=list(jobs)).values_list(
         "job_id", "worker"
@@ -130,14 +128,14 @@ def build_steps_report(plan: StepsPlan, tally: Tally) -> StepsReport:
     if set(statuses) != {"completed"}:
         violations.append(f"not every job completed: {dict(statuses)}")
     per_step: Counter[int] = Counter()
-    for job_id, job in jobs.items():
+    for job_id in jobs:
         counts = effects[job_id]
         per_step.update(counts[s] for s in STEPS)
         if any(counts[s] != 1 for s in STEPS) or set(counts) - set(STEPS):
             violations.append(
                 f"job {job_id}: effect rows per step {dict(counts)}, expected one each"
             )
-        names = [r.get("name") for r in job["steps"] or []]
+        names = [r.get("name") for r in recorded(job_id)]
         if names != ["c1", "c2", "sleep 1", "c3", "c4", "c5"]:
             violations.append(f"job {job_id}: recorded steps {names}")
     return StepsReport(

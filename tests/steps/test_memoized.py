@@ -17,6 +17,7 @@ from django_jobqueue.run.transactional import run as run_job
 from django_jobqueue.store import recover_expired
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
+from tests.helpers import recorded
 from tests.taskapp import steps_tasks
 from tests.taskapp.models import Effect
 
@@ -36,8 +37,9 @@ def test_a_job_of_three_steps_runs_each_once_and_records_them_in_order() -> None
     job = Job.objects.get(id=handle.id)
     assert job.status == Status.COMPLETED
     assert job.result == ["s1", "s2", "s3"]
-    assert [s["name"] for s in job.steps] == ["s1", "s2", "s3"]
-    assert all(s["kind"] == "step" and s["seconds"] >= 0 and s["run"] == 1 for s in job.steps)
+    steps = recorded(job.id)
+    assert [s["name"] for s in steps] == ["s1", "s2", "s3"]
+    assert all(s["kind"] == "step" and s["seconds"] >= 0 and s["run"] == 1 for s in steps)
     assert effects(handle.id) == {"s1": 1, "s2": 1, "s3": 1}
     entry = JournalEntry.objects.get(job_id=handle.id)
     assert "steps recorded: s1 (" in entry.note
@@ -76,7 +78,7 @@ def test_a_later_run_returns_the_recorded_steps_without_running_them() -> None:
     assert job.status == Status.COMPLETED
     assert job.run_count == 2
     assert effects(handle.id) == {"s1": 1, "s2": 1, "s3": 1}
-    assert [s["run"] for s in job.steps] == [1, 1, 1]
+    assert [s["run"] for s in recorded(job.id)] == [1, 1, 1]
 
 
 def test_a_stale_run_whose_job_was_recovered_records_nothing() -> None:
@@ -92,14 +94,14 @@ def test_a_stale_run_whose_job_was_recovered_records_nothing() -> None:
     assert result.lost  # type: ignore[attr-defined]
     assert "ClaimLost" in result.note  # type: ignore[attr-defined]
     job = Job.objects.get(id=handle.id)
-    assert job.steps is None
+    assert recorded(job.id) == []
     assert job.status == Status.CLAIMED
     assert job.claimed_by == "w-fresh"
     # The fresh run records and completes; the stale run's effect is its own (it ran
     # s1's code before the refusal), its record is not there.
     assert _run(fresh, "w-fresh").end == "completed"  # type: ignore[attr-defined]
     job.refresh_from_db()
-    assert [s["run"] for s in job.steps] == [2, 2, 2]
+    assert [s["run"] for s in recorded(job.id)] == [2, 2, 2]
 
 
 def test_reusing_a_step_name_in_one_run_is_an_error() -> None:
@@ -122,7 +124,7 @@ def test_a_step_result_that_cannot_be_stored_fails_the_run_recording_nothing() -
     handle = steps_tasks.plain.enqueue("unstorable")
     run_jobs()
     job = Job.objects.get(id=handle.id)
-    assert job.steps is None
+    assert recorded(job.id) == []
     note = JournalEntry.objects.get(job_id=handle.id).note
     assert "InvalidStep" in note
     assert "the result of step 'bad' is not JSON-serialisable" in note
@@ -153,7 +155,7 @@ def test_bad_step_input_fails_the_run_naming_it_and_records_nothing(
     handle = steps_tasks.plain.enqueue(how, value)
     run_jobs()
     job = Job.objects.get(id=handle.id)
-    assert job.steps is None
+    assert recorded(job.id) == []
     assert job.parked == ""
     note = JournalEntry.objects.get(job_id=handle.id).note
     assert "InvalidStep" in note

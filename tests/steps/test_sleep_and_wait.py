@@ -16,6 +16,7 @@ from django_jobqueue import InvalidEvent, Outcome, Status, emit
 from django_jobqueue.models import Event, Job, JournalEntry
 from django_jobqueue.store import steps as stored
 from django_jobqueue.testing import run_jobs
+from tests.helpers import recorded
 from tests.steps.test_memoized import effects
 from tests.taskapp import steps_tasks
 from tests.taskapp.models import Execution
@@ -41,7 +42,7 @@ def test_a_sleep_parks_the_job_without_a_failure_and_it_resumes_past_its_steps()
     assert job.failure_count == 0
     assert job.wake_at is not None
     assert before + timedelta(seconds=3599) < job.wake_at == job.visible_at
-    assert [s["name"] for s in job.steps] == ["before", "sleep 1"]
+    assert [s["name"] for s in recorded(job.id)] == ["before", "sleep 1"]
     assert stored.parked_counts(now=timezone.now()) == {"sleep": 1, "event": 0}
     entry = JournalEntry.objects.get(job_id=handle.id)
     assert entry.outcome == Outcome.PAUSED
@@ -88,7 +89,7 @@ def test_an_event_emitted_after_the_wait_releases_the_job_and_is_delivered_once(
     assert job.result == {"score": 9}
     assert (job.parked, job.wait_name, job.delivered) == ("", None, None)
     assert effects(handle.id) == {"got": 1}
-    wait = next(s for s in job.steps if s["kind"] == "wait")
+    wait = next(s for s in recorded(job.id) if s["kind"] == "wait")
     assert wait["payload"] == {"score": 9}
     assert wait["timed_out"] is False
 
@@ -135,7 +136,7 @@ def test_a_wait_that_times_out_returns_none() -> None:
     job.refresh_from_db()
     assert job.status == Status.COMPLETED
     assert job.result is None
-    wait = next(s for s in job.steps if s["kind"] == "wait")
+    wait = next(s for s in recorded(job.id) if s["kind"] == "wait")
     assert wait["timed_out"] is True
     assert effects(handle.id) == {"got": 1}
 

@@ -121,6 +121,9 @@ def plain(ctx: Context, how: str, value: str = "") -> Any:
         ctx.sleep_until(datetime(2030, 1, 1))
     elif how == "timeout":
         ctx.wait_for("e", key="k", timeout=float(value))
+    elif how == "step-then-sleep":
+        ctx.step("before", int, 1)
+        ctx.sleep(60)
     return how
 
 
@@ -186,3 +189,12 @@ def three_in_transactions(ctx: Context, hold: float = 0.0) -> list[str]:
         if i == 2 and hold and ctx.run_count == 1:
             time.sleep(hold)
     return done
+
+
+@task(takes_context=True, kind="tests.steps.waits", max_failures=1)
+def waits(ctx: Context, count: int) -> int:
+    """``count`` waits that time out at once: each parks the job and is passed by the
+    next run, which replays every record before it."""
+    for i in range(count):
+        ctx.wait_for("tests.steps.never", key=str(i), timeout=0)
+    return count

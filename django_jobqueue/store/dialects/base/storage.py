@@ -17,11 +17,12 @@ from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from django.core.checks import CheckMessage
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
-from django_jobqueue.models import Job, JournalEntry, MergeLock, RateBucket, StepEdge
+from django_jobqueue.models import Job, JournalEntry, MergeLock, RateBucket, StepEdge, StepRecord
+from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.primitives import Primitives
 
 T = TypeVar("T")
@@ -32,6 +33,7 @@ JOURNAL = JournalEntry._meta.db_table
 BUCKET = RateBucket._meta.db_table
 MERGE_LOCK = MergeLock._meta.db_table
 EDGE = StepEdge._meta.db_table
+RECORD = StepRecord._meta.db_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +306,29 @@ class StorageStatements(Primitives):
             " ON CONFLICT (name) DO UPDATE SET name = excluded.name",
             [name],
         )
+
+    # --- durable steps' records --------------------------------------------------------
+
+    def append_record(
+        self, *, guard: Fragment, clear: str | None, job_id: uuid.UUID, record: str
+    ) -> bool:
+        """Hold the job's row under its run's ``guard`` (a WHERE condition) and, only if
+        the guard holds, append ``record`` (JSON text) to the job's step records; with
+        ``clear`` (a SET list) the row is updated with it too. Both or neither, in one
+        transaction (a savepoint in the caller's); whether the guard held. The row's
+        write lock is taken (an UPDATE, here with no change when there is nothing to
+        clear), so a claim taken over meanwhile is waited for and then fails the guard,
+        as a settlement's does."""
+        changes = clear or "run_count = run_count"
+        with transaction.atomic(using=self.conn.alias), self.conn.cursor() as cursor:
+            cursor.execute(f"UPDATE {JOB} SET {changes} WHERE {guard.sql}", guard.params)
+            if not cursor.rowcount:
+                return False
+            cursor.execute(
+                f"INSERT INTO {RECORD} (job_id, record, size) VALUES (%s, {self.json_mark}, %s)",
+                [self.job_id(job_id), record, len(record)],
+            )
+        return True
 
     # --- the journal and what is read of it ---------------------------------------------
 

@@ -5,6 +5,7 @@ estimates, LISTEN/NOTIFY wake-ups and SQLSTATE-classified errors."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -13,11 +14,13 @@ from django.db.models import QuerySet
 
 from django_jobqueue import validation
 from django_jobqueue.models import JournalEntry
+from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.storage import (
     COLUMN_LIST,
     EDGE,
     FRESH_COLUMNS,
     JOB,
+    RECORD,
     STEP_COLUMN_LIST,
     STEP_FRESH,
     NewRow,
@@ -82,6 +85,25 @@ class PostgreSQLStorage(StorageStatements):
             super().insert_jobs(rows)
         elif rows:
             self.run(_BULK, [_bulk_document(rows)])
+
+    def append_record(
+        self, *, guard: Fragment, clear: str | None, job_id: uuid.UUID, record: str
+    ) -> bool:
+        """In one statement: the row held in a CTE, the record inserted for the row it
+        returns (none if the guard failed). With nothing to clear the row is locked, not
+        updated (FOR NO KEY UPDATE: what an UPDATE of it takes, so a concurrent takeover
+        is waited for and the guard checked again on its result): a new version of the
+        row per step would grow, in a task's one transaction, a chain of versions that
+        every later step walks."""
+        if clear is None:
+            held = f"SELECT id FROM {JOB} WHERE {guard.sql} FOR NO KEY UPDATE"
+        else:
+            held = f"UPDATE {JOB} SET {clear} WHERE {guard.sql} RETURNING id"
+        statement = (
+            f"WITH held AS ({held}) INSERT INTO {RECORD} (job_id, record, size)"
+            " SELECT id, %s::jsonb, %s FROM held RETURNING 1"
+        )
+        return bool(self.run(statement, [*guard.params, record, len(record)]))
 
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """In one statement whatever the count (a step has no dedup or idempotency key)."""
