@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from django_jobqueue import Status, StepError, store
-from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.models import Job, JournalEntry, StepRecord
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.transactional import run as run_job
 from django_jobqueue.store import recover_expired
@@ -171,3 +171,17 @@ def test_a_sleep_inside_the_task_s_own_transaction_fails_the_run_saying_so() -> 
     assert effects(handle.id) == {}
     note = JournalEntry.objects.get(job_id=handle.id).note
     assert "inside a transaction.atomic() block of the task's own" in note
+
+
+def test_deleting_a_finished_job_deletes_its_records_and_no_one_else_s() -> None:
+    """Records have no database constraint (as the journal): every delete the store
+    makes goes through the ORM, which takes a job's records with it."""
+    gone, kept = steps_tasks.three.enqueue(), steps_tasks.three.enqueue()
+    run_jobs()
+    assert len(recorded(gone.id)) == len(recorded(kept.id)) == 3
+    assert store.delete_finished(job_ids=[gone.id]) == [gone.id]
+    assert not StepRecord.objects.filter(job_id=gone.id).exists()
+    assert len(recorded(kept.id)) == 3
+    deleted = store.cleanup(finished_before=timezone.now() + timedelta(seconds=1))
+    assert deleted == 1
+    assert not StepRecord.objects.exists()
