@@ -146,14 +146,10 @@ def run_jobs(
             if len(ran) >= max_jobs:
                 _check_drained(max_jobs, at=at, kinds=wanted, queues=queues)
                 break
-            claimed = store.claim_jobs(
-                worker_id=pipe.worker_id,
-                limit=1,
-                kinds=wanted,
-                queues=queues,
-                leases=registry.leases(),
-                now=at,
+            request = store.ClaimRequest(
+                limit=1, kinds=wanted, queues=queues or (), leases=registry.leases(), now=at
             )
+            claimed = store.claim_jobs(worker_id=pipe.worker_id, request=request)
             if not claimed:
                 break
             job = claimed[0]

@@ -11,7 +11,7 @@ change writes its journal entry in the same transaction.
 from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
-from django_jobqueue.store.claim import Claimed, claim_jobs, claim_statement
+from django_jobqueue.store.claim import Claimed, ClaimRequest, claim_jobs, claim_statement
 from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.store.inserting import (
@@ -94,6 +94,7 @@ __all__ = [
     "PER_KEY",
     "WORKER_GONE_AFTER",
     "WORKER_PRUNE_AFTER",
+    "ClaimRequest",
     "Claimed",
     "Count",
     "Disposition",

@@ -11,10 +11,10 @@ statements on MySQL/MariaDB (see each dialect's ``claiming`` module).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Required, TypedDict, Unpack
+from typing import Any
 
 from django.utils import timezone
 
@@ -45,41 +45,51 @@ class Claimed:
     created_at: datetime | None = None  # when it was enqueued
     workflow_id: uuid.UUID | None = None  # a workflow step's workflow (None: a plain job)
     trace_context: str = ""  # the enqueuing code's (``tracing.capture_context``)
+    key: str | None = None  # the job's key (per-key rules; None: none)
 
 
-class ClaimOptions(TypedDict, total=False):
-    """What a claim takes (see ``claim_jobs``)."""
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """What one claim asks for, one name per idea: built by its caller (the worker's
+    ``claiming.claim_request``, ``run_jobs``, a test) and taken whole by the store
+    (``claim_jobs``, ``exchange``, the statements shown for EXPLAIN).
 
-    worker_id: Required[str]
-    limit: Required[int]
-    kinds: Required[Sequence[str]]
-    queues: Sequence[str] | None
-    exclude_kinds: Iterable[str]
-    kind_limits: Mapping[str, int] | None
-    max_in_flight: Mapping[str, int] | None
-    per_key: Mapping[str, KeyRule] | None
-    floor: int
-    preferring: Mapping[int, int] | None
-    leases: Mapping[str, timedelta] | None
-    lease: timedelta | None
-    now: datetime | None
+    Only ``kinds`` (less ``exclude_kinds``) and, if any, ``queues``. Only priorities >=
+    ``floor``; ``preferring`` maps a higher floor to how many of the ``limit`` slots
+    prefer it (those slots take that tier first and fall back to the next floor down
+    when it has none). ``kind_limits`` caps how many of a kind this claim takes;
+    ``max_in_flight`` is each kind's global limit, counted over every worker inside the
+    claim; ``per_key`` the kinds with per-key rules, and ``key_after`` for each the key
+    after which it looks first (the caller's ``KeyCursor``). The lease is
+    ``leases[kind]``, else ``lease``, else the setting; ``now`` is the clock the claim
+    reads (a test's frozen one)."""
+
+    limit: int
+    kinds: Sequence[str]
+    queues: Sequence[str] = ()  # empty: every queue
+    exclude_kinds: Collection[str] = frozenset()
+    kind_limits: Mapping[str, int] = field(default_factory=dict)
+    max_in_flight: Mapping[str, int] = field(default_factory=dict)
+    per_key: Mapping[str, KeyRule] = field(default_factory=dict)
+    key_after: Mapping[str, str] = field(default_factory=dict)
+    floor: int = 0
+    preferring: Mapping[int, int] = field(default_factory=dict)
+    leases: Mapping[str, timedelta] = field(default_factory=dict)
+    lease: timedelta | None = None
+    now: datetime | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a limit beyond this claim's own rows bounds it (a kind left out at its
+        cap, a cap, a global limit): room a settlement beside it frees goes unseen."""
+        return bool(self.exclude_kinds or self.kind_limits or self.max_in_flight)
 
 
-def claim_jobs(**claim: Unpack[ClaimOptions]) -> list[Claimed]:
-    """Claim up to ``limit`` runnable jobs for ``worker_id``, in claim order.
-
-    Only ``kinds`` (less ``exclude_kinds``) and, if given, ``queues``. Order is
-    priority, then the time each became runnable, then id: exactly the
-    ``jobqueue_job_claim`` partial index. Only priorities >= ``floor`` are taken.
-    ``preferring`` maps a higher floor to how many of the ``limit`` slots prefer it:
-    those slots take jobs of priority >= that floor first and fall back to the next
-    floor down when it has none. ``kind_limits`` caps how many of a kind this call
-    takes. ``per_key`` gives the kinds with per-key rules (``KeyRule``: a most per key,
-    FIFO per key, round-robin between keys). The lease is ``leases[kind]``, else
-    ``lease``, else the setting; ``now`` is the clock the claim reads (a test's frozen
-    one).
-    """
-    prepared = prepare(**claim)
+def claim_jobs(*, worker_id: str, request: ClaimRequest) -> list[Claimed]:
+    """Claim up to ``request.limit`` runnable jobs for ``worker_id``, in claim order:
+    priority, then the time each became runnable, then id (exactly the
+    ``jobqueue_job_claim`` partial index)."""
+    prepared = prepare(worker_id=worker_id, request=request)
     if prepared is None:
         return []
     return prepared.run()
@@ -118,71 +128,62 @@ class PreparedClaim:
                 created_at=d.read_dt(r[9]),
                 workflow_id=None if r[10] is None else d.read_uuid(r[10]),
                 trace_context=r[11] or "",
+                key=r[12],
             )
             for r in rows
         ]
         claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
-        if self.spec.keyed:
-            served = [(r[1], r[12]) for r in rows if r[12] is not None and r[1] in self.spec.keyed]
-            for kind in {k for k, _ in served}:
-                _served[kind] = max(key for k, key in served if k == kind)
         return claimed
 
 
-# Per keyed kind, the greatest key this process's last claim of it served: the next claim
-# looks at the keys after it first (a claim looks at a bounded number of keys).
-_served: dict[str, str] = {}
-
-
-def prepare(**claim: Unpack[ClaimOptions]) -> PreparedClaim | None:
+def prepare(*, worker_id: str, request: ClaimRequest) -> PreparedClaim | None:
     """The claim ``claim_jobs`` would run (None when it would claim nothing)."""
-    excluded = set(claim.get("exclude_kinds", ()))
-    wanted = [k for k in claim["kinds"] if k not in excluded]
-    limit = claim["limit"]
-    if limit <= 0 or not wanted:
+    excluded = set(request.exclude_kinds)
+    wanted = [k for k in request.kinds if k not in excluded]
+    if request.limit <= 0 or not wanted:
         return None
-    now = claim.get("now") or timezone.now()
-    lease = claim.get("lease") or conf.get().lease
-    leases = {k: v for k, v in (claim.get("leases") or {}).items() if k in wanted and v != lease}
-    limited = {k: n for k, n in (claim.get("max_in_flight") or {}).items() if k in wanted}
-    keyed = {k: rule for k, rule in (claim.get("per_key") or {}).items() if k in wanted}
+    now = request.now or timezone.now()
+    lease = request.lease or conf.get().lease
+    leases = {k: v for k, v in request.leases.items() if k in wanted and v != lease}
+    limited = {k: n for k, n in request.max_in_flight.items() if k in wanted}
+    keyed = {k: rule for k, rule in request.per_key.items() if k in wanted}
     # A limit per key is counted under the kind's lock, as a max_in_flight is.
     locked = {*limited, *(k for k, rule in keyed.items() if rule.counted)}
     spec = ClaimSpec(
-        worker_id=claim["worker_id"],
+        worker_id=worker_id,
         kinds=wanted,
-        queues=list(claim.get("queues") or []),
-        tiers=_tiers(limit, claim.get("floor", 0), claim.get("preferring")),
+        queues=list(request.queues),
+        tiers=_tiers(request.limit, request.floor, request.preferring),
         now=now,
         default_expiry=now + lease,
         expiries={k: now + v for k, v in leases.items()},
-        caps={k: n for k, n in (claim.get("kind_limits") or {}).items() if k in wanted},
+        caps={k: n for k, n in request.kind_limits.items() if k in wanted},
         limited=limited,
         lock_keys=tuple(sorted({lock_key(k) for k in locked})),
         lock_space=LOCK_SPACE,
         kind_locks={k: lock_key(k) for k in locked},
         key_space=KEY_LOCK_SPACE,
         keyed=keyed,
-        key_after={k: _served[k] for k in keyed if k in _served},
+        key_after={k: after for k, after in request.key_after.items() if k in keyed},
     )
     return PreparedClaim(sql.dialect(), spec, leases, lease)
 
 
-def claim_statement(**claim: Unpack[ClaimOptions]) -> tuple[str, list[Any]] | None:
-    """The statement and parameters ``claim_jobs(**claim)`` runs, for EXPLAIN (on
+def claim_statement(*, worker_id: str, request: ClaimRequest) -> tuple[str, list[Any]] | None:
+    """The statement and parameters ``claim_jobs`` runs for ``request``, for EXPLAIN (on
     MySQL/MariaDB, the first tier's locking SELECT: the statement that reads the index)."""
-    prepared = prepare(**claim)
+    prepared = prepare(worker_id=worker_id, request=request)
     if prepared is None:
         return None
     return prepared.dialect.claim_statement(prepared.spec).statement()
 
 
-def _tiers(limit: int, floor: int, preferring: Mapping[int, int] | None) -> list[tuple[int, int]]:
+def _tiers(limit: int, floor: int, preferring: Mapping[int, int]) -> list[tuple[int, int]]:
     """(floor, slots) from the highest floor down; the last is ``floor`` with the rest."""
     tiers: list[tuple[int, int]] = []
     taken = 0
-    for f in sorted((preferring or {}), reverse=True):
-        n = min(preferring[f], limit - taken) if preferring else 0
+    for f in sorted(preferring, reverse=True):
+        n = min(preferring[f], limit - taken)
         if f > floor and n > 0:
             tiers.append((f, n))
             taken += n

@@ -20,19 +20,19 @@ from django_jobqueue.models import Status
 from django_jobqueue.run.joins import VOID_NOTE
 from django_jobqueue.run.lifecycle import Settlement
 from django_jobqueue.store import wakeups
-from django_jobqueue.store.claim import Claimed, PreparedClaim, prepare
+from django_jobqueue.store.claim import Claimed, ClaimRequest, PreparedClaim, prepare
 from django_jobqueue.store.dialects.base.settling import Release
 from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
 
 
 def exchange(
-    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+    *, worker_id: str, settlements: Sequence[Settlement], request: ClaimRequest | None
 ) -> tuple[Sequence[bool], list[Claimed]]:
     """Apply ``settlements`` (guarded by ``worker_id``'s claims), then claim as
-    ``claim_jobs(worker_id=worker_id, **claim)`` would. Returns, per settlement, whether
-    it was applied, and the claimed jobs."""
+    ``claim_jobs`` would for ``request`` (None: settle only). Returns, per settlement,
+    whether it was applied, and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
-    prepared = _prepared(worker_id, claim)
+    prepared = _prepared(worker_id, request)
     if prepared is None:
         return apply(mine), []
     prepared.dialect.use_generic_plans()
@@ -54,7 +54,7 @@ def exchange(
         # steps that settlement released and this turn claims them (a chain moves on
         # now, not a turn or a wake-up later).
         applied = apply(mine)
-        after = _prepared(worker_id, claim)
+        after = _prepared(worker_id, request)
         return applied, [] if after is None else after.run()
     rows = settle_rows(mine, timezone.now(), held=d.conn.in_atomic_block)
     done, claimed = d.turn(rows, TALLY, prepared.spec)
@@ -67,11 +67,11 @@ def releasing(worker_id: str, now: datetime) -> Release:
 
 
 def turn_statement(
-    *, worker_id: str, settlements: Sequence[Settlement], **claim: Any
+    *, worker_id: str, settlements: Sequence[Settlement], request: ClaimRequest
 ) -> tuple[str, list[Any]] | None:
     """The one statement ``exchange`` would send for these arguments, for EXPLAIN; None
     where a turn is not one statement (or would not claim)."""
-    prepared = _prepared(worker_id, claim)
+    prepared = _prepared(worker_id, request)
     if prepared is None or not settlements:
         return None
     mine = [as_worker(s, worker_id) for s in settlements]
@@ -86,7 +86,5 @@ def turn_statement(
     return None if statement is None else statement.statement()
 
 
-def _prepared(worker_id: str, claim: dict[str, Any]) -> PreparedClaim | None:
-    if claim.get("limit", 0) <= 0:
-        return None
-    return prepare(worker_id=worker_id, **claim)
+def _prepared(worker_id: str, request: ClaimRequest | None) -> PreparedClaim | None:
+    return None if request is None else prepare(worker_id=worker_id, request=request)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
 
 from django_jobqueue.run.lifecycle import Settlement
 from django_jobqueue.states import Status
+from django_jobqueue.store import Claimed, ClaimRequest, KeyRule
 from django_jobqueue.worker.services.base import Running
 
 
@@ -27,20 +27,21 @@ def priority_floor(slot: int, ratio: int | None) -> int:
     return 0
 
 
-def claim_options(
+def claim_request(
     free: int,
     *,
     running: Mapping[uuid.UUID, Running],
     caps: Mapping[str, int],
     max_in_flight: Mapping[str, int],
     slot: int,
-    per_key: Mapping[str, Any] | None = None,
+    per_key: Mapping[str, KeyRule],
+    key_after: Mapping[str, str],
     priority_ratio: int | None,
     kinds: Sequence[str],
-    queues: Sequence[str] | None,
+    queues: Sequence[str],
     leases: Mapping[str, timedelta],
-) -> dict[str, Any]:
-    """The claim's arguments for ``free`` slots: kinds, caps and each slot's floor."""
+) -> ClaimRequest:
+    """The claim for ``free`` slots: kinds, caps and each slot's floor."""
     in_flight = Counter(r.job.kind for r in running.values())
     at_cap = {k for k, cap in caps.items() if in_flight[k] >= cap}
     limits = {k: cap - in_flight[k] for k, cap in caps.items() if k not in at_cap}
@@ -51,17 +52,38 @@ def claim_options(
     floors = Counter(priority_floor(slot + i, priority_ratio) for i in range(free))
     # A floor only says which tier a slot prefers: slots its tiers cannot fill fall
     # through to the next higher tier, down to floor 0 (everything).
-    return {
-        "limit": free,
-        "kinds": kinds,
-        "queues": queues,
-        "exclude_kinds": at_cap,
-        "kind_limits": limits or None,
-        "max_in_flight": limited or None,
-        "per_key": {k: rule for k, rule in (per_key or {}).items() if k not in at_cap} or None,
-        "preferring": {f: n for f, n in floors.items() if f},
-        "leases": leases,
-    }
+    return ClaimRequest(
+        limit=free,
+        kinds=kinds,
+        queues=queues,
+        exclude_kinds=frozenset(at_cap),
+        kind_limits=limits,
+        max_in_flight=limited,
+        per_key={k: rule for k, rule in per_key.items() if k not in at_cap},
+        key_after=key_after,
+        preferring={f: n for f, n in floors.items() if f},
+        leases=leases,
+    )
+
+
+class KeyCursor:
+    """Per keyed kind, the greatest key its owner's last claim of it served: the next
+    claim looks at the keys after it first, so that keys past the few one claim looks
+    at get their turn. Owned by whoever claims again (a worker, a test), so that two
+    claimers in one process do not move each other's place."""
+
+    def __init__(self) -> None:
+        self._after: dict[str, str] = {}
+
+    def after(self) -> Mapping[str, str]:
+        """Where each keyed kind's next claim starts (a copy: a request is a value)."""
+        return dict(self._after)
+
+    def served(self, claimed: Iterable[Claimed], keyed: Collection[str]) -> None:
+        """Move past the greatest key of each keyed kind in ``claimed``."""
+        for job in claimed:
+            if job.key is not None and job.kind in keyed:
+                self._after[job.kind] = max(job.key, self._after.get(job.kind, job.key))
 
 
 def atomic_going(running: Mapping[uuid.UUID, Running], atomic_kinds: Collection[str]) -> bool:
@@ -77,7 +99,7 @@ def atomic_going(running: Mapping[uuid.UUID, Running], atomic_kinds: Collection[
 def look_again(
     batch: Sequence[Settlement],
     applied: Sequence[bool],
-    wanted: Mapping[str, Any] | None,
+    wanted: ClaimRequest | None,
 ) -> bool:
     """Whether a turn that settled ``batch`` should claim again at once: its claim ran
     beside the settlements, so it could not see a job they sent back to pending (a
@@ -96,5 +118,4 @@ def look_again(
         return True
     if any(s.status != Status.COMPLETED for s in batch):
         return True
-    bounded = ("exclude_kinds", "kind_limits", "max_in_flight")
-    return any(wanted.get(name) for name in bounded)
+    return wanted.bounded

@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Sequence
 from functools import partial
 from types import FrameType
-from typing import Any
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
@@ -35,7 +34,7 @@ from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.wakeups import Listener
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
-from django_jobqueue.worker.claiming import atomic_going, claim_options, look_again
+from django_jobqueue.worker.claiming import KeyCursor, atomic_going, claim_request, look_again
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
@@ -75,6 +74,7 @@ class Worker:
         self.caps = {**settings.kind_concurrency, **(caps or {})}
         self.max_in_flight: dict[str, int] = {}  # kept current by LimitRefresh, as are
         self.key_rules: dict[str, store.KeyRule] = {}  # the kinds' per-key rules
+        self._keys = KeyCursor()  # where each keyed kind's next claim starts
         self.leases = registry.leases()
         self.burst = burst
         self.max_jobs = max_jobs
@@ -92,11 +92,7 @@ class Worker:
 
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._pipe = Pipeline(
-            worker_id=self.worker_id,
-            alias=self.alias,
-            max_output_bytes=settings.max_output_bytes,
-        )
+        self._pipe = Pipeline(self.worker_id, self.alias, settings.max_output_bytes)
         self._pools = self._make_pools()
         self._atomic_kinds = {d.kind for d in registry if d.atomic}
         self._atomic_warn_after = settings.atomic_warn_after
@@ -296,18 +292,13 @@ class Worker:
         groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
         free = sum(max(room, 0) for _, room in groups)
         (kinds, room), others = groups[0], groups[1:]
-        wanted = self._claim_options(room, kinds) if claim else None
+        wanted = self._claim_request(room, kinds) if claim else None
         if not batch and wanted is None:
             return False, self._claim_others(others) if claim else 0, free
         began = time.monotonic()
         try:
             result = self._db(
-                partial(
-                    store.exchange,
-                    worker_id=self.worker_id,
-                    settlements=batch,
-                    **(wanted or {"limit": 0}),
-                )
+                partial(store.exchange, worker_id=self.worker_id, settlements=batch, request=wanted)
             )
         except DatabaseError as exc:
             if not batch:
@@ -319,9 +310,7 @@ class Worker:
         applied, claimed = result
         self._pools.turned(time.monotonic() - began)
         self._settled(batch, applied)
-        self._slot += len(claimed)
-        for job in claimed:
-            self._dispatch(job)
+        self._claimed(claimed, wanted)
         unseen = look_again(batch, applied, wanted)
         return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
 
@@ -331,34 +320,39 @@ class Worker:
         trip, only for a worker that runs both sync and async kinds."""
         got = 0
         for kinds, room in groups:
-            wanted = self._claim_options(room, kinds)
+            wanted = self._claim_request(room, kinds)
             if wanted is None:
                 continue
-            call = partial(store.exchange, worker_id=self.worker_id, settlements=[], **wanted)
+            call = partial(store.exchange, worker_id=self.worker_id, settlements=[], request=wanted)
             result = self._db(call)
             claimed = result[1] if result is not None else []
-            self._slot += len(claimed)
-            for job in claimed:
-                self._dispatch(job)
+            self._claimed(claimed, wanted)
             got += len(claimed)
         return got
 
-    def _claim_options(self, free: int, kinds: Sequence[str]) -> dict[str, Any] | None:
+    def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
+        self._slot += len(claimed)
+        self._keys.served(claimed, wanted.per_key if wanted else ())
+        for job in claimed:
+            self._dispatch(job)
+
+    def _claim_request(self, free: int, kinds: Sequence[str]) -> store.ClaimRequest | None:
         """What to claim for ``free`` slots (None: nothing to claim now)."""
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.claimed)
         if free <= 0 or not self._limits.ready:
             return None
-        return claim_options(
+        return claim_request(
             free,
             running=self._running,
             caps=self.caps,
             max_in_flight=self.max_in_flight,
             per_key=self.key_rules,
+            key_after=self._keys.after(),
             slot=self._slot,
             priority_ratio=self.priority_ratio,
             kinds=kinds,
-            queues=self.queues or None,
+            queues=self.queues,
             leases=self.leases,
         )
 

@@ -95,7 +95,9 @@ def test_cancel_of_a_cancelled_job_is_a_no_op() -> None:
 
 def test_cancel_claimed_job_marks_it_and_a_failed_run_settles_cancelled_not_retried() -> None:
     handle = tasks.add.enqueue(1, 2)
-    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+    )
 
     django_jobqueue.cancel(handle.id, actor="alice")
     django_jobqueue.cancel(handle.id, actor="bob")  # already requested: the first actor stays
@@ -305,7 +307,9 @@ def test_requeue_of_a_completed_job_needs_force() -> None:
 def test_requeue_of_an_active_job_is_refused(status: str) -> None:
     handle = tasks.add.enqueue(1, 2)
     if status == "claimed":
-        store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+        store.claim_jobs(
+            worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+        )
     before = Job.objects.get(id=handle.id)
     assert before.status == status
 

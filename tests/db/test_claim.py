@@ -25,7 +25,7 @@ def test_claim_order_is_priority_then_age() -> None:
     normal_old = tasks.add.enqueue(0, 2)
     high = tasks.add.using(priority=Priority.HIGH).enqueue(0, 3)
     normal_new = tasks.add.enqueue(0, 4)
-    claimed = store.claim_jobs(worker_id="w:1", limit=10, kinds=KINDS())
+    claimed = store.claim_jobs(worker_id="w:1", request=store.ClaimRequest(limit=10, kinds=KINDS()))
     assert [j.id for j in claimed] == [high.id, normal_old.id, normal_new.id, low.id]
     assert all(j.status == Status.CLAIMED and j.run_count == 1 for j in claimed)
     row = Job.objects.get(id=high.id)
@@ -44,20 +44,33 @@ def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
     caps = [tasks.capped.enqueue(0) for _ in range(3)]
 
     assert [
-        j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), queues=["mail"])
+        j.id
+        for j in store.claim_jobs(
+            worker_id="w", request=store.ClaimRequest(limit=5, kinds=KINDS(), queues=["mail"])
+        )
     ] == [mail.id]
-    assert [j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=[tasks.noop.kind])] == [
-        noop.id
-    ]
-    assert [j.id for j in store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), floor=2)] == [
-        low.id
-    ]
+    assert [
+        j.id
+        for j in store.claim_jobs(
+            worker_id="w", request=store.ClaimRequest(limit=5, kinds=[tasks.noop.kind])
+        )
+    ] == [noop.id]
+    assert [
+        j.id
+        for j in store.claim_jobs(
+            worker_id="w", request=store.ClaimRequest(limit=5, kinds=KINDS(), floor=2)
+        )
+    ] == [low.id]
     got = store.claim_jobs(
-        worker_id="w", limit=5, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}
+        worker_id="w",
+        request=store.ClaimRequest(limit=5, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}),
     )
     assert [j.id for j in got] == [caps[0].id]
     assert (
-        store.claim_jobs(worker_id="w", limit=5, kinds=KINDS(), exclude_kinds=[tasks.capped.kind])
+        store.claim_jobs(
+            worker_id="w",
+            request=store.ClaimRequest(limit=5, kinds=KINDS(), exclude_kinds=[tasks.capped.kind]),
+        )
         == []
     )
     assert Job.objects.get(id=later.id).status == Status.PENDING
@@ -68,7 +81,9 @@ def test_claim_respects_limit_visibility_queue_kind_floor_and_caps() -> None:
 @pytest.mark.django_db
 def test_task_lease_overrides_the_default_lease() -> None:
     tasks.short_lease_sleep.enqueue(0)
-    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS(), leases=registry.leases())
+    [job] = store.claim_jobs(
+        worker_id="w", request=store.ClaimRequest(limit=1, kinds=KINDS(), leases=registry.leases())
+    )
     row = Job.objects.get(id=job.id)
     assert row.claim_expires_at == job.claim_expires_at
     assert job.claim_expires_at is not None
@@ -87,12 +102,14 @@ def _run(job: Job, worker_id: str) -> list[bool]:
 @pytest.mark.parametrize("second_worker", ["w:1", "w:2"])
 def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
     handle = tasks.add.enqueue(2, 2)
-    [first] = store.claim_jobs(worker_id="w:1", limit=1, kinds=KINDS())
+    [first] = store.claim_jobs(worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=KINDS()))
     # The lease runs out (the first run is slow, not dead) and the job is re-claimed,
     # possibly by a worker with the very same host:pid.
     Job.objects.filter(id=handle.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
     assert store.recover_expired() == 1
-    [second] = store.claim_jobs(worker_id=second_worker, limit=1, kinds=KINDS())
+    [second] = store.claim_jobs(
+        worker_id=second_worker, request=store.ClaimRequest(limit=1, kinds=KINDS())
+    )
     assert second.run_count == 2
     entries_before = JournalEntry.objects.filter(job_id=handle.id).count()
 
@@ -115,7 +132,7 @@ def test_epoch_guard_a_taken_over_run_cannot_settle(second_worker: str) -> None:
 def test_settle_batch_applies_each_guard_separately() -> None:
     a = tasks.add.enqueue(1, 1)
     b = tasks.add.enqueue(2, 2)
-    jobs = store.claim_jobs(worker_id="w", limit=2, kinds=KINDS())
+    jobs = store.claim_jobs(worker_id="w", request=store.ClaimRequest(limit=2, kinds=KINDS()))
     Job.objects.filter(id=b.id).update(claimed_by="someone-else")
     settlements = []
     for job in jobs:
@@ -132,7 +149,7 @@ def test_settle_batch_applies_each_guard_separately() -> None:
 @pytest.mark.django_db
 def test_extend_leases_is_guarded_by_run_number() -> None:
     handle = tasks.add.enqueue(1, 1)
-    [job] = store.claim_jobs(worker_id="w", limit=1, kinds=KINDS())
+    [job] = store.claim_jobs(worker_id="w", request=store.ClaimRequest(limit=1, kinds=KINDS()))
     until = timezone.now() + timedelta(hours=1)
     assert store.extend_leases(worker_id="w", runs={job.id: 1}, until=until) == 1
     assert store.extend_leases(worker_id="w", runs={job.id: 2}, until=until) == 0
@@ -146,7 +163,8 @@ def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -
     capped = [tasks.capped.using(priority=Priority.HIGH).enqueue(0) for _ in range(30)]
     others = [tasks.add.enqueue(n, n) for n in range(3)]
     got = store.claim_jobs(
-        worker_id="w", limit=4, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}
+        worker_id="w",
+        request=store.ClaimRequest(limit=4, kinds=KINDS(), kind_limits={tasks.capped.kind: 1}),
     )
     assert [j.id for j in got] == [capped[0].id] + [h.id for h in others]
 
@@ -155,7 +173,7 @@ def test_a_capped_kind_at_the_head_does_not_keep_other_kinds_from_free_slots() -
 @pytest.mark.django_db
 def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> None:
     first, second, third = (tasks.add.enqueue(n, n) for n in range(3))
-    jobs = store.claim_jobs(worker_id="w", limit=2, kinds=KINDS())
+    jobs = store.claim_jobs(worker_id="w", request=store.ClaimRequest(limit=2, kinds=KINDS()))
     assert [j.id for j in jobs] == [first.id, second.id]
     Job.objects.filter(id=second.id).update(claimed_by="someone-else")  # taken over
     settlements = []
@@ -170,7 +188,7 @@ def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> No
         )
 
     applied, claimed = store.exchange(
-        worker_id="w", settlements=settlements, limit=2, kinds=KINDS()
+        worker_id="w", settlements=settlements, request=store.ClaimRequest(limit=2, kinds=KINDS())
     )
 
     assert applied == [True, False]

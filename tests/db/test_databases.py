@@ -60,12 +60,19 @@ def test_a_claim_skips_a_row_another_session_has_locked() -> None:
     holder = in_thread(hold_first)
     try:
         assert locked.wait(30)
-        claimed = store.claim_jobs(worker_id="w:1", limit=10, kinds=KINDS())
+        claimed = store.claim_jobs(
+            worker_id="w:1", request=store.ClaimRequest(limit=10, kinds=KINDS())
+        )
         assert [c.id for c in claimed] == [second.id]  # not blocked, first skipped
     finally:
         release.set()
         holder.result(30)
-    assert [c.id for c in store.claim_jobs(worker_id="w:2", limit=10, kinds=KINDS())] == [first.id]
+    assert [
+        c.id
+        for c in store.claim_jobs(
+            worker_id="w:2", request=store.ClaimRequest(limit=10, kinds=KINDS())
+        )
+    ] == [first.id]
 
 
 @pytest.mark.sqlite
@@ -79,7 +86,10 @@ def test_max_in_flight_holds_for_claims_racing_on_many_connections() -> None:
     def claim(i: int) -> int:
         start.wait(30)
         got = store.claim_jobs(
-            worker_id=f"w:{i}", limit=4, kinds=[tasks.add.kind], max_in_flight={tasks.add.kind: 2}
+            worker_id=f"w:{i}",
+            request=store.ClaimRequest(
+                limit=4, kinds=[tasks.add.kind], max_in_flight={tasks.add.kind: 2}
+            ),
         )
         return len(got)
 

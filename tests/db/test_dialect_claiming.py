@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_jobqueue import Priority, Status, store
 from django_jobqueue.models import Job, JournalEntry, RunTally
 from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
-from django_jobqueue.store import sql
+from django_jobqueue.store import ClaimRequest, sql
 from django_jobqueue.store.claim import prepare
 from django_jobqueue.store.dialects import Dialect
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
@@ -41,7 +41,9 @@ def d() -> Dialect:
 
 
 def spec_of(worker: str = "w:1", **claim: Any) -> ClaimSpec:
-    prepared = prepare(worker_id=worker, **{"limit": 10, "kinds": [ADD, NOOP], **claim})
+    prepared = prepare(
+        worker_id=worker, request=ClaimRequest(**{"limit": 10, "kinds": [ADD, NOOP], **claim})
+    )
     assert prepared is not None
     return prepared.spec
 

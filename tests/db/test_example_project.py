@@ -77,7 +77,9 @@ def test_mark_paid_whose_claim_was_lost_neither_pays_nor_enqueues() -> None:
     handle = mark_paid.enqueue(order_id=order.pk)
     # Claimed by a worker that then lost the claim (another took the job over) before its
     # run ended: run it as that worker, with its stale claim.
-    [claimed] = store.claim_jobs(worker_id="old", limit=1, kinds=[mark_paid.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="old", request=store.ClaimRequest(limit=1, kinds=[mark_paid.kind])
+    )
     Job.objects.filter(id=handle.id).update(claimed_by="new", run_count=2)
     result = transactional.run(
         registry.find(mark_paid.kind),

@@ -56,7 +56,9 @@ def test_idempotency_key_reuses_the_pending_job_and_writes_nothing() -> None:
 @sqlite_too
 def test_idempotency_key_reuses_a_claimed_job() -> None:
     first = tasks.add.using(idempotency_key="order-1").enqueue(1, 2)
-    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+    )
     assert claimed.id == first.id
 
     again = tasks.add.using(idempotency_key="order-1").enqueue(1, 2)

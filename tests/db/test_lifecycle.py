@@ -160,7 +160,9 @@ def test_graceful_release_returns_job_now_without_failure(worker_thread) -> None
 @pytest.mark.django_db(transaction=True)
 def test_expired_lease_is_recovered_with_a_failure_and_backoff() -> None:
     handle = tasks.add.enqueue(1, 1)
-    [claimed] = store.claim_jobs(worker_id="ghost:1", limit=1, kinds=[tasks.add.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="ghost:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+    )
     Job.objects.filter(id=handle.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
     assert store.recover_expired() == 1
     job = Job.objects.get(id=handle.id)
@@ -250,7 +252,9 @@ def test_a_task_calling_sys_exit_fails_its_run_and_the_worker_goes_on() -> None:
 
 
 def _lose_lease(worker: str, kind: str) -> Job:
-    [claimed] = store.claim_jobs(worker_id=worker, limit=1, kinds=[kind])
+    [claimed] = store.claim_jobs(
+        worker_id=worker, request=store.ClaimRequest(limit=1, kinds=[kind])
+    )
     Job.objects.filter(id=claimed.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
     return Job.objects.get(id=claimed.id)
 

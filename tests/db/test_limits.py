@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.checks import run_checks
@@ -406,9 +407,7 @@ def test_a_limits_setting_naming_an_unknown_kind_is_system_check_w005() -> None:
 def claim(worker: str, **options: object) -> list[store.Claimed]:
     return store.claim_jobs(
         worker_id=worker,
-        limit=10,
-        kinds=[LIMITED, tasks.noop.kind],
-        **options,  # type: ignore[arg-type]
+        request=store.ClaimRequest(limit=10, kinds=[LIMITED, tasks.noop.kind], **options),
     )
 
 
@@ -448,23 +447,22 @@ def test_a_settled_claim_frees_its_place() -> None:
 def test_the_claim_statement_is_unchanged_without_limits() -> None:
     if connections["default"].vendor == "mysql":
         pytest.skip("MySQL/MariaDB: the count is a statement of its own, under a named lock")
-    base = {
-        "worker_id": "w:1",
-        "limit": 4,
-        "kinds": [LIMITED, tasks.noop.kind],
-        "now": timezone.now(),
-    }
-    plain = store.claim_statement(**base)  # type: ignore[arg-type]
+    base = {"limit": 4, "kinds": [LIMITED, tasks.noop.kind], "now": timezone.now()}
+
+    def built(**more: Any) -> tuple[str, list[Any]] | None:
+        return store.claim_statement(worker_id="w:1", request=store.ClaimRequest(**base, **more))
+
+    plain = built()
     assert plain is not None
-    for same in (None, {}, {"other.kind": 2}):
-        assert store.claim_statement(**base, max_in_flight=same) == plain  # type: ignore[arg-type]
+    for same in ({}, {"other.kind": 2}):
+        assert built(max_in_flight=same) == plain
     counts = (
         "django_jobqueue_free_slots("
         if connections["default"].vendor == "postgresql"
         else "WHERE status = 'claimed' AND kind = %s"
     )
     assert counts not in plain[0]
-    limited = store.claim_statement(**base, max_in_flight={LIMITED: 2})  # type: ignore[arg-type]
+    limited = built(max_in_flight={LIMITED: 2})
     assert limited is not None
     assert counts in limited[0]
 

@@ -68,7 +68,9 @@ def snapshot(job_id: uuid.UUID) -> dict[str, Any]:
 def pending_with_history(account_id: int = 7, items: list[str] | None = None) -> Job:
     """A pending Sync job that already ran once (paused with carry): it has a journal."""
     handle = Sync(account_id, items=items or ["a"]).enqueue()
-    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[Sync.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[Sync.kind])
+    )
     assert claimed.id == handle.id
     [applied] = store.settle(
         worker_id="w:1",
@@ -269,7 +271,9 @@ def test_merge_replace_makes_a_delayed_job_visible_as_early_as_the_incoming_one(
 def test_merge_ignores_a_claimed_job_with_the_same_key(merge_mode: Callable[[str], None]) -> None:
     merge_mode("union")
     running = Sync(7, items=["a"]).enqueue()
-    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[Sync.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[Sync.kind])
+    )
     assert claimed.id == running.id
 
     handle = Sync(7, items=["b"]).enqueue()
@@ -341,7 +345,9 @@ def test_merge_falls_back_to_insert_when_another_session_claims_the_candidate_fi
     def claim_and_hold() -> list[Job]:
         holder_pid.append(backend_pid())
         with transaction.atomic():
-            jobs = store.claim_jobs(worker_id="w:slow", limit=1, kinds=[Sync.kind])
+            jobs = store.claim_jobs(
+                worker_id="w:slow", request=store.ClaimRequest(limit=1, kinds=[Sync.kind])
+            )
             claimed_in_tx.set()
             assert commit.wait(30)
         return jobs

@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 def claim(**options: object) -> list[uuid.UUID]:
     claimed = store.claim_jobs(
-        worker_id="w:1", limit=10, kinds=[tasks.noop.kind, tasks.add.kind], **options
+        worker_id="w:1",
+        request=store.ClaimRequest(limit=10, kinds=[tasks.noop.kind, tasks.add.kind], **options),
     )
     return [c.id for c in claimed]
 
@@ -66,7 +67,9 @@ def test_enqueue_into_a_paused_queue_works_and_a_worker_leaves_it_alone() -> Non
 
 def test_a_job_claimed_before_the_pause_still_settles() -> None:
     job = tasks.noop.using(queue="mail").enqueue().id
-    [claimed] = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.noop.kind])
+    [claimed] = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.noop.kind])
+    )
     pause_queue("mail")
     done = Settlement(
         job_id=claimed.id,

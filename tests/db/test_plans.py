@@ -28,6 +28,7 @@ from django.utils import timezone
 from django_jobqueue import Status, chord, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import turn_statement
 from django_jobqueue.store.settling import settle_statement
 from django_jobqueue.task.registry import registry
@@ -47,21 +48,20 @@ def _plan(sql: str, params: Sequence[object]) -> str:
 
 @postgres_only
 @pytest.mark.parametrize(
-    "preferring", [None, {1: 2}, {1: 2, 2: 1}], ids=["one-tier", "two-tiers", "three-tiers"]
+    "preferring", [{}, {1: 2}, {1: 2, 2: 1}], ids=["one-tier", "two-tiers", "three-tiers"]
 )
 def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -> None:
     built = store.claim_statement(
         worker_id="w",
-        limit=10,
-        kinds=KINDS(),
-        queues=None,
-        exclude_kinds=(),
-        kind_limits=None,
-        floor=0,
-        preferring=preferring,
-        leases=None,
-        lease=timedelta(minutes=5),
-        now=timezone.now(),
+        request=store.ClaimRequest(
+            limit=10,
+            kinds=KINDS(),
+            exclude_kinds=(),
+            floor=0,
+            preferring=preferring,
+            lease=timedelta(minutes=5),
+            now=timezone.now(),
+        ),
     )
     assert built is not None
     with transaction.atomic():
@@ -77,7 +77,9 @@ def test_claim_uses_the_partial_claim_index(preferring: dict[int, int] | None) -
 
 @mysql_only
 def test_claim_on_mariadb_reads_the_status_led_claim_index_in_order() -> None:
-    built = store.claim_statement(worker_id="w", limit=10, kinds=KINDS(), now=timezone.now())
+    built = store.claim_statement(
+        worker_id="w", request=store.ClaimRequest(limit=10, kinds=KINDS(), now=timezone.now())
+    )
     assert built is not None
     statement, params = built
     with transaction.atomic(), connection.cursor() as cursor:
@@ -95,7 +97,10 @@ def test_claim_keeps_the_claim_index_while_a_queue_is_paused() -> None:
     store.pause_queue(queue="default")
     store.pause_queue(queue="mail")
     built = store.claim_statement(
-        worker_id="w", limit=10, kinds=KINDS(), lease=timedelta(minutes=5), now=timezone.now()
+        worker_id="w",
+        request=store.ClaimRequest(
+            limit=10, kinds=KINDS(), lease=timedelta(minutes=5), now=timezone.now()
+        ),
     )
     assert built is not None
     with transaction.atomic():
@@ -103,7 +108,9 @@ def test_claim_keeps_the_claim_index_while_a_queue_is_paused() -> None:
     assert plan.count("jobqueue_job_claim") == 1, plan
     assert "Sort" not in plan, plan
     assert "Seq Scan on django_jobqueue_job " not in plan, plan
-    assert store.claim_jobs(worker_id="w", limit=10, kinds=KINDS()) == []  # all paused
+    assert (
+        store.claim_jobs(worker_id="w", request=store.ClaimRequest(limit=10, kinds=KINDS())) == []
+    )  # all paused
 
 
 @postgres_only
@@ -129,7 +136,7 @@ def test_merge_candidate_lookup_uses_the_dedup_index() -> None:
 
 @postgres_only
 def test_settling_finds_its_rows_by_primary_key_not_by_the_lease_index() -> None:
-    jobs = store.claim_jobs(worker_id="w", limit=8, kinds=KINDS())
+    jobs = store.claim_jobs(worker_id="w", request=store.ClaimRequest(limit=8, kinds=KINDS()))
     now = timezone.now()
     batch = [
         Settlement(
@@ -151,7 +158,9 @@ def test_settling_finds_its_rows_by_primary_key_not_by_the_lease_index() -> None
 
 def _settlements(worker: str, count: int) -> list[Settlement]:
     """What a worker that claimed ``count`` jobs settles at its next turn."""
-    jobs = store.claim_jobs(worker_id=worker, limit=count, kinds=registry.kinds())
+    jobs = store.claim_jobs(
+        worker_id=worker, request=store.ClaimRequest(limit=count, kinds=registry.kinds())
+    )
     assert len(jobs) == count
     return [
         completed(Run(job_id=j.id, kind=j.kind, run_no=j.run_count, worker=worker), result=0)
@@ -163,10 +172,9 @@ def _turn(preferring: dict[int, int] | None) -> tuple[str, list[Any]]:
     built = turn_statement(
         worker_id="w:2",
         settlements=_settlements("w:2", 8),
-        limit=10,
-        kinds=registry.kinds(),
-        preferring=preferring,
-        lease=timedelta(minutes=5),
+        request=ClaimRequest(
+            limit=10, kinds=registry.kinds(), preferring=preferring, lease=timedelta(minutes=5)
+        ),
     )
     assert built is not None
     return built
@@ -215,7 +223,7 @@ def _assert_settles_by_key_and_claims_by_index(plan: str, tiers: int) -> None:
 
 
 @postgres_only
-@pytest.mark.parametrize("preferring", [None, {1: 2, 2: 1}], ids=["one-tier", "three-tiers"])
+@pytest.mark.parametrize("preferring", [{}, {1: 2, 2: 1}], ids=["one-tier", "three-tiers"])
 def test_a_busy_workers_turn_settles_by_primary_key_and_claims_by_the_claim_index(
     preferring: dict[int, int] | None,
 ) -> None:
@@ -226,7 +234,7 @@ def test_a_busy_workers_turn_settles_by_primary_key_and_claims_by_the_claim_inde
 
 
 @postgres_only
-@pytest.mark.parametrize("preferring", [None, {1: 2, 2: 1}], ids=["one-tier", "three-tiers"])
+@pytest.mark.parametrize("preferring", [{}, {1: 2, 2: 1}], ids=["one-tier", "three-tiers"])
 def test_the_turn_keeps_its_plan_as_the_workers_prepared_generic_statement(
     preferring: dict[int, int] | None,
 ) -> None:
@@ -242,7 +250,9 @@ def test_the_turn_on_the_big_table_settles_and_claims() -> None:
     settlements applied and the next claim made (none of the jobs just settled)."""
     settlements = _settlements("w:3", 3)
     applied, claimed = store.exchange(
-        worker_id="w:3", settlements=settlements, limit=4, kinds=registry.kinds()
+        worker_id="w:3",
+        settlements=settlements,
+        request=store.ClaimRequest(limit=4, kinds=registry.kinds()),
     )
     assert applied == [True, True, True]
     assert len(claimed) == 4
@@ -275,7 +285,9 @@ def test_the_workers_turn_is_planned_once_per_connection() -> None:
     ended = _settlements("w:5", 4)
     for _ in range(3):
         applied, jobs = store.exchange(
-            worker_id="w:5", settlements=ended, limit=4, kinds=registry.kinds()
+            worker_id="w:5",
+            settlements=ended,
+            request=store.ClaimRequest(limit=4, kinds=registry.kinds()),
         )
         assert applied == [True] * 4
         assert len(jobs) == 4
@@ -300,16 +312,16 @@ def _releasing_turn() -> tuple[str, list[Any]]:
             " FROM generate_series(1, 20000)"
         )
         cursor.execute("ANALYZE django_jobqueue_stepedge")
-    members = store.claim_jobs(worker_id="w:4", limit=8, kinds=[tasks.wf_value.kind])
+    members = store.claim_jobs(
+        worker_id="w:4", request=store.ClaimRequest(limit=8, kinds=[tasks.wf_value.kind])
+    )
     assert len(members) == 8
     built = turn_statement(
         worker_id="w:4",
         settlements=[
             completed(Run(j.id, j.kind, j.run_count, "w:4", step=True), result=0) for j in members
         ],
-        limit=10,
-        kinds=registry.kinds(),
-        lease=timedelta(minutes=5),
+        request=ClaimRequest(limit=10, kinds=registry.kinds(), lease=timedelta(minutes=5)),
     )
     assert built is not None
     return built
@@ -359,7 +371,10 @@ def test_a_keyed_claim_reads_each_key_by_the_key_indexes(rule: store.KeyRule) ->
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_jobqueue_job")
     built = store.claim_statement(
-        worker_id="w", limit=10, kinds=[tasks.keyed.kind], per_key={tasks.keyed.kind: rule}
+        worker_id="w",
+        request=store.ClaimRequest(
+            limit=10, kinds=[tasks.keyed.kind], per_key={tasks.keyed.kind: rule}
+        ),
     )
     assert built is not None
     with transaction.atomic():

@@ -30,7 +30,10 @@ LEASE = timedelta(minutes=1)
 def claimed(worker_id: str = "w:1") -> Running:
     """A job of ours, really claimed by ``worker_id``, its lease due for renewal."""
     handle = tasks.add.enqueue(1, 2)
-    [got] = store.claim_jobs(worker_id=worker_id, limit=1, kinds=[tasks.add.kind], lease=LEASE)
+    [got] = store.claim_jobs(
+        worker_id=worker_id,
+        request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind], lease=LEASE),
+    )
     assert got.id == handle.id
     ctx = Pipeline(worker_id=worker_id, alias="default", max_output_bytes=10_000).context(got)
     return Running(job=got, ctx=ctx, lease=LEASE, expires_at=timezone.now() + LEASE / 3)
@@ -86,7 +89,9 @@ def test_the_first_renewal_of_a_new_run_clears_the_progress_an_earlier_run_left(
     Job.objects.filter(id=r.job.id).update(
         status="pending", claimed_by="", visible_at=timezone.now()
     )
-    [again] = store.claim_jobs(worker_id="w:2", limit=1, kinds=[tasks.add.kind], lease=LEASE)
+    [again] = store.claim_jobs(
+        worker_id="w:2", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind], lease=LEASE)
+    )
     assert again.run_count == 2
     ctx = Pipeline(worker_id="w:2", alias="default", max_output_bytes=10_000).context(again)
     rerun = Running(job=again, ctx=ctx, lease=LEASE, expires_at=timezone.now())

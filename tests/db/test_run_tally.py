@@ -57,7 +57,9 @@ def runs_of(kind: str) -> dict[str, int]:
 
 def claim(count: int, kind: str = tasks.add.kind) -> list[store.Claimed]:
     tasks.add.enqueue_many([{"a": n, "b": n} for n in range(count)])
-    claimed = store.claim_jobs(worker_id=WORKER, limit=count, kinds=[kind])
+    claimed = store.claim_jobs(
+        worker_id=WORKER, request=store.ClaimRequest(limit=count, kinds=[kind])
+    )
     assert len(claimed) == count
     return claimed
 
@@ -181,7 +183,9 @@ def test_stale_recovery_is_counted_and_the_admin_delete_keeps_the_counters() -> 
     claimed = claim(3)
     later = timezone.now() + timedelta(hours=1)
     assert store.recover_expired(now=later) == 3
-    again = store.claim_jobs(worker_id=WORKER, limit=3, kinds=[tasks.add.kind], now=later)
+    again = store.claim_jobs(
+        worker_id=WORKER, request=store.ClaimRequest(limit=3, kinds=[tasks.add.kind], now=later)
+    )
     store.settle(worker_id=WORKER, settlements=[completed(ran(c, None), result=0) for c in again])
     before = run_totals()
     assert {t.outcome: t.runs for t in before} == {"stale-recovered": 3, "completed": 3}
@@ -277,7 +281,7 @@ def test_the_loops_turn_never_waits_on_the_tally_row_an_atomic_tasks_transaction
     named_thread(
         loop_name,
         lambda: store.exchange(
-            worker_id=WORKER, settlements=[completed(ran(first, None), result=0)]
+            worker_id=WORKER, settlements=[completed(ran(first, None), result=0)], request=None
         ),
     ).result(timeout=10)
 
@@ -295,7 +299,7 @@ def test_the_loops_turn_never_waits_on_the_tally_row_an_atomic_tasks_transaction
         turn = named_thread(
             loop_name,
             lambda: store.exchange(
-                worker_id=WORKER, settlements=[completed(ran(loose, None), result=2)]
+                worker_id=WORKER, settlements=[completed(ran(loose, None), result=2)], request=None
             ),
         )
         applied, _ = turn.result(timeout=5)  # waited on the task's row lock: a timeout

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
 from django_jobqueue.run.lifecycle import Run, Settlement, completed
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import turn_statement
 from tests.helpers import journal_of, postgres_only
 from tests.taskapp import tasks
@@ -29,10 +30,14 @@ def _claimed_twice_by(worker: str) -> tuple[Settlement, Settlement]:
     """A job ``worker`` claimed, lost to stale recovery, and claimed again: each run's
     completing settlement, the lost run's first."""
     handle = tasks.add.enqueue(1, 2)
-    [first] = store.claim_jobs(worker_id=worker, limit=1, kinds=[tasks.add.kind])
+    [first] = store.claim_jobs(
+        worker_id=worker, request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+    )
     later = timezone.now() + timedelta(hours=1)
     assert store.recover_expired(now=later) == 1
-    [second] = store.claim_jobs(worker_id=worker, limit=1, kinds=[tasks.add.kind], now=later)
+    [second] = store.claim_jobs(
+        worker_id=worker, request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind], now=later)
+    )
     assert (first.id, second.id) == (handle.id, handle.id)
     assert (first.run_count, second.run_count) == (1, 2)
     return tuple(  # type: ignore[return-value]
@@ -69,7 +74,9 @@ def test_a_turn_applies_the_current_run_when_a_lost_run_of_the_job_is_in_the_bat
     """The same through the worker's one-statement turn (settle and claim together)."""
     lost, current = _claimed_twice_by("w:1")
     applied, claimed = store.exchange(
-        worker_id="w:1", settlements=[lost, current], limit=1, kinds=[tasks.add.kind]
+        worker_id="w:1",
+        settlements=[lost, current],
+        request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind]),
     )
     assert applied == [False, True]
     assert claimed == []
@@ -81,12 +88,16 @@ def test_a_turn_sends_its_settled_ids_on_one_row_not_on_every_claimed_row() -> N
     """The turn's statement returns a row per claimed job; the settled ids come once
     (a turn of n settlements and n claims sent n² ids, each parsed by the worker)."""
     handles = tasks.add.enqueue_many([{"a": i, "b": 1} for i in range(12)])
-    claimed = store.claim_jobs(worker_id="w:1", limit=5, kinds=[tasks.add.kind])
+    claimed = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=5, kinds=[tasks.add.kind])
+    )
     batch = [
         completed(Run(job_id=c.id, kind=c.kind, run_no=c.run_count, worker="w:1"), result=0)
         for c in claimed
     ]
-    built = turn_statement(worker_id="w:1", settlements=batch, limit=6, kinds=[tasks.add.kind])
+    built = turn_statement(
+        worker_id="w:1", settlements=batch, request=ClaimRequest(limit=6, kinds=[tasks.add.kind])
+    )
     assert built is not None
     with connection.cursor() as cursor:
         cursor.execute(*built)
@@ -101,13 +112,17 @@ def test_a_turn_sends_its_settled_ids_on_one_row_not_on_every_claimed_row() -> N
 @postgres_only
 def test_a_turn_that_claims_nothing_still_reports_what_it_settled() -> None:
     tasks.add.enqueue(1, 2)
-    claimed = store.claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.add.kind])
+    claimed = store.claim_jobs(
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind])
+    )
     batch = [
         completed(Run(job_id=c.id, kind=c.kind, run_no=c.run_count, worker="w:1"), result=3)
         for c in claimed
     ]
     applied, more = store.exchange(
-        worker_id="w:1", settlements=batch, limit=4, kinds=[tasks.add.kind]
+        worker_id="w:1",
+        settlements=batch,
+        request=store.ClaimRequest(limit=4, kinds=[tasks.add.kind]),
     )
     assert (applied, more) == ([True], [])
     assert Job.objects.get(id=claimed[0].id).status == Status.COMPLETED

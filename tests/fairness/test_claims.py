@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from django_jobqueue import Priority, Status
 from django_jobqueue.models import Job
-from django_jobqueue.store import KeyRule, claim_jobs
+from django_jobqueue.store import ClaimRequest, KeyRule, claim_jobs
+from django_jobqueue.worker.claiming import KeyCursor
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
@@ -25,9 +26,17 @@ def enqueue(key: str | None, count: int) -> list[Any]:
     return [h.id for h in bound.enqueue_many([{"n": i} for i in range(count)])]
 
 
-def claim(limit: int, rule: KeyRule | None, **options: Any) -> list[Any]:
-    per_key = {KIND: rule} if rule is not None else None
-    return claim_jobs(worker_id="w", limit=limit, kinds=[KIND], per_key=per_key, **options)
+def claim(
+    limit: int, rule: KeyRule | None, cursor: KeyCursor | None = None, **options: Any
+) -> list[Any]:
+    """Claim as a worker does; with ``cursor``, starting where its last claim stopped."""
+    per_key = {KIND: rule} if rule is not None else {}
+    after = cursor.after() if cursor is not None else {}
+    request = ClaimRequest(limit=limit, kinds=[KIND], per_key=per_key, key_after=after, **options)
+    got = claim_jobs(worker_id="w", request=request)
+    if cursor is not None:
+        cursor.served(got, per_key)
+    return got
 
 
 def keys_of(claimed: list[Any]) -> Counter[str | None]:
@@ -144,12 +153,14 @@ def test_priority_tiers_count_what_earlier_tiers_took_of_a_key() -> None:
 
 def test_claims_take_turns_through_more_keys_than_one_claim_looks_at() -> None:
     """On PostgreSQL a claim looks at a bounded number of keys, starting after the last key
-    its process served: with 80 keys every key is still served, in few claims."""
+    its claimer served (the worker's ``KeyCursor``): with 80 keys every key is still
+    served, in few claims."""
     for k in range(80):
         enqueue(f"k{k:02d}", 2)
     served: set[str | None] = set()
+    cursor = KeyCursor()
     for _ in range(12):
-        got = claim(8, KeyRule(most=1, fair=True))
+        got = claim(8, KeyRule(most=1, fair=True), cursor)
         served.update(keys_of(got))
         finish([c.id for c in got])
     assert len(served) == 80

@@ -16,7 +16,7 @@ from django.test import override_settings
 from django_jobqueue import InvalidOption, Outcome, Status
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.store import claim_jobs, settle
+from django_jobqueue.store import ClaimRequest, claim_jobs, settle
 from django_jobqueue.task import limiting
 from tests.taskapp import tasks
 
@@ -36,7 +36,7 @@ def fresh_limits() -> Iterator[None]:
 def claim(kind: str = KIND, limit: int = 10) -> list[Any]:
     """A worker's claim of ``kind``, with the per-key rules in force (as a worker's)."""
     _, rules = limiting.claim_limits([kind], max_age=0)
-    return claim_jobs(worker_id="w", limit=limit, kinds=[kind], per_key=rules)
+    return claim_jobs(worker_id="w", request=ClaimRequest(limit=limit, kinds=[kind], per_key=rules))
 
 
 def complete(claimed: Any) -> None:

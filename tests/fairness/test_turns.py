@@ -38,7 +38,7 @@ def options(limit: int, rule: KeyRule, **more: Any) -> dict[str, Any]:
 
 
 def claim(limit: int, rule: KeyRule, worker: str = WORKER) -> list[store.Claimed]:
-    return store.claim_jobs(worker_id=worker, **options(limit, rule))
+    return store.claim_jobs(worker_id=worker, request=store.ClaimRequest(**options(limit, rule)))
 
 
 def keys_of(claimed: list[store.Claimed]) -> list[str | None]:
@@ -59,7 +59,9 @@ def test_a_turns_completion_frees_its_keys_place_for_the_same_turns_claim() -> N
     assert job.id == first
 
     applied, claimed = store.exchange(
-        worker_id=WORKER, settlements=[completed(run_of(job), result=1)], **options(2, rule)
+        worker_id=WORKER,
+        settlements=[completed(run_of(job), result=1)],
+        request=store.ClaimRequest(**options(2, rule)),
     )
 
     assert applied == [True]
@@ -76,7 +78,9 @@ def test_a_turns_completion_of_another_workers_job_frees_nothing() -> None:
     Job.objects.filter(id=job.id).update(claimed_by="someone-else")
 
     applied, claimed = store.exchange(
-        worker_id=WORKER, settlements=[completed(run_of(job), result=1)], **options(2, rule)
+        worker_id=WORKER,
+        settlements=[completed(run_of(job), result=1)],
+        request=store.ClaimRequest(**options(2, rule)),
     )
 
     assert applied == [False]
@@ -98,7 +102,9 @@ def test_an_ordered_keys_next_job_waits_for_a_retry_settled_by_the_same_turn() -
         failed=True,
     )
 
-    applied, claimed = store.exchange(worker_id=WORKER, settlements=[retry], **options(2, rule))
+    applied, claimed = store.exchange(
+        worker_id=WORKER, settlements=[retry], request=store.ClaimRequest(**options(2, rule))
+    )
 
     assert applied == [True]
     assert claimed == []  # the head waits for its retry: the key's second job waits too
@@ -174,8 +180,10 @@ def test_two_claims_at_once_of_a_worker_with_key_rules_take_different_plain_jobs
     enqueue("a", 2)
     wanted = options(10, KeyRule(most=1), kinds=[KIND, tasks.record.kind])
     with transaction.atomic():
-        first = store.claim_jobs(worker_id="w:1", **wanted)
-        second = in_thread(lambda: store.claim_jobs(worker_id="w:2", **wanted)).result(10)
+        first = store.claim_jobs(worker_id="w:1", request=store.ClaimRequest(**wanted))
+        second = in_thread(
+            lambda: store.claim_jobs(worker_id="w:2", request=store.ClaimRequest(**wanted))
+        ).result(10)
     assert len(first) == len(second) == 10
     assert not {c.id for c in first} & {c.id for c in second}
     assert {c.id for c in first + second if c.kind == tasks.record.kind} <= plain

@@ -224,7 +224,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     def claim(self, worker: str, limit: int) -> None:
         now = self.clock()
         claimable = self.model.claimable(now)
-        got = store.claim_jobs(worker_id=worker, limit=limit, kinds=KINDS, lease=m.LEASE, now=now)
+        got = store.claim_jobs(
+            worker_id=worker,
+            request=store.ClaimRequest(limit=limit, kinds=KINDS, lease=m.LEASE, now=now),
+        )
         assert len(got) == min(limit, len(claimable))
         # Claim order: priority, then when each became runnable (as stored), then id.
         stored = dict(

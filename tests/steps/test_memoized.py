@@ -47,7 +47,9 @@ def test_a_job_of_three_steps_runs_each_once_and_records_them_in_order() -> None
 
 
 def _claim(job_id: object, worker: str = "w-1") -> store.Claimed:
-    [claimed] = store.claim_jobs(worker_id=worker, limit=1, kinds=["tests.steps.three"])
+    [claimed] = store.claim_jobs(
+        worker_id=worker, request=store.ClaimRequest(limit=1, kinds=["tests.steps.three"])
+    )
     assert claimed.id == job_id
     return claimed
 

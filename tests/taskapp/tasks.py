@@ -252,7 +252,9 @@ class ClaimingSync(Task):
     def merge(self, existing: Pending) -> Merge:
         from django_jobqueue import store
 
-        store.claim_jobs(worker_id="interloper:1", limit=1, kinds=[self.kind])
+        store.claim_jobs(
+            worker_id="interloper:1", request=store.ClaimRequest(limit=1, kinds=[self.kind])
+        )
         return Merge.replace()
 
     def run(self, ctx: Context) -> int:

@@ -21,6 +21,7 @@ from django.db.utils import load_backend
 
 from django_jobqueue.models import Outcome, Status
 from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.claim import _tiers, prepare
 from django_jobqueue.store.dialects import Dialect, MySQL, PostgreSQL, SQLite
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
@@ -250,7 +251,7 @@ def test_the_mysql_claim_statement_is_its_first_tiers_locking_select() -> None:
 
 
 def test_tiers_go_from_the_highest_floor_down_and_the_last_takes_the_rest() -> None:
-    assert _tiers(5, 0, None) == [(0, 5)]
+    assert _tiers(5, 0, {}) == [(0, 5)]
     assert _tiers(5, 0, {1: 2, 2: 1}) == [(2, 1), (1, 2), (0, 2)]
     assert _tiers(2, 0, {2: 5}) == [(2, 2), (0, 0)]
     assert _tiers(5, 1, {1: 2}) == [(1, 5)]  # a preference at the floor is no tier
@@ -259,15 +260,17 @@ def test_tiers_go_from_the_highest_floor_down_and_the_last_takes_the_rest() -> N
 def test_prepare_turns_the_options_into_a_claims_values() -> None:
     prepared = prepare(
         worker_id="w:1",
-        limit=4,
-        kinds=["a", "b", "c"],
-        exclude_kinds=["c"],
-        kind_limits={"a": 1, "c": 1},
-        max_in_flight={"b": 2, "c": 9},
-        preferring={1: 1},
-        leases={"a": timedelta(seconds=5), "b": timedelta(minutes=1)},
-        lease=timedelta(minutes=1),
-        now=NOW,
+        request=ClaimRequest(
+            limit=4,
+            kinds=["a", "b", "c"],
+            exclude_kinds=["c"],
+            kind_limits={"a": 1, "c": 1},
+            max_in_flight={"b": 2, "c": 9},
+            preferring={1: 1},
+            leases={"a": timedelta(seconds=5), "b": timedelta(minutes=1)},
+            lease=timedelta(minutes=1),
+            now=NOW,
+        ),
     )
     assert prepared is not None
     s = prepared.spec
@@ -276,8 +279,11 @@ def test_prepare_turns_the_options_into_a_claims_values() -> None:
     assert s.lock_keys == (lock_key("b"),)
     assert s.expiries == {"a": NOW + timedelta(seconds=5)}  # b's lease is the default
     assert s.default_expiry == NOW + timedelta(minutes=1)
-    assert prepare(worker_id="w", limit=0, kinds=["a"]) is None
-    assert prepare(worker_id="w", limit=3, kinds=["a"], exclude_kinds=["a"]) is None
+    assert prepare(worker_id="w", request=ClaimRequest(limit=0, kinds=["a"])) is None
+    assert (
+        prepare(worker_id="w", request=ClaimRequest(limit=3, kinds=["a"], exclude_kinds=["a"]))
+        is None
+    )
 
 
 def _run(**values: Any) -> Run:

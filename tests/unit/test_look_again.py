@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
 from django_jobqueue.states import Outcome, Status
+from django_jobqueue.store import ClaimRequest, KeyRule
 from django_jobqueue.worker.claiming import look_again
 
 
@@ -19,15 +20,8 @@ def _run() -> Run:
     return Run(uuid.uuid4(), "tests.noop", 1, "w", step=True)
 
 
-def _claim(**bounds: Any) -> dict[str, Any]:
-    return {
-        "limit": 4,
-        "exclude_kinds": set(),
-        "kind_limits": None,
-        "max_in_flight": None,
-        "per_key": None,
-        **bounds,
-    }
+def _claim(**bounds: Any) -> ClaimRequest:
+    return ClaimRequest(limit=4, kinds=["tests.noop", "tests.capped", "tests.keyed"], **bounds)
 
 
 def _done(n: int = 2) -> list[Settlement]:
@@ -66,7 +60,9 @@ def test_room_a_completion_frees_under_a_bound_is_looked_for_again(
 
 def test_room_a_completion_frees_under_a_per_key_rule_needs_no_second_look() -> None:
     """The claim's count per key leaves out the jobs its turn completes (issue 23)."""
-    assert look_again(_done(), [True, True], _claim(per_key={"tests.keyed": object()})) is False
+    assert (
+        look_again(_done(), [True, True], _claim(per_key={"tests.keyed": KeyRule(most=1)})) is False
+    )
 
 
 def test_a_turn_with_no_claim_looks_again_once_there_is_room() -> None:

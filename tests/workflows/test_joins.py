@@ -23,7 +23,7 @@ from django_jobqueue import (
 from django_jobqueue.models import Job, JournalEntry, StepEdge
 from django_jobqueue.models import Workflow as WorkflowRow
 from django_jobqueue.run.lifecycle import Run, failure
-from django_jobqueue.store import claim_jobs, settle
+from django_jobqueue.store import ClaimRequest, claim_jobs, settle
 from django_jobqueue.task.registry import policy_for
 from django_jobqueue.testing import run_jobs
 from tests.taskapp import tasks
@@ -176,7 +176,7 @@ def test_retry_dead_steps_continues_the_workflow() -> None:
 
 def test_a_stale_run_releases_nothing_and_the_live_one_releases_once() -> None:
     handle = chain(tasks.wf_value.s(x=1), tasks.wf_value.s(x=2)).enqueue()
-    [job] = claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.wf_value.kind])
+    [job] = claim_jobs(worker_id="w:1", request=ClaimRequest(limit=1, kinds=[tasks.wf_value.kind]))
     policy = policy_for(tasks.wf_value.kind)
     lost = failure(
         Run(job_id=job.id, kind=job.kind, run_no=job.run_count, worker="w:gone", step=True),
@@ -209,7 +209,9 @@ def test_cancelling_a_workflow_cancels_its_unfinished_steps_a_running_one_cooper
     wf.add(tasks.wf_value.s(x=2), name="side")
     wf.add(tasks.wf_value.s(x=3), name="b", after=[a])
     handle = wf.enqueue()
-    claimed = claim_jobs(worker_id="w:1", limit=1, kinds=[tasks.wf_value.kind])
+    claimed = claim_jobs(
+        worker_id="w:1", request=ClaimRequest(limit=1, kinds=[tasks.wf_value.kind])
+    )
     [running] = claimed
     handle.cancel(actor="ops")
     steps = workflow(handle.id).steps

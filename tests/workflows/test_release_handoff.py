@@ -7,6 +7,7 @@ import pytest
 
 from django_jobqueue import chain, store
 from django_jobqueue.run.lifecycle import Run, completed, failure
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import policy_for, registry
 from tests.taskapp import tasks
@@ -21,7 +22,7 @@ def _claim_options() -> dict[str, object]:
 
 
 def _claim_first() -> store.Claimed:
-    (job,) = store.claim_jobs(worker_id=WORKER, **_claim_options())  # type: ignore[arg-type]
+    (job,) = store.claim_jobs(worker_id=WORKER, request=store.ClaimRequest(**_claim_options()))  # type: ignore[arg-type]
     return job
 
 
@@ -35,7 +36,9 @@ def test_a_turn_that_completes_a_step_claims_the_step_it_released() -> None:
     assert job.id == handle.steps["0"].id
 
     applied, claimed = exchange(
-        worker_id=WORKER, settlements=[completed(_run(job), result=1)], **_claim_options()
+        worker_id=WORKER,
+        settlements=[completed(_run(job), result=1)],
+        request=ClaimRequest(**_claim_options()),
     )
 
     assert applied == [True]
@@ -53,7 +56,9 @@ def test_a_turn_that_retries_a_step_releases_and_claims_nothing_of_its_children(
         note="RuntimeError: planned",
     )
 
-    applied, claimed = exchange(worker_id=WORKER, settlements=[retry], **_claim_options())
+    applied, claimed = exchange(
+        worker_id=WORKER, settlements=[retry], request=ClaimRequest(**_claim_options())
+    )
 
     assert applied == [True]
     assert handle.steps["1"].id not in {c.id for c in claimed}

@@ -39,6 +39,7 @@ from django_jobqueue import Batch, Status, Workflow, requeue, store, workflow
 from django_jobqueue.models import Job, JournalEntry, Outcome
 from django_jobqueue.models import Workflow as WorkflowRow
 from django_jobqueue.run.lifecycle import Run, completed, dead
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
@@ -81,9 +82,7 @@ def _turn(settlement: Any, path: str, *, claims: bool = False) -> list[bool]:
     applied, claimed = exchange(
         worker_id=WORKER,
         settlements=[settlement],
-        limit=PATHS[path],
-        kinds=kinds,
-        leases=registry.leases(),
+        request=ClaimRequest(limit=PATHS[path], kinds=kinds, leases=registry.leases()),
     )
     assert claims or claimed == []
     return list(applied)
@@ -111,7 +110,12 @@ def _ending(job: store.Claimed, *, result: Any = None, die: bool = False) -> Any
 
 
 def _claimed(handle: Any, *names: str) -> list[store.Claimed]:
-    found = {j.id: j for j in store.claim_jobs(worker_id=WORKER, limit=50, kinds=registry.kinds())}
+    found = {
+        j.id: j
+        for j in store.claim_jobs(
+            worker_id=WORKER, request=store.ClaimRequest(limit=50, kinds=registry.kinds())
+        )
+    }
     return [found[handle.steps[n].id] for n in names]
 
 
@@ -360,7 +364,9 @@ def test_a_batch_cancel_and_a_fused_turn_completing_a_later_member_do_not_deadlo
     assert late.id > callback
     [job] = [
         j
-        for j in store.claim_jobs(worker_id=WORKER, limit=50, kinds=registry.kinds())
+        for j in store.claim_jobs(
+            worker_id=WORKER, request=store.ClaimRequest(limit=50, kinds=registry.kinds())
+        )
         if j.id == late.id
     ]
     held = Held(lambda: Job.objects.select_for_update().get(id=job.id))

@@ -22,8 +22,9 @@ WORKER = "step-keys-worker"
 KEYED = tasks.keyed.kind
 
 
-def _options(**more: Any) -> dict[str, Any]:
-    return {"limit": 50, "kinds": registry.kinds(), "leases": registry.leases(), **more}
+def _options(**more: Any) -> store.ClaimRequest:
+    options = {"limit": 50, "kinds": registry.kinds(), "leases": registry.leases(), **more}
+    return store.ClaimRequest(**options)
 
 
 def _done(job: store.Claimed, *, step: bool) -> Any:
@@ -70,14 +71,14 @@ def test_a_step_released_while_its_keys_place_is_taken_stays_pending_until_it_fr
     rule = {"per_key": {KEYED: KeyRule(most=1)}}
     holder = tasks.keyed.using(key="a").enqueue(n=0)
     flow = chain(tasks.wf_value.s(x=1), tasks.keyed.using(key="a").s(n=1)).enqueue()
-    claimed = store.claim_jobs(worker_id=WORKER, **_options(**rule))
+    claimed = store.claim_jobs(worker_id=WORKER, request=_options(**rule))
     by_id = {c.id: c for c in claimed}
     assert set(by_id) == {holder.id, flow.steps["0"].id}
 
     applied, taken = exchange(
         worker_id=WORKER,
         settlements=[_done(by_id[flow.steps["0"].id], step=True)],
-        **_options(**rule),
+        request=_options(**rule),
     )
 
     step = Job.objects.get(id=flow.steps["1"].id)
@@ -87,7 +88,9 @@ def test_a_step_released_while_its_keys_place_is_taken_stays_pending_until_it_fr
     assert _claimed_of_key("a") == 1
 
     applied, taken = exchange(
-        worker_id=WORKER, settlements=[_done(by_id[holder.id], step=False)], **_options(**rule)
+        worker_id=WORKER,
+        settlements=[_done(by_id[holder.id], step=False)],
+        request=_options(**rule),
     )
 
     assert applied == [True]
@@ -99,10 +102,12 @@ def test_a_released_step_of_a_kind_without_key_rules_is_still_claimed_by_its_tur
     """The common case keeps its shortcut: key rules of another kind change nothing."""
     rule = {"per_key": {KEYED: KeyRule(most=1)}}
     flow = chain(tasks.wf_value.s(x=1), tasks.wf_value.s(x=2)).enqueue()
-    [first] = store.claim_jobs(worker_id=WORKER, **_options(**rule))
+    [first] = store.claim_jobs(worker_id=WORKER, request=_options(**rule))
 
     applied, taken = exchange(
-        worker_id=WORKER, settlements=[_done(first, step=True)], **_options(**rule)
+        worker_id=WORKER,
+        settlements=[_done(first, step=True)],
+        request=_options(**rule),
     )
 
     assert applied == [True]

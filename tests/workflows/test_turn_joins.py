@@ -34,12 +34,13 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 WORKER = "turn-joins-worker"
 
 
-def _options(limit: int = 50, **more: Any) -> dict[str, Any]:
-    return {"limit": limit, "kinds": registry.kinds(), "leases": registry.leases(), **more}
+def _options(limit: int = 50, **more: Any) -> store.ClaimRequest:
+    options = {"limit": limit, "kinds": registry.kinds(), "leases": registry.leases(), **more}
+    return store.ClaimRequest(**options)
 
 
 def _claim(limit: int = 50) -> list[store.Claimed]:
-    return store.claim_jobs(worker_id=WORKER, **_options(limit))
+    return store.claim_jobs(worker_id=WORKER, request=_options(limit))
 
 
 def _done(job: store.Claimed, value: Any = 1, *, run_no: int | None = None) -> Any:
@@ -63,7 +64,9 @@ def test_a_turn_completing_every_member_of_a_chord_releases_and_claims_its_callb
     assert len(members) == 12
 
     applied, claimed = exchange(
-        worker_id=WORKER, settlements=[_done(m, i) for i, m in enumerate(members)], **_options()
+        worker_id=WORKER,
+        settlements=[_done(m, i) for i, m in enumerate(members)],
+        request=_options(),
     )
 
     assert applied == [True] * 12
@@ -81,7 +84,9 @@ def test_a_turn_completing_some_members_counts_down_the_callback_and_leaves_it_w
     members = _claim()
 
     applied, claimed = exchange(
-        worker_id=WORKER, settlements=[_done(m) for m in members[:4]], **_options(limit=6)
+        worker_id=WORKER,
+        settlements=[_done(m) for m in members[:4]],
+        request=_options(limit=6),
     )
 
     assert applied == [True] * 4
@@ -96,7 +101,9 @@ def test_a_stale_run_of_a_member_settles_and_releases_nothing_in_a_turn() -> Non
     [first] = _claim()
 
     applied, claimed = exchange(
-        worker_id=WORKER, settlements=[_done(first, run_no=first.run_count - 1)], **_options()
+        worker_id=WORKER,
+        settlements=[_done(first, run_no=first.run_count - 1)],
+        request=_options(),
     )
 
     assert applied == [False]
@@ -116,7 +123,9 @@ def test_a_turn_claims_what_it_releases_only_up_to_its_room_and_leaves_the_rest_
     handle = wf.enqueue()
     [job] = _claim()
 
-    applied, claimed = exchange(worker_id=WORKER, settlements=[_done(job)], **_options(limit=2))
+    applied, claimed = exchange(
+        worker_id=WORKER, settlements=[_done(job)], request=_options(limit=2)
+    )
 
     assert applied == [True]
     assert len(claimed) == 2
@@ -138,7 +147,9 @@ def test_a_released_step_of_a_paused_queue_or_an_unserved_kind_is_left_pending()
     store.pause_queue(queue="held")
     served = [k for k in registry.kinds() if k != tasks.wf_total.kind]
 
-    _, claimed = exchange(worker_id=WORKER, settlements=[_done(job)], **_options(kinds=served))
+    _, claimed = exchange(
+        worker_id=WORKER, settlements=[_done(job)], request=_options(kinds=served)
+    )
 
     assert claimed == []
     assert _row(handle.steps["held"].id).status == "pending"
@@ -148,9 +159,11 @@ def test_a_released_step_of_a_paused_queue_or_an_unserved_kind_is_left_pending()
 def test_a_step_claimed_by_the_turn_that_released_it_settles_under_that_claim() -> None:
     handle = chain(tasks.wf_value.s(x=1), tasks.wf_value.s(x=2)).enqueue()
     [first] = _claim()
-    _, [second] = exchange(worker_id=WORKER, settlements=[_done(first, 1)], **_options())
+    _, [second] = exchange(worker_id=WORKER, settlements=[_done(first, 1)], request=_options())
 
-    applied, claimed = exchange(worker_id=WORKER, settlements=[_done(second, 2)], **_options())
+    applied, claimed = exchange(
+        worker_id=WORKER, settlements=[_done(second, 2)], request=_options()
+    )
 
     assert (applied, claimed) == ([True], [])
     found = workflow(handle.id)
@@ -165,9 +178,17 @@ def test_a_group_completed_over_two_turns_closes_its_workflow_in_the_second() ->
     handle = group(tasks.wf_value.s(x=i) for i in range(6)).enqueue()
     members = _claim()
 
-    exchange(worker_id=WORKER, settlements=[_done(m) for m in members[:3]], **_options())
+    exchange(
+        worker_id=WORKER,
+        settlements=[_done(m) for m in members[:3]],
+        request=_options(),
+    )
     assert workflow(handle.id).status == "running"
-    exchange(worker_id=WORKER, settlements=[_done(m) for m in members[3:]], **_options())
+    exchange(
+        worker_id=WORKER,
+        settlements=[_done(m) for m in members[3:]],
+        request=_options(),
+    )
 
     assert workflow(handle.id).status == "completed"
     assert WorkflowRow.objects.get(id=handle.id).steps_open == 0
@@ -181,7 +202,11 @@ def test_a_batch_whose_members_complete_in_one_turn_runs_on_success_and_voids_on
     members = _claim()
     assert len(members) == 3
 
-    _, claimed = exchange(worker_id=WORKER, settlements=[_done(m) for m in members], **_options())
+    _, claimed = exchange(
+        worker_id=WORKER,
+        settlements=[_done(m) for m in members],
+        request=_options(),
+    )
 
     on_success = _row(handle.steps["on_success"].id)
     on_failure = _row(handle.steps["on_failure"].id)
@@ -193,7 +218,7 @@ def test_a_batch_whose_members_complete_in_one_turn_runs_on_success_and_voids_on
     # The members and the cancelled callback are closed; on_success is still open.
     assert WorkflowRow.objects.get(id=handle.id).steps_open == 1
 
-    exchange(worker_id=WORKER, settlements=[_done(claimed[0], {})], **_options())
+    exchange(worker_id=WORKER, settlements=[_done(claimed[0], {})], request=_options())
     assert workflow(handle.id).status == "completed"
 
 
@@ -207,7 +232,7 @@ def test_a_turn_mixing_plain_jobs_and_steps_settles_both_and_releases_the_steps_
         for j in jobs
     ]
 
-    applied, claimed = exchange(worker_id=WORKER, settlements=settlements, **_options())
+    applied, claimed = exchange(worker_id=WORKER, settlements=settlements, request=_options())
 
     assert applied == [True, True]
     assert _row(plain.id).status == "completed"
@@ -229,7 +254,11 @@ def test_on_postgresql_a_turn_completing_steps_is_one_statement(
         return run(self, statement, params)
 
     monkeypatch.setattr(type(dialect), "run", counted)
-    _, claimed = exchange(worker_id=WORKER, settlements=[_done(m) for m in members], **_options())
+    _, claimed = exchange(
+        worker_id=WORKER,
+        settlements=[_done(m) for m in members],
+        request=_options(),
+    )
 
     statements = [s for s in sent if not s.startswith("SET ")]
     assert len(statements) == 1, statements
@@ -253,13 +282,17 @@ def test_on_postgresql_a_turn_wakes_workers_only_for_released_steps_it_did_not_c
         list(listener.notifies(timeout=0.3))  # the enqueues' own
 
         _, claimed = exchange(
-            worker_id=WORKER, settlements=[_done(first)], **_options(queues=["default"])
+            worker_id=WORKER,
+            settlements=[_done(first)],
+            request=_options(queues=["default"]),
         )
         assert [c.id for c in claimed] == [mine.steps["1"].id]
         assert list(listener.notifies(timeout=0.5)) == []  # the worker took it itself
 
         _, claimed = exchange(
-            worker_id=WORKER, settlements=[_done(root_job)], **_options(queues=["default"])
+            worker_id=WORKER,
+            settlements=[_done(root_job)],
+            request=_options(queues=["default"]),
         )
         assert claimed == []
         notes = list(listener.notifies(timeout=1.0, stop_after=1))
@@ -285,7 +318,9 @@ def test_on_postgresql_a_turn_waits_for_another_turns_callback_row_and_counts_it
     def other_turn() -> Any:
         with transaction.atomic():
             found = exchange(
-                worker_id=WORKER, settlements=[_done(m) for m in members[:2]], **_options()
+                worker_id=WORKER,
+                settlements=[_done(m) for m in members[:2]],
+                request=_options(),
             )
             holder.append(backend_pid())
             counted.set()
@@ -297,7 +332,9 @@ def test_on_postgresql_a_turn_waits_for_another_turns_callback_row_and_counts_it
     try:
         mine = in_thread(
             lambda: exchange(
-                worker_id=WORKER, settlements=[_done(m) for m in members[2:]], **_options()
+                worker_id=WORKER,
+                settlements=[_done(m) for m in members[2:]],
+                request=_options(),
             )
         )
         assert wait_for(lambda: _blocked_on(holder[0]), timeout=10)

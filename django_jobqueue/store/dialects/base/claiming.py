@@ -128,20 +128,17 @@ class ClaimingStatements(KeyedClaims):
         return ctes, update
 
     def candidates(
-        self, spec: ClaimSpec, *, kinds: Sequence[str], floor: int, exact: bool = False
+        self, spec: ClaimSpec, *, kinds: Sequence[str] | Fragment, floor: int
     ) -> Fragment:
-        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above
-        (``exact``: of the one kind, compared by equality, so that an index led by the
-        kind serves it in its order)."""
-        if exact:
-            kind_sql, kind_params = "j.kind = %s", [kinds[0]]
-        else:
-            kind_sql, kind_params = self.in_list("j.kind", kinds)
+        """The condition of a claimable row of ``kinds`` at priority ``floor`` or above;
+        ``kinds`` may instead be the condition on the kind column itself (``kind_is``:
+        one kind by equality, so that an index led by the kind serves it in its order;
+        or a LATERAL's correlated kind)."""
+        kind = kinds if isinstance(kinds, Fragment) else Fragment(*self.in_list("j.kind", kinds))
         where: list[Fragment | str] = [
-            Fragment(
-                f"j.status = 'pending' AND j.visible_at <= %s AND {kind_sql} AND {self.unpaused()}",
-                [self.dt(spec.now), *kind_params],
-            )
+            Fragment("j.status = 'pending' AND j.visible_at <= %s AND ", [self.dt(spec.now)]),
+            kind,
+            f" AND {self.unpaused()}",
         ]
         if spec.queues:
             where += [" AND ", Fragment(*self.in_list("j.queue", spec.queues))]
@@ -210,7 +207,7 @@ class ClaimingStatements(KeyedClaims):
             parts.append(self.plain_part(spec, plain, floor, previous, cumulative))
         for kind in spec.keyed:
             if self._room(spec, kind, previous) is None:
-                parts.append(self._unkeyed(spec, kind, floor, previous, cumulative))
+                parts.append(self._unkeyed(spec, self.kind_is(kind), floor, previous, cumulative))
         return " AND " + self.pooled_ids(Fragment.join(" UNION ALL ", parts))
 
     def plain_part(
@@ -235,12 +232,11 @@ class ClaimingStatements(KeyedClaims):
         return self._first_ids(spec, where, ORDER, previous, cumulative)
 
     def _unkeyed(
-        self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], cumulative: int
+        self, spec: ClaimSpec, kind: Fragment, floor: int, previous: list[str], cumulative: int
     ) -> Fragment:
-        """A kind's first unkeyed candidates in claim order."""
-        where = (
-            self.candidates(spec, kinds=[kind], floor=floor, exact=True) + f" AND j.{KEY} IS NULL"
-        )
+        """A kind's first unkeyed candidates in claim order (``kind``: the condition on
+        the kind column, ``kind_is`` or a LATERAL's)."""
+        where = self.candidates(spec, kinds=kind, floor=floor) + f" AND j.{KEY} IS NULL"
         return self._first_ids(spec, where, KEY_INDEX_ORDER, previous, cumulative)
 
     def _first_ids(
@@ -314,7 +310,7 @@ class ClaimingStatements(KeyedClaims):
         without = f" AND j.{KEY} IS NULL {KEY_INDEX_ORDER}" if unkeyed else f" {ORDER}"
         return Fragment.concat(
             f"SELECT id FROM (SELECT j.id FROM {JOB} j WHERE ",
-            self.candidates(spec, kinds=[kind], floor=floor, exact=unkeyed),
+            self.candidates(spec, kinds=self.kind_is(kind) if unkeyed else [kind], floor=floor),
             f"{without} LIMIT ",
             room,
             ") AS c",

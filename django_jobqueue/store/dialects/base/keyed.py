@@ -22,6 +22,8 @@ claimed as any job is, by the kind's other limits.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django_jobqueue.models import Job
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.primitives import Primitives
@@ -99,9 +101,15 @@ class KeyedClaims(Primitives):
         so the statement's own count is current."""
         return Fragment(
             f"SELECT {KEY}, count(*) AS n FROM {JOB} WHERE status = 'claimed' AND kind = %s"
-            f" AND {KEY} IS NOT NULL GROUP BY {KEY}",
+            f" AND {KEY} IS NOT NULL{self.settled_apart(spec)} GROUP BY {KEY}",
             [kind],
         )
+
+    def settled_apart(self, spec: ClaimSpec) -> str:
+        """A condition (`` AND …``) leaving out of ``key_claims`` the claimed rows the
+        claim's own statement settles for good: none here, where a claim never shares a
+        statement with settlements."""
+        return ""
 
     def key_rows(
         self, spec: ClaimSpec, kind: str, floor: int, previous: list[str], room: Fragment
@@ -143,7 +151,7 @@ class KeyedClaims(Primitives):
     ) -> Fragment:
         """A keyed row of ``kind`` this tier may take (``j``): claimable now, with a key,
         not taken by an earlier tier."""
-        parts: list[Fragment | str] = [self.candidates(spec, kinds=[kind], floor=floor, exact=True)]
+        parts: list[Fragment | str] = [self.candidates(spec, kinds=self.kind_is(kind), floor=floor)]
         parts.append(f" AND j.{KEY} IS NOT NULL")
         if previous:
             union = " UNION ALL ".join(f"SELECT id FROM {p}" for p in previous)
@@ -151,7 +159,12 @@ class KeyedClaims(Primitives):
         return Fragment.concat(*parts)
 
     def candidates(
-        self, spec: ClaimSpec, *, kinds: list[str], floor: int, exact: bool = False
+        self, spec: ClaimSpec, *, kinds: Sequence[str] | Fragment, floor: int
     ) -> Fragment:
         """The claim's condition of a runnable row (``ClaimingStatements`` says it)."""
         raise NotImplementedError
+
+    @staticmethod
+    def kind_is(kind: str) -> Fragment:
+        """The condition of a row of one kind, by equality (see ``candidates``)."""
+        return Fragment("j.kind = %s", [kind])

@@ -156,14 +156,12 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         a kind without key rules) by a walk of the claim index, only when one of them
         has any (a probe per kind): the walk would pass the keyed kinds' backlog."""
         one = Fragment.concat(
-            "SELECT p.id FROM unnest(%s::text[]) AS pk(kind) CROSS JOIN LATERAL (",
-            self._unkeyed(spec, "\0", floor, previous, cumulative),
+            Fragment(
+                "SELECT p.id FROM unnest(%s::text[]) AS pk(kind) CROSS JOIN LATERAL (",
+                [list(plain)],
+            ),
+            self._unkeyed(spec, Fragment("j.kind = pk.kind"), floor, previous, cumulative),
             ") AS p",
-        )
-        # _unkeyed names the kind as a parameter: here it is each element's (pk.kind).
-        one = Fragment(
-            one.sql.replace("j.kind = %s", "j.kind = pk.kind", 1),
-            [list(plain), *(v for v in one.params if v != "\0")],
         )
         keyed = Fragment(
             f" WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) AS qk(kind) WHERE EXISTS"

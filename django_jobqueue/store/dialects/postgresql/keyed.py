@@ -100,15 +100,12 @@ class PostgreSQLKeyed(KeyedClaims):
         )
         return [Fragment.concat(f"kc_{_name(spec, kind)} AS MATERIALIZED (", slots, ")")]
 
-    def key_claims(self, spec: ClaimSpec, kind: str) -> Fragment:
-        """``(job_key, n)`` on the statement's snapshot: in a turn, less the jobs it
+    def settled_apart(self, spec: ClaimSpec) -> str:
+        """``key_claims`` counts on the statement's snapshot: in a turn, less the jobs it
         settles for good (claimed by this worker in that snapshot)."""
-        counted = super().key_claims(spec, kind)
         if not spec.settling:
-            return counted
-        mine = f" AND NOT (id = ANY(ARRAY(SELECT s.id FROM s WHERE {_FOR_GOOD})))"
-        sql = counted.sql.replace(" GROUP BY", mine + " GROUP BY", 1)
-        return Fragment(sql, counted.params)
+            return ""
+        return f" AND NOT (id = ANY(ARRAY(SELECT s.id FROM s WHERE {_FOR_GOOD})))"
 
     def _settling(self, spec: ClaimSpec) -> Fragment:
         """The function's last three arguments: the worker, and the ids and run numbers
