@@ -19,9 +19,9 @@ from django.dispatch import receiver
 
 from django_jobqueue import validation
 from django_jobqueue.errors import ConfigurationError
-from django_jobqueue.run.lifecycle import Policy
+from django_jobqueue.rules.cron import Cron, zone
+from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.states import TERMINAL
-from django_jobqueue.task.cron import Cron, zone
 
 DEFAULT_CONCURRENCY = 8
 

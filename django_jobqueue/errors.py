@@ -2,7 +2,7 @@
 
 Each class's docstring is its default message; subclasses carry the facts a caller
 needs (kind, job id, argument, setting key). Task control signals (``Pause``,
-``Permanent``) live in :mod:`django_jobqueue.run.control`: they are not errors of ours.
+``Permanent``) live in :mod:`django_jobqueue.rules.control`: they are not errors of ours.
 """
 
 from __future__ import annotations

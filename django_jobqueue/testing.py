@@ -22,11 +22,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from django_jobqueue import conf, signals, store, validation
+from django_jobqueue import conf, store, validation
 from django_jobqueue.models import Job
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.states import Status
+from django_jobqueue.task import signalling
 from django_jobqueue.task.definition import FunctionTask, Task
 from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.registry import registry
@@ -202,7 +203,7 @@ def captured_jobs() -> Iterator[list[CapturedJob]]:
     captured: list[CapturedJob] = []
     lock = threading.Lock()
 
-    def record(e: signals.Enqueued) -> None:
+    def record(e: signalling.Enqueued) -> None:
         r = e.request
         text = r.payload_json if r.payload_json is not None else validation.dumps(r.payload)
         entry = CapturedJob(
@@ -221,5 +222,5 @@ def captured_jobs() -> Iterator[list[CapturedJob]]:
         with lock:
             captured.append(entry)
 
-    with signals.observe_enqueues(record):
+    with signalling.observe_enqueues(record):
         yield captured

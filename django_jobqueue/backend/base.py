@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 from django.apps import apps
 from django.core import checks
 
-from django_jobqueue import signals, store
+from django_jobqueue import store
 from django_jobqueue.backend import results
 from django_jobqueue.backend.compat import (
     BaseTaskBackend,
@@ -28,7 +28,8 @@ from django_jobqueue.backend.compat import (
 from django_jobqueue.backend.options import BackendOptions, JobQueueTask, check_retry_options, tier
 from django_jobqueue.backend.runner import DjangoTaskDef
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
-from django_jobqueue.run.lifecycle import clamped
+from django_jobqueue.rules.lifecycle import clamped
+from django_jobqueue.task import signalling
 from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.options import (
     Options,
@@ -93,7 +94,7 @@ class JobQueueBackend(BaseTaskBackend):
         )
         request = build_request(defn, payload, options, payload_json=text)
         job, disposition = store.enqueue(request)
-        signals.enqueued([request], [JobHandle(job, disposition)])
+        signalling.enqueued([request], [JobHandle(job, disposition)])
         result = results.build(job=results.JobView.of_job(job), entries=[], task=task)
         task_enqueued.send(type(self), task_result=result)
         return result

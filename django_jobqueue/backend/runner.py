@@ -37,14 +37,14 @@ from django_jobqueue.backend.compat import (
     task_started,
 )
 from django_jobqueue.backend.options import BackendOptions, Backoff, JobQueueTask, tier
-from django_jobqueue.run.control import Pause, Permanent, RetryAfter
-from django_jobqueue.run.lifecycle import Policy, exhausted
+from django_jobqueue.rules.control import Pause, Permanent, RetryAfter
+from django_jobqueue.rules.lifecycle import Policy, exhausted
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
     from django_jobqueue.models import JournalEntry
-    from django_jobqueue.run.context import Context
+    from django_jobqueue.task.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 

@@ -13,7 +13,7 @@ operator's re-arm or cancel included, and the calling statement never writes a r
 changed after it began, which PostgreSQL would re-check by starting that statement's
 whole plan again.
 
-The counts are those of ``run.joins`` for completed parents: a child whose last open
+The counts are those of ``rules.joins`` for completed parents: a child whose last open
 parent this turn completed is released (``claimed`` by the calling worker when the
 caller says it has room for it, ``take``, with its lease's expiry; else ``pending``), a
 batch's ``on_failure`` callback (``join_when = 'failed'``) that no dead parent needs is

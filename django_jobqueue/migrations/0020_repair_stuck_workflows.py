@@ -5,7 +5,7 @@ Before the fix of ``store.steering.recount``, a retry of a workflow's dead steps
 settlement of its last step committed, then write that count and ``running`` over the
 settlement's final status: the workflow stayed ``running`` for good, every step
 terminal, and cleanup never removed it. Each such workflow is recounted here from its
-steps and given the status a settlement of its last step gives (``run.joins.outcome``,
+steps and given the status a settlement of its last step gives (``rules.joins.outcome``,
 the one rule, which the recount uses too), finished when its last step finished.
 A workflow with an open step is left alone. Nothing to undo.
 """
@@ -13,7 +13,7 @@ A workflow with an open step is left alone. Nothing to undo.
 from django.db import migrations, router
 from django.db.models import Exists, Max, OuterRef
 
-from django_jobqueue.run.joins import outcome
+from django_jobqueue.rules.joins import outcome
 
 # The terminal statuses of a step (``states.TERMINAL`` as this migration was written).
 TERMINAL = ("completed", "dead", "cancelled")

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from django_jobqueue.run.lifecycle import Settlement
-from django_jobqueue.signals import deliver, job_finished, job_started
+from django_jobqueue.rules.lifecycle import Settlement
+from django_jobqueue.signals import job_finished, job_started
 from django_jobqueue.store import Claimed, NewJob
 from django_jobqueue.task.handle import JobHandle
+from django_jobqueue.task.signalling import deliver
 
 
 def started(job: Claimed, *, worker: str) -> None:

@@ -21,8 +21,8 @@ from django.utils import timezone
 from django_jobqueue import validation
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
-from django_jobqueue.run.control import Parked, Pause, Permanent, RetryAfter
-from django_jobqueue.run.lifecycle import (
+from django_jobqueue.rules.control import Parked, Pause, Permanent, RetryAfter
+from django_jobqueue.rules.lifecycle import (
     NOTE_LIMIT,
     Policy,
     Run,
@@ -37,8 +37,8 @@ from django_jobqueue.task.options import depth_limit
 from django_jobqueue.task.registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
+    from django_jobqueue.task.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 

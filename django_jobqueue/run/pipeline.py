@@ -24,9 +24,9 @@ from asgiref.sync import sync_to_async
 from django_jobqueue import signals, store, tracing, validation
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
+from django_jobqueue.rules.lifecycle import NOTE_LIMIT, Policy, Settlement
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
-from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import (
     RunResult,
     aexecute,
@@ -35,10 +35,10 @@ from django_jobqueue.run.executor import (
     execute,
     failed_outright,
 )
-from django_jobqueue.run.lifecycle import NOTE_LIMIT, Policy, Settlement
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import Claimed
 from django_jobqueue.store import workflows as stored
+from django_jobqueue.task.context import Context
 from django_jobqueue.task.registry import policy_for, registry
 from django_jobqueue.workflows.batch import batch_context
 

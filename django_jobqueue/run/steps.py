@@ -28,9 +28,9 @@ from django.utils import timezone
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import ClaimLost, InvalidEvent, InvalidStep, StepError
 from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
-from django_jobqueue.run.control import Parked
+from django_jobqueue.rules.control import Parked
+from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.run.executor import output_problem, run_of
-from django_jobqueue.run.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.store import steps as stored
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
@@ -38,8 +38,8 @@ from django_jobqueue.store import steps as stored
 logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
+    from django_jobqueue.task.context import Context
 
 STEP_NAME_MAX = 200
 

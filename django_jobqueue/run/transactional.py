@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
+from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
 from django_jobqueue.run.executor import (
     RunResult,
     execute,
@@ -37,13 +38,12 @@ from django_jobqueue.run.executor import (
     output_problem,
     run_of,
 )
-from django_jobqueue.run.lifecycle import NOTE_LIMIT, completed
 from django_jobqueue.run.steps import Hooks, StepBook
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
+    from django_jobqueue.task.context import Context
     from django_jobqueue.task.registry import TaskDef
 
 logger = logging.getLogger("django_jobqueue")

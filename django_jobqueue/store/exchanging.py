@@ -17,8 +17,8 @@ from typing import Any
 from django.utils import timezone
 
 from django_jobqueue.models import Status
-from django_jobqueue.run.joins import VOID_NOTE
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.joins import VOID_NOTE
+from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.store import wakeups
 from django_jobqueue.store.claim import Claimed, ClaimRequest, PreparedClaim, prepare
 from django_jobqueue.store.dialects.base.settling import Release

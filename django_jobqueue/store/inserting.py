@@ -29,7 +29,7 @@ from django_jobqueue import tracing
 from django_jobqueue.errors import KeyContended, RateLimited
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
-from django_jobqueue.run.lifecycle import later
+from django_jobqueue.rules.lifecycle import later
 from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.dialects.base.storage import NewRow
 from django_jobqueue.store.limits import take_tokens

@@ -3,7 +3,7 @@
 Called in the transaction that made the steps terminal (a guarded settlement, an
 operator's cancel), and only for steps: a plain job never comes here. Per finished
 parent it reads its child edges and, under each waiting child's row lock, updates the
-child's counters as ``run.joins.join`` decides (one UPDATE per child edge, never a scan
+child's counters as ``rules.joins.join`` decides (one UPDATE per child edge, never a scan
 of siblings): released children become pending (and the workers are woken), cancelled
 ones are journalled naming the parent and cascade to their own dependents. The
 workflow's open and dead step counters follow, and the step that closes the last open
@@ -20,7 +20,7 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from django_jobqueue.models import TERMINAL, JournalEntry, Outcome, Status, StepEdge, Workflow
-from django_jobqueue.run.joins import cancel_note, join, outcome
+from django_jobqueue.rules.joins import cancel_note, join, outcome
 from django_jobqueue.store import sql, wakeups
 
 

@@ -31,7 +31,7 @@ from django.utils.duration import duration_microseconds
 from django_jobqueue import conf
 from django_jobqueue.models import Outcome, Status
 from django_jobqueue.progress import Progress
-from django_jobqueue.run.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
+from django_jobqueue.rules.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
 from django_jobqueue.store import joins, sql
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally

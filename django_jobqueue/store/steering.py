@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
 from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
-from django_jobqueue.run.joins import outcome
+from django_jobqueue.rules.joins import outcome
 from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
 from django_jobqueue.store import joins, sql
 
@@ -186,7 +186,7 @@ def rearm(parents: Sequence[uuid.UUID], *, now: datetime, actor: str, because: J
 
 def recount(workflow_id: uuid.UUID | None) -> None:
     """A workflow's counters from its steps (an operator's path): running again if a
-    step is open, else the status its last settlement gives (``run.joins.outcome``).
+    step is open, else the status its last settlement gives (``rules.joins.outcome``).
     It locks the workflow's row before it counts, so it comes after every job row the
     transaction locks (a settlement holding a child it re-arms may wait for the
     workflow's row next), and it counts what every settlement that held the row before

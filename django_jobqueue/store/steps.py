@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet
 
 from django_jobqueue.models import Event, EventChannel, Status, StepRecord
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.settling import settle
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import InvalidOption, InvalidPayload, MergeError
-from django_jobqueue.run.lifecycle import clamped
+from django_jobqueue.rules.lifecycle import clamped
 from django_jobqueue.task import limiting
 from django_jobqueue.task.merge import Merge, Mergeable, Pending
 from django_jobqueue.task.registry import TaskDef, registry, validate_priority, validate_queue

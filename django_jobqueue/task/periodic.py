@@ -26,7 +26,7 @@ from django_jobqueue.errors import (
     JobQueueError,
     UnknownKind,
 )
-from django_jobqueue.task.cron import Cron, zone, zone_name
+from django_jobqueue.rules.cron import Cron, zone, zone_name
 from django_jobqueue.task.options import Options, build_request, check_json, encode_payload
 from django_jobqueue.task.registry import TaskDef, registry
 

@@ -21,15 +21,15 @@ from django.conf import settings
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import DuplicateKind, InvalidOption, UnknownKind
-from django_jobqueue.run.backoff import Backoff
-from django_jobqueue.run.lifecycle import Policy
+from django_jobqueue.rules.backoff import Backoff
+from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.states import Priority
 from django_jobqueue.validation import Rate
 
 logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
+    from django_jobqueue.task.context import Context
     from django_jobqueue.task.merge import Mergeable
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django_jobqueue import signals
 from django_jobqueue.errors import (
     EnqueueError,
 )
+from django_jobqueue.task import signalling
 
 if TYPE_CHECKING:
     from django_jobqueue.store import EnqueueRequest
@@ -21,7 +21,7 @@ def submit(request: EnqueueRequest) -> JobHandle:
 
     row, disposition = store.enqueue(request)
     handle = JobHandle(row, disposition)
-    signals.enqueued([request], [handle])
+    signalling.enqueued([request], [handle])
     return handle
 
 
@@ -30,7 +30,7 @@ def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     from django_jobqueue.task.handle import JobHandle
 
     handles = [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
-    signals.enqueued(requests, handles)
+    signalling.enqueued(requests, handles)
     return handles
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.states import Status
 from django_jobqueue.store import Claimed, ClaimRequest, KeyRule
 from django_jobqueue.worker.services.base import Running

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.formatting import plural
+from django_jobqueue.rules.lifecycle import Settlement, timed_out
 from django_jobqueue.run.executor import run_of
-from django_jobqueue.run.lifecycle import Settlement, timed_out
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
 from django_jobqueue.store.dialects import for_alias

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 
 from django_jobqueue import store
+from django_jobqueue.rules.lifecycle import Policy, Settlement, released, settlement_refused
 from django_jobqueue.run.executor import run_of
-from django_jobqueue.run.lifecycle import Policy, Settlement, released, settlement_refused
 from django_jobqueue.worker.dbguard import is_connection_error
 from django_jobqueue.worker.services.base import Running
 

@@ -79,8 +79,8 @@ class BatchContext:
     def add(self, sig: Signature) -> JobHandle:
         """Add a member to this batch, in this run's transaction: the callbacks wait for
         it too. Only a member may add (a callback runs when none can)."""
-        from django_jobqueue import signals
         from django_jobqueue.store import workflows as stored
+        from django_jobqueue.task import signalling
         from django_jobqueue.task.handle import JobHandle
 
         if not isinstance(sig, Signature):
@@ -96,7 +96,7 @@ class BatchContext:
         handle = JobHandle(
             stored.add_to_batch(workflow_id=self.id, request=sig.request), "inserted"
         )
-        signals.enqueued([sig.request], [handle])
+        signalling.enqueued([sig.request], [handle])
         return handle
 
     def members(self, *, status: str | None = None) -> list[JobHandle]:

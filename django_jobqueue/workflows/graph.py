@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import signals, validation
+from django_jobqueue import validation
 from django_jobqueue.errors import (
     DuplicateStep,
     EmptyWorkflow,
@@ -23,6 +23,7 @@ from django_jobqueue.errors import (
     WorkflowCycle,
 )
 from django_jobqueue.states import JoinWhen
+from django_jobqueue.task import signalling
 from django_jobqueue.task.registry import registry
 from django_jobqueue.task.signature import Signature
 
@@ -155,7 +156,7 @@ class Workflow:
         specs = self.specs()
         wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs)
         handles = [JobHandle(row, "inserted") for row in rows]
-        signals.enqueued([s.request for s in specs], handles)
+        signalling.enqueued([s.request for s in specs], handles)
         return WorkflowHandle(wf, {s.name: h for s, h in zip(specs, handles, strict=True)})
 
     def __repr__(self) -> str:

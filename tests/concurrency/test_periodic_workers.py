@@ -22,7 +22,7 @@ import pytest
 from django.db import connections
 
 from django_jobqueue.models import Job
-from django_jobqueue.task.cron import Cron
+from django_jobqueue.rules.cron import Cron
 from tests.concurrency.procs import WorkerProcesses, server_now
 from tests.helpers import postgres_only, wait_for
 

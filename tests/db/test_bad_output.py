@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from django_jobqueue import InvalidOption, InvalidPayload, Status, enqueue, job
 from django_jobqueue.models import Job
-from django_jobqueue.run.lifecycle import LATEST, NOTE_LIMIT
+from django_jobqueue.rules.lifecycle import LATEST, NOTE_LIMIT
 from django_jobqueue.worker import loop, sizing
 from tests.helpers import is_postgres, journal_of, run_burst, wait_for
 from tests.taskapp import tasks

@@ -22,7 +22,7 @@ from django_jobqueue import (
     store,
 )
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from tests.helpers import WorkerThread, journal_of, run_burst, wait_for
 from tests.taskapp import tasks
 from tests.taskapp.models import Execution

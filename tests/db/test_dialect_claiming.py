@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
 from django_jobqueue.models import Job, JournalEntry, RunTally
-from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
+from django_jobqueue.rules.lifecycle import Run, Settlement, completed, released
 from django_jobqueue.store import ClaimRequest, sql
 from django_jobqueue.store.claim import prepare
 from django_jobqueue.store.dialects import Dialect

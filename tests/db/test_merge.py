@@ -19,7 +19,7 @@ from django.utils import timezone
 import django_jobqueue
 from django_jobqueue import EnqueueError, MergeError, Priority, Status, enqueue, store
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from tests.helpers import (
     backend_pid,
     in_thread,

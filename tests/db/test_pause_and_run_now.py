@@ -21,7 +21,7 @@ from django_jobqueue import (
     store,
 )
 from django_jobqueue.models import Job, JournalEntry, QueuePause
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from tests.admin.conftest import set_state
 from tests.helpers import is_postgres, run_burst
 from tests.taskapp import tasks

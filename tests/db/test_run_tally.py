@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_jobqueue import Status, cleanup, conf, store
 from django_jobqueue.metrics import exposition
 from django_jobqueue.models import Job, JournalEntry, RunTally
-from django_jobqueue.run.lifecycle import Run, completed, failure
+from django_jobqueue.rules.lifecycle import Run, completed, failure
 from django_jobqueue.store import DURATION_BUCKETS, RunTotal, run_totals
 from django_jobqueue.store.monitoring import TALLY_SHARDS
 from tests.helpers import row_locking, run_burst

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
-from django_jobqueue.run.lifecycle import Run, Settlement, completed
+from django_jobqueue.rules.lifecycle import Run, Settlement, completed
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import turn_statement
 from tests.helpers import journal_of, postgres_only

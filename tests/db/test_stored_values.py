@@ -23,7 +23,7 @@ from django.utils.timezone import now as timezone_now
 import django_jobqueue
 from django_jobqueue import InvalidPayload, Status
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.run.lifecycle import EARLIEST, LATEST
+from django_jobqueue.rules.lifecycle import EARLIEST, LATEST
 from django_jobqueue.task.options import depth_limit
 from django_jobqueue.validation import Undecodable
 from tests.djtasks import tasks as djtasks

@@ -148,7 +148,7 @@ def test_a_permanent_failure_records_its_exception_and_an_error_status(
     assert run.attributes["jobqueue.job.outcome"] == "dead"
     assert run.status.status_code is StatusCode.ERROR
     assert [e.attributes["exception.type"] for e in run.events if e.name == "exception"] == [
-        "django_jobqueue.run.control.Permanent"
+        "django_jobqueue.rules.control.Permanent"
     ]
 
 

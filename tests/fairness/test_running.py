@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from django_jobqueue import InvalidOption, Outcome, Status
 from django_jobqueue.models import Job, JournalEntry
-from django_jobqueue.run.lifecycle import Settlement
+from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.store import ClaimRequest, claim_jobs, settle
 from django_jobqueue.task import limiting
 from tests.taskapp import tasks

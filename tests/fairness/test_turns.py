@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status, store
 from django_jobqueue.models import Job
-from django_jobqueue.run.lifecycle import Run, Settlement, completed
+from django_jobqueue.rules.lifecycle import Run, Settlement, completed
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import KeyRule
 from django_jobqueue.store.limits import KEY_LOCK_SPACE, LOCK_SPACE, lock_key

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django_jobqueue.run import backoff
+from django_jobqueue.rules import backoff
 
 ACTIVE = ("pending", "claimed")
 TERMINAL = ("completed", "dead", "cancelled")

@@ -39,9 +39,9 @@ import django_jobqueue
 from django_jobqueue import store
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.rules.lifecycle import Policy, Run, Settlement
+from django_jobqueue.rules.lifecycle import released as released_settlement
 from django_jobqueue.run.executor import RunResult, decide
-from django_jobqueue.run.lifecycle import Policy, Run, Settlement
-from django_jobqueue.run.lifecycle import released as released_settlement
 from django_jobqueue.store import Claimed
 from tests.model import model as m
 from tests.taskapp import tasks

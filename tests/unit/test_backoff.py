@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobqueue.run.backoff import Backoff, delay, fib
+from django_jobqueue.rules.backoff import Backoff, delay, fib
 
 
 def test_fib_starts_one_one_two() -> None:

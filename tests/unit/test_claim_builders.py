@@ -20,7 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
 from django_jobqueue.models import Outcome, Status
-from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
+from django_jobqueue.rules.lifecycle import Run, Settlement, completed, released
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.claim import _tiers, prepare
 from django_jobqueue.store.dialects import Dialect, MySQL, PostgreSQL, SQLite

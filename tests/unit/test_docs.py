@@ -348,7 +348,7 @@ def test_docs_paths_named_by_the_code_and_scripts_exist() -> None:
     assert sorted(n for n in named if not (ROOT / n[1]).exists()) == []
 
 
-# A dotted name the docs give (`django_jobqueue.run.lifecycle.on_cancel_request`), and a
+# A dotted name the docs give (`django_jobqueue.rules.lifecycle.on_cancel_request`), and a
 # source path (`django_jobqueue/worker/services/`); permissions (``app.codename``) aside.
 DOTTED = re.compile(r"\bdjango_jobqueue(?:\.[A-Za-z_]\w*)+")
 SOURCE_PATH = re.compile(r"`(django_jobqueue/[\w/.]*)`")
@@ -381,7 +381,10 @@ def test_the_module_paths_the_docs_name_exist() -> None:
         for pattern in (DOTTED, SOURCE_PATH)
         for name in pattern.findall(page.read_text(encoding="utf-8"))
     }
-    assert ("docs/howto/operations.md", "django_jobqueue.run.lifecycle.on_cancel_request") in named
+    assert (
+        "docs/howto/operations.md",
+        "django_jobqueue.rules.lifecycle.on_cancel_request",
+    ) in named
     missing = sorted(
         (page, name)
         for page, name in named

@@ -14,9 +14,9 @@ import pytest
 
 from django_jobqueue import Context, Pause, Permanent, task
 from django_jobqueue.ids import uuid7
-from django_jobqueue.run.control import RetryAfter
+from django_jobqueue.rules.control import RetryAfter
+from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.run.executor import RunResult, decide, execute, run_of
-from django_jobqueue.run.lifecycle import Policy
 from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import TaskDef, registry

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from django_jobqueue.ids import uuid7
-from django_jobqueue.run.executor import RunResult, decide
-from django_jobqueue.run.lifecycle import (
+from django_jobqueue.rules.lifecycle import (
     Policy,
     Run,
     Settlement,
@@ -21,6 +20,7 @@ from django_jobqueue.run.lifecycle import (
     on_cancel_request,
     released,
 )
+from django_jobqueue.run.executor import RunResult, decide
 from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import Claimed
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from django_jobqueue.run.lifecycle import Run, Settlement, completed, released
+from django_jobqueue.rules.lifecycle import Run, Settlement, completed, released
 from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import ClaimRequest, KeyRule
 from django_jobqueue.worker.claiming import look_again

@@ -24,7 +24,7 @@ from django_jobqueue import (
     periodic,
     task,
 )
-from django_jobqueue.task.cron import Cron, due_ticks
+from django_jobqueue.rules.cron import Cron, due_ticks
 from django_jobqueue.task.periodic import schedules
 from django_jobqueue.task.registry import Registry
 

@@ -12,7 +12,7 @@ import pytest
 
 from django_jobqueue import ConfigurationError, conf, validation
 from django_jobqueue.admin.common import pretty_json
-from django_jobqueue.run.lifecycle import EARLIEST, LATEST, clamped, later
+from django_jobqueue.rules.lifecycle import EARLIEST, LATEST, clamped, later
 from django_jobqueue.validation import READ_DEPTH, Undecodable, decode, dumps, too_deep
 
 

@@ -22,7 +22,7 @@ from django_jobqueue import (
 )
 from django_jobqueue.models import Job, JournalEntry, StepEdge
 from django_jobqueue.models import Workflow as WorkflowRow
-from django_jobqueue.run.lifecycle import Run, failure
+from django_jobqueue.rules.lifecycle import Run, failure
 from django_jobqueue.store import ClaimRequest, claim_jobs, settle
 from django_jobqueue.task.registry import policy_for
 from django_jobqueue.testing import run_jobs
@@ -190,7 +190,7 @@ def test_a_stale_run_releases_nothing_and_the_live_one_releases_once() -> None:
     assert child.status == Status.WAITING
     assert child.job.parents_open == 1
     assert workflow(handle.id).workflow.steps_open == 2
-    from django_jobqueue.run.lifecycle import completed
+    from django_jobqueue.rules.lifecycle import completed
 
     done = completed(
         Run(job_id=job.id, kind=job.kind, run_no=job.run_count, worker="w:1", step=True), result=1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from django_jobqueue import chain, store
-from django_jobqueue.run.lifecycle import Run, completed, failure
+from django_jobqueue.rules.lifecycle import Run, completed, failure
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import policy_for, registry

@@ -38,7 +38,7 @@ from django.db import OperationalError, connection, transaction
 from django_jobqueue import Batch, Status, Workflow, requeue, store, workflow
 from django_jobqueue.models import Job, JournalEntry, Outcome
 from django_jobqueue.models import Workflow as WorkflowRow
-from django_jobqueue.run.lifecycle import Run, completed, dead
+from django_jobqueue.rules.lifecycle import Run, completed, dead
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry

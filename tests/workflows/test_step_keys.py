@@ -10,7 +10,7 @@ import pytest
 
 from django_jobqueue import Status, chain, chord, store
 from django_jobqueue.models import Job
-from django_jobqueue.run.lifecycle import Run, completed
+from django_jobqueue.rules.lifecycle import Run, completed
 from django_jobqueue.store import KeyRule
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry

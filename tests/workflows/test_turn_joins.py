@@ -21,8 +21,8 @@ from django.db import connection, transaction
 from django_jobqueue import Batch, Workflow, chain, chord, group, store, workflow
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.models import Workflow as WorkflowRow
-from django_jobqueue.run.joins import VOID_NOTE
-from django_jobqueue.run.lifecycle import Run, completed
+from django_jobqueue.rules.joins import VOID_NOTE
+from django_jobqueue.rules.lifecycle import Run, completed
 from django_jobqueue.store import sql
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.task.registry import registry

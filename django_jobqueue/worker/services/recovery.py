@@ -13,7 +13,7 @@ from django.utils import timezone
 from django_jobqueue import store
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.lifecycle import Policy
+    from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.worker.services.base import DbCall, Running, Service
 
 

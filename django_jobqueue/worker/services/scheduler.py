@@ -16,9 +16,10 @@ from functools import partial
 
 from django.utils import timezone
 
-from django_jobqueue import signals, store
+from django_jobqueue import store
+from django_jobqueue.rules.cron import GRACE, due_ticks
 from django_jobqueue.store import ScheduleState
-from django_jobqueue.task.cron import GRACE, due_ticks
+from django_jobqueue.task import signalling
 from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.periodic import ScheduleDef
 from django_jobqueue.worker.services.base import DbCall, Service
@@ -92,7 +93,7 @@ class Scheduler(Service):
                 if result.job_id is not None:
                     # Committed by now: job_enqueued receivers hear of it at once.
                     handle = JobHandle(store.NewJob(result.job_id, request.kind), "inserted")
-                    signals.enqueued([request], [handle])
+                    signalling.enqueued([request], [handle])
                     logger.info(
                         "schedule %s: enqueued job=%s kind=%s for tick %s",
                         schedule.name,

@@ -34,7 +34,7 @@ Only completions come here (the store sends a turn with a dead, cancelled or ret
 step the long way, ``store.joins``, which cascades): a completed parent releases or
 counts down a child, and cancels only a batch's ``on_failure`` callback (``when=
 "failed"``) when no member died, a leaf nothing depends on. The function's CASEs are
-``run.joins.join`` and ``run.joins.outcome`` for completed parents.
+``rules.joins.join`` and ``rules.joins.outcome`` for completed parents.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django_jobqueue import validation
-from django_jobqueue.run import backoff
+from django_jobqueue.rules import backoff
 from django_jobqueue.states import Outcome, Status
 
 
