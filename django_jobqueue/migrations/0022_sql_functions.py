@@ -1,0 +1,31 @@
+"""PostgreSQL's functions from their source files (issue 31).
+
+Each function the migrations before made (0002's trigger function and its trigger,
+0007's, 0015's, 0018's and 0019's functions) now lives in
+``store/dialects/postgresql/sql/<function>.v<N>.sql``, and this migration runs version
+1 of each: the definitions those migrations made, so on a database they made it
+changes nothing. From here a new version of a function is its next file and a
+migration of one line (``store/dialects/postgresql/functions.py`` says how). Other
+databases: nothing. Reversed: nothing (the definitions stay those of the migrations
+before).
+"""
+
+from django.db import migrations
+
+from django_jobqueue.store.dialects.postgresql import functions
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("django_jobqueue", "0021_merge_lock"),
+    ]
+
+    operations = [
+        functions.install(
+            "django_jobqueue_notify.v1",
+            "django_jobqueue_free_slots.v1",
+            "django_jobqueue_key_claims.v1",
+            "django_jobqueue_key_slots.v1",
+            "django_jobqueue_count_down.v1",
+        ),
+    ]
