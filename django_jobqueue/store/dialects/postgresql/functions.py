@@ -9,11 +9,16 @@ NOTIFY) is source code, reviewed and tested as such: each function lives in
   FUNCTION`` (a trigger function with its ``CREATE OR REPLACE TRIGGER``); a version
   that changes the arguments or the result type drops the version before first; a
   version that retires a function is its ``DROP FUNCTION`` alone.
-- A file a migration runs is history, as the migration is: never edited. A change is
-  the next version's file and a migration of one line::
+- A file a migration runs is history, as the migration is: never edited. The migration
+  names each file with the start of its SHA-256 (``<function>.v<N>@<digest>``), and
+  refuses to run a file that is not the one it was written for (an edited file would
+  reach new databases and never the ones already migrated). A change is the next
+  version's file and a migration of one line::
 
-      operations = [functions.install("django_jobqueue_count_down.v2",
-                                      undo="django_jobqueue_count_down.v1")]
+      operations = [functions.install("django_jobqueue_count_down.v2@<digest>",
+                                      undo="django_jobqueue_count_down.v1@<digest>")]
+
+  (a name without its digest is refused with the digest to write).
 
 - A function's highest version is its current definition: the migrated database holds
   exactly those, every ``django_jobqueue_*`` function and trigger of the database has
@@ -26,6 +31,7 @@ Migrations before ``0022_sql_functions`` keep their SQL as strings (their histor
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +41,7 @@ from typing import Any
 from django.db import migrations
 
 SOURCES = Path(__file__).with_name("sql")
+DIGEST = 16  # hex digits of a file's SHA-256 a migration names it with
 _FILE = re.compile(r"(?P<function>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.sql")
 
 
@@ -55,6 +62,13 @@ class Source:
 
     def text(self) -> str:
         return self.path.read_text(encoding="utf-8")
+
+    @property
+    def digest(self) -> str:
+        """The start of the file's SHA-256 (its text's, line endings as ``\\n``: a
+        checkout's line endings change no digest)."""
+        text = self.text().replace("\r\n", "\n")
+        return hashlib.sha256(text.encode()).hexdigest()[:DIGEST]
 
 
 def sources() -> list[Source]:
@@ -90,13 +104,30 @@ def source(name: str) -> Source:
     return known[name]
 
 
+def pinned(name: str) -> Source:
+    """The version a migration names as ``<function>.v<N>@<digest>``, checked to be the
+    file the migration was written for: a missing or different digest is an error
+    saying so, with the file's digest."""
+    version, _, digest = name.partition("@")
+    found = source(version)
+    if digest != found.digest:
+        problem = f"names it with digest {digest!r}" if digest else "names no digest"
+        raise ValueError(
+            f"a migration {problem} for {found.path.name}, whose digest is {found.digest!r}:"
+            " a file a migration ran is never edited (write the next version instead);"
+            f" a new migration names it {found.name}@{found.digest}"
+        )
+    return found
+
+
 def install(*names: str, undo: Sequence[str] | str = ()) -> migrations.RunPython:
-    """A migration's operation that runs these versions' files on PostgreSQL, in order
-    (other databases: nothing), and reversed, the ``undo`` ones (none: reversing does
-    nothing, for versions that leave the definitions the migrations before made).
-    Unknown names fail when the migration is loaded, naming them."""
-    forward = [source(n) for n in names]
-    backward = [source(n) for n in ([undo] if isinstance(undo, str) else undo)]
+    """A migration's operation that runs these versions' files (``pinned`` names) on
+    PostgreSQL, in order (other databases: nothing), and reversed, the ``undo`` ones
+    (none: reversing does nothing, for versions that leave the definitions the
+    migrations before made). An unknown name or a file edited since fails when the
+    migration is loaded, naming it."""
+    forward = [pinned(n) for n in names]
+    backward = [pinned(n) for n in ([undo] if isinstance(undo, str) else undo)]
 
     def run(todo: list[Source]) -> Any:
         def apply(apps: Any, schema_editor: Any) -> None:
