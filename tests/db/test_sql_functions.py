@@ -126,9 +126,11 @@ def _differences(migrated: Definitions, files: Definitions) -> list[str]:
 def test_the_migrated_functions_and_triggers_are_exactly_the_source_files(
     migrated: Definitions, from_files: Definitions
 ) -> None:
-    # The reads found what they look for (the notify trigger's function is one).
+    # The reads found what they look for (a retired function's last file, its DROP
+    # alone, makes nothing: the comparison wants it absent from the database).
+    assert migrated.functions
     assert migrated.triggers
-    assert set(migrated.functions) == set(functions.current())
+    assert from_files.functions.keys() <= functions.current().keys()
     differences = _differences(migrated, from_files)
     assert not differences, "\n\n".join(differences)
 
