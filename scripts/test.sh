@@ -134,10 +134,12 @@ leg_wheel() {
   local wheel
   wheel="$(ls "$work"/dist/*.whl)"
   python - "$wheel" <<'EOF_WHEEL'
-import sys, zipfile
+import pathlib, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 needed = ["django_jobqueue/py.typed", "django_jobqueue/migrations/0001_initial.py",
           "django_jobqueue/templates/admin/django_jobqueue/app_index.html"]
+# PostgreSQL's functions' source files, which its migrations run: every one of them.
+needed += [str(p) for p in pathlib.Path("django_jobqueue/store/dialects/postgresql/sql").glob("*.sql")]
 missing = [n for n in needed if n not in names]
 assert not missing, f"the wheel lacks {missing}"
 print(f"   the wheel holds {len(names)} files, package data included")

@@ -3,7 +3,7 @@ keys of ``max_in_flight``.
 
 ``max_in_flight`` is enforced inside the claim statement (``claim.py``). On PostgreSQL,
 when the claim comes to a pending job of a limited kind it calls
-``django_jobqueue_free_slots`` (migration 0006), which takes the transaction-level
+``django_jobqueue_free_slots`` (``dialects/postgresql/sql/``), which takes the transaction-level
 advisory locks of all the claim's limited kinds (in key order, so that two claims never
 wait for each other in a circle) and then counts the kind's claimed jobs on a snapshot
 of its own, newer than the locks: so claims of one kind commit one after another and
