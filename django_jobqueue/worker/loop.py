@@ -31,11 +31,11 @@ from django_jobqueue.run.executor import run_of
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
 from django_jobqueue.store.dialects import for_alias
-from django_jobqueue.store.wakeups import Listener
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
 from django_jobqueue.worker.claiming import KeyCursor, atomic_going, claim_request, look_again
 from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.listener import Listener
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
 from django_jobqueue.worker.services.limits import LimitRefresh
