@@ -43,9 +43,9 @@ from django_jobqueue.errors import (
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.backoff import Backoff
 from django_jobqueue.rules.control import Pause, Permanent
+from django_jobqueue.run.context import Context
 from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
-from django_jobqueue.task.context import Context
 from django_jobqueue.task.definition import Task, enqueue_many, task
 from django_jobqueue.task.enqueue import enqueue
 from django_jobqueue.task.handle import HistoryPage, JobHandle

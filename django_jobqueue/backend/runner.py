@@ -44,7 +44,7 @@ from django_jobqueue.task.registry import UNSET, PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
     from django_jobqueue.models import JournalEntry
-    from django_jobqueue.task.context import Context
+    from django_jobqueue.run.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 

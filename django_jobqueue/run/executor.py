@@ -37,8 +37,8 @@ from django_jobqueue.task.options import depth_limit
 from django_jobqueue.task.registry import PayloadMismatch, TaskDef
 
 if TYPE_CHECKING:
+    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
-    from django_jobqueue.task.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 

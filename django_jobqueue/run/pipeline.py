@@ -27,6 +27,7 @@ from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, Policy, Settlement
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
+from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import (
     RunResult,
     aexecute,
@@ -38,7 +39,6 @@ from django_jobqueue.run.executor import (
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import Claimed
 from django_jobqueue.store import workflows as stored
-from django_jobqueue.task.context import Context
 from django_jobqueue.task.registry import policy_for, registry
 from django_jobqueue.workflows.batch import batch_context
 

@@ -38,8 +38,8 @@ from django_jobqueue.store import steps as stored
 logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
+    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
-    from django_jobqueue.task.context import Context
 
 STEP_NAME_MAX = 200
 

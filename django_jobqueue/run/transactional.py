@@ -42,8 +42,8 @@ from django_jobqueue.run.steps import Hooks, StepBook
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
+    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
-    from django_jobqueue.task.context import Context
     from django_jobqueue.task.registry import TaskDef
 
 logger = logging.getLogger("django_jobqueue")

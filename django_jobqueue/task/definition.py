@@ -38,8 +38,8 @@ from django_jobqueue.task.signature import Signature, signature
 from django_jobqueue.task.submit import items_error, submit, submit_many
 
 if TYPE_CHECKING:
+    from django_jobqueue.run.context import Context
     from django_jobqueue.store import EnqueueRequest
-    from django_jobqueue.task.context import Context
     from django_jobqueue.task.handle import JobHandle
     from django_jobqueue.task.merge import Pending
 

@@ -29,7 +29,7 @@ from django_jobqueue.validation import Rate
 logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
-    from django_jobqueue.task.context import Context
+    from django_jobqueue.run.context import Context
     from django_jobqueue.task.merge import Mergeable
 
 

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import decide, execute
-from django_jobqueue.task.context import Context
 from django_jobqueue.task.registry import policy_for, registry
 from tests.helpers import journal_of
 from tests.taskapp import tasks

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.run import transactional
-from django_jobqueue.task.context import Context
+from django_jobqueue.run.context import Context
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from testproject.shop.models import Customer, Order

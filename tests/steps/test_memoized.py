@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from django_jobqueue import Status, StepError, store
 from django_jobqueue.models import Job, JournalEntry, StepRecord
+from django_jobqueue.run.context import Context
 from django_jobqueue.run.transactional import run as run_job
 from django_jobqueue.store import recover_expired
-from django_jobqueue.task.context import Context
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from tests.helpers import recorded

@@ -69,7 +69,7 @@ def test_the_storage_package_imports_nothing_from_the_layers_above_it() -> None:
         "django_jobqueue.run.executor",
         "django_jobqueue.worker.loop",
         "django_jobqueue.rules.control",
-        "django_jobqueue.task.context",
+        "django_jobqueue.run.context",
     }
     graph = _graph(type_only_too=True)
     store = {m: deps for m, deps in graph.items() if m.startswith("django_jobqueue.store")}
@@ -142,7 +142,7 @@ LAYERS: list[set[str]] = [
         "formatting",
         "rules.backoff",
         "rules.control",
-        "task.context",
+        "run.context",
         "rules.cron",
         "progress",
         "tracing",
@@ -193,3 +193,52 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         if _layer(dep) > _layer(module)
     ]
     assert not upward, "\n".join(upward)
+
+
+# The packages' order, lowest first: the structure drawing's floors. A module's package
+# is its first name under django_jobqueue (a top-level module is its own). LAYERS
+# places modules; this places whole packages, so that no arrow between two packages
+# runs back up, except the type-only ones named in TYPE_ONLY_UP.
+PACKAGES: list[set[str]] = [
+    {"states", "errors", "validation", "ids", "formatting", "progress", "tracing", "signals"},
+    {"rules"},
+    {"conf", "redaction"},
+    {"models"},
+    {"store"},
+    {"task", "workflows"},
+    {"run"},
+    {"worker"},
+    {"", "apps", "testing", "management", "admin", "backend", "checks", "metrics"},
+]
+
+# Imports from a lower package to a higher one, each type-only (under TYPE_CHECKING)
+# and each with its reason.
+TYPE_ONLY_UP: dict[tuple[str, str], str] = {
+    # A task is defined with the Context it receives; the run, above, builds it.
+    ("django_jobqueue.task.definition", "django_jobqueue.run.context"): "a task's ctx type",
+    ("django_jobqueue.task.registry", "django_jobqueue.run.context"): "a task's ctx type",
+}
+
+
+def _package_floor(module: str) -> int:
+    name = module.removeprefix("django_jobqueue").removeprefix(".").split(".")[0]
+    for index, members in enumerate(PACKAGES):
+        if name in members:
+            return index
+    raise AssertionError(f"{module}'s package is in no floor of PACKAGES: place it")
+
+
+def test_no_import_runs_back_up_a_package_but_the_named_type_only_ones() -> None:
+    typed, runtime = _graph(type_only_too=True), _graph()
+    upward = {
+        (module, dep)
+        for module, deps in typed.items()
+        for dep in deps
+        if _package_floor(dep) > _package_floor(module)
+    }
+    unnamed = sorted(upward - set(TYPE_ONLY_UP))
+    assert not unnamed, "imports back up a package, not named in TYPE_ONLY_UP: " + str(unnamed)
+    at_run_time = sorted((m, d) for m, d in upward if d in runtime[m])
+    assert not at_run_time, f"imports back up that are not type-only: {at_run_time}"
+    stale = sorted(set(TYPE_ONLY_UP) - upward)
+    assert not stale, f"TYPE_ONLY_UP names imports that are gone: {stale}"

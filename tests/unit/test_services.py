@@ -22,11 +22,11 @@ import pytest
 
 from django_jobqueue import store
 from django_jobqueue.rules.lifecycle import Policy
+from django_jobqueue.run.context import Context
 from django_jobqueue.store import ScheduleState
 from django_jobqueue.store.claim import Claimed
 from django_jobqueue.store.schedules import TickResult
 from django_jobqueue.task import limiting
-from django_jobqueue.task.context import Context
 from django_jobqueue.task.periodic import ScheduleDef
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Service, Timings
 from django_jobqueue.worker.services.cancels import CancelChecks

@@ -23,8 +23,8 @@ from django_jobqueue.task import limiting
 
 if TYPE_CHECKING:
     from django_jobqueue.conf import Settings
+    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
-    from django_jobqueue.task.context import Context
 
 logger = logging.getLogger("django_jobqueue")
 
