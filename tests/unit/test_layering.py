@@ -5,6 +5,7 @@ imports in a circle (function-level imports included; type-only ones too)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "django_jobqueue"
@@ -242,3 +243,19 @@ def test_no_import_runs_back_up_a_package_but_the_named_type_only_ones() -> None
     assert not at_run_time, f"imports back up that are not type-only: {at_run_time}"
     stale = sorted(set(TYPE_ONLY_UP) - upward)
     assert not stale, f"TYPE_ONLY_UP names imports that are gone: {stale}"
+
+
+def test_the_architecture_doc_lists_the_packages_floors_as_this_test_holds_them() -> None:
+    """docs/explanation/architecture.md's numbered list under "The dependency direction"
+    names each floor's packages in backticks, lowest first: the same as PACKAGES."""
+    doc = (PACKAGE.parent / "docs" / "explanation" / "architecture.md").read_text()
+    section = doc.split("## The dependency direction", 1)[1].split("\n## ", 1)[0]
+    items = re.split(r"\n\d+\. ", "\n1. " + section.split("\n1. ", 1)[1])[1:]
+    floors = [
+        {
+            "" if name == "__init__" else name
+            for name in re.findall(r"`([\w.]+)`", item.split(":")[0])
+        }
+        for item in items
+    ]
+    assert floors == PACKAGES
