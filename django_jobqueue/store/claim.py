@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_jobqueue import conf
 from django_jobqueue.models import Status
 from django_jobqueue.store import sql
-from django_jobqueue.store.dialects.base.claiming import ClaimSpec
+from django_jobqueue.store.dialects.base.claiming import ClaimedRow, ClaimSpec
 from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.limits import KEY_LOCK_SPACE, LOCK_SPACE, lock_key
 
@@ -114,23 +114,23 @@ class PreparedClaim:
         now = self.spec.now
         claimed = [
             Claimed(
-                id=d.read_uuid(r[0]),
-                kind=r[1],
-                queue=r[2],
-                payload=sql.loads(r[3]),
-                priority=r[4],
-                visible_at=d.read_dt(r[5]) or now,
-                run_count=r[6],
-                failure_count=r[7],
-                carry=sql.loads(r[8]) or {},
+                id=d.read_uuid(r.id),
+                kind=r.kind,
+                queue=r.queue,
+                payload=sql.loads(r.payload),
+                priority=r.priority,
+                visible_at=d.read_dt(r.visible_at) or now,
+                run_count=r.run_count,
+                failure_count=r.failure_count,
+                carry=sql.loads(r.carry) or {},
                 claimed_by=self.spec.worker_id,
-                claim_expires_at=now + self.leases.get(r[1], self.lease),
-                created_at=d.read_dt(r[9]),
-                workflow_id=None if r[10] is None else d.read_uuid(r[10]),
-                trace_context=r[11] or "",
-                key=r[12],
+                claim_expires_at=now + self.leases.get(r.kind, self.lease),
+                created_at=d.read_dt(r.created_at),
+                workflow_id=None if r.workflow_id is None else d.read_uuid(r.workflow_id),
+                trace_context=r.trace_context or "",
+                key=r.job_key,
             )
-            for r in rows
+            for r in map(ClaimedRow._make, rows)
         ]
         claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
         return claimed

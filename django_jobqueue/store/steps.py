@@ -23,6 +23,7 @@ from django.db.models import Count, Exists, OuterRef, QuerySet
 from django_jobqueue.models import Event, EventChannel, Status, StepRecord
 from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store.dialects.base.settling import GUARD_PARAMS
 from django_jobqueue.store.settling import settle
 
 # The parking columns, read with the records.
@@ -121,10 +122,7 @@ def record(
     record is on a task's hot path, and the ORM's building of the statements cost a
     third of its time."""
     d = sql.dialect()
-    guard = sql.Fragment(
-        "id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
-        [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no],
-    )
+    guard = sql.Fragment(GUARD_PARAMS, [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no])
     clear = _CLEARED if clear_wait else None
     return d.append_record(guard=guard, clear=clear, job_id=job_id, record=text)
 

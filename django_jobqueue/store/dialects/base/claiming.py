@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.fragment import Fragment
@@ -33,12 +33,29 @@ from django_jobqueue.store.dialects.base.spec import ClaimSpec as ClaimSpec  # r
 JOB = Job._meta.db_table
 PAUSED = QueuePause._meta.db_table
 
+
 # What a claim returns of each claimed row, in this order. Unqualified: SQLite's
 # RETURNING does not know the table's alias.
-CLAIMED = (
-    "id, kind, queue, payload, priority, visible_at, run_count, failure_count, carry, created_at,"
-    " workflow_id, trace_context, job_key"
-)
+class ClaimedRow(NamedTuple):
+    """A claimed row as a claim returns it: its fields are the columns it returns, in
+    order (``CLAIMED``), so the statement and the reading of its rows are one list."""
+
+    id: Any
+    kind: str
+    queue: str
+    payload: Any  # JSON as the driver returns it (``sql.loads``)
+    priority: int
+    visible_at: Any
+    run_count: int
+    failure_count: int
+    carry: Any
+    created_at: Any
+    workflow_id: Any
+    trace_context: str | None
+    job_key: str | None
+
+
+CLAIMED = ", ".join(ClaimedRow._fields)
 # Claim order: exactly the columns of the partial claim index.
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"
 

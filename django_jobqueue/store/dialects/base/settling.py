@@ -123,12 +123,23 @@ SET = (
     f" finished_at = CASE WHEN {_GOES_PENDING} THEN NULL ELSE s.recorded_at END,"
     " cancel_requested = FALSE"
 )
-# The guard compares the status with the settlement's ``claimed`` rather than a literal:
-# a literal would let the planner read every row ever claimed through the partial lease
-# index (dead entries included, until vacuum) instead of the few ids by primary key.
-GUARD = (
-    "t.id = s.id AND t.status = s.claimed AND t.claimed_by = s.worker AND t.run_count = s.run_no"
+# The guard of every write a run makes (its settlement, a durable step's record): the
+# job is still claimed, by this worker, in this run. Each column, with the field of a
+# settlement's document it is compared with; both forms below are built from it.
+GUARDED: tuple[tuple[str, str], ...] = (
+    ("id", "id"),
+    ("status", "claimed"),
+    ("claimed_by", "worker"),
+    ("run_count", "run_no"),
 )
+# Against a settlement document ``s``. The status is compared with the document's
+# ``claimed`` rather than a literal: a literal would let the planner read every row ever
+# claimed through the partial lease index (dead entries included, until vacuum) instead
+# of the few ids by primary key.
+GUARD = " AND ".join(f"t.{column} = s.{field}" for column, field in GUARDED)
+# With parameters, one per column in GUARDED's order: the id, 'claimed', the worker, the
+# run's number.
+GUARD_PARAMS = " AND ".join(f"{column} = %s" for column, _ in GUARDED)
 # ``j`` is the row after the update: it took the alternative ending if its status is that one's.
 _OVERRIDDEN = "(s.c_status IS NOT NULL AND j.status = s.c_status)"
 JOURNAL_COLUMNS = (

@@ -31,6 +31,7 @@ from django_jobqueue.store.dialects.base.claiming import (
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.keyed import KEY
 from django_jobqueue.store.dialects.base.settling import (
+    GUARD_PARAMS,
     JOURNAL,
     JOURNAL_COLUMNS,
     SettleRow,
@@ -286,7 +287,7 @@ class MySQLClaiming(ClaimingStatements):
             " claimed_by = '', claim_expires_at = NULL,"
             " failure_count = failure_count + %s, carry = COALESCE(%s, carry),"
             " result = %s, finished_at = %s, cancel_requested = FALSE"
-            " WHERE id = %s AND status = %s AND claimed_by = %s AND run_count = %s",
+            f" WHERE {GUARD_PARAMS}",
             [
                 ending[0],
                 *([self.dt(r.visible_at)] if pending else []),

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 from django_jobqueue.models import StepEdge
 from django_jobqueue.states import Outcome, Status
-from django_jobqueue.store.dialects.base.claiming import CLAIMED, PAUSED, ClaimSpec
+from django_jobqueue.store.dialects.base.claiming import CLAIMED, PAUSED, ClaimedRow, ClaimSpec
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import JOB, JOURNAL, JOURNAL_COLUMNS, Release
 
 EDGE = StepEdge._meta.db_table
 
-CLAIMED_OF_C = ", ".join(f"c.{name.strip()}" for name in CLAIMED.split(","))
+CLAIMED_OF_C = ", ".join(f"c.{name}" for name in ClaimedRow._fields)
 # A turn's settled ids, on the first of its rows only (``c.n``: the row's number; NULL
 # when it claimed nothing): in every row, a turn of n jobs sent n² ids.
 ONCE = "CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT array_agg(id) FROM {}) END"
