@@ -4,8 +4,9 @@ One loop thread talks to the database through ``store``; jobs run on a fixed set
 daemon threads, each through the run pipeline (``run.pipeline``, the one
 ``testing.run_jobs`` uses too). The loop never dies of a lost database connection: it
 closes the connection, backs off, and carries on, keeping unsettled results to write
-later. Its pure parts sit beside it: what to claim (``claiming``), the settlements off
-the beaten path (``settling``), its options and services (``startup``).
+later. Its turn (settle and claim in one round trip) is ``turn``; its pure parts sit
+beside it: what to claim (``claiming``), the settlements off the beaten path
+(``settling``), its options and services (``startup``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,9 @@ from django_jobqueue.rules.lifecycle import Settlement, timed_out
 from django_jobqueue.run.executor import run_of
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
-from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
-from django_jobqueue.worker.claiming import KeyCursor, atomic_going, claim_request, look_again
+from django_jobqueue.worker.claiming import KeyCursor
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.listener import Listener
 from django_jobqueue.worker.pools import Pools
@@ -41,11 +41,12 @@ from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running,
 from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.sizing import HOLD
+from django_jobqueue.worker.turn import Turns
 
 logger = logging.getLogger("django_jobqueue")
 
 
-class Worker:
+class Worker(Turns):
     """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
 
     def __init__(
@@ -275,86 +276,6 @@ class Worker:
 
     def _limit_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed >= self.max_jobs
-
-    # --- claiming ---------------------------------------------------------------------------
-
-    def _turn(self, *, claim: bool = True) -> tuple[bool, int, int]:
-        """Settle the runs that ended and claim the slots that frees, in one round trip.
-
-        Returns whether to look again at once (``claiming.look_again``), how many jobs
-        were claimed and how many slots there were to fill.
-        """
-        batch = [] if self._db.waiting else list(self._unsettled)
-        # SQLite: no claim while an atomic run may hold the one write lock.
-        one_writer = for_alias(self.alias).one_writer
-        claim = claim and not (one_writer and atomic_going(self._running, self._atomic_kinds))
-        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
-        groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
-        free = sum(max(room, 0) for _, room in groups)
-        (kinds, room), others = groups[0], groups[1:]
-        wanted = self._claim_request(room, kinds) if claim else None
-        if not batch and wanted is None:
-            return False, self._claim_others(others) if claim else 0, free
-        began = time.monotonic()
-        try:
-            result = self._db(
-                partial(store.exchange, worker_id=self.worker_id, settlements=batch, request=wanted)
-            )
-        except DatabaseError as exc:
-            if not batch:
-                raise
-            self._settle_apart(batch, exc)
-            return True, 0, free
-        if result is None:
-            return False, 0, free  # database trouble: keep the settlements and try again
-        applied, claimed = result
-        self._pools.turned(time.monotonic() - began)
-        self._settled(batch, applied)
-        self._claimed(claimed, wanted)
-        unseen = look_again(batch, applied, wanted)
-        return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
-
-    def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
-        """Claim for the pools the turn's own claim was not for (the event loop's kinds
-        when the slot threads had more room, or the other way round): a second round
-        trip, only for a worker that runs both sync and async kinds."""
-        got = 0
-        for kinds, room in groups:
-            wanted = self._claim_request(room, kinds)
-            if wanted is None:
-                continue
-            call = partial(store.exchange, worker_id=self.worker_id, settlements=[], request=wanted)
-            result = self._db(call)
-            claimed = result[1] if result is not None else []
-            self._claimed(claimed, wanted)
-            got += len(claimed)
-        return got
-
-    def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
-        self._slot += len(claimed)
-        self._keys.served(claimed, wanted.per_key if wanted else ())
-        for job in claimed:
-            self._dispatch(job)
-
-    def _claim_request(self, free: int, kinds: Sequence[str]) -> store.ClaimRequest | None:
-        """What to claim for ``free`` slots (None: nothing to claim now)."""
-        if self.max_jobs is not None:
-            free = min(free, self.max_jobs - self.claimed)
-        if free <= 0 or not self._limits.ready:
-            return None
-        return claim_request(
-            free,
-            running=self._running,
-            caps=self.caps,
-            max_in_flight=self.max_in_flight,
-            per_key=self.key_rules,
-            key_after=self._keys.after(),
-            slot=self._slot,
-            priority_ratio=self.priority_ratio,
-            kinds=kinds,
-            queues=self.queues,
-            leases=self.leases,
-        )
 
     def _dispatch(self, job: Claimed) -> None:
         policy = self._pipe.policy(job.kind)

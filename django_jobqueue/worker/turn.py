@@ -1,0 +1,138 @@
+"""The worker's turn: settle the runs that ended and claim the slots that frees, in one
+round trip (``store.exchange``), with the claim request the worker builds
+(``claiming.claim_request``) and the per-key cursor it keeps; then claim for the pools
+the turn's own claim was not for. A part of ``Worker`` (``loop``), apart because it is
+one concept: the loop decides when to take a turn, this what a turn does."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError
+
+from django_jobqueue import store
+from django_jobqueue.rules.lifecycle import Settlement
+from django_jobqueue.store import Claimed
+from django_jobqueue.store.dialects import for_alias
+from django_jobqueue.worker.claiming import KeyCursor, atomic_going, claim_request, look_again
+from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.services.base import Running
+
+if TYPE_CHECKING:
+    from django_jobqueue.worker.pools import Pools
+    from django_jobqueue.worker.services.limits import LimitRefresh
+
+
+class Turns:
+    """The turn's part of ``Worker``: what it reads of the worker, and its methods."""
+
+    alias: str
+    worker_id: str
+    concurrency: int
+    caps: dict[str, int]
+    max_in_flight: dict[str, int]
+    key_rules: dict[str, store.KeyRule]
+    leases: Any
+    queues: list[str]
+    priority_ratio: int | None
+    max_jobs: int | None
+    claimed: int
+    _db: DbGuard
+    _pools: Pools
+    _limits: LimitRefresh
+    _running: dict[uuid.UUID, Running]
+    _unsettled: list[Settlement]
+    _atomic_kinds: set[str]
+    _slot: int
+    _keys: KeyCursor
+
+    def _settled(self, batch: list[Settlement], applied: Sequence[bool]) -> None:
+        raise NotImplementedError  # the loop's
+
+    def _settle_apart(self, batch: list[Settlement], exc: DatabaseError) -> None:
+        raise NotImplementedError  # the loop's
+
+    def _dispatch(self, job: Claimed) -> None:
+        raise NotImplementedError  # the loop's
+
+    def _turn(self, *, claim: bool = True) -> tuple[bool, int, int]:
+        """Settle the runs that ended and claim the slots that frees, in one round trip.
+
+        Returns whether to look again at once (``claiming.look_again``), how many jobs
+        were claimed and how many slots there were to fill.
+        """
+        batch = [] if self._db.waiting else list(self._unsettled)
+        # SQLite: no claim while an atomic run may hold the one write lock.
+        one_writer = for_alias(self.alias).one_writer
+        claim = claim and not (one_writer and atomic_going(self._running, self._atomic_kinds))
+        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
+        groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
+        free = sum(max(room, 0) for _, room in groups)
+        (kinds, room), others = groups[0], groups[1:]
+        wanted = self._claim_request(room, kinds) if claim else None
+        if not batch and wanted is None:
+            return False, self._claim_others(others) if claim else 0, free
+        began = time.monotonic()
+        try:
+            result = self._db(
+                partial(store.exchange, worker_id=self.worker_id, settlements=batch, request=wanted)
+            )
+        except DatabaseError as exc:
+            if not batch:
+                raise
+            self._settle_apart(batch, exc)
+            return True, 0, free
+        if result is None:
+            return False, 0, free  # database trouble: keep the settlements and try again
+        applied, claimed = result
+        self._pools.turned(time.monotonic() - began)
+        self._settled(batch, applied)
+        self._claimed(claimed, wanted)
+        unseen = look_again(batch, applied, wanted)
+        return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
+
+    def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
+        """Claim for the pools the turn's own claim was not for (the event loop's kinds
+        when the slot threads had more room, or the other way round): a second round
+        trip, only for a worker that runs both sync and async kinds."""
+        got = 0
+        for kinds, room in groups:
+            wanted = self._claim_request(room, kinds)
+            if wanted is None:
+                continue
+            call = partial(store.exchange, worker_id=self.worker_id, settlements=[], request=wanted)
+            result = self._db(call)
+            claimed = result[1] if result is not None else []
+            self._claimed(claimed, wanted)
+            got += len(claimed)
+        return got
+
+    def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
+        self._slot += len(claimed)
+        self._keys.served(claimed, wanted.per_key if wanted else ())
+        for job in claimed:
+            self._dispatch(job)
+
+    def _claim_request(self, free: int, kinds: Sequence[str]) -> store.ClaimRequest | None:
+        """What to claim for ``free`` slots (None: nothing to claim now)."""
+        if self.max_jobs is not None:
+            free = min(free, self.max_jobs - self.claimed)
+        if free <= 0 or not self._limits.ready:
+            return None
+        return claim_request(
+            free,
+            running=self._running,
+            caps=self.caps,
+            max_in_flight=self.max_in_flight,
+            per_key=self.key_rules,
+            key_after=self._keys.after(),
+            slot=self._slot,
+            priority_ratio=self.priority_ratio,
+            kinds=kinds,
+            queues=self.queues,
+            leases=self.leases,
+        )
