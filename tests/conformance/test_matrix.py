@@ -67,15 +67,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "the turn's slot that prefers LOW found no LOW job and fell back to a HIGH one, "
         "although it released a LOW step; SQLite and MariaDB take the step"
     ),
-    **{
-        ("rate_limit_per_key", way, db): (
-            "a workflow's step takes no token of its key's bucket (store/workflows.py "
-            "_take_tokens takes the kinds' buckets only, not rate_limit_per_key's): its "
-            "key's next enqueue is let through"
-        )
-        for way in ("released_the_long_way", "released_in_a_turn")
-        for db in ("postgresql", "sqlite", "mysql")
-    },
 }
 
 
