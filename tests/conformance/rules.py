@@ -41,12 +41,12 @@ def limits(**rule: Any) -> dict[str, Any]:
 
 def _not_taken(cell: Cell, claims: list[uuid.UUID]) -> None:
     assert cell.x is not None
-    assert cell.x not in claims
+    assert cell.x not in claims, cell.said(claims)
     assert status(cell.x) == "pending"
 
 
 def _taken(cell: Cell, claims: list[uuid.UUID]) -> None:
-    assert cell.x in claims
+    assert cell.x in claims, cell.said(claims)
     assert claimed_by(cell.x) == cell.me.worker_id
 
 
@@ -94,7 +94,7 @@ def _rate_held(cell: Cell, claims: list[uuid.UUID]) -> None:
     if cell.refused is not None:
         assert cell.x is None
         assert cell.refused.kind == _refused_as(cell)
-        assert claims == [cell.blocker]
+        assert claims == [cell.blocker], cell.said(claims)
         assert Job.objects.filter(kind=SUBJECT).count() == 1
         return
     _taken(cell, claims)
@@ -146,7 +146,7 @@ def _one_at_a_time(cell: Cell, claims: list[uuid.UUID]) -> None:
     if cell.blocker is not None:  # the key's job in flight: the subject waits
         _not_taken(cell, claims)
     else:  # the subject is the key's head: taken alone, before the later higher one
-        assert claims == [cell.x]
+        assert claims == [cell.x], cell.said(claims)
         assert status(cell.later) == "pending"
 
 
@@ -159,7 +159,7 @@ def _the_key_moves_on(cell: Cell) -> list[uuid.UUID]:
 
 def _next_in_order(cell: Cell, claims: list[uuid.UUID]) -> None:
     taken = cell.x if cell.blocker is not None else cell.later
-    assert taken in claims
+    assert taken in claims, cell.said(claims)
     assert claimed_by(taken) == cell.me.worker_id
 
 
@@ -175,7 +175,7 @@ def _a_busy_key(cell: Cell) -> None:
 
 def _first_of_its_key(cell: Cell, claims: list[uuid.UUID]) -> None:
     """One slot: key b's first job goes before key a's second (older though it is)."""
-    assert claims == [cell.x]
+    assert claims == [cell.x], cell.said(claims)
 
 
 # --- a paused queue ----------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def _a_high_job(cell: Cell) -> None:
 
 def _low_first(cell: Cell, claims: list[uuid.UUID]) -> None:
     """The slot that prefers LOW takes the LOW subject before the older HIGH job."""
-    assert claims == [cell.x]
+    assert claims == [cell.x], cell.said(claims)
     assert status(cell.blocker) == "pending"
 
 
@@ -214,7 +214,7 @@ def _next_slot(cell: Cell) -> list[uuid.UUID]:
 
 
 def _high_next(cell: Cell, claims: list[uuid.UUID]) -> None:
-    assert claims == [cell.blocker]
+    assert claims == [cell.blocker], cell.said(claims)
 
 
 RULES = [

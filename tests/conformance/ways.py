@@ -37,6 +37,13 @@ class Cell:
     later: uuid.UUID | None = None  # a job enqueued after the subject, if any
     refused: RateLimited | None = None  # the subject's enqueue, refused
 
+    def said(self, claims: list[uuid.UUID]) -> str:
+        """A failed check's message: what the turn claimed, each job by its part here."""
+        parts = [(self.x, "subject"), (self.parent, "parent"), (self.blocker, "blocker")]
+        names = {job: name for job, name in [*parts, (self.later, "later job")] if job}
+        keys = dict(Job.objects.filter(id__in=claims).values_list("id", "key"))
+        return f"claimed {[names.get(c) or f'a job of key {keys.get(c)!r}' for c in claims]}"
+
     def enqueue(self, how: str = "", **using: Any) -> uuid.UUID:
         return matrix_tasks.subject.using(**{**self.using, **using}).enqueue(how=how).id
 
