@@ -62,10 +62,10 @@ class MatrixWorker:
     def wanted(self, room: int) -> dict[str, object]:
         """The claim the worker would make for ``room`` free slots, the limits in force
         read now (a worker reads them every 2 s; a cell changes them between turns)."""
-        settings = conf.get()
-        most, rules = limiting.claim_limits(self.kinds, max_age=0)
         if room <= 0:
             return {"limit": 0}
+        settings = conf.get()
+        most, rules = limiting.claim_limits(self.kinds, max_age=0)
         return claim_options(
             room,
             running=self.running,

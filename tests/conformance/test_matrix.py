@@ -23,7 +23,12 @@ Extending it (a change to the claim, the turn or the join release is proved here
 - **A new way a job becomes claimable**: one ``Way`` in ``ways.WAYS``: ``prepare``
   and ``trigger``. A way a database does not have (the PostgreSQL turn) runs what that
   database does instead, and checks which path it took.
+- **A new setting a claim obeys**: ``test_every_claim_setting_has_a_rule...`` fails
+  until a rule sets it (it reads ``store.limits.PER_KEY``).
 - **A new database**: a leg in ``scripts/test.sh`` that runs ``tests/conformance``.
+- **A change to how a worker asks for a claim** (the claim request, ``store.exchange``'s
+  arguments): ``harness.MatrixWorker.wanted`` and ``turn`` are the matrix's only
+  callers, so the cells stay as they are.
 - **A cell that fails on a real bug**: keep it, add it to ``KNOWN`` below with the
   bug named (an ``xfail(strict=True)``: it fails the run once the bug is fixed, so the
   entry goes with the fix).
