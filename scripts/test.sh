@@ -56,7 +56,8 @@ suffixed() {
 #   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other parts' lists.
-INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz testproject)
+INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz
+  tests/conformance testproject)
 FAULTS=(tests/chaos tests/browser)
 CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_a_big_cleanup_never_makes_a_busy_worker_wait_on_a_lock
@@ -181,7 +182,9 @@ EOF_ONE
   rm -rf "$work"
 }
 
-# MariaDB/MySQL: the database and admin tiers, the durable steps (tests/steps: in-process
+# MariaDB/MySQL: the conformance matrix (every claim rule × every way a job becomes
+# claimable, tests/conformance: it runs on every leg, the SQLite one by its marker), the
+# database and admin tiers, the durable steps (tests/steps: in-process
 # and runworker children; its chaos campaign is PostgreSQL's), the per-key limits and
 # fairness (tests/fairness: claims, debounce, the starvation test, four runworker
 # processes per key), the security tests that read through the database (their
@@ -203,8 +206,8 @@ except Exception as exc:
 '
   # Two xdist workers, a module to each, on test databases of their own (the drain's and
   # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/db tests/workflows tests/admin tests/steps \
-    "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
+  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/conformance tests/db tests/workflows tests/admin \
+    tests/steps "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
     tests/concurrency/test_progress.py tests/fairness "$@"
 }
 

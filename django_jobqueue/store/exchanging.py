@@ -67,7 +67,7 @@ def releasing(worker_id: str, now: datetime) -> Release:
 
 
 def turn_statement(
-    *, worker_id: str, settlements: Sequence[Settlement], request: ClaimRequest
+    *, worker_id: str, settlements: Sequence[Settlement], request: ClaimRequest | None
 ) -> tuple[str, list[Any]] | None:
     """The one statement ``exchange`` would send for these arguments, for EXPLAIN; None
     where a turn is not one statement (or would not claim)."""

@@ -152,6 +152,23 @@ def _buckets(request: EnqueueRequest) -> dict[str, tuple[Rate, str | None]]:
     return found
 
 
+def take_rate_tokens(requests: Sequence[EnqueueRequest]) -> None:
+    """Take the tokens a batch (``enqueue_many``, a workflow's steps) needs from every
+    bucket it draws on, its kinds' and their keys' (``_buckets``, as one enqueue), in
+    one order so that two batches cannot deadlock; ``RateLimited`` for the first one
+    short, in the batch's transaction, which gives back the tokens taken before."""
+    rated: dict[str, tuple[Rate, int, str, str | None]] = {}
+    for request in requests:
+        for bucket, (rate, key) in _buckets(request).items():
+            _, count, _, _ = rated.get(bucket, (rate, 0, request.kind, key))
+            rated[bucket] = (rate, count + 1, request.kind, key)
+    for bucket in sorted(rated):
+        rate, count, kind, key = rated[bucket]
+        wait = take_tokens(kind=bucket, rate=rate, count=count)
+        if wait is not None:
+            raise rate_limited(kind, rate, count, wait, key=key)
+
+
 def rate_limited(
     kind: str, rate: Rate, count: int, wait: float, *, key: str | None = None
 ) -> RateLimited:
@@ -298,17 +315,8 @@ def _enqueue_many(
     plain: list[tuple[int, NewJob, EnqueueRequest]] = []
     alias = sql.alias()
     ids = iter(uuid7_many(len(requests)))
-    rated: dict[str, tuple[Rate, int, str, str | None]] = {}
-    for request in requests:
-        for bucket, (rate, key) in _buckets(request).items():
-            _, count, _, _ = rated.get(bucket, (rate, 0, request.kind, key))
-            rated[bucket] = (rate, count + 1, request.kind, key)
     with transaction.atomic(using=alias):
-        for bucket in sorted(rated):  # one order, so two batches cannot deadlock on buckets
-            rate, count, kind, key = rated[bucket]
-            wait = take_tokens(kind=bucket, rate=rate, count=count)
-            if wait is not None:
-                raise rate_limited(kind, rate, count, wait, key=key)
+        take_rate_tokens(requests)
         lock_merges(requests)  # all at once, in one order, before any of them
         for i, request in enumerate(requests):
             if request.idempotency_key is not None or (

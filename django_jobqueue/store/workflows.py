@@ -21,10 +21,14 @@ from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import Job, Status, Workflow
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects.base.storage import NewStep
-from django_jobqueue.store.inserting import BULK_BATCH, EnqueueRequest, NewJob, _bulk_row
-from django_jobqueue.store.inserting import rate_limited as _rate_limited
+from django_jobqueue.store.inserting import (
+    BULK_BATCH,
+    EnqueueRequest,
+    NewJob,
+    _bulk_row,
+    take_rate_tokens,
+)
 from django_jobqueue.store.joins import edges, workflows
-from django_jobqueue.store.limits import take_tokens
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,13 @@ def enqueue_workflow(
 ) -> tuple[Workflow, list[NewJob]]:
     """Write a workflow, its steps and its edges in one transaction (joining the
     caller's): roots pending, the others waiting on their parents' count. The rate
-    limits of the steps' kinds take their tokens first, as ``enqueue_many`` does."""
+    limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s."""
     now = timezone.now()
     alias = sql.alias()
     ids = uuid7_many(len(steps))
     context = tracing.capture_context()  # the enqueuing code's, for every step
     with transaction.atomic(using=alias):
-        _take_tokens(steps)
+        take_rate_tokens([spec.request for spec in steps])
         wf = Workflow(
             id=uuid7(),
             name=name,
@@ -77,19 +81,6 @@ def enqueue_workflow(
         for i, spec in enumerate(steps)
     ]
     return wf, handles
-
-
-def _take_tokens(steps: Sequence[StepSpec]) -> None:
-    rated: dict[str, tuple[Any, int]] = {}
-    for spec in steps:
-        if spec.request.rate is not None:
-            rate, count = rated.get(spec.request.kind, (spec.request.rate, 0))
-            rated[spec.request.kind] = (rate, count + 1)
-    for kind in sorted(rated):  # one order, so two batches cannot deadlock on buckets
-        rate, count = rated[kind]
-        wait = take_tokens(kind=kind, rate=rate, count=count)
-        if wait is not None:
-            raise _rate_limited(kind, rate, count, wait)
 
 
 def get_workflow(*, workflow_id: uuid.UUID) -> Workflow | None:

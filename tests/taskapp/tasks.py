@@ -930,5 +930,6 @@ async def async_overrun(ctx: Context, seconds: float) -> str:
     return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]
 
 
-# The durable-steps tests' tasks (tests/steps), registered with these.
-from tests.taskapp import steps_tasks  # noqa: E402, F401
+# The durable-steps tests' tasks (tests/steps) and the conformance matrix's
+# (tests/conformance), registered with these.
+from tests.taskapp import matrix_tasks, steps_tasks  # noqa: E402, F401
