@@ -58,3 +58,14 @@ def page(browser: Any) -> Iterator[Any]:
     page.set_default_timeout(15_000)
     yield page
     context.close()
+
+
+def messages_after(page: Any, click: Any) -> str:
+    """Call ``click`` (a click that submits a form), wait until the page it leads to has
+    loaded whole, and return the text of its messages. Read any sooner, the message list
+    can be found before its items are parsed: the page arrives in chunks, and on a busy
+    machine ``<ul class="messagelist">`` was in the DOM with no ``<li>`` yet (an empty
+    text, where the message was on the page: CI at 3de1ba7, the clean-up's)."""
+    with page.expect_navigation(wait_until="load"):
+        click()
+    return str(page.inner_text(".messagelist"))

@@ -21,6 +21,7 @@ from django_jobqueue import Status, Workflow, store
 from django_jobqueue.models import Job
 from django_jobqueue.task.registry import registry
 from testproject.shop import tasks as shop
+from tests.browser.conftest import messages_after
 from tests.helpers import run_burst
 from tests.taskapp import tasks
 
@@ -104,9 +105,8 @@ def test_filter_inspect_requeue_and_watch_it_complete(
         page.click("#job-actions a:text-is('Requeue')")
         assert "Requeue will change 1 job" in page.inner_text("#summary")
         page.screenshot(path=screenshots / "admin-confirm-requeue.png", full_page=True)
-        page.click("input[type=submit][value='Yes, requeue']")
-        page.wait_for_selector(".messagelist")
-        assert "Requeued 1 job." in page.inner_text(".messagelist")
+        shown = messages_after(page, lambda: page.click("input[type=submit][value='Yes, requeue']"))
+        assert "Requeued 1 job." in shown
         assert run_burst(worker_id=WORKER) == 1
     finally:
         tasks.FIXED.discard(TICKET)
@@ -131,8 +131,8 @@ def test_bulk_cancel_and_the_cleanup_form(
     total = Job.objects.count()
     assert f"Cancel will change 1 job and skip {total - 1}" in summary
     page.screenshot(path=screenshots / "admin-confirm-bulk.png", full_page=True)
-    page.click("input[type=submit][value='Yes, cancel']")
-    assert "Cancelled 1 job. Skipped" in page.inner_text(".messagelist")
+    shown = messages_after(page, lambda: page.click("input[type=submit][value='Yes, cancel']"))
+    assert "Cancelled 1 job. Skipped" in shown
     assert Job.objects.filter(status=Status.CANCELLED).count() == 1
 
     # Clean up: count first, then delete.
@@ -154,8 +154,8 @@ def test_bulk_cancel_and_the_cleanup_form(
     finished = Job.objects.filter(status__in=["completed", "dead", "cancelled"]).count()
     assert f"{finished} finished jobs will be deleted" in page.inner_text("#cleanup-count")
     page.screenshot(path=screenshots / "admin-cleanup.png", full_page=True)
-    page.click(f"input[type=submit][value='Yes, delete {finished} jobs']")
-    assert f"Cleaned up {finished} finished jobs" in page.inner_text(".messagelist")
+    yes = f"input[type=submit][value='Yes, delete {finished} jobs']"
+    assert f"Cleaned up {finished} finished jobs" in messages_after(page, lambda: page.click(yes))
     assert Job.objects.count() == total - finished == 0  # the only pending job was cancelled
 
 
@@ -172,8 +172,7 @@ def test_pause_a_queue_on_the_dashboard_and_resume_it(
     page.screenshot(path=screenshots / "admin-dashboard.png", full_page=True)
 
     page.fill("#pause-other input[name=queue]", "mail")
-    page.click("#pause-other button")
-    assert "Queue mail paused." in page.inner_text(".messagelist")
+    assert "Queue mail paused." in messages_after(page, lambda: page.click("#pause-other button"))
     held = shop.send_receipt.using(queue="mail").enqueue(order_id=5, email="held@example.com")
     assert run_burst(worker_id=WORKER) == 0  # the worker leaves the paused queue alone
     assert Job.objects.get(id=held.id).status == Status.PENDING
@@ -182,8 +181,8 @@ def test_pause_a_queue_on_the_dashboard_and_resume_it(
     assert "paused" in row.inner_text()
     page.screenshot(path=screenshots / "admin-dashboard-paused.png", full_page=True)
 
-    row.locator("button:text-is('Resume')").click()
-    assert "Queue mail resumed." in page.inner_text(".messagelist")
+    resume = row.locator("button:text-is('Resume')")
+    assert "Queue mail resumed." in messages_after(page, resume.click)
     assert run_burst(worker_id=WORKER) == 1
     assert Job.objects.get(id=held.id).status == Status.COMPLETED
 
@@ -230,9 +229,8 @@ def test_open_a_workflow_see_its_graph_retry_its_dead_step_and_watch_it_complete
     tasks.FIXED.add(WORKFLOW_TICKET)
     try:
         page.click("#workflow-actions a:text-is('Retry dead steps')")
-        page.click("input[type=submit][value='Yes, retry dead steps']")
-        page.wait_for_selector(".messagelist")
-        assert "Requeued 1 dead step" in page.inner_text(".messagelist")
+        yes = "input[type=submit][value='Yes, retry dead steps']"
+        assert "Requeued 1 dead step" in messages_after(page, lambda: page.click(yes))
         assert graph_statuses(page)["check"] == "pending"
         assert graph_statuses(page)["report"] == "waiting"  # re-armed behind it
         assert run_burst(worker_id=WORKER) >= 2

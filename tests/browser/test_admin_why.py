@@ -25,6 +25,7 @@ from django_jobqueue import Status, store
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.testing import run_jobs
 from testproject.shop import tasks as shop
+from tests.browser.conftest import messages_after
 from tests.browser.test_admin_flows import WORKER, login
 from tests.helpers import postgres_only, run_burst
 
@@ -199,9 +200,8 @@ def test_a_dashboard_card_leads_to_its_list_and_a_requeue_of_every_dead_job_it_l
     assert f"Every job matching the filter: {DEAD} jobs" in page.inner_text("#matching")
     assert f"Requeue will change {DEAD} jobs" in page.inner_text("#summary")
     page.screenshot(path=screenshots / "admin-confirm-requeue-filter.png", full_page=True)
-    page.click("input[type=submit][value='Yes, requeue']")
-    page.wait_for_selector(".messagelist")
-    assert f"Requeued {DEAD:,} jobs matching the filter." in page.inner_text(".messagelist")
+    shown = messages_after(page, lambda: page.click("input[type=submit][value='Yes, requeue']"))
+    assert f"Requeued {DEAD:,} jobs matching the filter." in shown
     requeued = JournalEntry.objects.filter(outcome="requeued", actor="admin:olga")
     assert requeued.count() == DEAD  # every job journalled
     assert requeued.values("job_id").distinct().count() == DEAD
