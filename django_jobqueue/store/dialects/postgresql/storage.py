@@ -182,11 +182,12 @@ class _Listening:
 
     def __init__(self, params: dict[str, Any], channel: str) -> None:
         import psycopg  # only ever reached on PostgreSQL, where Django needs it too
+        from psycopg import sql
 
         self._raw = psycopg.connect(**params)
         self._raw.autocommit = True
-        quoted = channel.replace('"', '""')
-        self._raw.execute(f'LISTEN "{quoted}"')
+        # The channel is a name, which no parameter can bind: psycopg quotes it.
+        self._raw.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
     def payloads(self, timeout: float) -> Iterator[str]:
         for note in self._raw.notifies(timeout=timeout):
