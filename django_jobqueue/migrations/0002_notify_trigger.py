@@ -9,17 +9,11 @@ entries that claims and settlements would walk over few.
 
 from django.db import migrations
 
-CREATE = """
-CREATE FUNCTION django_jobqueue_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('django_jobqueue', q.queue)
-    FROM (SELECT DISTINCT queue FROM new_jobs) AS q;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER django_jobqueue_notify AFTER INSERT ON django_jobqueue_job
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION django_jobqueue_notify();
+from django_jobqueue.store.dialects.postgresql import functions
+
+# The function and its trigger from their source file (store/dialects/postgresql/sql/),
+# pinned by its digest; then the jobs table's autovacuum thresholds.
+CREATE = functions.pinned("django_jobqueue_notify.v1@e3e78a8ea2dececc").text() + """
 ALTER TABLE django_jobqueue_job SET (
     autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02
 );

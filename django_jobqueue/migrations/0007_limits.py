@@ -14,27 +14,10 @@ to a pending job of a limited kind, so claims that meet none take no lock.
 import django.utils.timezone
 from django.db import migrations, models
 
-CREATE = """
-CREATE FUNCTION django_jobqueue_free_slots(
-    claim_kind text, most integer, lock_space integer, lock_keys integer[]
-) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    lock_key integer;
-BEGIN
-    -- The locks of every limited kind of this claim, in key order (sorted by the
-    -- caller), so that two claims never wait for each other in a circle. The first
-    -- call takes them all; later calls of the same claim find them held.
-    FOREACH lock_key IN ARRAY lock_keys LOOP
-        PERFORM pg_advisory_xact_lock(lock_space, lock_key);
-    END LOOP;
-    RETURN GREATEST(
-        most - (SELECT count(*) FROM django_jobqueue_job
-                WHERE status = 'claimed' AND kind = claim_kind),
-        0
-    );
-END
-$$;
-"""
+from django_jobqueue.store.dialects.postgresql import functions
+
+# The function's source file (store/dialects/postgresql/sql/), pinned by its digest.
+CREATE = functions.pinned("django_jobqueue_free_slots.v1@207c66e94c7ec7b1").text()
 
 DROP = """
 DROP FUNCTION IF EXISTS django_jobqueue_free_slots(text, integer, integer, integer[]);

@@ -15,23 +15,10 @@ two claim indexes lead with the kind, the key and the status (no index condition
 
 from django.db import migrations, models
 
-CREATE = """
-CREATE FUNCTION django_jobqueue_key_claims(
-    claim_kind text, lock_space integer, lock_keys integer[]
-) RETURNS TABLE (job_key varchar, n bigint) LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
-DECLARE
-    lock_key integer;
-BEGIN
-    FOREACH lock_key IN ARRAY lock_keys LOOP
-        PERFORM pg_advisory_xact_lock(lock_space, lock_key);
-    END LOOP;
-    RETURN QUERY SELECT j.job_key, count(*) FROM django_jobqueue_job AS j
-        WHERE j.status = 'claimed' AND j.kind = claim_kind AND j.job_key IS NOT NULL
-        GROUP BY j.job_key;
-END
-$$;
-"""
+from django_jobqueue.store.dialects.postgresql import functions
+
+# The function's source file (store/dialects/postgresql/sql/), pinned by its digest.
+CREATE = functions.pinned("django_jobqueue_key_claims.v1@baa3b148998529a8").text()
 
 DROP = "DROP FUNCTION IF EXISTS django_jobqueue_key_claims(text, integer, integer[]);"
 

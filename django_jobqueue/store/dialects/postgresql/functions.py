@@ -25,8 +25,9 @@ NOTIFY) is source code, reviewed and tested as such: each function lives in
   one, and each function that restates a Python rule is fed the rule's inputs
   (tests/db/test_sql_functions.py, tests/db/test_join_function.py).
 
-Migrations before ``0023_sql_functions`` keep their SQL as strings (their history);
-0023 runs version 1 of every function, the same definitions, from these files.
+Version 1 of each function is the one its first migration made (0002, 0007, 0015,
+0018, 0019): those migrations read their pinned file (``pinned(...).text()``) rather
+than keep a copy of its text, so each definition is written once.
 """
 
 from __future__ import annotations

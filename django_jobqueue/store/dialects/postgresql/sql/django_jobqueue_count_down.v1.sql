@@ -6,7 +6,7 @@
 -- step closed takes its final status. Its CASEs restate rules.joins.join and
 -- rules.joins.outcome for completed parents (tests/db/test_join_function.py proves it).
 -- Called by the turn (dialects/postgresql/joining.py).
--- First created by migration 0019_join_functions.
+-- Run by migration 0019_join_functions.
 CREATE OR REPLACE FUNCTION django_jobqueue_count_down(
     child_ids uuid[], counts integer[], takes boolean[], expiries timestamptz[],
     workflow_ids uuid[], closed integer[], at timestamptz, worker text

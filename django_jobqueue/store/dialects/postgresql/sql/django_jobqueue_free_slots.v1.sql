@@ -2,7 +2,7 @@
 -- max_in_flight a claim may take. It takes the claim's limited kinds' advisory locks in
 -- key order (held to the commit), then counts the kind's claimed jobs on a snapshot
 -- taken after the locks (VOLATILE). Called by the claim (dialects/postgresql/claiming.py).
--- First created by migration 0007_limits.
+-- Run by migration 0007_limits.
 CREATE OR REPLACE FUNCTION django_jobqueue_free_slots(
     claim_kind text, most integer, lock_space integer, lock_keys integer[]
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$

@@ -2,7 +2,7 @@
 -- the kind's advisory lock. Called by no worker of this version: kept for workers built
 -- before migration 0018_key_slots, which replaced it with django_jobqueue_key_slots
 -- (see the changelog for when it is dropped).
--- First created by migration 0015_keys.
+-- Run by migration 0015_keys.
 CREATE OR REPLACE FUNCTION django_jobqueue_key_claims(
     claim_kind text, lock_space integer, lock_keys integer[]
 ) RETURNS TABLE (job_key varchar, n bigint) LANGUAGE plpgsql VOLATILE AS $$

@@ -4,7 +4,7 @@
 -- have room for `wanted` jobs, and returns each key held with its claimed jobs (counted
 -- after the locks, VOLATILE, less the rows the calling turn settles for good). Called by
 -- the claim (dialects/postgresql/keyed.py); migration 0018_key_slots says why.
--- First created by migration 0018_key_slots.
+-- Run by migration 0018_key_slots.
 CREATE OR REPLACE FUNCTION django_jobqueue_key_slots(
     claim_kind text, most integer, after varchar, wanted integer, max_keys integer,
     max_steps integer, kind_space integer, kind_lock integer, key_space integer,
