@@ -100,7 +100,7 @@ class PreparedClaim:
     """A claim ready to run (a worker's turn sends it with its settlements), and how to
     read the rows it returns."""
 
-    dialect: sql.Dialect
+    dialect: sql.Interface
     spec: ClaimSpec
     leases: dict[str, timedelta]
     lease: timedelta

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 
 from django_jobqueue import conf, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
-from django_jobqueue.store.dialects import Dialect as Dialect
+from django_jobqueue.store.dialects import Interface as Interface
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.dialects.base.fragment import Fragment as Fragment
 
@@ -56,6 +56,6 @@ def loads(value: Any) -> Any:
     return validation.decode(value)
 
 
-def dialect() -> Dialect:
+def dialect() -> Interface:
     """The jobs database's dialect (resolved once per alias)."""
     return for_alias(alias())

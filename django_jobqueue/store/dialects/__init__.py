@@ -16,12 +16,14 @@ from django.db import connections
 from django.db.utils import load_backend
 
 from django_jobqueue.store.dialects.base import Dialect
+from django_jobqueue.store.dialects.interface import Interface
 from django_jobqueue.store.dialects.mysql import MySQL
 from django_jobqueue.store.dialects.postgresql import PostgreSQL
 from django_jobqueue.store.dialects.sqlite import SQLite
 
 __all__ = [
     "Dialect",
+    "Interface",
     "MySQL",
     "PostgreSQL",
     "SQLite",
@@ -38,8 +40,9 @@ _BY_VENDOR: dict[str, type[Dialect]] = {
 _cache: dict[str, Dialect] = {}
 
 
-def for_alias(alias: str) -> Dialect:
-    """The dialect of database ``alias`` (resolved once, then cached)."""
+def for_alias(alias: str) -> Interface:
+    """The dialect of database ``alias`` (resolved once, then cached), as the package
+    may use it (``Interface``)."""
     try:
         return _cache[alias]
     except KeyError:
