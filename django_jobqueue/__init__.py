@@ -1,13 +1,18 @@
 """django_jobqueue: a durable background job queue in your Django project's database.
 
-Everything public is re-exported here; other modules are internal.
+Everything public is re-exported here; other modules are internal. The vocabulary (the
+errors, statuses, outcomes, priorities, signals, control exceptions) is imported with
+the package; the rest of the API (tasks, enqueue, workflows, the operations) is loaded
+on first use (PEP 562's ``__getattr__``), so that importing the package, from a
+settings file or an app config, reads no model and imports no store, and the modules
+behind it may import the store at their top.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from django_jobqueue.errors import (
     ClaimLost,
@@ -43,25 +48,100 @@ from django_jobqueue.errors import (
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.backoff import Backoff
 from django_jobqueue.rules.control import Pause, Permanent
-from django_jobqueue.run.context import Context
 from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
-from django_jobqueue.task.definition import Task, enqueue_many, task
-from django_jobqueue.task.enqueue import enqueue
-from django_jobqueue.task.handle import HistoryPage, JobHandle
-from django_jobqueue.task.limiting import UNCHANGED, KindLimits
-from django_jobqueue.task.merge import Merge, Pending
-from django_jobqueue.task.periodic import periodic
-from django_jobqueue.task.signature import Signature
-from django_jobqueue.workflows import Batch, Workflow, WorkflowHandle, chain, chord, group, workflow
 
-if TYPE_CHECKING:
-    import uuid
-    from collections.abc import Sequence
-    from datetime import datetime
+# The names loaded on first use, each with its module.
+_LAZY: dict[str, str] = {
+    "Context": "django_jobqueue.run.context",
+    "Task": "django_jobqueue.task.definition",
+    "enqueue_many": "django_jobqueue.task.definition",
+    "task": "django_jobqueue.task.definition",
+    "enqueue": "django_jobqueue.task.enqueue",
+    "HistoryPage": "django_jobqueue.task.handle",
+    "JobHandle": "django_jobqueue.task.handle",
+    "Merge": "django_jobqueue.task.merge",
+    "Pending": "django_jobqueue.task.merge",
+    "periodic": "django_jobqueue.task.periodic",
+    "Signature": "django_jobqueue.task.signature",
+    **dict.fromkeys(
+        ["Batch", "Workflow", "WorkflowHandle", "chain", "chord", "group", "workflow"],
+        "django_jobqueue.workflows",
+    ),
+    **dict.fromkeys(
+        [
+            "cancel",
+            "cleanup",
+            "clear_limit",
+            "emit",
+            "history",
+            "job",
+            "limits",
+            "pause_queue",
+            "requeue",
+            "resume_queue",
+            "run_now",
+            "set_limit",
+            "stats",
+        ],
+        "django_jobqueue.operations",
+    ),
+}
 
-    from django_jobqueue.store.reading import HistoryFilters
-    from django_jobqueue.store.snapshot import Stats
+if TYPE_CHECKING:  # what ``_LAZY`` loads, for type checkers (a test holds the two equal)
+    from django_jobqueue.operations import (
+        cancel,
+        cleanup,
+        clear_limit,
+        emit,
+        history,
+        job,
+        limits,
+        pause_queue,
+        requeue,
+        resume_queue,
+        run_now,
+        set_limit,
+        stats,
+    )
+    from django_jobqueue.run.context import Context
+    from django_jobqueue.task.definition import Task, enqueue_many, task
+    from django_jobqueue.task.enqueue import enqueue
+    from django_jobqueue.task.handle import HistoryPage, JobHandle
+    from django_jobqueue.task.merge import Merge, Pending
+    from django_jobqueue.task.periodic import periodic
+    from django_jobqueue.task.signature import Signature
+    from django_jobqueue.workflows import (
+        Batch,
+        Workflow,
+        WorkflowHandle,
+        chain,
+        chord,
+        group,
+        workflow,
+    )
+
+
+# ``task`` names both the decorator and the subpackage that defines it. Importing the
+# subpackage (light: its own ``__init__`` is empty) binds its module to the name; drop it,
+# so that ``django_jobqueue.task`` comes through ``__getattr__`` as the decorator.
+import_module("django_jobqueue.task")
+globals().pop("task", None)
+
+
+def __getattr__(name: str) -> Any:
+    """Load a lazily exported name from its module, once."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'django_jobqueue' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 try:
     # The one source of the version is pyproject.toml; an installed copy (a wheel, or an
@@ -142,140 +222,3 @@ __all__ = [
     "task",
     "workflow",
 ]
-
-
-def emit(name: str, *, key: str = "", payload: Any = None) -> int:
-    """Send an event to the jobs waiting for it (``ctx.wait_for(name, key=key)``): it
-    joins the caller's transaction on the jobs database, as ``enqueue`` does, and is
-    kept for EVENT_RETENTION for a job that waits later; returns how many waiting jobs
-    it released. A bad name, key or payload raises ``InvalidEvent``, nothing written."""
-    from django_jobqueue.run import steps
-
-    return steps.emit(name, key=key, payload=payload)
-
-
-def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
-    """Cancel a pending job, or ask the worker running a claimed one to stop it."""
-    from django_jobqueue import store
-
-    return JobHandle(store.cancel(job_id=job_id, actor=actor))
-
-
-def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> JobHandle:
-    """Send a dead or cancelled job (a completed one with ``force=True``) back to pending."""
-    from django_jobqueue import store
-
-    return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor))
-
-
-def run_now(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
-    """Make a pending job that is scheduled for later runnable now."""
-    from django_jobqueue import store
-
-    return JobHandle(store.run_now(job_id=job_id, actor=actor))
-
-
-def pause_queue(name: str, *, actor: str = "") -> bool:
-    """Stop workers claiming from queue ``name`` (by their next turn); enqueue goes on.
-
-    Returns True if the queue was running until now.
-    """
-    from django_jobqueue import store
-
-    return store.pause_queue(queue=name, actor=actor)
-
-
-def resume_queue(name: str) -> bool:
-    """Let workers claim from queue ``name`` again; True if it was paused."""
-    from django_jobqueue import store
-
-    return store.resume_queue(queue=name)
-
-
-def job(job_id: uuid.UUID | str) -> JobHandle:
-    """A handle on an existing job (``.status``, ``.result``, ``.journal()``)."""
-    from django_jobqueue import store
-
-    return JobHandle(store.get_job(job_id=job_id))
-
-
-def history(**filters: Unpack[HistoryFilters]) -> HistoryPage:
-    """A page of jobs matching the filters, oldest first (or ``newest_first``).
-
-    Filters: ``kind`` and ``status`` (one or several), ``queue``, ``created_after``,
-    ``created_before``, ``finished_after``, ``finished_before``; paging: ``limit``
-    (default 100) and ``after`` (the previous page's ``next_cursor``). Keyset
-    pagination on (created at, id), stable while rows come and go.
-    """
-    from django_jobqueue import store
-
-    page = store.history(**filters)
-    return HistoryPage(jobs=[JobHandle(row) for row in page.jobs], next_cursor=page.next_cursor)
-
-
-def cleanup(
-    finished_before: datetime,
-    kind: str | None = None,
-    status: str | Sequence[str] | None = None,
-    *,
-    dry_run: bool = False,
-) -> int:
-    """Delete finished jobs older than ``finished_before`` in short batches; returns the count.
-
-    With ``dry_run``, only counts what would be deleted.
-    """
-    from django_jobqueue import store
-
-    return store.cleanup(finished_before=finished_before, kind=kind, status=status, dry_run=dry_run)
-
-
-def stats(window: timedelta = timedelta(hours=24)) -> Stats:
-    """A snapshot of backlog, claims, failures, workers and run statistics over ``window``:
-    a frozen ``Stats`` whose ``to_dict()`` is what ``jobqueue stats --json`` prints."""
-    from django_jobqueue import store
-
-    return store.stats(window=window)
-
-
-def set_limit(
-    kind: str,
-    *,
-    max_in_flight: int | None = UNCHANGED,
-    rate_limit: str | None = UNCHANGED,
-    actor: str = "",
-    max_in_flight_per_key: int | None = UNCHANGED,
-    rate_limit_per_key: str | None = UNCHANGED,
-    ordered: bool | None = UNCHANGED,
-    fair: bool | None = UNCHANGED,
-) -> KindLimits:
-    """Set a kind's limits at run time, its own and its per-key ones; they win over
-    ``JOBQUEUE["LIMITS"]`` and the task's options. None lifts a limit; a limit not given
-    stays as it is. Workers follow within seconds. Returns the limits now in force.
-    """
-    from django_jobqueue.task import limiting
-
-    return limiting.set_limit(
-        kind,
-        max_in_flight=max_in_flight,
-        rate_limit=rate_limit,
-        actor=actor,
-        max_in_flight_per_key=max_in_flight_per_key,
-        rate_limit_per_key=rate_limit_per_key,
-        ordered=ordered,
-        fair=fair,
-    )
-
-
-def clear_limit(kind: str) -> bool:
-    """Remove a kind's run-time limits: the settings and the task's options decide again.
-    True if it had any."""
-    from django_jobqueue.task import limiting
-
-    return limiting.clear_limit(kind)
-
-
-def limits() -> list[KindLimits]:
-    """Every kind with a global limit in force (or a run-time limit set), by kind."""
-    from django_jobqueue.task import limiting
-
-    return limiting.limits(max_age=0)

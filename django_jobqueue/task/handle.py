@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django_jobqueue import store
+from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress
 
 if TYPE_CHECKING:
@@ -31,8 +33,6 @@ class JobHandle:
 
     @property
     def job(self) -> Job:
-        from django_jobqueue.models import Job
-
         if not isinstance(self._job, Job):
             self.refresh()
         assert isinstance(self._job, Job)
@@ -86,14 +86,10 @@ class JobHandle:
         return Progress.stored(job.progress_done, job.progress_total, job.progress_note)
 
     def refresh(self) -> JobHandle:
-        from django_jobqueue import store
-
         self._job = store.get_job(job_id=self.id)
         return self
 
     def journal(self) -> list[JournalEntry]:
-        from django_jobqueue import store
-
         return store.journal(job_id=self.id)
 
     def __repr__(self) -> str:

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from django_jobqueue import conf, validation
+from django_jobqueue import conf, store, validation
 from django_jobqueue.errors import InvalidLimit
+from django_jobqueue.store import KeyRule
 from django_jobqueue.task.registry import TaskDef, registry
 from django_jobqueue.validation import Rate
 
@@ -75,8 +76,6 @@ class KindLimits:
 
     def rule(self) -> KeyRule | None:
         """The claim's per-key rule for the kind (None: it has none)."""
-        from django_jobqueue.store import KeyRule
-
         most = self.per_key.get("max_in_flight_per_key")
         ordered = bool(self.per_key.get("ordered"))
         fair = bool(self.per_key.get("fair"))
@@ -97,7 +96,6 @@ def overrides(*, max_age: float | None = REFRESH) -> dict[str, Override]:
     now = time.monotonic()
     if cached is not None and (max_age is None or now - cached[1] < max_age):
         return cached[0]
-    from django_jobqueue import store  # here, so that importing the package reads no models
 
     found = store.limit_overrides()
     _cache = (found, now)
@@ -255,7 +253,6 @@ def set_limit(
             f"({', '.join(PER_KEY)}; None lifts one), or use clear_limit()",
             kind=kind,
         )
-    from django_jobqueue import store
 
     store.set_limit(kind=kind, changes=changes, actor=actor)
     forget()
@@ -266,7 +263,6 @@ def clear_limit(kind: str) -> bool:
     """Remove ``kind``'s run-time limits (see ``django_jobqueue.clear_limit``)."""
     if not isinstance(kind, str) or not kind:
         raise InvalidLimit(f"clear_limit() takes a kind name, got {kind!r}", kind=str(kind))
-    from django_jobqueue import store
 
     cleared = store.clear_limit(kind=kind)
     forget()

@@ -11,9 +11,11 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import conf, validation
+from django_jobqueue import conf, store, validation
 from django_jobqueue.errors import InvalidOption, InvalidPayload, MergeError
 from django_jobqueue.rules.lifecycle import clamped
+from django_jobqueue.store import EnqueueRequest
+from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.task import limiting
 from django_jobqueue.task.merge import Merge, Mergeable, Pending
 from django_jobqueue.task.registry import TaskDef, registry, validate_priority, validate_queue
@@ -28,7 +30,6 @@ def depth_limit(*, own_level: bool = False) -> tuple[int, str]:
     ``MAX_JSON_DEPTH`` setting, or less where the database's JSON columns hold less
     (MariaDB: 31 levels in all, the payload's or carry's own object, ``own_level``,
     being one of them)."""
-    from django_jobqueue.store.dialects import for_alias
 
     settings = conf.get()
     setting = settings.max_json_depth
@@ -226,7 +227,6 @@ def build_request(
     """The storage layer's request for one job; a class task with a dedup key brings
     its merge decision along as a callable. ``keyed`` False: the key is not computed
     from ``payload`` (a bulk enqueue's template, each item computing its own)."""
-    from django_jobqueue.store import EnqueueRequest
 
     registry.warn_if_unseen(defn)
     dedup_key = options.dedup_key
@@ -293,7 +293,6 @@ def waiting_key(defn: TaskDef, key: str | None, dedup_key: str) -> str:
 
 def _keep(candidate: Job) -> MergePlan:
     """A function task's merge: the pending job stays as it is (a debounce moves it)."""
-    from django_jobqueue import store
 
     return store.MergePlan("keep")
 
@@ -303,8 +302,6 @@ def _merger(task: Mergeable, payload: dict[str, Any]) -> Callable[[Job], MergePl
     checked, as a plan for the storage layer (None: insert independently)."""
 
     def decide(candidate: Job) -> MergePlan | None:
-        from django_jobqueue import store
-
         kind = task.kind
         try:
             existing = registry.get(kind).instance(candidate.payload)
@@ -348,7 +345,6 @@ def _merger(task: Mergeable, payload: dict[str, Any]) -> Callable[[Job], MergePl
 
 def _merged_with(task: Mergeable, decision: Merge) -> MergePlan:
     """The plan for ``Merge.with_()``: its task and carry checked as an enqueue's are."""
-    from django_jobqueue import store
 
     kind = task.kind
     new = decision.task

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
 
-from django_jobqueue import conf, validation
+from django_jobqueue import conf, store, validation
 from django_jobqueue.errors import (
     ConfigurationError,
     InvalidArguments,
@@ -79,8 +79,6 @@ class ScheduleDef:
 
     def request(self, tick: datetime) -> EnqueueRequest:
         """The enqueue request of this schedule's job for ``tick``."""
-        from django_jobqueue import store
-
         defn = self.task()
         payload = self.payload()
         text = encode_payload(payload, kind=self.kind)
@@ -315,8 +313,6 @@ class ScheduleRow:
 def overview(*, now: datetime | None = None) -> list[ScheduleRow]:
     """Each schedule with its next run and its last tick's job (read only)."""
     from django.utils import timezone as dj_timezone
-
-    from django_jobqueue import store
 
     now = now or dj_timezone.now()
     defined = schedules()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django_jobqueue import store
 from django_jobqueue.errors import (
     EnqueueError,
 )
 from django_jobqueue.task import signalling
+from django_jobqueue.task.handle import JobHandle
 
 if TYPE_CHECKING:
     from django_jobqueue.store import EnqueueRequest
@@ -16,8 +18,6 @@ if TYPE_CHECKING:
 
 def submit(request: EnqueueRequest) -> JobHandle:
     # Imported here so that the task layer stays free of the database at import time.
-    from django_jobqueue import store
-    from django_jobqueue.task.handle import JobHandle
 
     row, disposition = store.enqueue(request)
     handle = JobHandle(row, disposition)
@@ -26,9 +26,6 @@ def submit(request: EnqueueRequest) -> JobHandle:
 
 
 def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
-    from django_jobqueue import store
-    from django_jobqueue.task.handle import JobHandle
-
     handles = [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
     signalling.enqueued(requests, handles)
     return handles

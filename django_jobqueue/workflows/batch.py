@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from django_jobqueue.errors import InvalidArguments, InvalidTransition
 from django_jobqueue.states import JoinWhen
+from django_jobqueue.store import workflows as stored
+from django_jobqueue.task import signalling
+from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.signature import Signature
 from django_jobqueue.workflows.graph import Workflow, WorkflowShape, _signatures
 
@@ -79,10 +82,6 @@ class BatchContext:
     def add(self, sig: Signature) -> JobHandle:
         """Add a member to this batch, in this run's transaction: the callbacks wait for
         it too. Only a member may add (a callback runs when none can)."""
-        from django_jobqueue.store import workflows as stored
-        from django_jobqueue.task import signalling
-        from django_jobqueue.task.handle import JobHandle
-
         if not isinstance(sig, Signature):
             raise InvalidArguments(
                 f"ctx.batch.add takes a signature (task.s(...)), not {type(sig).__name__}"
@@ -101,9 +100,6 @@ class BatchContext:
 
     def members(self, *, status: str | None = None) -> list[JobHandle]:
         """The batch's members (with ``status``, only those), oldest first."""
-        from django_jobqueue.store import workflows as stored
-        from django_jobqueue.task.handle import JobHandle
-
         return [JobHandle(job) for job in stored.members(workflow_id=self.id, status=status)]
 
     def __repr__(self) -> str:
@@ -113,7 +109,6 @@ class BatchContext:
 def batch_context(job_id: uuid.UUID, workflow_id: uuid.UUID) -> BatchContext | None:
     """``ctx.batch`` for a step: its batch's context, or None if its workflow is not a
     batch (one query, made on first use)."""
-    from django_jobqueue.store import workflows as stored
 
     found = stored.step_of_batch(job_id=job_id, workflow_id=workflow_id)
     return None if found is None else BatchContext(workflow_id, step_name=found)

@@ -23,9 +23,12 @@ from django_jobqueue.errors import (
     WorkflowCycle,
 )
 from django_jobqueue.states import JoinWhen
+from django_jobqueue.store.workflows import StepSpec, enqueue_workflow
 from django_jobqueue.task import signalling
+from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.registry import registry
 from django_jobqueue.task.signature import Signature
+from django_jobqueue.workflows.handle import WorkflowHandle
 
 if TYPE_CHECKING:
     from django_jobqueue.workflows.handle import WorkflowHandle
@@ -97,8 +100,6 @@ class Workflow:
 
     def specs(self) -> list[Any]:
         """The steps as the store writes them, after every check (see the module)."""
-        from django_jobqueue.store.workflows import StepSpec
-
         if self._empty is not None:
             raise EmptyWorkflow(self._empty)
         if not self._steps:
@@ -149,10 +150,6 @@ class Workflow:
 
     def enqueue(self) -> WorkflowHandle:
         """Write the workflow (joining the caller's transaction, like ``enqueue()``)."""
-        from django_jobqueue.store.workflows import enqueue_workflow
-        from django_jobqueue.task.handle import JobHandle
-        from django_jobqueue.workflows.handle import WorkflowHandle
-
         specs = self.specs()
         wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs)
         handles = [JobHandle(row, "inserted") for row in rows]

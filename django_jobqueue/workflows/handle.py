@@ -7,7 +7,9 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from django_jobqueue import store
 from django_jobqueue.errors import WorkflowNotFound
+from django_jobqueue.store import workflows as stored
 from django_jobqueue.task.handle import JobHandle
 
 if TYPE_CHECKING:
@@ -61,8 +63,6 @@ class WorkflowHandle:
     @property
     def steps(self) -> dict[str, JobHandle]:
         """Step name -> its job (read on first use, and again after ``refresh()``)."""
-        from django_jobqueue.store import workflows as stored
-
         if self._steps is None:
             self._steps = {
                 job.step_name or str(job.id): JobHandle(job)
@@ -71,8 +71,6 @@ class WorkflowHandle:
         return self._steps
 
     def refresh(self) -> WorkflowHandle:
-        from django_jobqueue.store import workflows as stored
-
         found = stored.get_workflow(workflow_id=self.id)
         if found is None:
             raise WorkflowNotFound(f"No workflow with id {self.id}", workflow_id=self.id)
@@ -83,15 +81,11 @@ class WorkflowHandle:
     def cancel(self, *, actor: str = "") -> WorkflowHandle:
         """Cancel every step that has not finished (a running one cooperatively, as
         ``cancel()`` does); the workflow ends ``cancelled``."""
-        from django_jobqueue import store
-
         store.cancel_workflow(workflow_id=self.id, actor=actor)
         return self.refresh()
 
     def retry_dead(self, *, actor: str = "") -> WorkflowHandle:
         """Requeue every dead step, re-arming the steps their deaths cancelled."""
-        from django_jobqueue import store
-
         store.retry_dead_steps(workflow_id=self.id, actor=actor)
         return self.refresh()
 
@@ -101,8 +95,6 @@ class WorkflowHandle:
 
 def workflow(workflow_id: uuid.UUID | str) -> WorkflowHandle:
     """The workflow with this id (``WorkflowNotFound`` if there is none)."""
-    from django_jobqueue import store
-    from django_jobqueue.store import workflows as stored
 
     try:
         key = store.as_uuid(workflow_id)

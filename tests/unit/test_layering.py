@@ -166,7 +166,7 @@ LAYERS: list[set[str]] = [
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)
-    {"", "apps", "testing", "management", "admin", "backend", "checks", "metrics"},
+    {"", "apps", "operations", "testing", "management", "admin", "backend", "checks", "metrics"},
 ]
 
 
@@ -209,7 +209,7 @@ PACKAGES: list[set[str]] = [
     {"task", "workflows"},
     {"run"},
     {"worker"},
-    {"", "apps", "testing", "management", "admin", "backend", "checks", "metrics"},
+    {"", "apps", "operations", "testing", "management", "admin", "backend", "checks", "metrics"},
 ]
 
 # Imports from a lower package to a higher one, each type-only (under TYPE_CHECKING)

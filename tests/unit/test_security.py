@@ -24,6 +24,14 @@ FORBIDDEN = re.compile(
 )
 
 
+# The one place that imports by name, and why it reads no name from data: the package's
+# PEP 562 loader imports a module of its own fixed table (``_LAZY``), for a public name.
+ALLOWED = {
+    "django_jobqueue/__init__.py: from importlib",
+    "django_jobqueue/__init__.py: import_module(",
+}
+
+
 def test_the_package_never_unpickles_or_imports_a_name_it_reads() -> None:
     sources = list(PACKAGE.rglob("*.py"))
     assert len(sources) > 20
@@ -32,7 +40,7 @@ def test_the_package_never_unpickles_or_imports_a_name_it_reads() -> None:
         for path in sources
         for match in FORBIDDEN.finditer(path.read_text(encoding="utf-8"))
     ]
-    assert found == []
+    assert [f for f in found if f not in ALLOWED] == []
 
 
 def test_the_forbidden_pattern_does_catch_what_it_is_for() -> None:
