@@ -65,8 +65,18 @@ def events() -> QuerySet[Event]:
 
 def records(*, job_id: uuid.UUID) -> list[Any]:
     """The job's recorded steps, oldest first (what readers show; empty for none)."""
-    rows = StepRecord.objects.using(sql.alias()).filter(job_id=job_id).order_by("id")
-    return list(rows.values_list("record", flat=True))
+    return [record for record, _ in _read(job_id)]
+
+
+def _read(job_id: uuid.UUID) -> list[tuple[Any, int]]:
+    """Each record, decoded (one that cannot be, as ``validation.Undecodable``), with its
+    size, oldest first. A raw read: a replay reads every record before the step it is
+    at, and the ORM's conversion of each row cost more than the database's reading."""
+    d = sql.dialect()
+    rows = d.run(
+        f"SELECT record, size FROM {RECORDS} WHERE job_id = %s ORDER BY id", [d.job_id(job_id)]
+    )
+    return [(sql.loads(text), size) for text, size in rows]
 
 
 def load(*, job_id: uuid.UUID) -> Book | None:
@@ -74,16 +84,7 @@ def load(*, job_id: uuid.UUID) -> Book | None:
     row = sql.jobs().filter(id=job_id).values_list(*_WAIT_COLUMNS).first()
     if row is None:
         return None
-    # A raw read: a replay reads every record before the step it is at, and the ORM's
-    # conversion of each row cost more than the database's reading of it.
-    d = sql.dialect()
-    pairs = [
-        (sql.loads(text), size)
-        for text, size in d.run(
-            f"SELECT record, size FROM {RECORDS} WHERE job_id = %s ORDER BY id",
-            [d.job_id(job_id)],
-        )
-    ]
+    pairs = _read(job_id)
     parked, wake_at, wait_name, wait_key, delivered, visible_at = row
     book = Book(
         steps=[r for r, _ in pairs],
