@@ -198,19 +198,10 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 # The packages' order, lowest first: the structure drawing's floors. A module's package
 # is its first name under django_jobqueue (a top-level module is its own). LAYERS
-# places modules; this places whole packages, so that no arrow between two packages
-# runs back up, except the type-only ones named in TYPE_ONLY_UP.
-PACKAGES: list[set[str]] = [
-    {"states", "errors", "validation", "ids", "formatting", "progress", "tracing", "signals"},
-    {"rules"},
-    {"conf", "redaction"},
-    {"models"},
-    {"store"},
-    {"task", "workflows"},
-    {"run"},
-    {"worker"},
-    {"", "apps", "operations", "testing", "management", "admin", "backend", "checks", "metrics"},
-]
+# places modules, a dotted name placing one module below its package's floor; its
+# undotted names place whole packages, so that no arrow between two packages runs back
+# up, except the type-only ones named in TYPE_ONLY_UP.
+PACKAGES: list[set[str]] = [{name for name in layer if "." not in name} for layer in LAYERS]
 
 # Imports from a lower package to a higher one, each type-only (under TYPE_CHECKING)
 # and each with its reason.
