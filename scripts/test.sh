@@ -6,18 +6,13 @@
 # PostgreSQL comes from DATABASE_URL (default: the local server, user postgres);
 # MariaDB/MySQL from MYSQL_DATABASE_URL (default: the local server, user root).
 #
-# The legs run in five lanes at once (most of a leg's time is spent waiting: on
-# runworker children, on the database, on a lease or a poll running out), each lane
-# one leg after another, every leg on databases of its own:
-#   1. pytest on PostgreSQL (the whole suite, itself in four parts at once);
-#   2. SQLite;
-#   3. MariaDB/MySQL;
-#   4. the Django 6 virtualenv, then the Django 6 legs on PostgreSQL (the database name
-#      plus "_django6") and on SQLite (a file of its own);
-#   5. ruff, mypy and the migrations check, then the benchmark's short form.
-# Each leg writes its own log; when all are done the logs are printed in the order
-# above, each whole, and the script fails if any leg failed, naming it. LANES=1 runs
-# the legs one after another instead, printing as they go.
+# The suite is cut into units (a few minutes each, one pytest process or one check,
+# every one on databases of its own), and as many run at once as the machine has cores
+# (SLOTS), each slot taking the next unit from one queue: never more heavy processes
+# than cores, so the timing-sensitive tests never meet an oversubscribed machine. Each
+# unit writes its own log; when all are done the logs are printed in order, each whole,
+# and the script fails if any unit failed, naming it. SLOTS=1 runs the units one after
+# another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -43,59 +38,52 @@ suffixed() {
   python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path=p.path + sys.argv[2])))' "$1" "$2"
 }
 
-# The PostgreSQL leg in four parts at once, each on databases of its own (most of their
-# time is spent waiting on children, leases, polls and the server, not on the CPUs):
-# - the in-process tiers in two pytest-xdist workers, a module to a worker (--dist
-#   loadfile keeps a module's shared fixtures, like the plan tests' big table, built
-#   once); the runworker and command children a few of them start point at their
-#   worker's own test database;
-# - three processes for the tiers of processes, faults and timing, each tier whole in
-#   one, balanced by their durations: the fault campaigns and the browser; the real
-#   concurrency tier, PgBouncer and the durable steps (runworker children and their chaos
-#   campaign's CI form); the admin on 500,000 jobs and the big
-#   cleanup (the two heaviest writers, kept apart from the soak's latency figures).
+# The PostgreSQL tiers, in five units (each one pytest process on databases of its own,
+# see "the units" below), grouped so that each unit is a few minutes and the tiers that
+# start processes or wait on timers stay together:
+# - the database tier (tests/db, less its big cleanup);
+# - the other in-process tiers;
+# - the fault campaigns and the browser;
+# - the real concurrency tier, PgBouncer, the durable steps and the per-key fairness
+#   (runworker children and their chaos campaign's CI form);
+# - the admin on 500,000 jobs and the big cleanup (the two heaviest writers).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
-# tier that starts processes or waits on timers belongs in one of the other parts' lists.
-INPROCESS=(tests/unit tests/db tests/workflows tests/admin tests/security tests/model tests/fuzz
+# tier that starts processes or waits on timers belongs in one of the other units.
+INPROCESS=(tests/unit tests/workflows tests/admin tests/security tests/model tests/fuzz
   tests/conformance testproject)
 FAULTS=(tests/chaos tests/browser)
 CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_a_big_cleanup_never_makes_a_busy_worker_wait_on_a_lock
 HEAVY=(tests/scale "$BIG_CLEANUP")
-leg_postgres() {
-  local tier
+leg_pg_db() {
+  echo "== pytest (PostgreSQL: tests/db)"
+  pytest tests/db --deselect "$BIG_CLEANUP" "$@"
+}
+leg_pg_rest() {
+  local tier inprocess=("${INPROCESS[@]}")
   for tier in tests/*/; do
     tier="${tier%/}"
     compgen -G "$tier/test_*.py" >/dev/null || continue
-    case " ${INPROCESS[*]} ${FAULTS[*]} ${CONCURRENCY[*]} ${HEAVY[*]} " in
+    case " tests/db ${INPROCESS[*]} ${FAULTS[*]} ${CONCURRENCY[*]} ${HEAVY[*]} " in
       *" $tier "*) ;;
-      *) echo "== $tier is in no part's list (scripts/test.sh): run with the in-process tiers"
-        INPROCESS+=("$tier") ;;
+      *) echo "== $tier is in no unit's list (scripts/test.sh): run with the in-process tiers"
+        inprocess+=("$tier") ;;
     esac
   done
-  echo "== pytest (PostgreSQL)"
-  local pids=() part status=0
-  pytest -n 2 --dist loadfile "${INPROCESS[@]}" --deselect "$BIG_CLEANUP" "$@" \
-    >"$LOGS/postgres-inprocess.log" 2>&1 &
-  pids+=($!)
-  pytest "${FAULTS[@]}" "$@" >"$LOGS/postgres-faults.log" 2>&1 &
-  pids+=($!)
-  DATABASE_URL="$(suffixed "$DATABASE_URL" _concurrency)" pytest "${CONCURRENCY[@]}" "$@" \
-    >"$LOGS/postgres-concurrency.log" 2>&1 &
-  pids+=($!)
-  DATABASE_URL="$(suffixed "$DATABASE_URL" _heavy)" pytest "${HEAVY[@]}" "$@" \
-    >"$LOGS/postgres-heavy.log" 2>&1 &
-  pids+=($!)
-  for part in "${pids[@]}"; do wait "$part" || status=1; done
-  echo "== pytest (PostgreSQL, in-process tiers in two xdist workers: ${INPROCESS[*]})"
-  cat "$LOGS/postgres-inprocess.log"
-  echo "== pytest (PostgreSQL, faults: ${FAULTS[*]})"
-  cat "$LOGS/postgres-faults.log"
-  echo "== pytest (PostgreSQL, concurrency: ${CONCURRENCY[*]})"
-  cat "$LOGS/postgres-concurrency.log"
-  echo "== pytest (PostgreSQL, heavy: ${HEAVY[*]})"
-  cat "$LOGS/postgres-heavy.log"
-  return $status
+  echo "== pytest (PostgreSQL: ${inprocess[*]})"
+  pytest "${inprocess[@]}" "$@"
+}
+leg_pg_faults() {
+  echo "== pytest (PostgreSQL: ${FAULTS[*]})"
+  pytest "${FAULTS[@]}" "$@"
+}
+leg_pg_concurrency() {
+  echo "== pytest (PostgreSQL: ${CONCURRENCY[*]})"
+  pytest "${CONCURRENCY[@]}" "$@"
+}
+leg_pg_heavy() {
+  echo "== pytest (PostgreSQL: ${HEAVY[*]})"
+  pytest "${HEAVY[@]}" "$@"
 }
 
 # The security tier's role matrix, CSRF and redirect checks ask Django's permissions,
@@ -109,13 +97,15 @@ SECURITY_ANY_DATABASE=(tests/security/test_roles.py tests/security/test_csrf.py
   tests/security/test_redirects.py tests/security/test_coverage.py)
 SECURITY_EACH_DATABASE=(tests/security/test_control_characters.py tests/security/test_injection.py tests/security/test_xss.py
   tests/security/test_redaction.py)
-leg_sqlite() {
-  echo "== pytest (SQLite)"
-  local ignore=() module
+leg_sqlite_db() {
+  echo "== pytest (SQLite: tests/db)"
+  pytest -m sqlite tests/db "$@"
+}
+leg_sqlite_rest() {
+  echo "== pytest (SQLite: the other tiers' tests marked sqlite)"
+  local ignore=(--ignore tests/db) module
   for module in "${SECURITY_ANY_DATABASE[@]}"; do ignore+=(--ignore "$module"); done
-  # Two xdist workers, a module to each, each on a database file of its own.
-  DATABASE_URL="sqlite:///unused.sqlite3" pytest -n 2 --dist loadfile -m sqlite "${ignore[@]}" "$@"
-  leg_wheel
+  pytest -m sqlite "${ignore[@]}" "$@"
 }
 
 # The package as users get it: build the sdist and the wheel (python -m build), check
@@ -123,8 +113,7 @@ leg_sqlite() {
 # and from there, outside the checkout (so nothing imports its sources): the wheel's
 # package data (templates, migrations, py.typed) present, __version__ its metadata's,
 # then the demo (migrate, enqueue the example jobs, a worker until they settle) and a
-# smoke test of one job of our own, on SQLite. Self-contained: called at the end of the
-# SQLite leg.
+# smoke test of one job of our own, on SQLite. A unit of its own.
 leg_wheel() {
   echo "== wheel (python -m build, twine check, the wheel alone in a fresh virtualenv)"
   local work
@@ -192,9 +181,8 @@ EOF_ONE
 # four runworker processes draining 2,000 jobs, a SIGKILLed worker's job recovered, and a
 # runworker's live progress read while its jobs run.
 # An unreachable server fails the leg here, saying so, rather than skipping it.
-leg_mysql() {
-  echo "== pytest (MariaDB/MySQL: database, admin and security tiers, drain and crash recovery)"
-  DATABASE_URL="$MYSQL_DATABASE_URL" python -c '
+mysql_reachable() {
+  python -c '
 import os, sys
 import dj_database_url, MySQLdb
 s = dj_database_url.parse(os.environ["DATABASE_URL"])
@@ -204,15 +192,23 @@ try:
 except Exception as exc:
     sys.exit(f"== FAILED: MariaDB/MySQL is not reachable at MYSQL_DATABASE_URL: {exc}")
 '
-  # Two xdist workers, a module to each, on test databases of their own (the drain's and
-  # the crash recovery's runworker children point at their worker's).
-  DATABASE_URL="$MYSQL_DATABASE_URL" pytest -n 2 --dist loadfile tests/conformance tests/db tests/workflows tests/admin \
-    tests/steps "${SECURITY_EACH_DATABASE[@]}" tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py \
-    tests/concurrency/test_progress.py tests/fairness "$@"
+}
+MYSQL_REST=(tests/conformance tests/workflows tests/admin tests/steps "${SECURITY_EACH_DATABASE[@]}"
+  tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py
+  tests/concurrency/test_progress.py tests/fairness)
+leg_mysql_db() {
+  echo "== pytest (MariaDB/MySQL: tests/db)"
+  mysql_reachable
+  pytest tests/db "$@"
+}
+leg_mysql_rest() {
+  echo "== pytest (MariaDB/MySQL: ${MYSQL_REST[*]})"
+  mysql_reachable
+  pytest "${MYSQL_REST[@]}" "$@"
 }
 
 # The benchmark's short form (about a minute), so it never rots: it fails only when a
-# measure cannot run, never on speed (it shares the machine with the other lanes, so its
+# measure cannot run, never on speed (it shares the machine with another unit, so its
 # figures are not ones to compare). BENCH=0 skips it.
 leg_bench() {
   if [ "${BENCH:-1}" = "0" ]; then
@@ -247,7 +243,7 @@ DJANGO6_POSTGRES=(tests/unit tests/admin tests/db/test_django_tasks_backend.py
 # each of those run, the dialect's conformance tests first, and the workflows' joins.
 # The rest of the database tier's SQLite tests (commands, health, signals, metrics, logs,
 # periodic schedules, progress, the testing kit: our code above the store) ran under
-# Django 5.2 in the SQLite leg; here they cost three minutes of this lane, mostly in
+# Django 5.2 in the SQLite leg; here they cost three minutes of a unit, mostly in
 # waits for worker threads, for no call into Django that the modules below do not make.
 DJANGO6_SQLITE=(tests/db/test_dialect_storage.py tests/db/test_dialect_claiming.py
   tests/db/test_claim.py tests/db/test_lifecycle.py tests/db/test_atomic.py
@@ -255,34 +251,52 @@ DJANGO6_SQLITE=(tests/db/test_dialect_storage.py tests/db/test_dialect_claiming.
   tests/db/test_stats.py tests/db/test_history.py tests/db/test_cancel_requeue.py
   tests/workflows/test_joins.py tests/workflows/test_chord_write.py
   tests/workflows/test_batches.py)
-leg_django6() {
-  # With the mysql extra: the unit tier imports MySQLdb (its driver's error classes); by
-  # now the main install has seen to mysqlclient's build dependencies.
-  "$VENV6/bin/python" -m pip install --quiet -e ".[dev,mysql]" "django>=6.1,<7"
-  local url6
-  url6="$(suffixed "$DATABASE_URL" _django6)"
+# The Django 6 virtualenv gets the package (its requirements were installed at the
+# start); the first Django 6 unit to start does it, under a lock, the other waits.
+django6_package() {
+  (
+    flock 9
+    if [ ! -e "$LOGS/django6-package" ]; then
+      # With the mysql extra: the unit tier imports MySQLdb (its driver's error classes);
+      # by now the main install has seen to mysqlclient's build dependencies.
+      "$VENV6/bin/python" -m pip install --quiet -e ".[dev,mysql]" "django>=6.1,<7"
+      touch "$LOGS/django6-package"
+    fi
+  ) 9>"$LOGS/django6-package.lock"
+}
+leg_django6_postgres() {
+  django6_package
   echo "== migrations up to date (Django $("$VENV6/bin/python" -c 'import django; print(django.get_version())'))"
   DATABASE_URL="sqlite:///unused.sqlite3" DJANGO_SETTINGS_MODULE=tests.settings "$VENV6/bin/python" -m django makemigrations --check --dry-run
   echo "== pytest (Django 6, PostgreSQL: unit tier, admin, Django Tasks backend and workers, checks, example project)"
   local ignore=() module
   for module in "${DJANGO6_SOURCE_ONLY[@]}"; do ignore+=(--ignore "$module"); done
-  DATABASE_URL="$url6" "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "${ignore[@]}" "$@"
-  # The store on SQLite under Django 6 (the unit tier ran just above).
+  "$VENV6/bin/python" -m pytest "${DJANGO6_POSTGRES[@]}" "${ignore[@]}" "$@"
+}
+leg_django6_sqlite() {
+  django6_package
   echo "== pytest (Django 6, SQLite: the store through the ORM: ${DJANGO6_SQLITE[*]})"
-  DATABASE_URL="sqlite:///unused.sqlite3" SQLITE_TEST_PATH="$LOGS/django6.sqlite3" \
-    "$VENV6/bin/python" -m pytest -m sqlite "${DJANGO6_SQLITE[@]}" "$@"
+  "$VENV6/bin/python" -m pytest -m sqlite "${DJANGO6_SQLITE[@]}" "$@"
 }
 
 
-# "test.sh --leg NAME [pytest args]": one leg, in a process of its own (so that set -e
+# "test.sh --leg NAME [pytest args]": one unit, in a process of its own (so that set -e
 # holds in it: bash ignores it inside a function whose status is being tested), with
-# the environment the full run set up.
+# the environment the full run set up and databases of its own: PostgreSQL's and
+# MariaDB's names suffixed with the unit's name (pytest-django creates "test_" + the
+# name), SQLite's test file in the logs' directory.
 if [ "${1:-}" = "--leg" ]; then
   leg="$2"
   shift 2
-  # On the way out, the CPU the leg's processes took (user, system; its children's
-  # included): the lanes share two cores, so a leg's wall time says less of its cost.
-  trap 'echo "== leg $leg CPU (user, system: the shell, then its children)"; times' EXIT
+  case "$leg" in
+    mysql_*) DATABASE_URL="$(suffixed "$MYSQL_DATABASE_URL" "_$leg")" ;;
+    sqlite_*|django6_sqlite) DATABASE_URL="sqlite:///unused.sqlite3" ;;
+    *) DATABASE_URL="$(suffixed "$DATABASE_URL" "_$leg")" ;;
+  esac
+  export DATABASE_URL SQLITE_TEST_PATH="$LOGS/$leg.sqlite3"
+  # On the way out, the CPU the unit's processes took (user, system; its children's
+  # included).
+  trap 'echo "== unit $leg CPU (user, system: the shell, then its children)"; times' EXIT
   "leg_$leg" "$@"
   exit
 fi
@@ -322,15 +336,20 @@ print("\n".join([*project["dependencies"], *(r for e in sys.argv[1:] for r in ex
 EOF
 }
 # The Django 6 virtualenv's requirements install while the main one does (the package
-# itself joins later: two editable installs of one checkout at once would race on its
-# egg-info).
+# itself joins later, in the first Django 6 unit: two editable installs of one checkout
+# at once would race on its egg-info). It leaves a file saying how it went.
 (
-  [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
-  "$VENV6/bin/python" -m pip install --quiet --upgrade pip
-  requirements dev >"$LOGS/django6-requirements.txt"
-  "$VENV6/bin/python" -m pip install --quiet -r "$LOGS/django6-requirements.txt" "django>=6.1,<7"
-) >"$LOGS/django6-install.log" 2>&1 &
-DJANGO6_INSTALL=$!
+  if {
+    [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
+    "$VENV6/bin/python" -m pip install --quiet --upgrade pip
+    requirements dev >"$LOGS/django6-requirements.txt"
+    "$VENV6/bin/python" -m pip install --quiet -r "$LOGS/django6-requirements.txt" "django>=6.1,<7"
+  } >"$LOGS/django6-install.log" 2>&1; then
+    touch "$LOGS/django6-installed"
+  else
+    touch "$LOGS/django6-install-failed"
+  fi
+) &
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
@@ -382,60 +401,69 @@ echo "== installed in $((SECONDS - STARTED)) s; legs' logs in $LOGS"
 
 # --- running them ----------------------------------------------------------------------
 
-FAILED=()
-# Runs one leg into its log; says how it went and how long it took.
-run_leg() {
-  local name="$1" started=$SECONDS
-  shift
-  if bash "$SELF" --leg "$name" "$@" >"$LOGS/$name.log" 2>&1; then
-    echo "== leg $name: ok in $((SECONDS - started)) s"
-  else
-    echo "== leg $name: FAILED in $((SECONDS - started)) s" | tee -a "$LOGS/$name.log"
-    touch "$LOGS/$name.failed"
-    return 1
-  fi
-}
-# A lane: its legs in turn, every one run even after one failed (their logs are all shown).
-lane() {
-  local status=0 leg
-  for leg in "$@"; do
-    run_leg "$leg" "${ARGS[@]}" || status=1
-  done
-  return $status
-}
-# The Django 6 virtualenv's requirements, installing since the start: waited for by
-# this shell, whose child the install is, before the Django 6 lane starts.
-django6_installed() {
-  if ! wait "$DJANGO6_INSTALL"; then
-    { echo "== installing the Django 6 virtualenv failed"; cat "$LOGS/django6-install.log"
-      echo "== leg django6: FAILED"; } >"$LOGS/django6.log"
-    touch "$LOGS/django6.failed"
-    return 1
-  fi
-}
+# --- the units, from one queue, in as many slots as cores ------------------------------
+# Every unit is one pytest process (or one check), and SLOTS of them (default: the
+# machine's cores) run at once, each taking the next unit from one queue, longest first,
+# until none is left: never more heavy processes at once than cores, so no test meets an
+# oversubscribed machine (its children, runworker processes and the database server
+# share the cores with it, as they would on a developer's machine). SLOTS=1 runs the
+# units one after another. Each unit writes its own log; when all are done the logs are
+# printed in the order below, each whole, and the script fails if any unit failed,
+# naming it.
+UNITS=(pg_concurrency pg_faults mysql_rest pg_db mysql_db pg_rest sqlite_db pg_heavy
+  django6_postgres sqlite_rest django6_sqlite wheel bench checks)
+SLOTS="${SLOTS:-$(nproc)}"
 ARGS=("$@")
-LEGS=(postgres sqlite mysql django6 checks bench)
 
-if [ "${LANES:-5}" = "1" ]; then
-  for leg in "${LEGS[@]}"; do
-    if [ "$leg" != django6 ] || django6_installed; then run_leg "$leg" "${ARGS[@]}" || true; fi
-    cat "$LOGS/$leg.log"
+# Runs one unit into its log; says how it went and how long it took.
+run_unit() {
+  local name="$1" started=$SECONDS
+  if bash "$SELF" --leg "$name" "${ARGS[@]}" >"$LOGS/$name.log" 2>&1; then
+    echo "== unit $name: ok in $((SECONDS - started)) s"
+  else
+    echo "== unit $name: FAILED in $((SECONDS - started)) s" | tee -a "$LOGS/$name.log"
+    touch "$LOGS/$name.failed"
+  fi
+}
+# The Django 6 units wait for their virtualenv's requirements, installing since the start.
+django6_ready() {
+  while [ ! -e "$LOGS/django6-installed" ] && [ ! -e "$LOGS/django6-install-failed" ]; do sleep 1; done
+  [ -e "$LOGS/django6-installed" ] && return 0
+  { echo "== installing the Django 6 virtualenv failed"; cat "$LOGS/django6-install.log"; } >"$LOGS/$1.log"
+  echo "== unit $1: FAILED" | tee -a "$LOGS/$1.log"
+  touch "$LOGS/$1.failed"
+  return 1
+}
+printf '%s\n' "${UNITS[@]}" >"$LOGS/queue"
+# The next unit off the queue (nothing when it is empty), one slot at a time.
+next_unit() {
+  (
+    flock 9
+    head -n 1 "$LOGS/queue"
+    sed -i 1d "$LOGS/queue"
+  ) 9>"$LOGS/queue.lock"
+}
+slot() {
+  local unit
+  while unit="$(next_unit)" && [ -n "$unit" ]; do
+    case "$unit" in django6_*) django6_ready "$unit" || continue ;; esac
+    run_unit "$unit"
   done
-else
-  lane postgres & LANE1=$!
-  lane sqlite & LANE2=$!
-  lane mysql & LANE3=$!
-  lane checks bench & LANE5=$!
-  LANE4=
-  if django6_installed; then lane django6 & LANE4=$!; fi
-  for pid in $LANE1 $LANE2 $LANE3 $LANE4 $LANE5; do wait "$pid" || true; done
-  for leg in "${LEGS[@]}"; do cat "$LOGS/$leg.log"; done
-fi
-for leg in "${LEGS[@]}"; do
-  if [ -e "$LOGS/$leg.failed" ]; then FAILED+=("$leg"); fi
+}
+echo "== $((${#UNITS[@]})) units in $SLOTS slots"
+pids=()
+for _ in $(seq 1 "$SLOTS"); do
+  slot &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+FAILED=()
+for unit in "${UNITS[@]}"; do
+  cat "$LOGS/$unit.log"
+  if [ -e "$LOGS/$unit.failed" ]; then FAILED+=("$unit"); fi
 done
 echo "== browser screenshots: $SCREENSHOTS_DIR"
-echo "== all legs done in $((SECONDS - STARTED)) s"
+echo "== all units done in $((SECONDS - STARTED)) s"
 if [ ${#FAILED[@]} -gt 0 ]; then
   echo "== FAILED: ${FAILED[*]} (logs in $LOGS)" >&2
   exit 1
