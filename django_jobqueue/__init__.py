@@ -54,9 +54,9 @@ from django_jobqueue.states import Outcome, Priority, Status
 # The names loaded on first use, each with its module.
 _LAZY: dict[str, str] = {
     "Context": "django_jobqueue.run.context",
-    "Task": "django_jobqueue.task.definition",
-    "enqueue_many": "django_jobqueue.task.definition",
-    "task": "django_jobqueue.task.definition",
+    "Task": "django_jobqueue.task.classes",
+    "enqueue_many": "django_jobqueue.task.classes",
+    "task": "django_jobqueue.task.functions",
     "enqueue": "django_jobqueue.task.enqueue",
     "HistoryPage": "django_jobqueue.task.handle",
     "JobHandle": "django_jobqueue.task.handle",
@@ -105,8 +105,9 @@ if TYPE_CHECKING:  # what ``_LAZY`` loads, for type checkers (a test holds the t
         stats,
     )
     from django_jobqueue.run.context import Context
-    from django_jobqueue.task.definition import Task, enqueue_many, task
+    from django_jobqueue.task.classes import Task, enqueue_many
     from django_jobqueue.task.enqueue import enqueue
+    from django_jobqueue.task.functions import task
     from django_jobqueue.task.handle import HistoryPage, JobHandle
     from django_jobqueue.task.merge import Merge, Pending
     from django_jobqueue.task.periodic import periodic

@@ -28,7 +28,8 @@ from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.states import Status
 from django_jobqueue.task import signalling
-from django_jobqueue.task.definition import FunctionTask, Task
+from django_jobqueue.task.classes import Task
+from django_jobqueue.task.functions import FunctionTask
 from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.registry import registry
 from django_jobqueue.workflows import WorkflowHandle, workflow

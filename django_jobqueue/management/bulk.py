@@ -1,15 +1,16 @@
-"""``jobqueue cancel|requeue`` by filter: a count first (nothing done without
-``--yes``), then the matching jobs a page at a time, each through the store's own
-``cancel`` or ``requeue``, so every job is locked, checked and journalled exactly as
-when it is named by id. And ``jobqueue list --ids`` and ``--json``.
+"""How ``jobqueue cancel`` and ``requeue`` select jobs: by id, each reported on its
+own; or by filter, a count first (nothing done without ``--yes``), then the matching
+jobs a page at a time. Either way each job goes through the store's own ``cancel`` or
+``requeue``, so every job is locked, checked and journalled exactly as when it is
+named by id.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import uuid
-from collections.abc import Callable, Iterator
+from argparse import ArgumentParser
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from django.utils import timezone
 from django_jobqueue import store
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.formatting import fmt_age
-from django_jobqueue.management.report import json_default
+from django_jobqueue.management.arguments import kind_name, parse_duration, parse_job_id, queue_name
 from django_jobqueue.models import Job, Status
 from django_jobqueue.task.registry import registry
 
@@ -160,30 +161,57 @@ def run(verb: str, options: dict[str, Any], act: Callable[..., Job], command: Ba
     return True
 
 
-# --- list --ids / --json ------------------------------------------------------------------
-
-
-def job_json(job: Job) -> dict[str, Any]:
-    """A job's fields for ``list --json`` (never its payload, carry or result: a list
-    is for finding jobs; ``show`` redacts and prints those)."""
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "queue": job.queue,
-        "status": job.status,
-        "priority": job.priority,
-        "runs": job.run_count,
-        "failures": job.failure_count,
-        "created_at": job.created_at,
-        "visible_at": job.visible_at,
-        "finished_at": job.finished_at,
-        "cancel_requested": job.cancel_requested,
-    }
-
-
-def page_json(page: store.Page) -> str:
-    return json.dumps(
-        {"jobs": [job_json(job) for job in page.jobs], "next_cursor": page.next_cursor},
-        default=json_default,
-        indent=2,
+def arguments(p: ArgumentParser, *, verb: str, force: bool = False) -> None:
+    """Ids, or the filters that select jobs in bulk (the statuses ``verb`` may select)."""
+    p.add_argument("job_ids", type=parse_job_id, nargs="*", metavar="ID")
+    if force:
+        p.add_argument(
+            "--force", action="store_true", help="Also requeue completed jobs (runs them again)."
+        )
+    p.add_argument(
+        "--kind", action="append", type=kind_name, default=[], help="Only this kind (repeatable)."
     )
+    p.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=list(STATUSES[verb]),
+        help=f"Only this status (repeatable; default {', '.join(DEFAULT_STATUSES[verb])}).",
+    )
+    p.add_argument("--queue", type=queue_name, help="Only this queue.")
+    p.add_argument(
+        "--older-than",
+        type=parse_duration,
+        metavar="AGE",
+        help="Only jobs created more than AGE ago (7d, 12h, 30m).",
+    )
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="Act on every job the filters match (without it: only count them).",
+    )
+
+
+def each(
+    command: BaseCommand,
+    job_ids: Sequence[uuid.UUID],
+    act: Callable[[uuid.UUID], str],
+    verb: str,
+) -> None:
+    """Act on every id; report each failure and exit non-zero if there was any."""
+    failed: list[str] = []
+    for job_id in job_ids:
+        try:
+            message = act(job_id)
+        except JobNotFound:
+            failed.append(str(job_id))
+            command.stderr.write(f"{job_id}: no such job")
+        except InvalidTransition as exc:
+            failed.append(str(job_id))
+            command.stderr.write(f"{job_id}: {exc}")
+        else:
+            command.stdout.write(message)
+    if failed:
+        raise CommandError(
+            f"could not {verb} {len(failed)} of {len(job_ids)} job(s): {', '.join(failed)}"
+        )

@@ -1,11 +1,13 @@
-"""enqueue() and enqueue_many(): a task instance, a @task function or a kind by name, submitted."""
+"""enqueue(): a task instance, a @task function or a kind by name, submitted (many at
+once: ``enqueue_many`` beside the class tasks, ``fn.enqueue_many`` on a function task)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from django_jobqueue.errors import InvalidArguments, UnknownKind
-from django_jobqueue.task.definition import ClassTask, FunctionTask, Task
+from django_jobqueue.task.classes import ClassTask, Task
+from django_jobqueue.task.functions import FunctionTask
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:

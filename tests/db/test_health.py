@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 import django_jobqueue
-from django_jobqueue.management.commands.jobqueue import UNSERVED_EXIT
+from django_jobqueue.management.subcommands.health import UNSERVED_EXIT
 from django_jobqueue.models import Job, WorkerHeartbeat
 from django_jobqueue.task.registry import registry
 from tests.concurrency.procs import database_url

@@ -20,7 +20,7 @@ from django_jobqueue.rules.control import RetryAfter
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import decide, execute
 from django_jobqueue.store import Claimed
-from django_jobqueue.task.definition import task
+from django_jobqueue.task.functions import task
 from django_jobqueue.task.registry import TaskDef, registry
 from tests.djtasks import tasks
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import django_jobqueue
-from django_jobqueue.task import definition
+from django_jobqueue.task import functions
 
 INIT = Path(django_jobqueue.__file__)
 
@@ -36,10 +36,10 @@ def test_the_lazy_table_and_the_type_checkers_imports_name_the_same_things() -> 
 
 
 def test_task_is_the_decorator_after_its_subpackage_is_imported() -> None:
-    assert django_jobqueue.task is definition.task
+    assert django_jobqueue.task is functions.task
     from django_jobqueue import task
 
-    assert task is definition.task
+    assert task is functions.task
 
 
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
@@ -54,7 +54,8 @@ def test_importing_the_package_imports_no_store_and_no_model() -> None:
         "import sys, django_jobqueue\n"
         "from django_jobqueue import Priority, Status, JobQueueError\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(('django_jobqueue.store',"
-        " 'django_jobqueue.models', 'django_jobqueue.task.definition')))\n"
+        " 'django_jobqueue.models', 'django_jobqueue.task.functions',"
+        " 'django_jobqueue.task.classes')))\n"
         "print(heavy)\n"
     )
     done = subprocess.run(

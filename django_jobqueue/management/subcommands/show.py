@@ -5,22 +5,30 @@ with its control characters escaped, never raw to the operator's terminal."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import store
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.formatting import fmt_seconds, plural, visible
+from django_jobqueue.management.arguments import parse_job_id
 from django_jobqueue.management.report import fmt_time, job_fields, json_default, table
 from django_jobqueue.models import Status
 from django_jobqueue.redaction import redact, redact_text
 
-Write = Callable[[str], None]
+NAME = "show"
+HELP = "One job's fields and its journal."
+SKIP_CHECKS = False
 
 
-def do_show(options: dict[str, Any], write: Write) -> None:
+def arguments(p: ArgumentParser) -> None:
+    p.add_argument("job_id", type=parse_job_id, metavar="ID")
+
+
+def run(command: BaseCommand, options: dict[str, Any]) -> None:
+    write = command.stdout.write
     try:
         job = store.get_job(job_id=options["job_id"])
         entries = store.journal(job_id=job.id)
