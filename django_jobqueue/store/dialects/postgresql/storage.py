@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import fields
 from typing import Any, ClassVar
 
 from django.core.exceptions import EmptyResultSet
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from django_jobqueue import validation
-from django_jobqueue.models import JournalEntry
+from django_jobqueue.models import Job, JournalEntry, StepEdge
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.storage import (
     COLUMN_LIST,
@@ -21,7 +22,9 @@ from django_jobqueue.store.dialects.base.storage import (
     FRESH_COLUMNS,
     JOB,
     RECORD,
+    ROW_COLUMNS,
     STEP_COLUMN_LIST,
+    STEP_COLUMNS,
     STEP_FRESH,
     NewRow,
     NewStep,
@@ -30,33 +33,64 @@ from django_jobqueue.store.dialects.base.storage import (
 )
 from django_jobqueue.store.pooling import pooled_reason
 
-# One statement whatever the count, and one parameter: the rows as a JSON array written
-# straight from each payload's JSON text (nothing encoded twice).
-# (A SELECT's untyped literal is text, which no assignment casts to jsonb: the carry's is cast.)
-_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value in FRESH_COLUMNS)
-_BULK = (
-    f"INSERT INTO {JOB} ({COLUMN_LIST})"
-    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    f" (r->>5)::timestamptz, (r->>6)::timestamptz, r->>7, r->>8,"
-    f" coalesce(r->>9, ''), r->>10, {_FRESH}"
-    " FROM jsonb_array_elements(%s::jsonb) AS r"
-)
+# One statement whatever the count, and one parameter: the rows as a JSON array of
+# objects, column name -> value, written straight from each payload's JSON text (nothing
+# encoded twice), read by json_to_recordset with each column's type as the model gives
+# it (``_recordset``). A column a document leaves out is NULL there: an optional one
+# (``OPTIONAL``) is written only when it has a value, and one whose absence means a
+# default (the trace context's "") is read through ``coalesce``.
+OPTIONAL: tuple[str, ...] = ("dedup_key", "idempotency_key", "trace_context", "job_key")
+_EMPTY = {f.name: f.default for f in fields(NewRow) if isinstance(f.default, str)}
+_ABSENT = {name: f"'{value}'" for name, value in _EMPTY.items()}
 
-# A workflow's steps and edges, the same way: one statement and one parameter each.
-_STEP_FRESH = ", ".join("'{}'::jsonb" if name == "carry" else value for name, value in STEP_FRESH)
-_STEPS = (
-    f"INSERT INTO {JOB} ({STEP_COLUMN_LIST})"
-    " SELECT (r->>0)::uuid, r->>1, r->>2, r->3, (r->>4)::smallint,"
-    " (r->>5)::timestamptz, (r->>6)::timestamptz, NULL, NULL, coalesce(r->>12, ''), r->>13,"
-    f" (r->>7)::uuid, r->>8, r->>9, (r->>10)::int, r->>11, {_STEP_FRESH}"
-    " FROM jsonb_array_elements(%s::jsonb) AS r"
-)
-_EDGES = (
-    f"INSERT INTO {EDGE} (workflow_id, parent_id, child_id)"
-    " SELECT (r->>0)::uuid, (r->>1)::uuid, (r->>2)::uuid FROM jsonb_array_elements(%s::jsonb) AS r"
-)
 
-_GRAPH = f"WITH steps AS ({_STEPS}) {_EDGES}"
+def _select(columns: Sequence[str]) -> str:
+    return ", ".join(
+        f"coalesce(r.{name}, {_ABSENT[name]})" if name in _ABSENT else f"r.{name}"
+        for name in columns
+    )
+
+
+def _recordset(conn: Any, model: type[Model], columns: Sequence[str]) -> str:
+    """``json_to_recordset(%s::json) AS r(column type, …)``: each column's type is its
+    ``model`` field's on this database (a varchar's length checked as an INSERT checks it)."""
+    by_column = {f.column: f for f in model._meta.concrete_fields}
+    typed = ", ".join(f"{name} {by_column[name].db_type(conn)}" for name in columns)
+    return f"json_to_recordset(%s::json) AS r({typed})"
+
+
+def _fresh(defaults: Sequence[tuple[str, str]]) -> str:
+    # A SELECT's untyped literal is text, which no assignment casts to jsonb: the carry's is.
+    return ", ".join("'{}'::jsonb" if name == "carry" else value for name, value in defaults)
+
+
+_EDGE_COLUMNS = ("workflow_id", "parent_id", "child_id")
+
+
+_STATEMENTS: list[tuple[str, str, str]] = []
+
+
+def _statements(conn: Any) -> tuple[str, str, str]:
+    """The bulk insert, the steps' insert and the edges' insert, built on first use (a
+    column's type is the same on every PostgreSQL connection)."""
+    if _STATEMENTS:
+        return _STATEMENTS[0]
+    steps = (*ROW_COLUMNS, *STEP_COLUMNS)
+    bulk = (
+        f"INSERT INTO {JOB} ({COLUMN_LIST}) SELECT {_select(ROW_COLUMNS)},"
+        f" {_fresh(FRESH_COLUMNS)} FROM {_recordset(conn, Job, ROW_COLUMNS)}"
+    )
+    step = (
+        f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) SELECT {_select(steps)},"
+        f" {_fresh(STEP_FRESH)} FROM {_recordset(conn, Job, steps)}"
+    )
+    edge = (
+        f"INSERT INTO {EDGE} ({', '.join(_EDGE_COLUMNS)}) SELECT {_select(_EDGE_COLUMNS)}"
+        f" FROM {_recordset(conn, StepEdge, _EDGE_COLUMNS)}"
+    )
+    _STATEMENTS.append((bulk, step, edge))
+    return bulk, step, edge
+
 
 # SQLSTATEs a new connection may get past: serialization_failure, deadlock_detected.
 _TRANSIENT_STATES = {"40001", "40P01"}
@@ -84,7 +118,7 @@ class PostgreSQLStorage(StorageStatements):
         if len(rows) == 1:
             super().insert_jobs(rows)
         elif rows:
-            self.run(_BULK, [_bulk_document(rows)])
+            self.run(_statements(self.conn)[0], [_bulk_document(rows)])
 
     def append_record(
         self, *, guard: Fragment, clear: str | None, job_id: uuid.UUID, record: str
@@ -108,11 +142,11 @@ class PostgreSQLStorage(StorageStatements):
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """In one statement whatever the count (a step has no dedup or idempotency key)."""
         if steps:
-            self.run(_STEPS, [_steps_document(steps)])
+            self.run(_statements(self.conn)[1], [_steps_document(steps)])
 
     def insert_edges(self, edges: Sequence[tuple[Any, Any, Any]]) -> None:
         if edges:
-            self.run(_EDGES, [_edges_document(edges)])
+            self.run(_statements(self.conn)[2], [_edges_document(edges)])
 
     def insert_graph(
         self, steps: Sequence[NewStep], edges: Sequence[tuple[Any, Any, Any]], *, batch: int
@@ -123,7 +157,9 @@ class PostgreSQLStorage(StorageStatements):
         for start in range(0, max(len(steps), len(edges)), batch):
             some, links = steps[start : start + batch], edges[start : start + batch]
             if some and links:
-                self.run(_GRAPH, [_steps_document(some), _edges_document(links)])
+                _, step, edge = _statements(self.conn)
+                graph = f"WITH steps AS ({step}) {edge}"
+                self.run(graph, [_steps_document(some), _edges_document(links)])
             else:
                 self.insert_steps(some)
                 self.insert_edges(links)
@@ -197,10 +233,9 @@ class _Listening:
         self._raw.close()
 
 
-def _bulk_document(rows: Sequence[NewRow]) -> str:
-    """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
-    idempotency_key, trace_context, key], …]`` as JSON text (the keys and the trace
-    context left out when there are none)."""
+def _quoter() -> Callable[[str], str]:
+    """A JSON string encoder that encodes each distinct text once (kinds, queues, joins
+    and statuses repeat over a bulk's rows)."""
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -209,6 +244,29 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
             found = quoted[text] = validation.dumps(text)
         return found
 
+    return q
+
+
+def _optional(r: NewRow, q: Callable[[str], str]) -> str:
+    """The ``OPTIONAL`` columns that have a value, as ``,"name":value`` (nothing for the
+    common row, which has none)."""
+    if (
+        r.job_key is None
+        and r.dedup_key is None
+        and r.idempotency_key is None
+        and not r.trace_context
+    ):
+        return ""
+    present = ((name, getattr(r, name)) for name in OPTIONAL)
+    return "".join(
+        f',"{name}":{q(v)}' for name, v in present if v is not None and v != _EMPTY.get(name)
+    )
+
+
+def _bulk_document(rows: Sequence[NewRow]) -> str:
+    """``[{"id": …, "kind": …, "queue": …, "payload": …, "priority": …, "created_at": …,
+    "visible_at": …, and the OPTIONAL columns that have a value}, …]`` as JSON text."""
+    q = _quoter()
     stamps: dict[Any, str] = {}
 
     def stamp(moment: Any) -> str:
@@ -217,61 +275,36 @@ def _bulk_document(rows: Sequence[NewRow]) -> str:
             found = stamps[moment] = moment.isoformat()
         return found
 
-    def keys(r: NewRow) -> str:
-        if r.job_key is not None:
-            tail: tuple[str | None, ...] = (
-                r.dedup_key,
-                r.idempotency_key,
-                r.trace_context,
-                r.job_key,
-            )
-        elif r.trace_context:
-            tail = (r.dedup_key, r.idempotency_key, r.trace_context)
-        elif r.dedup_key is None and r.idempotency_key is None:
-            return ""  # r->>7, r->>8 and r->>9 past the end are NULL
-        else:
-            tail = (r.dedup_key, r.idempotency_key)
-        return "," + ",".join("null" if k is None else q(k) for k in tail)
-
     parts = [
-        f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
-        f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"{keys(r)}]'
+        f'{{"id":"{r.id}","kind":{q(r.kind)},"queue":{q(r.queue)},"payload":{r.payload},'
+        f'"priority":{r.priority},"created_at":"{stamp(r.created_at)}",'
+        f'"visible_at":"{stamp(r.visible_at)}"{_optional(r, q)}}}'
         for r in rows
     ]
     return "[" + ",".join(parts) + "]"
 
 
-def _step_tail(row: NewRow, q: Callable[[str], str]) -> str:
-    """A step's trace context and key as the document's last elements (the key, when
-    there is one, after the context, "" for none), or nothing: ``r->>12`` and
-    ``r->>13`` past the end are NULL."""
-    if row.job_key is not None:
-        return f",{q(row.trace_context)},{q(row.job_key)}"
-    return f",{q(row.trace_context)}" if row.trace_context else ""
-
-
 def _edges_document(edges: Sequence[tuple[Any, Any, Any]]) -> str:
-    """``[[workflow_id, parent_id, child_id], …]`` as JSON text."""
-    return "[" + ",".join(f'["{w}","{p}","{c}"]' for w, p, c in edges) + "]"
+    """``[{"workflow_id": …, "parent_id": …, "child_id": …}, …]`` as JSON text."""
+    return (
+        "["
+        + ",".join(
+            f'{{"workflow_id":"{w}","parent_id":"{p}","child_id":"{c}"}}' for w, p, c in edges
+        )
+        + "]"
+    )
 
 
 def _steps_document(steps: Sequence[NewStep]) -> str:
-    """``[[id, kind, queue, payload, priority, created_at, visible_at, workflow_id,
-    step_name, join_when, parents_open, status, trace_context, key], …]`` as JSON text
-    (the trace context and the key only when there are some)."""
-    quoted: dict[str, str] = {}
-
-    def q(text: str) -> str:  # kinds, queues, joins and statuses repeat: encoded once each
-        found = quoted.get(text)
-        if found is None:
-            found = quoted[text] = validation.dumps(text)
-        return found
-
+    """A bulk document's objects with the steps' own columns (``STEP_COLUMNS``) too."""
+    q = _quoter()
     parts = [
-        f'["{s.row.id}",{q(s.row.kind)},{q(s.row.queue)},{s.row.payload},{s.row.priority},'
-        f'"{s.row.created_at.isoformat()}","{s.row.visible_at.isoformat()}",'
-        f'"{s.workflow_id}",{validation.dumps(s.step_name)},{q(s.join_when)},{s.parents_open},'
-        f"{q(s.status)}{_step_tail(s.row, q)}]"
+        f'{{"id":"{s.row.id}","kind":{q(s.row.kind)},"queue":{q(s.row.queue)},'
+        f'"payload":{s.row.payload},"priority":{s.row.priority},'
+        f'"created_at":"{s.row.created_at.isoformat()}",'
+        f'"visible_at":"{s.row.visible_at.isoformat()}","workflow_id":"{s.workflow_id}",'
+        f'"step_name":{validation.dumps(s.step_name)},"join_when":{q(s.join_when)},'
+        f'"parents_open":{s.parents_open},"status":{q(s.status)}{_optional(s.row, q)}}}'
         for s in steps
     ]
     return "[" + ",".join(parts) + "]"
