@@ -53,26 +53,11 @@ def database() -> str:
 
 
 # (rule, way, database) -> why the cell fails: each a bug or a limit of that path, named.
-# The PostgreSQL turn claims (its ``claimed`` CTE) on the statement's snapshot, in which
-# the step the same statement releases is still waiting; the release then gets only
-# the room the claim left (``joining._takes``), and none for a kind with key rules. So
-# the two rules that order candidates, rather than bound them, are decided without the
-# released step: the turn's slot goes to a job it would not have taken had the step
-# been pending (SQLite and MariaDB settle first and claim after: the step is seen).
-TURN_BLIND = (
-    "PostgreSQL's one-statement turn (dialects/postgresql/joining.py) claims before the "
-    "step it releases is pending: {}; the step stays pending for the next turn"
-)
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("fair", "released_in_a_turn", "postgresql"): TURN_BLIND.format(
-        "the turn's one slot took key a's second job although the released step is key "
-        "b's first (fair=True); SQLite and MariaDB take the step"
-    ),
-    ("priority_floor", "released_in_a_turn", "postgresql"): TURN_BLIND.format(
-        "the turn's slot that prefers LOW found no LOW job and fell back to a HIGH one, "
-        "although it released a LOW step; SQLite and MariaDB take the step"
-    ),
-}
+# Empty: every cell holds on every database. (The two PostgreSQL cells that were here,
+# fair and the priority floor for a step released in a turn, failed because the
+# one-statement turn claimed on a snapshot in which the step it released was still
+# waiting; such claims now settle and release first: ``joining.orders_candidates``.)
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 @pytest.mark.parametrize("way", WAYS, ids=[w.name for w in WAYS])

@@ -207,8 +207,12 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
     ) -> Released | None:
         """``turn`` for a batch whose workflow steps all completed: their joins, and the
-        claim of what they release, in the same statement (``joining``)."""
+        claim of what they release, in the same statement (``joining``); None when the
+        claim has a rule that orders candidates (``joining.orders_candidates``), which
+        the one statement cannot apply to the steps it releases."""
         statement = self.releasing_statement(rows, tally, spec, release)
+        if statement is None:
+            return None
         found = self.run(*statement.statement())
         return Released(
             done={self.read_uuid(v) for r in found for v in (r[0] or ())},
@@ -217,7 +221,9 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
 
     def releasing_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
-    ) -> Fragment:
+    ) -> Fragment | None:
+        if joining.orders_candidates(spec):
+            return None
         ctes, update = self.claim_parts(replace(spec, settling=True))
         return Fragment.concat(
             Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)]),

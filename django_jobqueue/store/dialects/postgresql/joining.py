@@ -28,7 +28,9 @@ and queue served, no per-kind cap or global limit on its kind, its queue not pau
 visible now, within the room the claim left, in claim order): the claim CTE cannot see
 a row the statement makes pending, so the release writes it ``claimed`` directly. The
 others become ``pending`` and the statement sends the ``NOTIFY`` (on commit) that
-wakes the workers; a worker never wakes itself for a step it took.
+wakes the workers; a worker never wakes itself for a step it took. A claim with a
+rule that orders candidates (a preferred priority tier, fair keys) is not fused at all
+(``orders_candidates``): it could not weigh the steps it releases.
 
 Only completions come here (the store sends a turn with a dead, cancelled or retried
 step the long way, ``store.joins``, which cascades): a completed parent releases or
@@ -132,6 +134,19 @@ def _takes(spec: ClaimSpec, release: Release) -> Fragment:
         )
     )
     return Fragment.concat(*parts)
+
+
+def orders_candidates(spec: ClaimSpec) -> bool:
+    """Whether the claim has a rule that orders its candidates rather than bounds them: a
+    slot that prefers a lower priority tier (``spec.tiers`` beyond the one that takes
+    everything), or a kind whose keys take turns (``fair``). The turn's claim runs on the
+    statement's snapshot, where the steps the statement releases are still waiting, and
+    ``_takes`` gives them only the room the claim left: such a rule would be decided
+    without them (a preferring slot falling back to a higher tier while the turn
+    releases a step of the tier it prefers; a key served twice while the turn releases
+    another key's first job). Those turns settle and release first, in a transaction
+    of their own, and claim after it (``store.exchanging``), as SQLite and MariaDB do."""
+    return len(spec.tiers) > 1 or any(rule.fair for rule in spec.keyed.values())
 
 
 def final_select() -> str:
