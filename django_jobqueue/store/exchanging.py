@@ -47,6 +47,11 @@ def exchange(
             rows = settle_rows(mine, now, held=d.conn.in_atomic_block)
             release = releasing(worker_id, now)
             found = d.turn_releasing(rows, TALLY, prepared.spec, release)
+            if found is not None and found.claim_after:
+                # Settled and released; the claim follows, prepared now, so that it sees
+                # the released steps pending and its clock is past their visible_at.
+                after = _prepared(worker_id, request)
+                return outcome(mine, found.done), [] if after is None else after.run()
             if found is not None:
                 return outcome(mine, found.done), prepared.read(found.claimed)
         # Workflow steps settle with their joins in a transaction of their own first; the

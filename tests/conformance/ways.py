@@ -15,6 +15,7 @@ from django.utils import timezone
 from django_jobqueue import RateLimited, Status, chain, emit
 from django_jobqueue.models import Job
 from django_jobqueue.store import claim
+from django_jobqueue.store.dialects.postgresql.claiming import NO_CLAIM
 from django_jobqueue.store.dialects.postgresql.joining import orders_candidates
 from django_jobqueue.store.exchanging import turn_statement
 from tests.conformance.harness import MatrixWorker, status
@@ -103,9 +104,11 @@ def _in_a_turn(cell: Cell) -> list[uuid.UUID]:
     """``me`` completes the parent in the turn that claims: on PostgreSQL one statement
     settles it, releases the subject and claims (``dialects/postgresql/joining.py``,
     which writes a released step claimed itself when the claim may take it), unless the
-    claim has a rule that orders candidates (``joining.orders_candidates``: a preferred
-    priority tier, fair keys), which PostgreSQL settles the long way and claims after,
-    as SQLite and MariaDB do every such turn; the cell checks which path was taken."""
+    claim has a rule that ranks candidates (``joining.orders_candidates``: fair keys, a
+    preferred priority tier): then the statement settles and releases only, and the
+    claim follows it. SQLite and MariaDB have no such statement: there the same call
+    settles the long way and claims after it, their equivalent; the cell checks which
+    path was taken."""
     assert cell.parent is not None
     settlement = cell.me.run(cell.parent)
     assert settlement is not None
@@ -113,10 +116,11 @@ def _in_a_turn(cell: Cell) -> list[uuid.UUID]:
     one_statement = turn_statement(
         worker_id=cell.me.worker_id, settlements=[settlement], request=wanted
     )
-    fused = is_postgres() and not orders_candidates(
-        claim.prepare(worker_id=cell.me.worker_id, request=wanted).spec
-    )
-    assert (one_statement is not None) == fused, "the turn's path is PostgreSQL's only"
+    assert (one_statement is not None) == is_postgres(), "the turn's path is PostgreSQL's only"
+    if one_statement is not None:
+        ranks = orders_candidates(claim.prepare(worker_id=cell.me.worker_id, request=wanted).spec)
+        claims_in_it = NO_CLAIM not in one_statement[0]
+        assert claims_in_it != ranks, "a ranking claim follows the statement, others are in it"
     return cell.me.turn(cell.room, settle=[settlement])
 
 

@@ -65,10 +65,12 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """What such a turn did: the settled ids and the claimed rows."""
+    """What such a turn did: the settled ids and the claimed rows; ``claim_after``: it
+    claimed nothing, and the claim is to follow in a statement of its own."""
 
     done: set[uuid.UUID]
     claimed: list[tuple[Any, ...]]
+    claim_after: bool = False
 
 
 @dataclass(frozen=True)

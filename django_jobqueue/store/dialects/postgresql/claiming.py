@@ -21,7 +21,12 @@ from functools import cache
 from typing import Any
 
 from django_jobqueue import validation
-from django_jobqueue.store.dialects.base.claiming import PAUSED, ClaimingStatements, ClaimSpec
+from django_jobqueue.store.dialects.base.claiming import (
+    CLAIMED,
+    PAUSED,
+    ClaimingStatements,
+    ClaimSpec,
+)
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.keyed import KEY
 from django_jobqueue.store.dialects.base.settling import (
@@ -40,6 +45,9 @@ from django_jobqueue.store.dialects.base.settling import (
 )
 from django_jobqueue.store.dialects.postgresql import joining
 from django_jobqueue.store.dialects.postgresql.keyed import PostgreSQLKeyed
+
+# A releasing turn's claim when it claims nothing (its claim follows it).
+NO_CLAIM = f"claimed AS (SELECT {CLAIMED} FROM {JOB} WHERE false)"
 
 _RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
 
@@ -207,30 +215,32 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
     ) -> Released | None:
         """``turn`` for a batch whose workflow steps all completed: their joins, and the
-        claim of what they release, in the same statement (``joining``); None when the
-        claim has a rule that orders candidates (``joining.orders_candidates``), which
-        the one statement cannot apply to the steps it releases."""
+        claim of what they release, in the same statement (``joining``). A claim with a
+        rule that ranks its candidates (``joining.orders_candidates``) cannot weigh the
+        steps its statement releases: then the statement settles and releases only,
+        and says the claim is to follow (``claim_after``), which sees them pending."""
         statement = self.releasing_statement(rows, tally, spec, release)
-        if statement is None:
-            return None
         found = self.run(*statement.statement())
         return Released(
             done={self.read_uuid(v) for r in found for v in (r[0] or ())},
             claimed=[r[1:] for r in found if r[1] is not None],
+            claim_after=joining.orders_candidates(spec),
         )
 
     def releasing_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
-    ) -> Fragment | None:
-        if joining.orders_candidates(spec):
-            return None
-        ctes, update = self.claim_parts(replace(spec, settling=True))
+    ) -> Fragment:
+        """The statement of ``turn_releasing``; for a claim that ranks its candidates,
+        one whose claim takes nothing (``NO_CLAIM``) and writes no released step claimed."""
+        if not joining.orders_candidates(spec):
+            ctes, update = self.claim_parts(replace(spec, settling=True))
+            claiming = Fragment.concat(Fragment.join(", ", ctes), ", claimed AS (", update, "), ")
+        else:
+            spec = replace(spec, tiers=[(spec.tiers[-1][0], 0)])
+            claiming = Fragment(f"{NO_CLAIM}, ")
         return Fragment.concat(
             Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)]),
-            Fragment.join(", ", ctes),
-            ", claimed AS (",
-            update,
-            "), ",
+            claiming,
             joining.join_ctes(spec, release, self.expiry(spec, "c.kind")),
             joining.final_select(),
         )
