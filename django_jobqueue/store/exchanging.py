@@ -42,16 +42,20 @@ def exchange(
     if any(s.step for s in mine):
         if all(s.status == Status.COMPLETED for s in mine if s.step):
             # Completions only: where the dialect can, their joins (and the claim of
-            # what they release) are part of the turn's one statement.
-            now = timezone.now()
+            # what they release) are part of the turn's one statement, on the claim's
+            # clock: what it releases is visible to the claim.
+            now = prepared.spec.now
             rows = settle_rows(mine, now, held=d.conn.in_atomic_block)
             release = releasing(worker_id, now)
             found = d.turn_releasing(rows, TALLY, prepared.spec, release)
             if found is not None and found.claim_after:
-                # Settled and released; the claim follows, prepared now, so that it sees
-                # the released steps pending and its clock is past their visible_at.
-                after = _prepared(worker_id, request)
-                return outcome(mine, found.done), [] if after is None else after.run()
+                # Settled and released; the claim follows and sees the released steps,
+                # and the workers are woken for those it left (none woken for one it took).
+                took = prepared.run()
+                taken = {c.id for c in took}
+                for queue in sorted({q for i, q in found.pending if i not in taken}):
+                    d.notify(wakeups.CHANNEL, queue)
+                return outcome(mine, found.done), took
             if found is not None:
                 return outcome(mine, found.done), prepared.read(found.claimed)
         # Workflow steps settle with their joins in a transaction of their own first; the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -65,12 +65,14 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """What such a turn did: the settled ids and the claimed rows; ``claim_after``: it
-    claimed nothing, and the claim is to follow in a statement of its own."""
+    """What such a turn did: the settled ids and the claimed rows. ``claim_after``: it
+    claimed nothing, the claim is to follow in a statement of its own, and ``pending``
+    are the steps it released (with their queues), whose wake-up it did not send."""
 
     done: set[uuid.UUID]
     claimed: list[tuple[Any, ...]]
     claim_after: bool = False
+    pending: list[tuple[uuid.UUID, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -218,29 +218,45 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         claim of what they release, in the same statement (``joining``). A claim with a
         rule that ranks its candidates (``joining.orders_candidates``) cannot weigh the
         steps its statement releases: then the statement settles and releases only,
-        and says the claim is to follow (``claim_after``), which sees them pending."""
+        sends no wake-up, and returns the steps it made pending (``claim_after``: the
+        claim follows, and sees them)."""
         statement = self.releasing_statement(rows, tally, spec, release)
         found = self.run(*statement.statement())
+        if joining.orders_candidates(spec):
+            ((done, ids, queues),) = found
+            return Released(
+                done={self.read_uuid(v) for v in done or ()},
+                claimed=[],
+                claim_after=True,
+                pending=[(self.read_uuid(i), q) for i, q in zip(ids, queues, strict=True)],
+            )
         return Released(
             done={self.read_uuid(v) for r in found for v in (r[0] or ())},
             claimed=[r[1:] for r in found if r[1] is not None],
-            claim_after=joining.orders_candidates(spec),
         )
 
     def releasing_statement(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec, release: Release
     ) -> Fragment:
         """The statement of ``turn_releasing``; for a claim that ranks its candidates,
-        one whose claim takes nothing (``NO_CLAIM``) and writes no released step claimed."""
-        if not joining.orders_candidates(spec):
-            ctes, update = self.claim_parts(replace(spec, settling=True))
-            claiming = Fragment.concat(Fragment.join(", ", ctes), ", claimed AS (", update, "), ")
-        else:
-            spec = replace(spec, tiers=[(spec.tiers[-1][0], 0)])
-            claiming = Fragment(f"{NO_CLAIM}, ")
+        one whose claim takes nothing (``NO_CLAIM``), writes no released step claimed and
+        sends no wake-up."""
+        settle = Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)])
+        if joining.orders_candidates(spec):
+            nothing = replace(spec, tiers=[(spec.tiers[-1][0], 0)])
+            return Fragment.concat(
+                settle,
+                f"{NO_CLAIM}, ",
+                joining.join_ctes(nothing, release, self.expiry(spec, "c.kind"), notify=False),
+                joining.released_select(),
+            )
+        ctes, update = self.claim_parts(replace(spec, settling=True))
         return Fragment.concat(
-            Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)]),
-            claiming,
+            settle,
+            Fragment.join(", ", ctes),
+            ", claimed AS (",
+            update,
+            "), ",
             joining.join_ctes(spec, release, self.expiry(spec, "c.kind")),
             joining.final_select(),
         )

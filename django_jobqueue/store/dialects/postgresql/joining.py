@@ -57,12 +57,20 @@ ONCE = "CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT array_agg(id) FROM {}) END
 _BY_ID = "ARRAY(SELECT {column} FROM {relation} ORDER BY id)"
 
 
-def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
+def join_ctes(
+    spec: ClaimSpec, release: Release, expiry: Fragment, *, notify: bool = True
+) -> Fragment:
     """The CTEs that follow the settlement's and the claim's (``j``, ``claimed``,
     ``entries`` and ``tallied`` returning rows): the turn's completed steps' children
     counted down, released (claimed here when there is room, see ``_takes``) or
     cancelled with a journal entry, and their workflows' counters; ``child`` holds the
-    children written, ``woken`` the ``NOTIFY`` sent."""
+    children written, ``woken`` the ``NOTIFY`` sent (none without ``notify``: the
+    statement's caller announces what its claim after it leaves)."""
+    woken = Fragment(
+        ", woken AS MATERIALIZED (SELECT pg_notify(%s, q.queue) FROM (SELECT DISTINCT queue"
+        f" FROM child WHERE status = '{Status.PENDING}') AS q)",
+        [release.channel],
+    )
     return Fragment.concat(
         "ended AS (SELECT id, workflow_id FROM j"
         f" WHERE workflow_id IS NOT NULL AND status = '{Status.COMPLETED}'),"
@@ -83,14 +91,10 @@ def join_ctes(spec: ClaimSpec, release: Release, expiry: Fragment) -> Fragment:
         f", notes AS (INSERT INTO {JOURNAL} ({JOURNAL_COLUMNS})",
         Fragment(
             f" SELECT id, kind, run_count, '{Outcome.CANCELLED}', NULL, %s, NULL, %s, NULL, '', ''"
-            f" FROM child WHERE status = '{Status.CANCELLED}'),",
+            f" FROM child WHERE status = '{Status.CANCELLED}')",
             [release.now, release.void_note],
         ),
-        Fragment(
-            " woken AS MATERIALIZED (SELECT pg_notify(%s, q.queue) FROM (SELECT DISTINCT queue"
-            f" FROM child WHERE status = '{Status.PENDING}') AS q)",
-            [release.channel],
-        ),
+        woken if notify else "",
     )
 
 
@@ -147,6 +151,17 @@ def orders_candidates(spec: ClaimSpec) -> bool:
     another key's first job). Those turns settle and release first, in a transaction
     of their own, and claim after it (``store.exchanging``), as SQLite and MariaDB do."""
     return len(spec.tiers) > 1 or any(rule.fair for rule in spec.keyed.values())
+
+
+def released_select() -> str:
+    """A turn that claims nothing: one row, the settled ids, and the children it made
+    pending with their queues (in id order), which the claim that follows it may take
+    and whose wake-up its caller sends for those it leaves."""
+    pending = f"FROM child WHERE status = '{Status.PENDING}' ORDER BY id"
+    return (
+        " SELECT (SELECT array_agg(id) FROM j),"
+        f" ARRAY(SELECT id {pending}), ARRAY(SELECT queue {pending})"
+    )
 
 
 def final_select() -> str:
