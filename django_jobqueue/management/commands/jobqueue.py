@@ -1,6 +1,6 @@
 """``manage.py jobqueue``: look at the queue and steer jobs from a shell.
 
-Subcommands: ``stats``, ``list``, ``show ID``, ``cancel ID…``, ``requeue ID…``,
+Subcommands: ``stats``, ``list``, ``show ID``, ``why ID``, ``cancel ID…``, ``requeue ID…``,
 ``cleanup``, ``pause QUEUE…``, ``resume QUEUE…``, ``limit [KIND]``, ``schedules``,
 ``workflows``, ``workflow ID`` and ``health``. Every read and write goes through
 :mod:`django_jobqueue.store`, exactly as the admin's do.
@@ -30,7 +30,7 @@ from django_jobqueue.errors import (
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age
-from django_jobqueue.management import bulk, show, subparsers, workflows
+from django_jobqueue.management import bulk, show, subparsers, why, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -86,6 +86,7 @@ class Command(BaseCommand):
 
         p = sub.add_parser("show", help="One job's fields and its journal.")
         p.add_argument("job_id", type=parse_job_id, metavar="ID")
+        why.arguments(sub.add_parser("why", help="Why one job is not running, in one line."))
 
         for verb, what in (
             ("cancel", "Cancel pending jobs; ask workers to stop claimed ones."),
@@ -397,6 +398,9 @@ class Command(BaseCommand):
 
     def do_show(self, options: dict[str, Any]) -> None:
         show.do_show(options, self.stdout.write)
+
+    def do_why(self, options: dict[str, Any]) -> None:
+        why.run(self, options)
 
     # --- cancel / requeue -----------------------------------------------------------------
 
