@@ -20,7 +20,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_jobqueue
@@ -444,3 +446,31 @@ def test_jobqueue_why_of_an_unknown_job_is_a_clear_error() -> None:
     missing = "01900000-0000-7000-8000-000000000000"
     with pytest.raises(CommandError, match=f"No job {missing}|{missing}"):
         why(missing)
+
+
+def test_the_lists_reasons_cost_no_query_per_row(
+    worker: str, viewer: User, client_for: Callable[..., Client]
+) -> None:
+    """The hover reads what rows share once a page (the paused queues, the workers, the
+    limits and a limited kind's claims): as many queries for nine rows as for five."""
+    set_limit(SLOW.kind, max_in_flight=1)
+    pause_queue("explain-costs")
+
+    def four() -> None:
+        tasks.add.using(queue="explain-costs").enqueue(1, 2)
+        tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 2)
+        tasks.add.enqueue(1, 2)
+        SLOW.enqueue(0.1)
+
+    four()
+    claim(SLOW.kind)  # its first job holds the limit: the next says so
+    SLOW.enqueue(0.1)
+    client = client_for(viewer)
+    with CaptureQueriesContext(connections["default"]) as fewer:
+        assert client.get(JOBS).status_code == 200
+    four()
+    with CaptureQueriesContext(connections["default"]) as more:
+        text = client.get(JOBS).content.decode()
+    assert text.count('<span class="jq-why" title="') == 9
+    assert "kind_at_limit: " in text
+    assert len(more.captured_queries) == len(fewer.captured_queries)
