@@ -58,7 +58,6 @@ class Position:
 
     ahead: int
     higher: int
-    claimable: bool  # the job's own row meets the claim's condition now
 
 
 def pause_of(*, queue: str) -> QueuePause | None:
@@ -134,13 +133,7 @@ def position(
             )
         )
     [(ahead, above)] = d.run(*Fragment.concat(*parts).statement())
-    own = Fragment.concat(
-        f"SELECT 1 FROM {sql.JOB} j WHERE ",
-        condition,
-        Fragment(" AND j.id = %s", [d.job_id(job.id)]),
-    )
-    claimable = bool(d.run(*own.statement()))
-    return Position(ahead=int(ahead), higher=int(above or 0), claimable=claimable)
+    return Position(ahead=int(ahead), higher=int(above or 0))
 
 
 @dataclass(frozen=True)

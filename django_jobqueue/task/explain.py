@@ -280,7 +280,7 @@ class Explainer:
             )
         if rule.ordered:
             return self._head(job, job.key)
-        if rule.fair and held.count:
+        if rule.fair and held.count and not self.brief:  # the keys' turns: a read of many
             return self._turns(job, job.key, held.count)
         return None
 

@@ -26,12 +26,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_jobqueue
-from django_jobqueue import Explanation, Why, chain, pause_queue, set_limit, store
+from django_jobqueue import Explanation, Status, Why, chain, pause_queue, set_limit, store
 from django_jobqueue.models import Job
 from django_jobqueue.task import limiting
 from django_jobqueue.task.explain import Action, Target
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
+from tests.helpers import WorkerThread, wait_for
 from tests.taskapp import matrix_tasks as matrix
 from tests.taskapp import tasks
 
@@ -474,3 +475,27 @@ def test_the_lists_reasons_cost_no_query_per_row(
     assert text.count('<span class="jq-why" title="') == 9
     assert "kind_at_limit: " in text
     assert len(more.captured_queries) == len(fewer.captured_queries)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_workers_claim_holds_the_limit_and_the_reason_names_that_worker(
+    worker_thread: Callable[..., WorkerThread], viewer: User, client_for: Callable[..., Client]
+) -> None:
+    """A real worker (its own heartbeat, its own claims) runs the first job of a kind
+    limited to one; the second says the limit is held by that job on that worker, and
+    runs once the first is done."""
+    set_limit(SLOW.kind, max_in_flight=1)
+    first, second = SLOW.enqueue(4.0), SLOW.enqueue(0.1)
+    running = worker_thread(worker_id="explain-real", concurrency=4, kinds=[SLOW.kind])
+    wait_for(lambda: first.refresh().status == Status.CLAIMED, timeout=30)
+    explained(
+        second,
+        Why.KIND_AT_LIMIT,
+        client_for(viewer),
+        "max_in_flight=1",
+        f"job {first.id} on explain-real",
+    )
+    assert second.refresh().status == Status.PENDING  # four slots, one limit
+    wait_for(lambda: second.refresh().status == Status.COMPLETED, timeout=60)
+    assert second.explain().code == Why.FINISHED
+    running.stop()
