@@ -32,7 +32,8 @@ from django_jobqueue.task import limiting
 from django_jobqueue.task.explain import Action, Target
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
-from tests.helpers import WorkerThread, wait_for
+from tests.db.test_command import manage
+from tests.helpers import WorkerThread, manage_in_process, wait_for
 from tests.taskapp import matrix_tasks as matrix
 from tests.taskapp import tasks
 
@@ -443,10 +444,29 @@ def test_jobqueue_show_says_why_in_one_line(worker: str) -> None:
     assert line == f"why:              {handle.explain().message}"
 
 
-def test_jobqueue_why_of_an_unknown_job_is_a_clear_error() -> None:
+def test_jobqueue_why_exits_1_for_an_unknown_job_and_2_for_a_bad_id() -> None:
     missing = "01900000-0000-7000-8000-000000000000"
-    with pytest.raises(CommandError, match=f"No job {missing}|{missing}"):
+    with pytest.raises(CommandError, match=f"No job with id {missing}"):
         why(missing)
+    ran = manage_in_process("jobqueue", "why", missing)
+    assert ran.returncode == 1
+    assert f"No job with id {missing}" in ran.stderr
+    ran = manage_in_process("jobqueue", "why", "not-an-id")
+    assert ran.returncode == 2
+    assert "usage:" in ran.stderr
+    assert "not-an-id" in ran.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobqueue_why_in_a_real_process(worker: str) -> None:
+    handle = tasks.add.using(queue="explain-child").enqueue(1, 2)
+    pause_queue("explain-child", actor="ops")
+    ran = manage("why", str(handle.id))
+    assert ran.returncode == 0, ran.stderr
+    code_and_message, place, lift = ran.stdout.splitlines()
+    assert code_and_message == f"queue_paused: {handle.explain().message}"
+    assert place == "change at: queue explain-child (manage.py jobqueue stats)"
+    assert lift == "to lift it: manage.py jobqueue resume explain-child"
 
 
 def test_the_lists_reasons_cost_no_query_per_row(
