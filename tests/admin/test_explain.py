@@ -45,6 +45,16 @@ SLOW = tasks.timed_sleep  # a kind no other test here limits
 LIVE = "explain-worker"
 
 
+# Where each target is changed in the admin.
+LINKS = {
+    Target.JOB: JOBS + "{ref}/change/",
+    Target.WORKFLOW: "/admin/django_jobqueue/workflow/{ref}/change/",
+    Target.QUEUE: DASHBOARD + "#queues",
+    Target.LIMITS: DASHBOARD + "#limits",
+    Target.WORKERS: DASHBOARD + "#workers",
+}
+
+
 @pytest.fixture(autouse=True)
 def fresh_limits() -> Iterator[None]:
     limiting.forget()
@@ -100,8 +110,9 @@ def explained(
         assert part in reason.message, reason.message
     printed = why(handle.id)
     assert printed.splitlines()[0] == f"{code}: {reason.message}"
-    shown_code, shown, _ = page_line(client, handle.id)
+    shown_code, shown, link = page_line(client, handle.id)
     assert (shown_code, shown) == (code, reason.message)
+    assert link == LINKS[reason.target].format(ref=reason.ref)
     return reason
 
 
