@@ -138,10 +138,11 @@ class Explainer:
     def explain(self, job: Job) -> Explanation:
         now = self.now
         if job.status == Status.CLAIMED:
+            stop = f"; asked to stop by {job.cancel_actor or '?'}" if job.cancel_requested else ""
             return Explanation(
                 Why.RUNNING,
                 f"running: run {job.run_count} on {job.claimed_by}, lease until "
-                f"{when(job.claim_expires_at, now)}",
+                f"{when(job.claim_expires_at, now)}{stop}",
                 Target.JOB,
                 str(job.id),
             )
@@ -332,8 +333,8 @@ class Explainer:
         if place.ahead:
             return Explanation(
                 Why.BEHIND_OTHERS,
-                f"pending: behind {plural(place.ahead, 'claimable job', 'claimable jobs')} in "
-                f"queue {job.queue!r} ({place.higher} of higher priority), claimed in order",
+                f"pending: behind {place.ahead:,} claimable job{'s' if place.ahead != 1 else ''}"
+                f" in queue {job.queue!r} ({place.higher:,} of higher priority), claimed in order",
                 Target.QUEUE,
                 job.queue,
             )

@@ -425,6 +425,8 @@ def test_running_and_finished_jobs_say_so(worker: str) -> None:
     claim(tasks.add.kind, worker="runner")
     assert running.explain().code == Why.RUNNING
     assert "on runner, lease until" in running.explain().message
+    django_jobqueue.cancel(running.id, actor="olga")
+    assert running.explain().message.endswith("; asked to stop by olga")
 
 
 # --- the jobs list and jobqueue show -----------------------------------------------------
