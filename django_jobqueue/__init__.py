@@ -58,6 +58,8 @@ _LAZY: dict[str, str] = {
     "enqueue_many": "django_jobqueue.task.classes",
     "task": "django_jobqueue.task.functions",
     "enqueue": "django_jobqueue.task.enqueue",
+    "Explanation": "django_jobqueue.task.explain",
+    "Why": "django_jobqueue.task.explain",
     "HistoryPage": "django_jobqueue.task.handle",
     "JobHandle": "django_jobqueue.task.handle",
     "Merge": "django_jobqueue.task.merge",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:  # what ``_LAZY`` loads, for type checkers (a test holds the t
     from django_jobqueue.run.context import Context
     from django_jobqueue.task.classes import Task, enqueue_many
     from django_jobqueue.task.enqueue import enqueue
+    from django_jobqueue.task.explain import Explanation, Why
     from django_jobqueue.task.functions import task
     from django_jobqueue.task.handle import HistoryPage, JobHandle
     from django_jobqueue.task.merge import Merge, Pending
@@ -161,6 +164,7 @@ __all__ = [
     "DuplicateStep",
     "EmptyWorkflow",
     "EnqueueError",
+    "Explanation",
     "HistoryPage",
     "InvalidArguments",
     "InvalidEvent",
@@ -193,6 +197,7 @@ __all__ = [
     "UnknownFilter",
     "UnknownKind",
     "UnknownStep",
+    "Why",
     "Workflow",
     "WorkflowCycle",
     "WorkflowError",

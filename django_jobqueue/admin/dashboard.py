@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
@@ -244,6 +244,12 @@ def queue_view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
             text = f"Queue {name} {done}."
             messages.success(request, text)
             log(request, what=f"queue {name}", flag=CHANGE, message=text)
-        return HttpResponseRedirect(reverse("admin:django_jobqueue_job_dashboard"))
+        # Back to the page the button was on (a job page's resume), if it is one of ours.
+        back = request.POST.get("next", "")
+        if not url_has_allowed_host_and_scheme(
+            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
+            back = reverse("admin:django_jobqueue_job_dashboard")
+        return HttpResponseRedirect(back)
 
     return pause_or_resume

@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString
 
 from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
-from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks
+from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks, why
 from django_jobqueue.admin.common import (
     badge,
     duration,
@@ -216,7 +216,14 @@ class JobAdmin(ModelAdmin):
         ):
             raise PermissionDenied
         extra = {**(extra_context or {}), "can_cleanup": self.has_cleanup_permission(request)}
-        return super().changelist_view(request, extra)
+        token = why.listing()  # the rows' reasons share one read of what they share
+        try:
+            response = super().changelist_view(request, extra)
+            if isinstance(response, TemplateResponse):
+                response.render()
+            return response
+        finally:
+            why.LISTING.reset(token)
 
     @admin.display(description="id")
     def short_id(self, job: Job) -> str:
@@ -235,11 +242,15 @@ class JobAdmin(ModelAdmin):
     @admin.display(description="status")
     def status_badge(self, job: Job) -> SafeString:
         progress = live_progress(job)
+        # Why it is where it is, on hover of its badge (the job page has it as a line).
+        badge_ = format_html(
+            '<span class="jq-why" title="{}">{}</span>', why.hover(job), status_of(job)
+        )
         if progress is None:
-            return status_of(job)
+            return badge_
         # A running job's bar, under its badge (the job page has a line of its own).
         bar = render_to_string("django_jobqueue/admin/progress.html", {"progress": progress})
-        return format_html("{}<br>{}", status_of(job), bar)
+        return format_html("{}<br>{}", badge_, bar)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, job: Job) -> SafeString:
@@ -362,6 +373,7 @@ class JobAdmin(ModelAdmin):
             "journal_empty": job_page.empty_journal(job),
             "last_error": job_page.last_error(entries) if job.run_count else None,
             "state_rows": job_page.state_rows(job, now),
+            "why": why.line(self, request, job),
             "allowed": allowed,
             "step": step_links(job),
             "parked": parked_line(job),

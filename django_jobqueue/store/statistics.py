@@ -139,14 +139,14 @@ def _unserved(pending_by: Sequence[PendingCount], live: list[WorkerHeartbeat]) -
     """Kinds with runnable jobs that no live worker serves: a worker serves a row when it
     runs the kind and reads the row's queue (no queues listed means every queue)."""
     return sorted(
-        {
-            row.kind
-            for row in pending_by
-            if not any(
-                row.kind in w.kinds and (not w.queues or row.queue in w.queues) for w in live
-            )
-        }
+        {row.kind for row in pending_by if not any(serves(w, row.kind, row.queue) for w in live)}
     )
+
+
+def serves(worker: WorkerHeartbeat, kind: str, queue: str) -> bool:
+    """Whether ``worker`` claims jobs of ``kind`` in ``queue``: it runs the kind and
+    reads the queue (no queues listed means every queue)."""
+    return kind in worker.kinds and (not worker.queues or queue in worker.queues)
 
 
 UNCLAIMED_AFTER = timedelta(hours=1)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress
+from django_jobqueue.task.explain import Explanation, explain
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
@@ -91,6 +92,12 @@ class JobHandle:
 
     def journal(self) -> list[JournalEntry]:
         return store.journal(job_id=self.id)
+
+    def explain(self) -> Explanation:
+        """Why the job is where it is now, in one line (a reason code, its message, the
+        place where it can be changed and the action that lifts it): the job is read
+        again first, as the answer is about now."""
+        return explain(self.refresh().job)
 
     def __repr__(self) -> str:
         how = f" ({self.disposition})" if self.disposition else ""

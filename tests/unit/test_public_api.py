@@ -21,7 +21,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 # As it stood before the packages of issue 18, plus the typed errors that issue added
 # (InvalidFilter, KeyContended, UnknownFilter), and issue 19's workflows (Batch, Signature,
 # Workflow, WorkflowHandle, chain, chord, group, workflow and their errors), and issue 22's
-# durable steps (emit and the errors InvalidEvent, InvalidStep, StepError).
+# durable steps (emit and the errors InvalidEvent, InvalidStep, StepError), and issue 34's
+# explanations (Explanation, Why: ``JobHandle.explain()``).
 PUBLIC = [
     "Backoff",
     "Batch",
@@ -32,6 +33,7 @@ PUBLIC = [
     "DuplicateStep",
     "EmptyWorkflow",
     "EnqueueError",
+    "Explanation",
     "HistoryPage",
     "InvalidArguments",
     "InvalidEvent",
@@ -64,6 +66,7 @@ PUBLIC = [
     "UnknownFilter",
     "UnknownKind",
     "UnknownStep",
+    "Why",
     "Workflow",
     "WorkflowCycle",
     "WorkflowError",

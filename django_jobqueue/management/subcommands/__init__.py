@@ -21,6 +21,7 @@ from django_jobqueue.management.subcommands import (
     schedules,
     show,
     stats,
+    why,
     workflow,
     workflows,
 )
@@ -46,6 +47,7 @@ ALL: tuple[Subcommand, ...] = (
     stats,
     listing,
     show,
+    why,
     cancel,
     requeue,
     cleanup,

@@ -1,6 +1,7 @@
-"""``jobqueue show ID``: one job's fields, a warning when no live worker would run it,
-and its journal; everything a task wrote (a step's name, a kind, an error) redacted and
-with its control characters escaped, never raw to the operator's terminal."""
+"""``jobqueue show ID``: one job's fields, why it is not running (one line), a warning
+when no live worker would run it, and its journal; everything a task wrote (a step's
+name, a kind, an error) redacted and with its control characters escaped, never raw to
+the operator's terminal."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from django_jobqueue.management.arguments import parse_job_id
 from django_jobqueue.management.report import fmt_time, job_fields, json_default, table
 from django_jobqueue.models import Status
 from django_jobqueue.redaction import redact, redact_text
+from django_jobqueue.states import UNFINISHED
+from django_jobqueue.task.explain import explain
 
 NAME = "show"
 HELP = "One job's fields and its journal."
@@ -38,6 +41,8 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
     for label, value in job_fields(job, steps):
         # A step's name, a kind, a payload: what a task wrote, never raw to a terminal.
         write(visible(f"{label + ':':<17} {value}", newlines=False))
+    if job.status in UNFINISHED:  # why it is not running (or that it runs): one line
+        write(visible(f"{'why:':<17} {explain(job)}", newlines=False))
     if job.status == Status.PENDING and not store.served(kind=job.kind, queue=job.queue):
         write(
             visible(

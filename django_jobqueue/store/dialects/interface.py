@@ -54,6 +54,10 @@ class Interface(Protocol):
 
     def claim_statement(self, spec: ClaimSpec) -> Fragment: ...
 
+    def candidates(
+        self, spec: ClaimSpec, *, kinds: Sequence[str] | Fragment, floor: int
+    ) -> Fragment: ...
+
     def turn(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
     ) -> tuple[set[uuid.UUID], list[tuple[Any, ...]]]: ...
