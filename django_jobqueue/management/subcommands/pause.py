@@ -1,9 +1,11 @@
 """``jobqueue pause QUEUE…``: workers stop claiming from these queues (enqueue goes on);
-the journal's dashboard shows who paused them and when."""
+the dashboard shows who paused them and when. (``resume`` is its inverse, and shares
+its arguments and its report.)"""
 
 from __future__ import annotations
 
 from argparse import ArgumentParser
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -21,10 +23,20 @@ def arguments(p: ArgumentParser) -> None:
     p.add_argument("queues", nargs="+", type=queue_name, metavar="QUEUE")
 
 
-def run(command: BaseCommand, options: dict[str, Any]) -> None:
-    for name in options["queues"]:
+def each_queue(
+    command: BaseCommand, names: list[str], done: str, act: Callable[[str], bool]
+) -> None:
+    """``act`` on each queue, one line each: ``done`` or already ``done``."""
+    for name in names:
         try:
-            changed = store.pause_queue(queue=name, actor=operator())
+            changed = act(name)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        command.stdout.write(f"{name}: paused" if changed else f"{name}: already paused")
+        command.stdout.write(f"{name}: {done}" if changed else f"{name}: already {done}")
+
+
+def run(command: BaseCommand, options: dict[str, Any]) -> None:
+    actor = operator()
+    each_queue(
+        command, options["queues"], "paused", lambda q: store.pause_queue(queue=q, actor=actor)
+    )

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from django_jobqueue import store
-from django_jobqueue.management.arguments import queue_name
+from django_jobqueue.management.subcommands.pause import arguments, each_queue
 
 NAME = "resume"
 HELP = "Let workers claim from these paused queues again."
 SKIP_CHECKS = False
 
-
-def arguments(p: ArgumentParser) -> None:
-    p.add_argument("queues", nargs="+", type=queue_name, metavar="QUEUE")
+__all__ = ["HELP", "NAME", "SKIP_CHECKS", "arguments", "run"]
 
 
 def run(command: BaseCommand, options: dict[str, Any]) -> None:
-    for name in options["queues"]:
-        try:
-            changed = store.resume_queue(queue=name)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
-        command.stdout.write(f"{name}: resumed" if changed else f"{name}: already resumed")
+    each_queue(command, options["queues"], "resumed", lambda q: store.resume_queue(queue=q))
