@@ -16,13 +16,12 @@ import json
 import logging
 import math
 from datetime import datetime, timedelta
-from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from django_jobqueue import store, validation
+from django_jobqueue import frames, store, validation
 from django_jobqueue.backend import results
 from django_jobqueue.backend.compat import (
     InvalidTask,
@@ -76,6 +75,9 @@ class DjangoTaskDef(TaskDef):
         )
         params = list(inspect.signature(task.func).parameters.values())
         self.signature = inspect.Signature(params[1:] if task.takes_context else params)
+
+    def defined_by(self) -> Any:
+        return self.task.func
 
     def __repr__(self) -> str:
         return f"<django task {self.kind}>"
@@ -216,7 +218,7 @@ class DjangoTaskDef(TaskDef):
         of ``exc`` to choose its retry, or None to let ``exc`` take the policy's."""
         error = TaskError(
             exception_class_path=results.class_path(type(exc)),
-            traceback="".join(format_exception(exc))[-TRACEBACK_LIMIT:],
+            traceback=frames.trimmed(exc, TRACEBACK_LIMIT, own=self.source_file()),
         )
         ctx.attach(
             {

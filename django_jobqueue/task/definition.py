@@ -182,6 +182,9 @@ class FunctionTask(TaskDef):
             args = (ctx, *args)
         return self.func(*args, **kwargs)
 
+    def defined_by(self) -> Any:
+        return self.func
+
     def using(self, **options: Any) -> BoundCall:
         """Enqueue with overrides: ``add.using(delay=timedelta(minutes=5)).enqueue(1, 2)``."""
         return BoundCall(self, Options.build(**options))
@@ -354,6 +357,9 @@ class ClassTask(TaskDef):
 
     def call(self, payload: dict[str, Any], ctx: Context) -> Any:
         return self.instance(payload).run(ctx)
+
+    def defined_by(self) -> Any:
+        return self.cls
 
 
 class Task:

@@ -172,6 +172,18 @@ class TaskDef:
         """Call the task: its value, or for an async task the coroutine to await."""
         raise NotImplementedError
 
+    def defined_by(self) -> Any:
+        """The function or class the task is written as (None if unknown)."""
+        return None
+
+    def source_file(self) -> str | None:
+        """The file the task is written in: its frames are the task's own in a stored
+        traceback, even when the project is installed as a package. None if unknown."""
+        try:
+            return inspect.getsourcefile(self.defined_by())
+        except TypeError:  # None, a builtin, a callable object: no file to name
+            return None
+
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The payload of a call with these arguments (not yet checked as JSON); raises
         InvalidArguments when they do not fit the task."""

@@ -930,6 +930,16 @@ async def async_overrun(ctx: Context, seconds: float) -> str:
     return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]
 
 
+@task(max_failures=1, kind="tests.duplicate_user")
+def duplicate_user(username: str) -> None:
+    """Creates a user twice: the second ``create`` fails deep in the ORM and the
+    driver (an IntegrityError chained from the driver's own), as real failures do."""
+    from django.contrib.auth.models import User
+
+    User.objects.create(username=username)
+    User.objects.create(username=username)
+
+
 # The durable-steps tests' tasks (tests/steps) and the conformance matrix's
 # (tests/conformance), registered with these.
 from tests.taskapp import matrix_tasks, steps_tasks  # noqa: E402, F401
