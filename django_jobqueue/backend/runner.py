@@ -58,6 +58,7 @@ class DjangoTaskDef(TaskDef):
 
     def __init__(self, task: Task[..., Any], *, options: BackendOptions, sender: type) -> None:
         self.task = task
+        self.written_as = task.func
         self.options = options
         self.sender = sender  # the backend class: the sender of Django's task signals
         own = task if isinstance(task, JobQueueTask) else None
@@ -75,9 +76,6 @@ class DjangoTaskDef(TaskDef):
         )
         params = list(inspect.signature(task.func).parameters.values())
         self.signature = inspect.Signature(params[1:] if task.takes_context else params)
-
-    def defined_by(self) -> Any:
-        return self.task.func
 
     def __repr__(self) -> str:
         return f"<django task {self.kind}>"

@@ -86,7 +86,7 @@ class FunctionTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(func),
             **keyed,
         )
-        self.func = func
+        self.func = self.written_as = func
         self.takes_context = takes_context
         signature = inspect.signature(func)
         params = list(signature.parameters.values())
@@ -181,9 +181,6 @@ class FunctionTask(TaskDef):
         if self.takes_context:
             args = (ctx, *args)
         return self.func(*args, **kwargs)
-
-    def defined_by(self) -> Any:
-        return self.func
 
     def using(self, **options: Any) -> BoundCall:
         """Enqueue with overrides: ``add.using(delay=timedelta(minutes=5)).enqueue(1, 2)``."""
@@ -332,7 +329,7 @@ class ClassTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(cls.run),
             **{name: getattr(cls, name) for name in ("key", *KEY_LIMITS)},
         )
-        self.cls = cls
+        self.cls = self.written_as = cls
 
     def instance(self, payload: dict[str, Any]) -> Task:
         try:
@@ -357,9 +354,6 @@ class ClassTask(TaskDef):
 
     def call(self, payload: dict[str, Any], ctx: Context) -> Any:
         return self.instance(payload).run(ctx)
-
-    def defined_by(self) -> Any:
-        return self.cls
 
 
 class Task:

@@ -7,8 +7,8 @@ was chained from kept the same way; the job page shows the task's frame open."""
 from __future__ import annotations
 
 import re
-from html import unescape
 from collections.abc import Callable
+from html import unescape
 
 import pytest
 from django.contrib.auth.models import User

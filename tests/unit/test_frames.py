@@ -48,15 +48,14 @@ def own_frames(text: str) -> list[str]:
     return [m for m in re.findall(r'File "([^"]+)"', text) if not frames.is_library(m)]
 
 
-def test_the_header_the_task_frame_and_the_nearest_frames_are_kept_and_the_middle_counted() -> (
-    None
-):
+def test_the_header_the_task_frame_and_the_nearest_frames_are_kept_and_the_middle_counted() -> None:
     exc = raised(deep_in_the_library)
     full = "".join(traceback.format_exception(exc))
     text = frames.trimmed(exc, NOTE_LIMIT)
     assert text.startswith(frames.HEADER)
     assert f'File "{HERE}"' in text  # the task's own frames
-    assert "in deep_in_the_library" in text and "in hook" in text
+    assert "in deep_in_the_library" in text
+    assert "in hook" in text
     assert text.rstrip().endswith(full.rstrip().splitlines()[-1])  # the exception line
     lib_frames = [p for p in re.findall(r'File "([^"]+)"', full) if frames.is_library(p)]
     kept_lib = [p for p in re.findall(r'File "([^"]+)"', text) if frames.is_library(p)]
@@ -73,7 +72,8 @@ def test_library_frames_between_own_frames_are_dropped_with_their_count() -> Non
     full = "".join(traceback.format_exception(exc))
     all_frames = len(re.findall(r'File "', full))
     shown = len(re.findall(r'File "', text))
-    assert counts and sum(counts) == all_frames - shown
+    assert counts
+    assert sum(counts) == all_frames - shown
 
 
 def test_a_chain_keeps_each_exception_its_header_and_its_lead_in_line() -> None:
@@ -87,7 +87,7 @@ def test_a_chain_keeps_each_exception_its_header_and_its_lead_in_line() -> None:
         try:
             wrapped()
         except RuntimeError:
-            raise KeyError("while handling")  # noqa: B904: the context is the point
+            raise KeyError("while handling")  # noqa: B904 (the context is the point)
 
     text = frames.trimmed(raised(wrapped), NOTE_LIMIT)
     assert text.count(frames.HEADER) == 2
@@ -152,7 +152,8 @@ def test_the_note_is_the_summary_line_then_the_trimmed_traceback_and_is_redacted
     assert rest.startswith(frames.HEADER)
     shown = "\n".join(p.text for p in tracebacks.parts(note))
     assert "tok_live_123" in note  # stored as raised
-    assert "tok_live_123" not in shown and MARK in shown  # redacted wherever shown
+    assert "tok_live_123" not in shown
+    assert MARK in shown
     assert "tok_live_123" not in redact_text(note)
 
 
