@@ -1,8 +1,9 @@
 """Live progress of a running job: the value ``ctx.progress`` records and readers show.
 
-Pure: checked here, held on the run's context, written by the worker with the lease
-renewal (one statement for all its running jobs, never one per call), and read back
-from the job's ``progress_*`` columns.
+Pure: checked here, held on the run's context, written by the worker about once a
+second (``worker.services.progress``: one statement for all its running jobs, never
+one per call), cleared by the run's settlement, and read back from the job's
+``progress_*`` columns.
 """
 
 from __future__ import annotations
