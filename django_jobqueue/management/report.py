@@ -15,7 +15,7 @@ from django_jobqueue import tracing
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
-from django_jobqueue.progress import Progress
+from django_jobqueue.progress import live
 from django_jobqueue.redaction import redact, redact_payload
 from django_jobqueue.task.registry import registry
 from django_jobqueue.validation import Undecodable
@@ -103,7 +103,7 @@ def job_fields(job: Job, steps: Sequence[Any]) -> list[tuple[str, str]]:
             ("claimed by", job.claimed_by),
             ("lease expires", fmt_time(job.claim_expires_at)),
         ]
-    progress = Progress.stored(job.progress_done, job.progress_total, job.progress_note)
+    progress = live(job.status, job.progress_done, job.progress_total, job.progress_note)
     if progress is not None:
         fields.append(("progress", str(progress)))
     trace_id = tracing.trace_id(job.trace_context)
