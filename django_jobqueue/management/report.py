@@ -135,9 +135,12 @@ def step_fields(job: Job, steps: Sequence[Any], js: Any) -> list[tuple[str, str]
         shown = {"sleep": "until", "wait": "payload"}.get(str(kind), "result")
         took = f", {r['seconds']:.3f} s" if isinstance(r.get("seconds"), float | int) else ""
         timed_out = " (timed out)" if r.get("timed_out") else ""
+        # A sleep's and a wait's names say what they are ("sleep 1", "wait 2"); a
+        # step's is the task's own, so it is labelled as one.
+        label = str(r.get("name")) if kind in ("sleep", "wait") else f"{kind} {r.get('name')}"
         fields.append(
             (
-                f"{kind} {r.get('name')}",
+                label,
                 f"run {r.get('run')} at {r.get('at')}{took}{timed_out}, {shown}: "
                 f"{js(redact(r.get(shown)))}",
             )
