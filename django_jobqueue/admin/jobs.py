@@ -237,8 +237,11 @@ class JobAdmin(ModelAdmin):
         progress = live_progress(job)
         if progress is None:
             return status_of(job)
-        # A running job's bar, under its badge (the job page has a line of its own).
-        bar = render_to_string("django_jobqueue/admin/progress.html", {"progress": progress})
+        # A running job's bar, under its badge, compact: its note on hover only, so the
+        # status column stays as narrow as a badge (the job page has a line of its own).
+        bar = render_to_string(
+            "django_jobqueue/admin/progress.html", {"progress": progress, "compact": True}
+        )
         return format_html("{}<br>{}", status_of(job), bar)
 
     @admin.display(description="created", ordering="created_at")
