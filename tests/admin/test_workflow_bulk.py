@@ -95,3 +95,17 @@ def test_bulk_actions_need_their_permission(client_for: Callable[..., Client]) -
     assert statuses(wf) == before
     assert not JournalEntry.objects.exists()
     assert Job.objects.filter(workflow=wf, status="dead").exists()
+
+
+def test_the_workflow_list_draws_its_badges_with_the_jobs_lists_styles(
+    steerer: User, client_for: Callable[..., Client]
+) -> None:
+    failed("album")
+    client = client_for(steerer)
+    workflows = client.get(WORKFLOWS).content.decode()
+    jobs = client.get("/admin/django_jobqueue/job/").content.decode()
+    rule = ".jq-badge { display:inline-block;"
+    assert rule in jobs
+    assert rule in workflows
+    assert '<span class="jq-badge" style="background:#cf222e">failed</span>' in workflows
+    assert '<span class="jq-badge" style="background:#cf222e">dead</span>' in jobs
