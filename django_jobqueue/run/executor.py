@@ -22,6 +22,7 @@ from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.control import Parked, Pause, Permanent, RetryAfter
 from django_jobqueue.rules.lifecycle import (
+    NOTE_ADDED_ROOM,
     NOTE_LIMIT,
     Policy,
     Run,
@@ -82,7 +83,8 @@ def error_text(exc: BaseException, *, own: str | None = None) -> str:
     if len(message) > frames.MESSAGE_LIMIT:
         message = message[: frames.MESSAGE_LIMIT] + "…"
     summary = f"{type(exc).__qualname__}: {message}\n"
-    return summary + frames.trimmed(exc, NOTE_LIMIT - len(summary), own=own)
+    budget = NOTE_LIMIT - NOTE_ADDED_ROOM - len(summary)
+    return summary + frames.trimmed(exc, budget, own=own)
 
 
 def output_problem(value: Any, what: str, limit: int, *, own_level: bool = False) -> str | None:

@@ -173,3 +173,29 @@ def test_the_admin_shows_the_own_frames_open_and_folds_only_library_frames() -> 
 @pytest.mark.parametrize("limit", [200, 1_000, 5_000])
 def test_any_budget_is_kept(limit: int) -> None:
     assert len(frames.trimmed(raised(deep_in_the_library), limit)) <= limit
+
+
+def test_a_dead_jobs_note_at_the_budget_keeps_its_last_lines() -> None:
+    """A traceback that fills the budget leaves room for the line the lifecycle adds
+    to a dead job's note: neither it nor the exception's line is cut."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from django_jobqueue.rules.lifecycle import Policy, Run, failure
+
+    def recurse(n: int) -> None:
+        if n == 0:
+            raise LookupError("the bottom")
+        recurse(n - 1)
+
+    note = error_text(raised(lambda: recurse(800)))
+    assert len(note) > NOTE_LIMIT - 200  # it filled the budget
+    run = Run(job_id=uuid.uuid4(), kind="k", run_no=1, worker="w")
+    second = timedelta(seconds=1)
+    policy = Policy(
+        max_failures=1, lease=second, backoff_base=second, backoff_cap=second, backoff_jitter=0
+    )
+    dead = failure(run, failure_count=0, policy=policy, now=datetime.now(UTC), note=note)
+    assert len(dead.note) <= NOTE_LIMIT
+    assert "more characters cut" not in dead.note
+    assert dead.note.endswith("LookupError: the bottom\n\n(failure 1 of max_failures=1)")
