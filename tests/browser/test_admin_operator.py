@@ -1,7 +1,8 @@
 """The on-call hour's list and failure fixes in headless Chromium at 1,280 px with the
 sidebar open: the jobs list fits with a running job reporting progress (a real worker
 writing it), kind names unbroken mid-word; a deep ORM failure's page shows the task's
-own frame without a click.
+own frame without a click; a chord larger than the graph's read draws its callback and
+its members' summary bar in colour.
 """
 
 from __future__ import annotations
@@ -96,3 +97,32 @@ def test_a_deep_orm_failure_shows_the_tasks_frame_without_unfolding(
     assert folds.count() >= 1
     assert all(f.get_attribute("open") is None for f in folds.all())
     page.screenshot(path=screenshots / "admin-job-deep-failure.png", full_page=True)
+
+
+def test_a_big_chords_graph_draws_its_callback_and_coloured_summary_bars(
+    page: Any, live_server: Any, screenshots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 20,000-member chord's rule, with the page's read lowered to 200 steps: the
+    callback is drawn, and the members' summary bar shows its statuses' colours."""
+    from django_jobqueue.admin import workflows
+    from tests.admin.workflow_rows import chord
+
+    monkeypatch.setattr(workflows, "GRAPH_READ_CAP", 200)
+    wf, _ = chord("album", 300, dead=40)
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/django_jobqueue/workflow/{wf.id}/change/")
+    page.wait_for_selector("#workflow-graph")
+    labels = page.locator("#workflow-graph g.jq-step .jq-label").all_text_contents()
+    assert labels == ["callback"]  # the members are one summary node
+    bars = page.locator("#workflow-graph g.jq-summary rect.jq-bar")
+    assert bars.count() == 2  # completed and dead
+    for bar in bars.all():
+        drawn = bar.evaluate("e => getComputedStyle(e).fill")
+        expected = bar.evaluate(
+            "e => { const p = document.createElement('div');"
+            " p.style.color = e.getAttribute('fill'); document.body.appendChild(p);"
+            " const c = getComputedStyle(p).color; p.remove(); return c; }"
+        )
+        assert drawn == expected, (bar.get_attribute("data-status"), drawn, expected)
+    page.screenshot(path=screenshots / "admin-workflow-big-chord.png", full_page=True)
