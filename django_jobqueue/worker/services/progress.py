@@ -6,8 +6,12 @@ database for it); this service, on the worker's loop thread, writes the latest v
 of every run that reported something new since its last write, in one small
 statement for all of them (``store.write_progress``), guarded by each run's epoch
 (its run number, claimed by this worker), so a run that lost its claim writes
-nothing. It is not the settlement's write and never waits for one: the settlement
-clears the progress columns itself, so a finished job shows no stale value.
+nothing. It is not the settlement's write: the settlement clears the progress
+columns itself, so a finished job shows no stale value, and a write that comes after
+it matches no row. Like the lease renewal it is a plain row update on the loop
+thread: it waits only if another transaction holds the row (an atomic run that
+recorded a durable step holds its own row until it commits, and the renewal waits
+for it as well), never the task, which only ever touches memory.
 """
 
 from __future__ import annotations
