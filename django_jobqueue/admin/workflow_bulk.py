@@ -84,6 +84,8 @@ def bulk(name: str) -> Action:
             "n_more": max(len(chosen) - LISTED, 0),
             "skipped": sorted(skipped.items()),
             "n_skipped": len(selected) - len(chosen),
+            # the ids to post back; with select_across the filter says which, and one id
+            # is posted only because Django's changelist wants one to take the action
             "selected": [wf.pk for wf in selected],
             "select_across": request.POST.get("select_across", "0"),
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,

@@ -6,6 +6,7 @@ the permission."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -65,6 +66,39 @@ def test_retry_dead_steps_across_failed_workflows_confirms_then_journals_each_st
         assert {e.actor for e in requeued} == {"admin:sam"}
         assert LogEntry.objects.filter(object_id=str(wf.id), change_message__contains="Retry")
     assert statuses(running) == RUNNING
+
+
+def test_retry_dead_steps_of_every_workflow_the_filter_matches(
+    steerer: User, client_for: Callable[..., Client]
+) -> None:
+    broken = [failed(f"album-{n}") for n in range(3)]
+    make_workflow("import-orders", RUNNING, RUNNING_EDGES)  # running: not matched
+    client = client_for(steerer)
+    url = f"{WORKFLOWS}?status__exact=failed"
+    data = {
+        "action": "bulk_retry_dead",
+        "select_across": "1",
+        "_selected_action": str(broken[0].id),
+    }
+    text = client.post(url, data).content.decode()
+    assert "Retry dead steps will change 3 workflows</strong>" in text
+    assert 'name="select_across" value="1"' in text
+    form = text.split('id="content-main"')[1]
+    assert form.count('name="_selected_action"') == 1  # the filter says which, not ids
+    posted = re.search(r'name="_selected_action" value="([^"]+)"', form)
+    assert posted is not None
+    done = client.post(
+        url,
+        {
+            "action": "bulk_retry_dead",
+            "select_across": "1",
+            "_selected_action": posted.group(1),
+            "post": "yes",
+        },
+    )
+    assert done.status_code == 302
+    for wf in broken:
+        assert Workflow.objects.get(id=wf.id).status == "running"
 
 
 def test_cancel_across_workflows_skips_the_finished_ones_saying_why(
