@@ -94,6 +94,9 @@ def test_a_job_that_is_not_running_shows_no_progress_on_its_page_or_in_show(
     out = StringIO()
     call_command("jobqueue", "show", str(finished.id), stdout=out)
     assert "progress" not in out.getvalue()
+    from django_jobqueue import job
+
+    assert job(finished.id).progress is None  # the API says the same
     job_id = running(progress_done=2, progress_total=3)
     out = StringIO()
     call_command("jobqueue", "show", job_id, stdout=out)
