@@ -1,8 +1,9 @@
 """Live progress of a running job: the value ``ctx.progress`` records and readers show.
 
-Pure: checked here, held on the run's context, written by the worker with the lease
-renewal (one statement for all its running jobs, never one per call), and read back
-from the job's ``progress_*`` columns.
+Pure: checked here, held on the run's context, written by the worker about once a
+second (``worker.services.progress``: one statement for all its running jobs, never
+one per call), cleared by the run's settlement, and read back from the job's
+``progress_*`` columns.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_jobqueue.errors import InvalidProgress
+from django_jobqueue.states import Status
 
 NOTE_LIMIT = 200  # characters: the column's length
 
@@ -47,6 +49,13 @@ class Progress:
         if done is None:
             return None
         return cls(done=done, total=total, note=note or "")
+
+
+def live(status: str, done: float | None, total: float | None, note: str | None) -> Progress | None:
+    """The progress to show for a job in ``status``: its run's while it runs, and none
+    once it does not (every settlement clears the columns; this keeps a row an older
+    version settled without clearing from showing a stale value beside its badge)."""
+    return Progress.stored(done, total, note) if status == Status.CLAIMED else None
 
 
 def _number(value: float) -> str:

@@ -86,7 +86,7 @@ ACTIONS: dict[str, JobAction] = {
             lambda job, force: store.requeue_refusal(job, force=force),
             _requeue,
             "Dead and cancelled jobs go back to pending, runnable now, with their failure "
-            "count reset. Completed jobs run again only if you tick force.",
+            "count reset.",
             "requeue",
         ),
         JobAction(

@@ -58,6 +58,10 @@ COLOURS = {
     "merged": "#6e7781",
     "requeued": "#1f6feb",
     "run-now": "#1f6feb",
+    # a pending job not yet runnable, by what it waits for (admin.job_page.state_word)
+    "scheduled": "#57606a",
+    "sleeping": "#0550ae",
+    "waiting for event": "#9a6700",
     # a workflow's own statuses
     "running": "#8250df",
     "failed": "#cf222e",

@@ -28,14 +28,29 @@ def scheduled(job: Job, now: datetime) -> bool:
     return job.status == Status.PENDING and job.visible_at > now
 
 
-def status_of(job: Job, now: datetime) -> SafeString:
-    """The job's badge: its status, "scheduled" for a pending job not yet runnable, and
-    "cancelled" beside a running job asked to stop."""
-    if job.status == Status.CLAIMED and job.cancel_requested:
+# What a pending job not yet runnable is waiting for, by its ``parked`` column: a
+# durable sleep or an event; any other (a delay, a backoff, a Pause) is "scheduled".
+PARKED_WORDS = {"sleep": "sleeping", "event": "waiting for event"}
+
+
+def state_word(job: Any, now: datetime) -> str:
+    """The word of a job's badge: its status, or for a pending job not yet runnable
+    "sleeping" (``ctx.sleep``), "waiting for event" (``ctx.wait_for``) or "scheduled".
+    ``job`` is a Job, or anything with its ``status`` (and ``visible_at``, ``parked``
+    where known)."""
+    visible_at = getattr(job, "visible_at", None)
+    if job.status == Status.PENDING and visible_at is not None and visible_at > now:
+        return PARKED_WORDS.get(getattr(job, "parked", "") or "", "scheduled")
+    return str(job.status)
+
+
+def status_of(job: Any, now: datetime) -> SafeString:
+    """The job's badge, wherever a job or a step is shown (the jobs list, the job page,
+    a step's parents and children): ``state_word``, and "cancelled" beside a running
+    job asked to stop."""
+    if job.status == Status.CLAIMED and getattr(job, "cancel_requested", False):
         return format_html("{} {}", badge(job.status), badge("cancelled"))
-    if scheduled(job, now):
-        return badge("scheduled")
-    return badge(job.status)
+    return badge(state_word(job, now))
 
 
 def lease_of(job: Job) -> timedelta:

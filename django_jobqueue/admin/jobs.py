@@ -45,7 +45,7 @@ from django_jobqueue.admin.steps import ParkedFilter, parked_line, step_rows
 from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
-from django_jobqueue.progress import Progress
+from django_jobqueue.progress import Progress, live
 from django_jobqueue.redaction import redact_payload, redact_text
 from django_jobqueue.store import sql
 from django_jobqueue.task.registry import registry
@@ -248,8 +248,11 @@ class JobAdmin(ModelAdmin):
         )
         if progress is None:
             return badge_
-        # A running job's bar, under its badge (the job page has a line of its own).
-        bar = render_to_string("django_jobqueue/admin/progress.html", {"progress": progress})
+        # A running job's bar, under its badge, compact: its note on hover only, so the
+        # status column stays as narrow as a badge (the job page has a line of its own).
+        bar = render_to_string(
+            "django_jobqueue/admin/progress.html", {"progress": progress, "compact": True}
+        )
         return format_html("{}<br>{}", badge_, bar)
 
     @admin.display(description="created", ordering="created_at")
@@ -358,7 +361,7 @@ class JobAdmin(ModelAdmin):
             # local form does not exist (near year 1 or 9999) is shown, in UTC.
             "times": {name: local(getattr(job, name)) for name in JOB_TIMES},
             "status": job_page.status_of(job, now),
-            "progress": Progress.stored(job.progress_done, job.progress_total, job.progress_note),
+            "progress": live_progress(job),
             "trace_id": tracing.trace_id(job.trace_context),
             "blocks": [
                 (label, json_block(value))
@@ -391,11 +394,9 @@ def status_of(job: Job) -> SafeString:
 
 
 def live_progress(job: Job) -> Progress | None:
-    """A running job's progress as its last lease renewal wrote it (None when it is not
-    running, or its run reported none): what the list's bar shows."""
-    if job.status != Status.CLAIMED:
-        return None
-    return Progress.stored(job.progress_done, job.progress_total, job.progress_note)
+    """A running job's progress as its worker last wrote it (None when it is not
+    running, or its run reported none): what the list's bar and the job page show."""
+    return live(job.status, job.progress_done, job.progress_total, job.progress_note)
 
 
 def _entry(e: JournalEntry) -> dict[str, Any]:

@@ -2,21 +2,20 @@
 message) as a summary, and the traceback under it with library frames folded.
 
 The note is what the worker journalled (``run.executor.error_text``: the class and
-message, then the traceback's tail). Frames from installed packages, the standard
-library and the queue itself say how the task was called, not why it failed: they are
-folded so that the task's own frames are what one sees. Everything here is redacted
+message, then the traceback as ``frames.trimmed`` keeps it: the task's own frames, the
+frames nearest each raise, and a marker for the library frames dropped between).
+Frames from installed packages, the standard library and the queue itself
+(``frames.is_library``) say how the task was called, not why it failed: they are
+folded so that the task's own frames are what one sees, open. Everything here is redacted
 (``redact_text``) before it is shown: the summary, the hover text and each frame.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sysconfig
 from dataclasses import dataclass
-from functools import cache
 
-import django_jobqueue
+from django_jobqueue.frames import is_library
 from django_jobqueue.redaction import redact_text
 
 # The most of a note the jobs list reads and puts in the hover text of its error cell.
@@ -37,22 +36,6 @@ class Part:
     @property
     def folded(self) -> bool:
         return self.frames > 0
-
-
-@cache
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    roots.add(os.path.dirname(django_jobqueue.__file__))
-    return tuple(sorted(os.path.join(os.path.normpath(r), "") for r in roots))
-
-
-def is_library(path: str) -> bool:
-    """Whether a frame's file belongs to an installed package, the standard library or
-    the queue (its executor calls every task), rather than to the project."""
-    if path.startswith("<frozen ") or "/site-packages/" in path or "/dist-packages/" in path:
-        return True
-    return os.path.normpath(path).startswith(_library_roots())
 
 
 def first_line(note: str) -> str:

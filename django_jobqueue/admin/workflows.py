@@ -20,7 +20,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobqueue.admin import guard, workflow_actions
+from django_jobqueue.admin import guard, workflow_actions, workflow_bulk
 from django_jobqueue.admin.common import COLOURS, age, badge, local, short_id
 from django_jobqueue.admin.graph import NODE_CAP, STATUS_ORDER, layout
 from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, by_id
@@ -58,7 +58,11 @@ class WorkflowAdmin(ModelAdmin):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
-    actions: list[Any] = []
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """Only the queue's bulk actions (``workflow_bulk``) this user may take: a
+        workflow is never deleted here."""
+        return dict(workflow_bulk.actions_for(request))
 
     # --- permissions: written by enqueue, removed by cleanup -----------------------------
 

@@ -16,13 +16,12 @@ import json
 import logging
 import math
 from datetime import datetime, timedelta
-from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from django_jobqueue import store, validation
+from django_jobqueue import frames, store, validation
 from django_jobqueue.backend import results
 from django_jobqueue.backend.compat import (
     InvalidTask,
@@ -59,6 +58,7 @@ class DjangoTaskDef(TaskDef):
 
     def __init__(self, task: Task[..., Any], *, options: BackendOptions, sender: type) -> None:
         self.task = task
+        self.written_as = task.func
         self.options = options
         self.sender = sender  # the backend class: the sender of Django's task signals
         own = task if isinstance(task, JobQueueTask) else None
@@ -216,7 +216,7 @@ class DjangoTaskDef(TaskDef):
         of ``exc`` to choose its retry, or None to let ``exc`` take the policy's."""
         error = TaskError(
             exception_class_path=results.class_path(type(exc)),
-            traceback="".join(format_exception(exc))[-TRACEBACK_LIMIT:],
+            traceback=frames.trimmed(exc, TRACEBACK_LIMIT, own=self.source_file()),
         )
         ctx.attach(
             {

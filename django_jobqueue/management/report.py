@@ -15,7 +15,7 @@ from django_jobqueue import tracing
 from django_jobqueue.formatting import fmt_age, fmt_seconds
 from django_jobqueue.management.arguments import UNITS
 from django_jobqueue.models import Job, Status
-from django_jobqueue.progress import Progress
+from django_jobqueue.progress import live
 from django_jobqueue.redaction import redact, redact_payload
 from django_jobqueue.task.registry import registry
 from django_jobqueue.validation import Undecodable
@@ -103,7 +103,7 @@ def job_fields(job: Job, steps: Sequence[Any]) -> list[tuple[str, str]]:
             ("claimed by", job.claimed_by),
             ("lease expires", fmt_time(job.claim_expires_at)),
         ]
-    progress = Progress.stored(job.progress_done, job.progress_total, job.progress_note)
+    progress = live(job.status, job.progress_done, job.progress_total, job.progress_note)
     if progress is not None:
         fields.append(("progress", str(progress)))
     trace_id = tracing.trace_id(job.trace_context)
@@ -135,9 +135,12 @@ def step_fields(job: Job, steps: Sequence[Any], js: Any) -> list[tuple[str, str]
         shown = {"sleep": "until", "wait": "payload"}.get(str(kind), "result")
         took = f", {r['seconds']:.3f} s" if isinstance(r.get("seconds"), float | int) else ""
         timed_out = " (timed out)" if r.get("timed_out") else ""
+        # A sleep's and a wait's names say what they are ("sleep 1", "wait 2"); a
+        # step's is the task's own, so it is labelled as one.
+        label = str(r.get("name")) if kind in ("sleep", "wait") else f"{kind} {r.get('name')}"
         fields.append(
             (
-                f"{kind} {r.get('name')}",
+                label,
                 f"run {r.get('run')} at {r.get('at')}{took}{timed_out}, {shown}: "
                 f"{js(redact(r.get(shown)))}",
             )

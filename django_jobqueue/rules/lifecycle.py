@@ -73,6 +73,10 @@ class Run:
 # Every note is stored as text the databases accept, and bounded: a run's own words
 # (an exception message, a traceback, a Pause note) are whatever the task made them.
 NOTE_LIMIT = 10_000
+# What a failure's note leaves of NOTE_LIMIT for the line this module adds to it (the
+# "(failure n of max_failures=m)" of a dead job), so that line and the traceback's
+# last, the exception's, are never the ones cut.
+NOTE_ADDED_ROOM = 100
 
 # The range of times a job is scheduled for, the one rule for every time given (run_at,
 # run_after, delay, a pause's resume_in, a retry's delay): one outside it is clamped to

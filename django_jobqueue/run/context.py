@@ -11,9 +11,6 @@ from typing import Any
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
 
-# What a context's written progress is before its first lease renewal: not even
-# "none", so that renewal clears what an earlier run of the job left.
-_UNWRITTEN: Any = object()
 # Guards the making of a context's cancel flag, which two threads may ask for at once.
 _FLAG_LOCK = threading.Lock()
 
@@ -58,9 +55,10 @@ class Context:
         self._settle_now: Callable[[Any], None] | None = None
         # This run's durable steps (``run.steps.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
-        # The latest ctx.progress() value, and the one the last lease renewal wrote.
+        # The latest ctx.progress() value, and the one last written. A run starts with
+        # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
-        self._progress_written: progress_.Progress | None = _UNWRITTEN
+        self._progress_written: progress_.Progress | None = None
 
     @classmethod
     def for_job(
@@ -182,9 +180,9 @@ class Context:
         what it is doing (``note``, up to 200 characters).
 
         Only held in memory, so call it as often as you like, from a sync or an
-        ``async`` task: the worker writes the latest value with its next lease renewal
-        (once a third of the lease is used), in the statement that renews the lease.
-        A bad value raises ``InvalidProgress``, naming the argument."""
+        ``async`` task: the worker writes the latest value about once a second, in one
+        statement for all its runs, and the run's settlement clears it. A bad value
+        raises ``InvalidProgress``, naming the argument."""
         self._progress = progress_.checked(done, total, note)
 
     @property
@@ -193,13 +191,13 @@ class Context:
         return self._progress
 
     def unwritten_progress(self) -> tuple[bool, progress_.Progress | None]:
-        """For the lease renewal: whether there is progress to write, and what (None
-        clears what an earlier run left, on this run's first renewal)."""
+        """For the worker's progress writes: whether there is progress to write, and
+        what."""
         current = self._progress
         return current is not self._progress_written, current
 
     def progress_written(self, value: progress_.Progress | None) -> None:
-        """The renewal wrote ``value``: the next one writes only a newer report."""
+        """``value`` was written: the next write is only of a newer report."""
         self._progress_written = value
 
     def attach(self, value: Any) -> None:

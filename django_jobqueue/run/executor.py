@@ -11,18 +11,18 @@ import contextlib
 import logging
 import os
 import sys
-import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from django.utils import timezone
 
-from django_jobqueue import validation
+from django_jobqueue import frames, validation
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.control import Parked, Pause, Permanent, RetryAfter
 from django_jobqueue.rules.lifecycle import (
+    NOTE_ADDED_ROOM,
     NOTE_LIMIT,
     Policy,
     Run,
@@ -70,18 +70,21 @@ class RunResult:
     parked: Settlement | None = None
 
 
-def error_text(exc: BaseException) -> str:
-    """The exception's class, message and the tail of its traceback; never raises, even
-    for an exception whose ``__str__`` does (the note is cleaned and bounded later)."""
+def error_text(exc: BaseException, *, own: str | None = None) -> str:
+    """The exception's class and message on one line (the summary operators read
+    first), then its traceback trimmed to the note's budget by ``frames.trimmed``: the
+    header, the task's own frames (``own`` is the file the task is written in) and the
+    frames nearest each raise of the chain. Never raises, even for an exception whose
+    ``__str__`` does."""
     try:
         message = str(exc)
     except Exception as problem:
         message = f"<str() of the exception raised {type(problem).__name__}>"
-    try:
-        tail = "".join(traceback.format_exception(exc)[-12:])
-    except Exception:
-        tail = "<the traceback could not be formatted>"
-    return f"{type(exc).__qualname__}: {message}\n{tail}"
+    if len(message) > frames.MESSAGE_LIMIT:
+        message = message[: frames.MESSAGE_LIMIT] + "…"
+    summary = f"{type(exc).__qualname__}: {message}\n"
+    budget = NOTE_LIMIT - NOTE_ADDED_ROOM - len(summary)
+    return summary + frames.trimmed(exc, budget, own=own)
 
 
 def output_problem(value: Any, what: str, limit: int, *, own_level: bool = False) -> str | None:
@@ -117,7 +120,7 @@ def execute(
     try:
         value = _call(defn, job, ctx)
     except BaseException as exc:
-        return ended_by(exc, job, ctx, started, max_output_bytes)
+        return ended_by(exc, job, ctx, started, max_output_bytes, own=defn.source_file())
     return _checked(_result(job, ctx, started, "completed", value=value), max_output_bytes)
 
 
@@ -133,7 +136,7 @@ async def aexecute(
     try:
         value = await defn.call(job.payload, ctx)
     except BaseException as exc:
-        return ended_by(exc, job, ctx, started, max_output_bytes)
+        return ended_by(exc, job, ctx, started, max_output_bytes, own=defn.source_file())
     return _checked(_result(job, ctx, started, "completed", value=value), max_output_bytes)
 
 
@@ -165,11 +168,18 @@ def _unrunnable(
 
 
 def ended_by(
-    exc: BaseException, job: Claimed, ctx: Context, started: datetime, limit: int
+    exc: BaseException,
+    job: Claimed,
+    ctx: Context,
+    started: datetime,
+    limit: int,
+    *,
+    own: str | None = None,
 ) -> RunResult:
     """How a run that raised ``exc`` ended, by the lifecycle's rules. A task calling
     sys.exit() or a cancelled coroutine is the task failing, not a reason to lose the
-    worker's slot; other BaseExceptions are raised again."""
+    worker's slot; other BaseExceptions are raised again. ``own`` is the task's file
+    (its frames are kept in the note)."""
 
     def result(end: RunEnd, **kw: Any) -> RunResult:
         return _checked(_result(job, ctx, started, end, **kw), limit)
@@ -187,10 +197,10 @@ def ended_by(
     if isinstance(exc, RetryAfter):
         cause = exc.__cause__ or exc
         if exc.delay is None:
-            return result("permanent", note=error_text(cause), error=cause)
-        return result("failed", note=error_text(cause), retry_in=exc.delay, error=cause)
+            return result("permanent", note=error_text(cause, own=own), error=cause)
+        return result("failed", note=error_text(cause, own=own), retry_in=exc.delay, error=cause)
     if isinstance(exc, Exception | SystemExit | KeyboardInterrupt | asyncio.CancelledError):
-        note = error_text(exc)
+        note = error_text(exc, own=own)
         if logger.isEnabledFor(logging.DEBUG):  # bounded as the note will be
             shown = visible(redact_text(validation.clean_text(note, NOTE_LIMIT)))
             logger.debug("job %s raised %s", job.id, shown)

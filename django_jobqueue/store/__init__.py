@@ -74,6 +74,7 @@ from django_jobqueue.store.settling import (
     next_wakeup,
     recover_expired,
     settle,
+    write_progress,
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
@@ -173,4 +174,5 @@ __all__ = [
     "throughput",
     "tick_key",
     "unserved_kinds",
+    "write_progress",
 ]

@@ -87,16 +87,25 @@ def step_counts(*, workflow_id: uuid.UUID) -> dict[str, int]:
     return {row["status"]: row["n"] for row in rows}
 
 
+# Of a workflow larger than a graph's read, the steps written last that are read too:
+# its ends (a chord's callback, a chain's last links) are written after the steps they
+# wait on, and are the nodes an operator looks for.
+TAIL_READ = 100
+
+
 def graph(*, workflow_id: uuid.UUID, limit: int) -> Graph:
-    """At most ``limit`` steps of a workflow (in the order they were written) and the
-    edges among them."""
-    rows = list(
-        sql.jobs()
-        .filter(workflow_id=workflow_id)
-        .order_by("id")
-        .values_list(*STEP_COLUMNS[:6])[: limit + 1]
-    )
+    """At most ``limit`` steps of a workflow and the edges among them: all of them if
+    they fit, else the first written and the last ``TAIL_READ`` (see there)."""
+    steps_of = sql.jobs().filter(workflow_id=workflow_id)
+    columns = STEP_COLUMNS[:6]
+    rows = list(steps_of.order_by("id").values_list(*columns)[: limit + 1])
     complete = len(rows) <= limit
+    if not complete:
+        tail = min(TAIL_READ, limit // 2)
+        last = list(steps_of.order_by("-id").values_list(*columns)[:tail])
+        head = rows[: limit - len(last)]
+        seen = {r[0] for r in head}
+        rows = head + [r for r in reversed(last) if r[0] not in seen]
     steps = [
         Step(id=r[0], kind=r[1], name=r[2] or "", status=r[3], join_when=r[4], parents_open=r[5])
         for r in rows[:limit]

@@ -233,25 +233,36 @@ _EXPIRED = (
 )
 
 
-def extend_leases(
-    *,
-    worker_id: str,
-    runs: Mapping[uuid.UUID, int],
-    until: datetime,
-    progress: Mapping[uuid.UUID, Progress | None] | None = None,
-) -> int:
-    """Push the lease of this worker's running jobs to ``until`` (guarded by run number),
-    writing in the same statement the live progress of those in ``progress`` (None
-    clears it): a run's progress costs no statement of its own."""
-    if not runs:
-        return 0
+def _held(worker_id: str, runs: Mapping[uuid.UUID, int]) -> Any:
+    """The rows of these runs that are still theirs: claimed, by ``worker_id``, in the
+    run numbered (the run's epoch) as given. A run that lost its claim matches none."""
     guard = Q()
     for job_id, run_no in runs.items():
         guard |= Q(id=job_id, run_count=run_no)
-    changes: dict[str, Any] = {"claim_expires_at": until}
-    if progress:
-        changes.update(_progress_changes(progress))
-    return sql.jobs().filter(guard, status=Status.CLAIMED, claimed_by=worker_id).update(**changes)
+    return sql.jobs().filter(guard, status=Status.CLAIMED, claimed_by=worker_id)
+
+
+def extend_leases(*, worker_id: str, runs: Mapping[uuid.UUID, int], until: datetime) -> int:
+    """Push the lease of this worker's running jobs to ``until`` (guarded by run number)."""
+    if not runs:
+        return 0
+    return int(_held(worker_id, runs).update(claim_expires_at=until))
+
+
+def write_progress(
+    *,
+    worker_id: str,
+    runs: Mapping[uuid.UUID, int],
+    progress: Mapping[uuid.UUID, Progress | None],
+) -> int:
+    """Write the live progress runs reported (None clears it), one statement for all of
+    them, each row only while its run still holds it (``_held``): a stale run's write
+    changes nothing. Not a settlement: it takes no journal entry and no lock but the
+    rows' own, for the moment of this one statement. Returns how many rows it wrote."""
+    mine = {job_id: run_no for job_id, run_no in runs.items() if job_id in progress}
+    if not mine:
+        return 0
+    return int(_held(worker_id, mine).update(**_progress_changes(progress)))
 
 
 def _progress_changes(progress: Mapping[uuid.UUID, Progress | None]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ class ClassTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(cls.run),
             **{name: getattr(cls, name) for name in ("key", *KEY_LIMITS)},
         )
-        self.cls = cls
+        self.cls = self.written_as = cls
 
     def instance(self, payload: dict[str, Any]) -> Task:
         try:

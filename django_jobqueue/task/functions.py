@@ -78,7 +78,7 @@ class FunctionTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(func),
             **keyed,
         )
-        self.func = func
+        self.func = self.written_as = func
         self.takes_context = takes_context
         signature = inspect.signature(func)
         params = list(signature.parameters.values())

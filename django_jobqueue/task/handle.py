@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_jobqueue import store
 from django_jobqueue.models import Job
-from django_jobqueue.progress import Progress
+from django_jobqueue.progress import Progress, live
 from django_jobqueue.task.explain import Explanation, explain
 
 if TYPE_CHECKING:
@@ -80,11 +80,12 @@ class JobHandle:
 
     @property
     def progress(self) -> Progress | None:
-        """The live progress its run last reported (``ctx.progress``), as of the last
-        lease renewal and as this handle read it (``refresh()`` re-reads); None when no
-        run reported any."""
+        """The live progress its running job last reported (``ctx.progress``), as its
+        worker last wrote it (about once a second) and as this handle read it
+        (``refresh()`` re-reads); None when the job is not running or its run reported
+        none (``progress.live``)."""
         job = self.job
-        return Progress.stored(job.progress_done, job.progress_total, job.progress_note)
+        return live(job.status, job.progress_done, job.progress_total, job.progress_note)
 
     def refresh(self) -> JobHandle:
         self._job = store.get_job(job_id=self.id)

@@ -81,6 +81,9 @@ class TaskDef:
     rate_limit_per_key: Rate | None = None
     ordered: bool = False
     fair: bool = False
+    # The function or class the task is written as (None if unknown): its file's frames
+    # are the task's own in a stored traceback.
+    written_as: Any = None
 
     def _set_options(
         self,
@@ -171,6 +174,14 @@ class TaskDef:
     def call(self, payload: dict[str, Any], ctx: Context) -> Any:
         """Call the task: its value, or for an async task the coroutine to await."""
         raise NotImplementedError
+
+    def source_file(self) -> str | None:
+        """The file the task is written in: its frames are the task's own in a stored
+        traceback, even when the project is installed as a package. None if unknown."""
+        try:
+            return inspect.getsourcefile(self.written_as)
+        except TypeError:  # None, a builtin, a callable object: no file to name
+            return None
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The payload of a call with these arguments (not yet checked as JSON); raises

@@ -19,6 +19,7 @@ from django_jobqueue.worker.services.cancels import CancelChecks
 from django_jobqueue.worker.services.heartbeat import Heartbeat
 from django_jobqueue.worker.services.leases import LeaseExtension
 from django_jobqueue.worker.services.limits import LimitRefresh
+from django_jobqueue.worker.services.progress import ProgressWrites
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.services.retention import Retention
 from django_jobqueue.worker.services.scheduler import Scheduler
@@ -121,6 +122,7 @@ def services(
         recovery,
         LeaseExtension(db, interval=timings.lease_check, worker_id=worker_id, running=running),
         CancelChecks(db, interval=timings.cancel_check, running=running),
+        ProgressWrites(db, interval=timings.progress, worker_id=worker_id, running=running),
         Timeouts(
             interval=timings.timeout_check,
             running=running,

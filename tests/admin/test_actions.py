@@ -95,6 +95,21 @@ def test_requeue_takes_completed_jobs_only_when_forced(
     assert entry.actor == "admin:olga"
 
 
+def test_the_requeue_confirmation_mentions_force_only_where_its_box_is(
+    operator: User, client_for: Callable[..., Client]
+) -> None:
+    client = client_for(operator)
+    before = jobs_in_every_state()
+    dead_only = bulk(client, "requeue", [before["dead"]]).content.decode()  # type: ignore[attr-defined]
+    assert "will change 1 job" in dead_only
+    assert 'name="force"' not in dead_only
+    assert "force" not in dead_only.split('id="content-main"')[1].lower()
+    with_completed = bulk(client, "requeue", [before["dead"], before["completed"]])
+    text = with_completed.content.decode()  # type: ignore[attr-defined]
+    assert 'name="force"' in text
+    assert "Force: also requeue 1 completed job" in text
+
+
 @pytest.mark.parametrize("action", list(CHANGES))
 def test_single_job_action_page_confirms_then_changes_and_returns_to_the_job(
     action: str, operator: User, client_for: Callable[..., Client]

@@ -75,3 +75,29 @@ def test_a_stored_trace_context_that_cannot_be_read_shows_no_trace_id(
     page = client_for(viewer).get(f"{JOBS}{job_id}/change/")
     assert page.status_code == 200
     assert "trace id" not in page.content.decode()
+
+
+def test_a_job_that_is_not_running_shows_no_progress_on_its_page_or_in_show(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    """A row left with a partial value (settled before settlements cleared it) shows
+    none once the job is not running: no 66 % bar beside a green "completed"."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    finished = tasks.add.enqueue(2, 2)
+    set_state(finished.id, status="completed", progress_done=2, progress_total=3)
+    page = client_for(viewer).get(f"{JOBS}{finished.id}/change/").content.decode()
+    assert not BAR.search(page)
+    assert "66%" not in page
+    out = StringIO()
+    call_command("jobqueue", "show", str(finished.id), stdout=out)
+    assert "progress" not in out.getvalue()
+    from django_jobqueue import job
+
+    assert job(finished.id).progress is None  # the API says the same
+    job_id = running(progress_done=2, progress_total=3)
+    out = StringIO()
+    call_command("jobqueue", "show", job_id, stdout=out)
+    assert re.search(r"^progress: +2/3 \(66%\)$", out.getvalue(), re.M)

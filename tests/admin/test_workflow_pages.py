@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from django_jobqueue.admin import workflows
 from django_jobqueue.admin.common import COLOURS, short_id
 from django_jobqueue.admin.graph import NODE_CAP
 from django_jobqueue.models import Job
@@ -117,6 +118,43 @@ def test_a_chord_of_2000_members_is_drawn_under_the_node_cap_with_a_summary_by_s
     assert dead.startswith(f"{JOBS}?workflow={wf.id}")
     shown = client.get(dead).context["cl"].result_list
     assert {j.step_name for j in shown} == {"m0", "m1", "m2"}
+
+
+def test_a_chord_larger_than_the_graphs_read_still_draws_its_callback(
+    wf_viewer: User, client_for: Callable[..., Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 20,000-member chord's rule with a smaller read: a workflow with more steps
+    than the page reads (GRAPH_READ_CAP) is drawn from its first steps and its last
+    ones, so its callback is drawn, linked below its members' summary."""
+    monkeypatch.setattr(workflows, "GRAPH_READ_CAP", 200)
+    wf, steps = chord("album", 300, dead=3)
+    page = client_for(wf_viewer).get(f"{WORKFLOWS}{wf.id}/change/")
+    assert page.context["graph_complete"] is False
+    assert page.context["graph_read"] == 200
+    nodes = page.context["graph"]["nodes"]
+    [callback] = [n for n in nodes if not n["summary"] and n["label"] == "callback"]
+    assert callback["status"] == "cancelled"
+    assert callback["url"].endswith(f"/{steps['callback'].id}/change/")
+    [summary] = [n for n in nodes if n["summary"]]
+    assert summary["label"] == "199 steps"
+    assert page.context["graph"]["edges"]  # the summary's edge to the callback
+    text = page.content.decode()
+    assert ("jq-step", "cancelled") in graph_nodes(text)
+
+
+def test_a_summarys_status_bar_keeps_its_colours() -> None:
+    """The summary box's own rect is styled grey; its bars (also rects, each in a link
+    of its own) keep the status colours they are drawn with."""
+    from pathlib import Path
+
+    import django_jobqueue
+
+    css = (
+        Path(django_jobqueue.__file__).parent / "templates/django_jobqueue/admin/style.html"
+    ).read_text()
+    rule = re.search(r"\.jq-graph \.jq-summary > a > rect[^{]*\{", css)
+    assert rule is not None
+    assert ":not(.jq-bar)" in rule.group(0)
 
 
 def test_a_long_chain_is_drawn_in_a_bounded_number_of_rows(

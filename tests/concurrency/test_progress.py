@@ -1,10 +1,11 @@
 """Live progress seen from another process: a ``runworker`` child runs a task that
 reports its progress; this process reads it from the database while the job runs,
-within one lease-renewal interval, through ``JobHandle.progress`` and ``jobqueue show``.
+through ``JobHandle.progress`` and ``jobqueue show``, and sees none once it completed.
 
-The task's lease is 1.5 s, so its worker renews it (and writes the progress) every
-0.5 s; the run lasts 4 s. Progress written only when the run settles would first be
-seen after 4 s, with the job no longer running: the margin between the two is wide.
+The task's lease is 60 s: its first renewal is 20 s after the claim. The worker writes
+progress on its own about once a second, so it is seen within a few seconds, and the
+lease's expiry is still the claim's when it is: written by its own write, not with a
+renewal. The run lasts 4 s, so progress written only at a renewal would never be seen.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
-LEASE = timedelta(seconds=1.5)  # the tasks' lease: renewed once a third is used
+LEASE = timedelta(seconds=60)  # the tasks' lease: renewed once a third is used
 RENEWAL = LEASE.total_seconds() / 3
+PROMPT = 8.0  # seconds: generous for a write due within about one, far below RENEWAL
 STEPS, STEP_SECONDS = 8, 0.5
 
 
@@ -53,17 +55,23 @@ def test_running_jobs_progress_is_seen_from_another_process_within_a_renewal(
     for handle in handles:
         wait_for(lambda h=handle: job(h.id).status == Status.COMPLETED, timeout=30)
         assert job(handle.id).result == STEPS
+        # Completed: no stale partial value (the settlement cleared it).
+        assert job(handle.id).progress is None
+    out = StringIO()
+    call_command("jobqueue", "show", str(handles[0].id), stdout=out)
+    assert not [line for line in out.getvalue().splitlines() if line.startswith("progress:")]
 
 
 def assert_seen_while_running(job_id: object) -> None:
     wait_for(lambda: Job.objects.get(id=job_id).status == Status.CLAIMED, timeout=30)
     claimed_seen = time.monotonic()
-    first = wait_for(lambda: job(job_id).progress, timeout=10)
+    expiry = Job.objects.get(id=job_id).claim_expires_at
+    first = wait_for(lambda: job(job_id).progress, timeout=RENEWAL)
     waited = time.monotonic() - claimed_seen
-    # The first renewal is due a third of a lease after the claim (which came before
-    # claimed_seen); a little over one interval allows for the worker's own wake-up.
-    assert waited < RENEWAL + 1.0, f"first progress seen {waited:.2f}s after the claim"
-    assert job(job_id).status == Status.CLAIMED  # seen while the job runs
+    assert waited < PROMPT, f"first progress seen {waited:.2f}s after the claim"
+    row = Job.objects.get(id=job_id)
+    assert row.status == Status.CLAIMED  # seen while the job runs
+    assert row.claim_expires_at == expiry  # no lease renewal has happened: its own write
     assert first.total == STEPS
     assert 1 <= first.done < STEPS
     assert first.note.endswith(f"step {int(first.done)}")

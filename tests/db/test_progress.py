@@ -1,6 +1,8 @@
 """Live progress: ``ctx.progress`` checks what it is given and holds it in memory; the
-lease renewal writes it in the statement that renews the lease (never a statement per
-call); ``JobHandle.progress`` reads it back. On each database."""
+worker's progress service writes the latest values of all its runs in one statement of
+their own (never a statement per call, never with the lease renewal), each guarded by
+its run's epoch; every settlement clears it; ``JobHandle.progress`` reads it back. On
+each database."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobqueue import InvalidProgress, Progress, job, store
+from django_jobqueue import InvalidProgress, Progress, conf, job, store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import NOTE_LIMIT
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.worker.services.base import Running
 from django_jobqueue.worker.services.leases import LeaseExtension
+from django_jobqueue.worker.services.progress import ProgressWrites
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -39,72 +42,107 @@ def claimed(worker_id: str = "w:1") -> Running:
     return Running(job=got, ctx=ctx, lease=LEASE, expires_at=timezone.now() + LEASE / 3)
 
 
-def renew(worker_id: str, *runs: Running) -> list[dict[str, Any]]:
-    """One pass of the worker's lease service over ``runs``; the statements it sent."""
-    for r in runs:
-        r.expires_at = timezone.now() + LEASE / 3  # a third used: due
-    service = LeaseExtension(
-        lambda call: call(), interval=0.0, worker_id=worker_id, running={r.job.id: r for r in runs}
+def write(worker_id: str, *runs: Running) -> list[dict[str, Any]]:
+    """One pass of the worker's progress service over ``runs``; the statements it sent."""
+    service = ProgressWrites(
+        lambda call: call(), interval=1.0, worker_id=worker_id, running={r.job.id: r for r in runs}
     )
     with CaptureQueriesContext(connection) as queries:
         service.run()
     return list(queries.captured_queries)
 
 
-def test_many_progress_calls_send_no_statement_and_the_renewal_writes_the_last_in_its_own() -> None:
-    quiet, busy = claimed(), claimed()
+def test_many_progress_calls_send_no_statement_and_one_write_sends_the_last_of_each() -> None:
+    quiet, busy, other = claimed(), claimed(), claimed()
     with CaptureQueriesContext(connection) as during:
         for n in range(5000):
             busy.ctx.progress(n + 1, total=5000, note=f"row {n + 1}")
+        other.ctx.progress(3)
     assert during.captured_queries == []
 
-    [statement] = renew("w:1", quiet, busy)  # one statement renews both leases
+    [statement] = write("w:1", quiet, busy, other)  # one statement for every run
     assert statement["sql"].lstrip().upper().startswith("UPDATE")
     assert "progress_done" in statement["sql"]
+    assert "claim_expires_at" not in statement["sql"]  # not the lease's write
     assert job(busy.job.id).progress == Progress(done=5000, total=5000, note="row 5000")
+    assert job(other.job.id).progress == Progress(done=3)
     assert job(quiet.job.id).progress is None
 
-    # Nothing new reported: the next renewal is the lease alone, still one statement.
-    [again] = renew("w:1", quiet, busy)
-    assert "progress_done" not in again["sql"]
+    # Nothing new reported: no statement at all.
+    assert write("w:1", quiet, busy, other) == []
     busy.ctx.progress(1, total=2)
-    assert len(renew("w:1", quiet, busy)) == 1
+    assert len(write("w:1", quiet, busy, other)) == 1
     assert job(busy.job.id).progress == Progress(done=1, total=2)
 
 
-def test_a_run_without_progress_calls_renews_with_as_many_statements_as_one_with_many() -> None:
-    without, with_many = claimed(), claimed()
-    for n in range(1000):
-        with_many.ctx.progress(n)
-    assert len(renew("w:1", without)) == len(renew("w:1", with_many)) == 1
-
-
-def test_the_first_renewal_of_a_new_run_clears_the_progress_an_earlier_run_left() -> None:
+def test_the_lease_renewal_writes_no_progress() -> None:
     r = claimed()
-    r.ctx.progress(7, total=10, note="before the crash")
-    renew("w:1", r)
-    assert job(r.job.id).progress == Progress(7, 10, "before the crash")
-    # The run is lost (as to a crash) and the job runnable again: its next run has not
-    # reported anything, and its first renewal says so.
+    r.ctx.progress(1, total=2)
+    r.expires_at = timezone.now() + LEASE / 3  # a third used: due
+    service = LeaseExtension(
+        lambda call: call(), interval=0.0, worker_id="w:1", running={r.job.id: r}
+    )
+    with CaptureQueriesContext(connection) as queries:
+        service.run()
+    [statement] = queries.captured_queries
+    assert "progress_done" not in statement["sql"]
+    assert job(r.job.id).progress is None
+    write("w:1", r)
+    assert job(r.job.id).progress == Progress(1, 2)
+
+
+def test_a_stale_runs_progress_write_is_refused() -> None:
+    r = claimed("w:1")
+    r.ctx.progress(3, total=4)
+    [statement] = write("w:other", r)  # another worker's write: the guard refuses
+    assert "progress_done" in statement["sql"]
+    assert job(r.job.id).progress is None
+    # The run is lost (as to a crash) and the job claimed again: run 2 holds it, and
+    # the old run's write (its epoch, run 1) changes nothing.
     Job.objects.filter(id=r.job.id).update(
         status="pending", claimed_by="", visible_at=timezone.now()
     )
     [again] = store.claim_jobs(
-        worker_id="w:2", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind], lease=LEASE)
+        worker_id="w:1", request=store.ClaimRequest(limit=1, kinds=[tasks.add.kind], lease=LEASE)
     )
     assert again.run_count == 2
-    ctx = Pipeline(worker_id="w:2", alias="default", max_output_bytes=10_000).context(again)
-    rerun = Running(job=again, ctx=ctx, lease=LEASE, expires_at=timezone.now())
-    renew("w:2", rerun)
+    assert (
+        store.write_progress(
+            worker_id="w:1", runs={r.job.id: 1}, progress={r.job.id: Progress(3, 4)}
+        )
+        == 0
+    )
     assert job(r.job.id).progress is None
+    assert (
+        store.write_progress(
+            worker_id="w:1", runs={r.job.id: 2}, progress={r.job.id: Progress(1, 4)}
+        )
+        == 1
+    )
+    assert job(r.job.id).progress == Progress(1, 4)
 
 
-def test_progress_is_not_written_for_a_run_that_lost_its_claim() -> None:
-    r = claimed("w:1")
-    r.ctx.progress(3, total=4)
-    [statement] = renew("w:other", r)  # another worker's renewal: the guard refuses
-    assert "progress_done" in statement["sql"]
+@pytest.mark.parametrize("ending", ["completed", "retried", "dead"])
+def test_every_settlement_clears_the_progress_its_run_wrote(ending: str) -> None:
+    from django_jobqueue.rules.lifecycle import Run, completed, dead, failure
+
+    r = claimed()
+    r.ctx.progress(2, total=3, note="two of three")
+    write("w:1", r)
+    assert job(r.job.id).progress == Progress(2, 3, "two of three")
+    run = Run(job_id=r.job.id, kind=r.job.kind, run_no=r.job.run_count, worker="w:1")
+    settlement = {
+        "completed": lambda: completed(run, result=3),
+        "retried": lambda: failure(
+            run, failure_count=0, policy=conf.get().policy(), now=timezone.now(), note="boom"
+        ),
+        "dead": lambda: dead(run, carry=None, note="gone"),
+    }[ending]()
+    assert store.settle(worker_id="w:1", settlements=[settlement]) == [True]
     assert job(r.job.id).progress is None
+    assert Job.objects.filter(
+        id=r.job.id, progress_done=None, progress_total=None, progress_note=""
+    ).exists()
 
 
 def test_progress_reads_back_as_a_fraction_and_prints_short() -> None:
@@ -144,7 +182,7 @@ def test_bad_progress_is_a_clear_error_and_keeps_what_was_reported(
     assert isinstance(info.value, ValueError)
     assert "ctx.progress()" in str(info.value)
     assert r.ctx.reported == Progress(1, 2, "fine")
-    renew("w:1", r)
+    write("w:1", r)
     assert job(r.job.id).progress == Progress(1, 2, "fine")
 
 

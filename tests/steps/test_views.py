@@ -5,6 +5,7 @@ waiting jobs apart from pending ones."""
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
@@ -51,7 +52,8 @@ def test_the_job_page_and_show_list_the_steps_and_the_sleep_s_wake_time() -> Non
     assert "sleeping until" in printed
     assert "step before" in printed
     assert 'result: "before"' in printed
-    assert "sleep sleep 1" in printed
+    assert "sleep sleep 1" not in printed
+    assert re.search(r"^sleep 1: +run 1 at .*, until: ", printed, re.M), printed
 
 
 def test_a_step_result_is_redacted_on_the_job_page_and_in_show() -> None:
@@ -100,3 +102,19 @@ def test_the_dashboard_and_stats_count_sleeping_and_waiting_apart_from_pending()
     out = StringIO()
     call_command("jobqueue", "stats", stdout=out)
     assert "sleeping 1   waiting for events 2" in out.getvalue()
+
+
+def test_a_parked_job_s_badge_says_sleeping_or_waiting_for_event_not_scheduled() -> None:
+    sleeping = steps_tasks.sleeper.enqueue(3600)
+    waiting = steps_tasks.waiter.enqueue("shipped", "order-7")
+    run_jobs()
+    client = viewer()
+    badge = r'<span class="jq-badge" style="background:[^"]+">{}</span>'
+    for handle, word in ((sleeping, "sleeping"), (waiting, "waiting for event")):
+        page = client.get(f"{JOBS}{handle.id}/change/").content.decode()
+        assert re.search(badge.format(word), page), word
+        assert not re.search(badge.format("scheduled"), page)
+    listing = client.get(JOBS).content.decode()
+    assert re.search(badge.format("sleeping"), listing)
+    assert re.search(badge.format("waiting for event"), listing)
+    assert not re.search(badge.format("scheduled"), listing)

@@ -807,10 +807,11 @@ def traced(name: str) -> None:
         pass
 
 
-@task(takes_context=True, kind="tests.progress", lease=timedelta(seconds=1.5))
+@task(takes_context=True, kind="tests.progress", lease=timedelta(seconds=60))
 def reports_progress(ctx: Context, steps: int, step_seconds: float, calls: int = 1) -> int:
     """Reports ``done = 1 … steps`` of ``steps``, ``calls`` times each, a step every
-    ``step_seconds``: its lease (1.5 s) is renewed, and its progress written, every 0.5 s."""
+    ``step_seconds``. Its lease (60 s) is first renewed 20 s after the claim: progress
+    seen sooner was written on its own, not with a renewal."""
     for done in range(1, steps + 1):
         for _ in range(calls):
             ctx.progress(done, total=steps, note=f"step {done}")
@@ -819,7 +820,7 @@ def reports_progress(ctx: Context, steps: int, step_seconds: float, calls: int =
     return steps
 
 
-@task(takes_context=True, kind="tests.aprogress", lease=timedelta(seconds=1.5))
+@task(takes_context=True, kind="tests.aprogress", lease=timedelta(seconds=60))
 async def reports_progress_async(ctx: Context, steps: int, step_seconds: float) -> int:
     """``reports_progress`` as an ``async def`` task."""
     import asyncio
@@ -928,6 +929,16 @@ async def async_leased(ctx: Context, seconds: float) -> str:
 async def async_overrun(ctx: Context, seconds: float) -> str:
     """Overruns its 0.5 s timeout unless ``seconds`` is short."""
     return await async_wait.func(ctx, seconds)  # type: ignore[no-any-return]
+
+
+@task(max_failures=1, kind="tests.duplicate_user")
+def duplicate_user(username: str) -> None:
+    """Creates a user twice: the second ``create`` fails deep in the ORM and the
+    driver (an IntegrityError chained from the driver's own), as real failures do."""
+    from django.contrib.auth.models import User
+
+    User.objects.create(username=username)
+    User.objects.create(username=username)
 
 
 # The durable-steps tests' tasks (tests/steps) and the conformance matrix's

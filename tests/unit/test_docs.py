@@ -425,3 +425,26 @@ def test_check_hints_name_documentation_pages_not_repository_paths() -> None:
     assert [(f, t) for f, t in hints if DOCS_PATH.search(t) or "docs/" in t] == []
     pages = {(f, page) for f, text in hints for page in DOCS_PAGE.findall(text)}
     assert sorted((f, p) for f, p in pages if not (DOCS / f"{p}.md").exists()) == []
+
+
+def test_the_readme_lists_every_optional_extra_a_user_installs() -> None:
+    """Every extra but the project's own tooling (``dev``, ``bench``)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    readme = (ROOT / "README.md").read_text()
+    listed = readme.split("The extras:", 1)[1].split("\n\n", 1)[0]
+    missing = sorted(e for e in extras if e not in ("dev", "bench") and f"`{e}`" not in listed)
+    assert not missing, f"README's extras leave out {missing}"
+
+
+def test_the_docs_name_the_jobs_key_field_not_its_column() -> None:
+    """The model's field is ``key``; ``job_key`` is only its column's name."""
+    found = [
+        str(path.relative_to(ROOT))
+        for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+        if re.search(r"`job_key`", path.read_text())
+    ]
+    assert not found, found

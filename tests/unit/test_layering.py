@@ -147,6 +147,7 @@ LAYERS: list[set[str]] = [
         "run.context",
         "rules.cron",
         "progress",
+        "frames",
         "tracing",
         "signals",
     },

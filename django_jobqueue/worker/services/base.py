@@ -40,6 +40,7 @@ class Timings:
 
     recover: float = 1.0  # sweep for expired leases (a dead worker's jobs)
     cancel_check: float = 1.0  # look for operator cancels of the jobs this worker runs
+    progress: float = 1.0  # at most this often, write the progress running jobs reported
     heartbeat: float = 10.0  # keep this worker listed as alive
     lease_check: float = 0.0  # every turn: a lease is extended once a third of it is used
     timeout_check: float = 0.0  # every turn: a run past its task's timeout is given up

@@ -6,21 +6,17 @@ import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.worker.services.base import DbCall, Running, Service
 
-if TYPE_CHECKING:
-    from django_jobqueue.progress import Progress
-
 
 class LeaseExtension(Service):
     """Push out the lease of each running job once a third of it is used, so a run
-    survives two missed renewals before its lease runs out. The same statement writes
-    the live progress each of those runs reported since its last renewal."""
+    survives two missed renewals before its lease runs out. (Live progress is written
+    on its own, about once a second: ``services.progress``.)"""
 
     name = "leases"
 
@@ -41,25 +37,12 @@ class LeaseExtension(Service):
         for lease, group in by_lease.items():
             until = now + lease
             runs = {r.job.id: r.job.run_count for r in group}
-            progress: dict[uuid.UUID, Progress | None] = {}
-            for r in group:
-                changed, value = r.ctx.unwritten_progress()
-                if changed:
-                    progress[r.job.id] = value
             done = self.db(
-                partial(
-                    store.extend_leases,
-                    worker_id=self.worker_id,
-                    runs=runs,
-                    until=until,
-                    progress=progress,
-                )
+                partial(store.extend_leases, worker_id=self.worker_id, runs=runs, until=until)
             )
             if done is not None:
                 for r in group:
                     r.expires_at = until
-                    if r.job.id in progress:
-                        r.ctx.progress_written(progress[r.job.id])
 
     def wake_in(self, since_run: float) -> float | None:
         if not self.running:

@@ -118,10 +118,14 @@ COLUMNS: dict[str, str] = {
 _OVERRIDE = "(t.cancel_requested AND s.c_status IS NOT NULL)"
 _STATUS = f"CASE WHEN {_OVERRIDE} THEN s.c_status ELSE s.status END"
 _GOES_PENDING = f"({_STATUS}) = 'pending'"
+# A run's live progress (``ctx.progress``) describes that run only: every settlement
+# clears it, so a completed job shows no stale partial value beside its badge, and a
+# retried, paused or dead one none from a run that is over.
+PROGRESS_CLEARED = "progress_done = NULL, progress_total = NULL, progress_note = ''"
 SET = (
     f"status = {_STATUS},"
     f" visible_at = CASE WHEN {_GOES_PENDING} THEN s.visible_at ELSE t.visible_at END,"
-    " claimed_by = '', claim_expires_at = NULL,"
+    f" claimed_by = '', claim_expires_at = NULL, {PROGRESS_CLEARED},"
     " failure_count = t.failure_count + s.failed,"
     " carry = COALESCE(s.carry, t.carry), result = s.result,"
     f" finished_at = CASE WHEN {_GOES_PENDING} THEN NULL ELSE s.recorded_at END,"

@@ -34,6 +34,7 @@ from django_jobqueue.store.dialects.base.settling import (
     GUARD_PARAMS,
     JOURNAL,
     JOURNAL_COLUMNS,
+    PROGRESS_CLEARED,
     SettleRow,
     Tally,
 )
@@ -284,7 +285,7 @@ class MySQLClaiming(ClaimingStatements):
         cursor.execute(
             f"UPDATE {JOB} SET status = %s,"
             f" visible_at = {'%s' if pending else 'visible_at'},"
-            " claimed_by = '', claim_expires_at = NULL,"
+            f" claimed_by = '', claim_expires_at = NULL, {PROGRESS_CLEARED},"
             " failure_count = failure_count + %s, carry = COALESCE(%s, carry),"
             " result = %s, finished_at = %s, cancel_requested = FALSE"
             f" WHERE {GUARD_PARAMS}",
