@@ -59,6 +59,7 @@ PUBLIC = [
     "SettleError",
     "Signature",
     "Status",
+    "StepDivergence",
     "StepError",
     "Task",
     "UnknownFilter",
