@@ -1,6 +1,7 @@
-"""Re-running a job from one of its durable steps: the records from that step on are
-discarded and the job made pending again, in one transaction under the job's row lock,
-journalled with the operator.
+"""What operators do about jobs whose durable steps no longer match the code: find the
+jobs a replay found diverged (``divergent``), and re-run a job from one of its steps
+(``rerun_from``): the records from that step on discarded and the job made pending
+again, in one transaction under the job's row lock, journalled with the operator.
 
 Why re-run rather than fork (DBOS's ``fork_workflow`` copies the records before the step
 into a new workflow): the job keeps its id, its journal, its idempotency key, its place
@@ -17,10 +18,11 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidStep, InvalidTransition
-from django_jobqueue.models import Job, Outcome, Status, StepRecord
+from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
 from django_jobqueue.store import operations, sql, wakeups
 from django_jobqueue.store.steps import RECORDS
 
@@ -94,3 +96,29 @@ def _first_record(job: Job, step: str) -> tuple[int, str]:
         argument="step",
         job_id=job.id,
     )
+
+
+# How a run that died of a divergence begins its journal note (``error_text``'s class).
+DIVERGED_NOTE = "StepDivergence: "
+
+
+def divergent(*, limit: int = 100) -> list[tuple[Job, str]]:
+    """The dead jobs whose last run found their records diverged from the code
+    (``StepDivergence``), each with that run's note, newest first, at most ``limit``:
+    what can be known without
+    running task code, which alone says what its steps are. A parked or pending job
+    that will diverge is found when it next runs, and settles dead here."""
+    died = JournalEntry.objects.using(sql.alias()).filter(
+        job_id=OuterRef("id"),
+        run_no=OuterRef("run_count"),
+        outcome=Outcome.DEAD,
+        note__startswith=DIVERGED_NOTE,
+    )
+    rows = (
+        sql.jobs()
+        .filter(status=Status.DEAD)
+        .filter(Exists(died))
+        .annotate(divergence=Subquery(died.values("note")[:1]))
+        .order_by("-finished_at", "-id")
+    )
+    return [(job, job.divergence) for job in rows[:limit]]

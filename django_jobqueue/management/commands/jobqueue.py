@@ -30,7 +30,7 @@ from django_jobqueue.errors import (
     JobQueueError,
 )
 from django_jobqueue.formatting import fmt_age
-from django_jobqueue.management import bulk, show, subparsers, workflows
+from django_jobqueue.management import bulk, rerun, show, steps, subparsers, workflows
 from django_jobqueue.management.arguments import (
     parse_duration,
     parse_job_id,
@@ -131,6 +131,8 @@ class Command(BaseCommand):
         workflows.show_arguments(
             sub.add_parser("workflow", help="One workflow: its steps, their status and parents.")
         )
+        steps.arguments(sub.add_parser("steps", help="Jobs whose durable steps diverged."))
+        rerun.arguments(sub.add_parser("rerun", help="Re-run a job from a recorded step."))
         subparsers.health_arguments(
             sub.add_parser(
                 "health",
@@ -394,6 +396,12 @@ class Command(BaseCommand):
             self.stdout.write("next: (end)")
 
     # --- show -----------------------------------------------------------------------------
+
+    def do_steps(self, options: dict[str, Any]) -> None:
+        steps.run(self, options)
+
+    def do_rerun(self, options: dict[str, Any]) -> None:
+        rerun.run(self, {**options, "actor": operator()})
 
     def do_show(self, options: dict[str, Any]) -> None:
         show.do_show(options, self.stdout.write)
