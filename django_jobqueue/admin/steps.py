@@ -78,24 +78,28 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
 
 def rerun_view(modeladmin: Any) -> Callable[[HttpRequest, str], HttpResponse]:
     """The steps table's "re-run from here" (a POST naming the ``step``): with the
-    requeue permission, the job re-run from that step, journalled with the admin user;
+    view and requeue permissions, the job re-run from that step, journalled with the admin user;
     a refusal (a run in flight, no such step) is shown as an error on the job page."""
 
     def view(request: HttpRequest, object_id: str) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        if not modeladmin.has_requeue_permission(request):
+        if not (
+            modeladmin.has_view_permission(request) and modeladmin.has_requeue_permission(request)
+        ):
             raise PermissionDenied
         opts = modeladmin.opts
         page = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
         step = request.POST.get("step", "")
+        who = actor(request)
         try:
-            store.rerun_from(job_id=object_id, step=step, actor=actor(request))
+            job = store.rerun_from(job_id=object_id, step=step, actor=who)
         except JobNotFound:
             raise Http404(f"No job with id {object_id}") from None
         except JobQueueError as exc:
             messages.error(request, str(exc))
         else:
+            modeladmin.log_change(request, job, f"re-run from step {step!r} by {who}")
             messages.success(request, f"Re-running from step {step!r}: the job is pending.")
         return HttpResponseRedirect(page)
 
