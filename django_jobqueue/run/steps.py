@@ -9,6 +9,10 @@ run, so the run ends without a failure and the slot is free. Inside a transactio
 atomic task, or the task's own ``transaction.atomic()``) a step runs in a savepoint
 with its record: its writes and its record commit together or not at all.
 
+Each step, sleep and wait is met in order by ``run.sequence``, which raises
+``StepDivergence`` when a replay meets another sequence than the job recorded; a
+``ctx.patched`` decision is a record too, read back on every replay.
+
 Steps inside steps are refused (``StepError``): a step is the unit that runs once, and
 a recorded inner step of an outer one that ran again would make "once" mean nothing.
 """
