@@ -158,6 +158,20 @@ class StepError(JobQueueError, RuntimeError):
     job, in an async task, inside another step, or a step name used twice in one run)."""
 
 
+class StepDivergence(StepError):
+    """A replay met a different sequence of durable steps than the job recorded (a deploy
+    reordered, renamed, inserted or removed steps, or changed a step's ``version=``):
+    running on would return one step's record for another or repeat a side effect. The
+    run settles its job dead with this as its error (docs/howto/durable-steps.md).
+
+    ``step`` names the step the replay stopped at; ``recorded`` is the job's recorded
+    sequence and ``current`` this run's, each a list of step names in order."""
+
+    step: str | None = None
+    recorded: list[str] | None = None
+    current: list[str] | None = None
+
+
 class InvalidStep(JobQueueError, ValueError):
     """A durable step was given a value it cannot record (``argument`` names it):
     nothing was recorded."""

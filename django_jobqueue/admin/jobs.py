@@ -41,7 +41,7 @@ from django_jobqueue.admin.listing import (
     kind_filter,
     search_jobs,
 )
-from django_jobqueue.admin.steps import ParkedFilter, parked_line, step_rows
+from django_jobqueue.admin.steps import ParkedFilter, parked_line, rerun_view, step_rows
 from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
@@ -304,6 +304,7 @@ class JobAdmin(ModelAdmin):
             path("dashboard/", wrap(dashboard.view(self)), name=f"{name}_dashboard"),
             path("dashboard/queue/", wrap(dashboard.queue_view(self)), name=f"{name}_queue"),
             path("cleanup/", wrap(cleanup.view(self)), name=f"{name}_cleanup"),
+            path("<path:object_id>/rerun/", wrap(rerun_view(self)), name=f"{name}_rerun"),
             path(
                 "<path:object_id>/act/<str:name>/",
                 wrap(self.action_view),
@@ -381,6 +382,7 @@ class JobAdmin(ModelAdmin):
             "step": step_links(job),
             "parked": parked_line(job),
             "steps": step_rows(job),
+            "rerun": self.has_requeue_permission(request) and not store.rerun_refusal(job),
             "now": now,
             "has_view_permission": True,
         }

@@ -1,18 +1,30 @@
 """What the admin shows of a job's durable steps: its recorded steps (results redacted
 as every stored value is), where a parked job is (its sleep's wake time, the event it
-waits for), and the changelist's filter of parked jobs."""
+waits for), and the changelist's filter of parked jobs; and the steps table's action,
+re-running the job from one of its steps (``store.rerun_from``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.urls import reverse
 from django.utils import timezone
 
-from django_jobqueue.admin.common import duration, json_block, local
+from django_jobqueue import store
+from django_jobqueue.admin.common import actor, duration, json_block, local
+from django_jobqueue.errors import JobNotFound, JobQueueError
 from django_jobqueue.models import Job, Status
 from django_jobqueue.store.steps import records
 
@@ -62,6 +74,36 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         else "-",
         "block": json_block(shown),
     }
+
+
+def rerun_view(modeladmin: Any) -> Callable[[HttpRequest, str], HttpResponse]:
+    """The steps table's "re-run from here" (a POST naming the ``step``): with the
+    view and requeue permissions, the job re-run from that step, journalled with the admin user;
+    a refusal (a run in flight, no such step) is shown as an error on the job page."""
+
+    def view(request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not (
+            modeladmin.has_view_permission(request) and modeladmin.has_requeue_permission(request)
+        ):
+            raise PermissionDenied
+        opts = modeladmin.opts
+        page = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[object_id])
+        step = request.POST.get("step", "")
+        who = actor(request)
+        try:
+            job = store.rerun_from(job_id=object_id, step=step, actor=who)
+        except JobNotFound:
+            raise Http404(f"No job with id {object_id}") from None
+        except JobQueueError as exc:
+            messages.error(request, str(exc))
+        else:
+            modeladmin.log_change(request, job, f"re-run from step {step!r} by {who}")
+            messages.success(request, f"Re-running from step {step!r}: the job is pending.")
+        return HttpResponseRedirect(page)
+
+    return view
 
 
 def _when(text: Any) -> str:

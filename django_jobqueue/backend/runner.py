@@ -36,6 +36,7 @@ from django_jobqueue.backend.compat import (
     task_started,
 )
 from django_jobqueue.backend.options import BackendOptions, Backoff, JobQueueTask, tier
+from django_jobqueue.errors import StepDivergence
 from django_jobqueue.rules.control import Pause, Permanent, RetryAfter
 from django_jobqueue.rules.lifecycle import Policy, exhausted
 from django_jobqueue.store import Claimed
@@ -226,7 +227,10 @@ class DjangoTaskDef(TaskDef):
         )
         result.errors.append(error)
         now = timezone.now()
-        final = isinstance(exc, Permanent) or exhausted(ctx.failure_count + 1, self.policy())
+        # A divergence settles dead at once (run.executor): a retry would diverge again.
+        final = isinstance(exc, Permanent | StepDivergence) or exhausted(
+            ctx.failure_count + 1, self.policy()
+        )
         decision: RetryAfter | None = None
         if not final and self.retry_backoff is not None:
             results.set_fields(result, status=TaskResultStatus.FAILED, finished_at=now)

@@ -142,12 +142,36 @@ class Context:
             )
         self._settle_now(result)
 
-    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        version: int | str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` once for this job, ever: its result (JSON) is
         recorded in the job by a guarded write, and any later run of the job gets the
         recorded result back without calling ``fn``. Inside a transaction (an atomic
-        task) the step's writes commit with its record. See docs/howto/durable-steps.md."""
-        return self._book("ctx.step()").step(name, fn, args, kwargs)
+        task) the step's writes commit with its record. The record keeps the step's
+        position and ``version`` (not passed to ``fn``): a replay that meets another
+        order or version raises ``StepDivergence``. See docs/howto/durable-steps.md."""
+        return self._book("ctx.step()").step(name, fn, args, kwargs, version)
+
+    def patched(self, change_id: str) -> bool:
+        """True if this run takes the new code of ``change_id``: a job that started
+        after the change, or that had not yet recorded anything past this point; False
+        for a run recorded before it. Decided once per job and recorded, so every
+        replay decides the same (``if ctx.patched("x"): new() else: old()``)."""
+        return bool(self._book("ctx.patched()").patched(change_id))
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Mark ``change_id``'s old code path as removed once no job recorded before the
+        change remains: the decision is still recorded (so a worker of the previous
+        release, still calling ``patched``, takes the new path), and a run recorded
+        before the change raises ``StepDivergence`` instead of running the new code."""
+        self._book("ctx.deprecate_patch()").patched(change_id, deprecated=True)
 
     def sleep(self, duration: timedelta | float) -> None:
         """End this run for ``duration`` (no failure, the slot freed); the job runs again

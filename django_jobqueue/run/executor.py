@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from django.utils import timezone
 
 from django_jobqueue import frames, validation
+from django_jobqueue.errors import StepDivergence
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.control import Parked, Pause, Permanent, RetryAfter
@@ -194,6 +195,8 @@ def ended_by(
         return _result(job, ctx, started, "paused", note=exc.note)
     if isinstance(exc, Permanent):
         return result("permanent", note=exc.reason or "permanent failure", error=exc)
+    if isinstance(exc, StepDivergence):  # a replay would run on wrong records: dead now
+        return result("permanent", note=error_text(exc), error=exc)
     if isinstance(exc, RetryAfter):
         cause = exc.__cause__ or exc
         if exc.delay is None:

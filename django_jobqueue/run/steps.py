@@ -9,6 +9,10 @@ run, so the run ends without a failure and the slot is free. Inside a transactio
 atomic task, or the task's own ``transaction.atomic()``) a step runs in a savepoint
 with its record: its writes and its record commit together or not at all.
 
+Each step, sleep and wait is met in order by ``run.sequence``, which raises
+``StepDivergence`` when a replay meets another sequence than the job recorded; a
+``ctx.patched`` decision is a record too, read back on every replay.
+
 Steps inside steps are refused (``StepError``): a step is the unit that runs once, and
 a recorded inner step of an outer one that ran again would make "once" mean nothing.
 """
@@ -31,6 +35,7 @@ from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
 from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.run.executor import output_problem, run_of
+from django_jobqueue.run.sequence import Sequence
 from django_jobqueue.store import steps as stored
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
@@ -76,6 +81,7 @@ class StepBook:
         self.recorded: list[str] = []  # what this run recorded, for its journal note
         self.size = 0  # the records' total JSON size, counted once on load, then added to
         self.parking: Any = None  # the paused settlement a sleep or a wait wrote
+        self.sequence = Sequence(job.kind, job.id)  # where each step was recorded
 
     # --- reading ---------------------------------------------------------------------
 
@@ -95,6 +101,7 @@ class StepBook:
             self.records = list(book.steps)
             self.size = book.size
             self._index = {(r["kind"], r["name"]): r for r in self.records}
+            self.sequence.load(self.records)
             self._book = book
         return self._book
 
@@ -110,10 +117,13 @@ class StepBook:
 
     # --- steps -----------------------------------------------------------------------
 
-    def step(self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    def step(
+        self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any, version: Any = None
+    ) -> Any:
         name = validation.bounded_text(
             name, name="the step name", error=_invalid_step("name"), max_length=STEP_NAME_MAX
         )
+        version = _version(name, version)
         if not callable(fn):
             raise InvalidStep(f"ctx.step({name!r}, …): fn must be callable, got {fn!r}")
         if name in self.used:
@@ -125,19 +135,23 @@ class StepBook:
             )
         self.used.add(name)
         done = self._found("step", name)
+        self._not_inside(f"ctx.step({name!r})")
+        seq = self.sequence.meet(done, name, version)
         if done is not None:
             return done.get("result")
-        self._not_inside(f"ctx.step({name!r})")
+        mark = {"seq": seq} if version is None else {"seq": seq, "version": version}
         self.inside = name
         try:
             if connections[self.alias].in_atomic_block:
                 with transaction.atomic(using=self.alias):
-                    return self._run_step(name, fn, args, kwargs)
-            return self._run_step(name, fn, args, kwargs)
+                    return self._run_step(name, fn, args, kwargs, mark)
+            return self._run_step(name, fn, args, kwargs, mark)
         finally:
             self.inside = None
 
-    def _run_step(self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    def _run_step(
+        self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any, mark: dict[str, Any]
+    ) -> Any:
         started = timezone.now()
         began = time.monotonic()
         value = fn(*args, **kwargs)
@@ -152,16 +166,20 @@ class StepBook:
             "at": started.isoformat(),
             "seconds": round(took, 6),
             "run": self.job.run_count,
+            **mark,
         }
         self._write(record)
         self.recorded.append(f"{name} ({took:.3f} s)")
         return value
 
-    def _write(self, record: dict[str, Any]) -> None:
-        """Record one step by a guarded write; a lost claim records nothing and raises."""
+    def _write(self, record: dict[str, Any], *, clear_wait: bool = True) -> None:
+        """Record one step by a guarded write; a lost claim records nothing and raises.
+        ``clear_wait=False`` (a patch decision) leaves a parked wait's columns, which
+        the wait reads when the replay reaches it."""
         book = self._load()
         text = self._within_bound(record)
-        clear = bool(book.parked or book.wait_name or book.delivered is not None)
+        parking = bool(book.parked or book.wait_name or book.delivered is not None)
+        clear = clear_wait and parking
         if not stored.record(
             job_id=self.job.id,
             run_no=self.job.run_count,
@@ -175,6 +193,7 @@ class StepBook:
         self.records.append(record)
         self.size += len(text)
         self._index[(record["kind"], record["name"])] = record
+        self.sequence.add(record)
 
     def _within_bound(self, record: dict[str, Any]) -> str:
         """The record's JSON text, refused (InvalidStep, nothing written) when it would
@@ -202,6 +221,38 @@ class StepBook:
             )
         return text
 
+    # --- patches ---------------------------------------------------------------------
+
+    def patched(self, change_id: Any, *, deprecated: bool = False) -> bool:
+        """Whether this run takes the code path of ``change_id``: True unless the job's
+        records already go past this point (a run recorded before the change), decided
+        once and recorded, so every replay decides the same. ``deprecated`` (the
+        change's old path is gone): a run recorded before it raises StepDivergence."""
+        what = "ctx.deprecate_patch()" if deprecated else "ctx.patched()"
+        change = validation.bounded_text(
+            change_id,
+            name=f"{what}'s change id",
+            error=_invalid_step("change_id"),
+            max_length=STEP_NAME_MAX,
+        )
+        found = self._found("patch", change)
+        if found is not None:
+            decision = found.get("result") is True
+        else:
+            self._not_inside(f"{what[:-2]}({change!r})")
+            decision = not self.sequence.replaying()
+            if decision or not deprecated:
+                record = {"kind": "patch", "name": change, "result": decision, **self._when()}
+                self._write({**record, "seq": self.sequence.position}, clear_wait=False)
+                self.recorded.append(f"patch {change} ({'new' if decision else 'old'} code)")
+        if deprecated and not decision:
+            self.sequence.diverged(
+                f"patch {change}",
+                "this run was recorded before the change, whose old code path "
+                "ctx.deprecate_patch() says is gone",
+            )
+        return decision
+
     def _not_inside(self, what: str) -> None:
         if self.inside is not None:
             raise StepError(
@@ -227,10 +278,13 @@ class StepBook:
             moment = clamped(moment)
         self.sleeps += 1
         name = f"sleep {self.sleeps}"
-        if self._found("sleep", name) is not None:
-            return
+        found = self._found("sleep", name)
         self._not_inside("ctx.sleep()")
+        seq = self.sequence.meet(found, name)
+        if found is not None:
+            return
         record = {"kind": "sleep", "name": name, "until": moment.isoformat(), **self._when()}
+        record["seq"] = seq
         self._within_bound(record)
         note = f"sleeping until {moment:%Y-%m-%d %H:%M:%S%z}"
         parking = stored.Parking(record=record, parked="sleep", wake_at=moment)
@@ -245,9 +299,10 @@ class StepBook:
         self.waits += 1
         label = f"wait {self.waits}"
         done = self._found("wait", label)
+        self._not_inside(f"ctx.wait_for({name!r})")
+        self.sequence.meet(done, label)
         if done is not None:
             return done.get("payload")
-        self._not_inside(f"ctx.wait_for({name!r})")
         book = self._load()
         delivered = book.delivered
         if isinstance(delivered, dict) and (delivered.get("name"), delivered.get("key")) == (
@@ -305,6 +360,7 @@ class StepBook:
             "payload": payload,
             "timed_out": event_id is None,
             **self._when(),
+            "seq": self.sequence.position - 1,  # met just before: nothing is met between
         }
         self._write(record)
         self.recorded.append(f"{label} ({'timed out' if event_id is None else 'event'})")
@@ -353,6 +409,18 @@ def _readable(record: Any) -> bool:
 
 def _invalid_step(argument: str) -> Callable[[str], InvalidStep]:
     return lambda message: InvalidStep(message, argument=argument)
+
+
+def _version(name: str, version: Any) -> Any:
+    """A step's ``version=``: None, an int or a short string, compared by equality."""
+    if version is None or (isinstance(version, int) and not isinstance(version, bool)):
+        return version
+    return validation.bounded_text(
+        version,
+        name=f"step {name!r}'s version",
+        error=_invalid_step("version"),
+        max_length=STEP_NAME_MAX,
+    )
 
 
 def _invalid_sleep(message: str) -> InvalidStep:

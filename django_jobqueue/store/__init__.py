@@ -59,6 +59,7 @@ from django_jobqueue.store.operations import (
 from django_jobqueue.store.pruning import cleanup, delete_finished
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
 from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
+from django_jobqueue.store.rerunning import divergent, rerun_from, rerun_refusal
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -128,6 +129,7 @@ __all__ = [
     "delete_finished",
     "delete_refusal",
     "distinct_values",
+    "divergent",
     "enqueue",
     "enqueue_many",
     "exchange",
@@ -157,6 +159,8 @@ __all__ = [
     "requeue",
     "requeue_many",
     "requeue_refusal",
+    "rerun_from",
+    "rerun_refusal",
     "resume_queue",
     "retry_dead_steps",
     "run_now",

@@ -66,10 +66,16 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
 
 
 def _requeue(
-    job_id: uuid.UUID | str, *, force: bool, actor: str, workflows: set[uuid.UUID] | None
+    job_id: uuid.UUID | str,
+    *,
+    force: bool,
+    actor: str,
+    workflows: set[uuid.UUID] | None,
+    why: str = "",
 ) -> Job:
     """``requeue``; with ``workflows``, a step's workflow is added there to be recounted
-    by the caller after its last requeue (see ``recount_all``), not here."""
+    by the caller after its last requeue (see ``recount_all``), not here; ``why`` ends
+    its journal note (``rerun_from``'s discarded steps)."""
     alias = sql.alias()
     now = timezone.now()
     with transaction.atomic(using=alias):
@@ -87,7 +93,7 @@ def _requeue(
                 f"key {job.idempotency_key!r}",
                 job_id=job.id,
             ) from exc
-        note = f"requeued from {previous}"
+        note = f"requeued from {previous}{why}"
         if job.workflow_id is not None:
             job.status = steering.requeue_step(
                 job, previous=previous, now=now, actor=actor, recounted=workflows is None

@@ -91,6 +91,14 @@ class JobHandle:
         self._job = store.get_job(job_id=self.id)
         return self
 
+    def rerun_from(self, step: str, *, actor: str = "") -> JobHandle:
+        """Discard the job's recorded steps from ``step`` on and make it pending again:
+        its earlier steps replay from their records, ``step`` and what follows run anew
+        (after a bug fix). Refused while a run holds the job (``InvalidTransition``);
+        ``InvalidStep`` if it recorded no such step. Journalled with ``actor``."""
+        self._job = store.rerun_from(job_id=self.id, step=step, actor=actor)
+        return self.refresh()
+
     def journal(self) -> list[JournalEntry]:
         return store.journal(job_id=self.id)
 

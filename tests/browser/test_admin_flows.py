@@ -241,3 +241,35 @@ def test_open_a_workflow_see_its_graph_retry_its_dead_step_and_watch_it_complete
     assert "completed" in page.inner_text("#workflow-status")
     assert handle.refresh().status == "completed"
     page.screenshot(path=screenshots / "admin-workflow.png", full_page=True)
+
+
+def test_re_run_a_dead_job_from_its_buggy_step_on_the_steps_table(
+    page: Any, live_server: Any, screenshots: Path
+) -> None:
+    from tests.taskapp import steps_tasks
+
+    ticket = "rerun-ticket"
+    handle = steps_tasks.fixable.enqueue(ticket=ticket)
+    run_burst(worker_id=WORKER)
+    assert Job.objects.get(id=handle.id).status == Status.DEAD
+    base = live_server.url
+    login(page, base)
+    page.goto(f"{base}/admin/django_jobqueue/job/{handle.id}/change/")
+    steps = page.locator("#job-steps tr.job-step td:first-child").all_inner_texts()
+    assert steps == ["fetch", "check"]
+    steps_tasks.FIXED_CHECKS.add(ticket)  # the fix is deployed
+    try:
+        button = page.locator("#job-steps tr.job-step").nth(1).locator("button")
+        shown = messages_after(page, button.click)
+        assert "Re-running from step 'check': the job is pending." in shown
+        assert run_burst(worker_id=WORKER) == 1
+    finally:
+        steps_tasks.FIXED_CHECKS.discard(ticket)
+    page.reload()
+    outcomes = page.locator(".journal-entry td:nth-child(2)").all_inner_texts()
+    assert outcomes == ["dead", "requeued", "completed"]
+    assert "re-run from step 'check'" in page.locator(".journal-entry").nth(1).inner_text()
+    assert "admin:olga" in page.locator(".journal-entry").nth(1).inner_text()
+    page.screenshot(path=screenshots / "admin-job-rerun.png", full_page=True)
+    job = Job.objects.get(id=handle.id)
+    assert job.result == f"{ticket} fixed"

@@ -85,6 +85,20 @@ def give_up(exc: BaseException, result: TaskResult) -> None:
     return None
 
 
+# The steps ``diverging`` records in order: a test changes it between runs, as a deploy
+# would (tests/steps/test_django_tasks.py).
+DIVERGING_PLAN = ["a", "b"]
+
+
+@task(takes_context=True, max_attempts=5, backoff=an_hour)
+def diverging(context: Any) -> list[str]:
+    """Steps in the order ``DIVERGING_PLAN`` says, then an hour's sleep; a backoff that
+    would retry any failure in an hour (a divergence is not retried)."""
+    done = [context.step(name, str, name) for name in DIVERGING_PLAN]
+    context.sleep(3600)
+    return done
+
+
 @task(max_attempts=5, backoff=an_hour)
 def retry_in_an_hour() -> None:
     raise ConnectionError("upstream is down")

@@ -281,6 +281,13 @@ def _endpoints() -> Iterator[Endpoint]:
         frozenset({"cleanup_job"}),
         _gone("cleanup"),
     )
+    yield Endpoint(
+        "job rerun",
+        lambda w: f"{base}{w.targets['rerun'].pk}/rerun/",
+        lambda w: {"step": "s1"},
+        frozenset({"view_job", "requeue_job"}),
+        _status("rerun", "pending"),
+    )
     pause = frozenset({"pause_queue"})
     queue = f"{base}dashboard/queue/"
     yield Endpoint(

@@ -29,6 +29,7 @@ from django_jobqueue.models import (
     JournalEntry,
     QueuePause,
     StepEdge,
+    StepRecord,
     WorkerHeartbeat,
     Workflow,
 )
@@ -244,7 +245,13 @@ def _targets() -> dict[str, Job]:
         "run_now": tasks.add.using(delay=timedelta(hours=1)).enqueue(2, 3).id,
         "delete_selected": tasks.add.enqueue(2, 4).id,
         "cleanup": tasks.add.enqueue(2, 5).id,
+        "rerun": tasks.add.enqueue(2, 6).id,
     }
+    # The re-run's target: dead, with one recorded step to re-run from.
+    Job.objects.filter(id=made["rerun"]).update(status="dead", finished_at=now, run_count=1)
+    StepRecord.objects.create(
+        job_id=made["rerun"], record={"kind": "step", "name": "s1", "result": 1, "seq": 0}, size=50
+    )
     Job.objects.filter(id=made["requeue"]).update(status="dead", finished_at=now, run_count=1)
     Job.objects.filter(id=made["delete_selected"]).update(
         status="completed", finished_at=now, run_count=1
@@ -358,6 +365,7 @@ def fingerprint() -> tuple[Any, ...]:
     return (
         jobs,
         JournalEntry.objects.count(),
+        StepRecord.objects.count(),
         tuple(QueuePause.objects.order_by("queue").values_list("queue", "paused_by")),
         LogEntry.objects.count(),
     )

@@ -38,3 +38,19 @@ def test_a_django_task_that_sleeps_and_waits_is_ready_not_failed_and_then_succee
     assert done.status == TaskResultStatus.SUCCESSFUL
     assert done.return_value == {"greeted": "ADA", "answer": "yes"}
     assert done.errors == []
+
+
+def test_a_django_task_whose_replay_diverges_fails_at_once_with_step_divergence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = len(tasks.BACKOFF_CALLS)
+    result = tasks.diverging.enqueue()
+    run_jobs()
+    monkeypatch.setattr(tasks, "DIVERGING_PLAN", ["a", "c", "b"])
+    run_jobs(now=timezone.now() + timedelta(hours=1, minutes=1))
+    failed = task_backends["default"].get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    [error] = failed.errors
+    assert error.exception_class_path == "django_jobqueue.errors.StepDivergence"
+    assert Job.objects.get(id=result.id).status == "dead"
+    assert len(tasks.BACKOFF_CALLS) == asked  # not asked: a divergence is never retried

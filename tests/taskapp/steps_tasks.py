@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from django_jobqueue import Context, task
+from django_jobqueue import Context, Permanent, task
 from tests.taskapp.models import Effect, Execution
 
 
@@ -198,3 +198,22 @@ def waits(ctx: Context, count: int) -> int:
     for i in range(count):
         ctx.wait_for("tests.steps.never", key=str(i), timeout=0)
     return count
+
+
+# The tickets whose bug in ``fixable``'s "check" step is fixed (a test's "deploy").
+FIXED_CHECKS: set[str] = set()
+
+
+def _check(ticket: str) -> str:
+    return "fixed" if ticket in FIXED_CHECKS else "buggy"
+
+
+@task(takes_context=True, kind="tests.steps.fixable", max_failures=1)
+def fixable(ctx: Context, ticket: str) -> str:
+    """Records a "check" step that says "buggy" until the ticket is fixed, and dies of
+    it: a requeue replays the recorded "buggy"; a re-run from "check" runs the fix."""
+    fetched = ctx.step("fetch", str, ticket)
+    verdict = ctx.step("check", _check, ticket)
+    if verdict == "buggy":
+        raise Permanent(f"step check recorded {verdict!r} for {fetched}")
+    return f"{fetched} {verdict}"

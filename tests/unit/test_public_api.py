@@ -61,6 +61,7 @@ PUBLIC = [
     "SettleError",
     "Signature",
     "Status",
+    "StepDivergence",
     "StepError",
     "Task",
     "UnknownFilter",

@@ -17,10 +17,12 @@ from django_jobqueue.management.subcommands import (
     listing,
     pause,
     requeue,
+    rerun,
     resume,
     schedules,
     show,
     stats,
+    steps,
     why,
     workflow,
     workflows,
@@ -57,6 +59,8 @@ ALL: tuple[Subcommand, ...] = (
     schedules,
     workflows,
     workflow,
+    steps,
+    rerun,
     health,
 )
 
