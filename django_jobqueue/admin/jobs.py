@@ -30,6 +30,7 @@ from django_jobqueue.admin.common import (
     short_id,
     short_time,
 )
+from django_jobqueue.admin.durable import ParkedFilter, parked_line, rerun_view, step_rows
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.admin.listing import (
     EstimatingPaginator,
@@ -41,7 +42,6 @@ from django_jobqueue.admin.listing import (
     kind_filter,
     search_jobs,
 )
-from django_jobqueue.admin.steps import ParkedFilter, parked_line, rerun_view, step_rows
 from django_jobqueue.admin.workflows import step_links
 from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status

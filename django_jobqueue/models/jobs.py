@@ -62,7 +62,7 @@ class Job(models.Model):
     # The enqueuing code's trace context (the propagator's carrier as JSON text, "" for
     # none), so a run's span joins the trace of the request that enqueued it.
     trace_context = models.CharField(max_length=2048, blank=True, default="", db_default="")
-    # Durable steps (run/steps.py; the recorded steps are rows of ``StepRecord``): why a
+    # Durable steps (run/durable.py; the recorded steps are rows of ``StepRecord``): why a
     # pending job is not runnable yet ("sleep", "event" or "" for neither) and until
     # when; the event it waits for and, once ``emit`` released it, the event delivered.
     parked = models.CharField(max_length=8, blank=True, default="", db_default="")

@@ -16,7 +16,7 @@ from django_jobqueue.models.jobs import Job
 
 class StepRecord(models.Model):
     """One recorded step of a job, oldest first by ``id``: the record as
-    ``run.steps`` writes it (``kind``, ``name``, its result or payload, when and in
+    ``run.durable`` writes it (``kind``, ``name``, its result or payload, when and in
     which run)."""
 
     # No database constraint, as the journal (``JournalEntry``): a record is written

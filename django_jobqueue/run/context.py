@@ -53,7 +53,7 @@ class Context:
         self._claimed: Any = None
         # Set by the worker for each run it starts (see ``atomic.InTransaction``).
         self._settle_now: Callable[[Any], None] | None = None
-        # This run's durable steps (``run.steps.StepBook``), set with ``_settle_now``.
+        # This run's durable steps (``run.durable.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
         # The latest ctx.progress() value, and the one last written. A run starts with
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).

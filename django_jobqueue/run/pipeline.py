@@ -183,7 +183,7 @@ class Pipeline:
                 job.run_count,
             )
             return None
-        if result.end == "paused":  # parked for a sleep or a wait (run.steps)
+        if result.end == "paused":  # parked for a sleep or a wait (run.durable)
             if result.parked is not None:  # job_finished and the log, as any settlement's
                 self.settled([result.parked], [True])
             return None

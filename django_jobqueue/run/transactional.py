@@ -31,6 +31,7 @@ from django.utils import timezone
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
+from django_jobqueue.run.durable import Hooks, StepBook
 from django_jobqueue.run.executor import (
     RunResult,
     execute,
@@ -38,7 +39,6 @@ from django_jobqueue.run.executor import (
     output_problem,
     run_of,
 )
-from django_jobqueue.run.steps import Hooks, StepBook
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class InTransaction:
         self.state: State = "open"
         self.settled_value: Any = None  # the result the completion stored
         # What the staged settlement ends the run as: its completion, or its job parked
-        # for a sleep or a wait (``run.steps``).
+        # for a sleep or a wait (``run.durable``).
         self.ending: Literal["completed", "paused"] = "completed"
 
     def settle_now(self, value: Any = None) -> None:

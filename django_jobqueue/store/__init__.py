@@ -13,6 +13,8 @@ from __future__ import annotations
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from django_jobqueue.store.claim import Claimed, ClaimRequest, claim_jobs, claim_statement
 from django_jobqueue.store.dialects.base.spec import KeyRule
+from django_jobqueue.store.durable import prune_events
+from django_jobqueue.store.durable import records as step_records
 from django_jobqueue.store.exchanging import exchange
 from django_jobqueue.store.inserting import (
     Disposition,
@@ -79,8 +81,6 @@ from django_jobqueue.store.settling import (
 )
 from django_jobqueue.store.statistics import WORKER_GONE_AFTER, gauges, run_stats, stats, throughput
 from django_jobqueue.store.steering import cancel_workflow
-from django_jobqueue.store.steps import prune_events
-from django_jobqueue.store.steps import records as step_records
 from django_jobqueue.store.stranded import (
     pending_kinds_except,
     queues_in_use,

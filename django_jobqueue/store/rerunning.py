@@ -24,7 +24,7 @@ from django.utils import timezone
 from django_jobqueue.errors import InvalidStep, InvalidTransition
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
 from django_jobqueue.store import operations, sql, wakeups
-from django_jobqueue.store.steps import RECORDS
+from django_jobqueue.store.durable import RECORDS
 
 # The records a step name is looked up among (a patch decision is no step to re-run).
 _STEPS = ("step", "sleep", "wait")

@@ -23,6 +23,7 @@ from django_jobqueue.models import (
     WorkflowStatus,
 )
 from django_jobqueue.store import sql
+from django_jobqueue.store.durable import parked_counts
 from django_jobqueue.store.snapshot import (
     Gauges,
     KindRuns,
@@ -31,7 +32,6 @@ from django_jobqueue.store.snapshot import (
     Stats,
     WorkerInfo,
 )
-from django_jobqueue.store.steps import parked_counts
 
 WORKER_GONE_AFTER = timedelta(seconds=60)
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status, emit
 from django_jobqueue.models import Event, Job
-from django_jobqueue.store import steps as stored
+from django_jobqueue.store import durable as stored
 from django_jobqueue.testing import run_jobs
 from tests.helpers import postgres_only
 from tests.taskapp import steps_tasks

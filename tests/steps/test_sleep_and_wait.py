@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from django_jobqueue import InvalidEvent, Outcome, Status, emit
 from django_jobqueue.models import Event, Job, JournalEntry
-from django_jobqueue.store import steps as stored
+from django_jobqueue.store import durable as stored
 from django_jobqueue.testing import run_jobs
 from tests.helpers import recorded
 from tests.steps.test_memoized import effects

@@ -1,7 +1,8 @@
 """Durable steps: ``ctx.step``, ``ctx.sleep`` and ``ctx.wait_for`` for one run.
 
-A job's steps are recorded in its own row, each by one guarded write (the guard every
-settlement uses), so a run that lost its claim records nothing. A later run of the job
+Each of a job's durable steps is recorded as a row of its own (``StepRecord``), written
+under the job row's guard (the one every settlement uses) in one write, so a run that
+lost its claim records nothing. A later run of the job
 replays: a recorded step returns its stored result without running, a recorded sleep
 or wait is passed; the code between steps runs again. A sleep or a wait parks the job
 (pending, not runnable before its time) in the same guarded transaction that ends the
@@ -36,7 +37,7 @@ from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.sequence import Sequence
-from django_jobqueue.store import steps as stored
+from django_jobqueue.store import durable as stored
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
 # name or key misspelt at the sender is otherwise silent (emit() returns 0 either way).

@@ -26,7 +26,7 @@ from django_jobqueue import store
 from django_jobqueue.admin.common import actor, duration, json_block, local
 from django_jobqueue.errors import JobNotFound, JobQueueError
 from django_jobqueue.models import Job, Status
-from django_jobqueue.store.steps import records
+from django_jobqueue.store.durable import records
 
 PARKED = {"sleep": "sleeping", "event": "waiting for an event"}
 
