@@ -59,9 +59,12 @@ class WorkflowAdmin(ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         """Only the queue's bulk actions (``workflow_bulk``) this user may take: a
-        workflow is never deleted here."""
+        workflow is never deleted here. They are the changelist's: Django 6.1 also asks
+        for a change form's (``action_location``; 5.2 has no such argument)."""
+        if action_location is not None and getattr(action_location, "value", "") != "CHANGE_LIST":
+            return {}
         return dict(workflow_bulk.actions_for(request))
 
     # --- permissions: written by enqueue, removed by cleanup -----------------------------
