@@ -52,8 +52,11 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A page 1,400 px wide, or as wide as its module's ``WIDTH`` (the 1,280 px tests)."""
+    width = getattr(request.module, "WIDTH", None)
+    size = {"width": width, "height": 900} if width else {"width": 1400, "height": 1000}
+    context = browser.new_context(viewport=size)
     page = context.new_page()
     page.set_default_timeout(15_000)
     yield page

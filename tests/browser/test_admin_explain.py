@@ -7,7 +7,6 @@ The jobs list shows the same reason on hover of its badge, without widening the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ from tests.helpers import postgres_only, run_burst
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
 WIDTH = 1280
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
 
 
 def test_a_paused_queues_job_says_why_and_resumes_it_in_place(

@@ -8,7 +8,6 @@ its members' summary bar in colour.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ from tests.helpers import WorkerThread, postgres_only, wait_for
 from tests.taskapp import steps_tasks, tasks
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
 
 
 # Each text node's line boxes: more than one is a name wrapped inside itself.

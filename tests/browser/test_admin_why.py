@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sysconfig
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,15 +48,6 @@ NOTE = (
     '    raise SMTPServerDisconnected("Connection unexpectedly closed")\n'
     "smtplib.SMTPServerDisconnected: Connection unexpectedly closed"
 )
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
 
 
 def seed(settings: Any) -> Job:
