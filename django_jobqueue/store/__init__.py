@@ -58,7 +58,7 @@ from django_jobqueue.store.operations import (
     run_now_many,
     run_now_refusal,
 )
-from django_jobqueue.store.pruning import cleanup, delete_finished
+from django_jobqueue.store.pruning import cleanup, delete_finished, prune_merge_locks
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
 from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
 from django_jobqueue.store.rerunning import divergent, rerun_from, rerun_refusal
@@ -152,6 +152,7 @@ __all__ = [
     "pending_kinds_except",
     "planned_rows",
     "prune_events",
+    "prune_merge_locks",
     "queues_in_use",
     "record_tick",
     "recover_expired",

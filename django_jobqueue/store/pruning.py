@@ -149,6 +149,39 @@ def delete_finished(
     return deleted
 
 
+def prune_merge_locks(*, batch_size: int = 1000) -> int:
+    """Delete the merge-lock rows no enqueue holds now; returns how many.
+
+    A row is needed only while an enqueue's transaction holds it (two enqueues of one
+    key take turns on it; the merge itself reads the jobs table), so one per key ever
+    merged would otherwise stay forever. A held row is skipped (``SKIP LOCKED``); an
+    enqueue that meets a row this deletes waits for the delete, then makes its row
+    again and takes its turn as before. On SQLite the database's one write lock already
+    keeps this apart from any enqueue.
+    """
+    from django_jobqueue.models import MergeLock
+
+    alias = sql.alias()
+    d = sql.dialect()
+    rows = MergeLock.objects.using(alias).order_by()
+    total = 0
+
+    def batch() -> int:
+        with transaction.atomic(using=alias):
+            names = list(
+                d.locked(rows, skip_locked=True).values_list("name", flat=True)[:batch_size]
+            )
+            if names:
+                rows.filter(name__in=names).delete()
+            return len(names)
+
+    while True:
+        found = d.retrying_deadlocks(batch)
+        total += found
+        if found < batch_size:
+            return total
+
+
 def _running_workflows() -> Any:
     from django_jobqueue.models import Workflow, WorkflowStatus
 

@@ -624,3 +624,54 @@ def test_two_bulk_enqueues_of_the_same_keys_in_opposite_orders_do_not_deadlock(
         assert job.id == seed.id
         assert sorted(job.payload["items"]) == ["seed", "x", "y"]
         assert outcomes(job.id).count("merged") == 2
+
+
+# --- merge locks are pruned --------------------------------------------------------------
+
+
+@sqlite_too
+def test_pruning_deletes_the_merge_locks_and_merges_go_on_as_before(
+    merge_mode: Callable[[str], None],
+) -> None:
+    from django_jobqueue.models import MergeLock
+
+    merge_mode("union")
+    first = Sync(7, items=["a"]).enqueue()
+    Sync(8, items=["a"]).enqueue()
+    assert MergeLock.objects.count() == 2  # one per key ever merged, until pruned
+
+    assert store.prune_merge_locks(batch_size=1) == 2  # batches until none is left
+    assert MergeLock.objects.count() == 0
+
+    again = Sync(7, items=["b"]).enqueue()  # its lock is made again; the merge holds
+    assert (again.id, again.disposition) == (first.id, "merged")
+    assert Job.objects.get(id=first.id).payload["items"] == ["a", "b"]
+
+
+@pytest.mark.django_db(transaction=True)
+@row_locking
+def test_pruning_skips_a_merge_lock_an_enqueue_holds(merge_mode: Callable[[str], None]) -> None:
+    from django_jobqueue.models import MergeLock
+
+    merge_mode("union")
+    Sync(7, items=["a"]).enqueue()
+    Sync(8, items=["a"]).enqueue()
+    holding, release = threading.Event(), threading.Event()
+
+    def enqueue_and_hold() -> Any:
+        with transaction.atomic():
+            handle = Sync(7, items=["b"]).enqueue()  # takes key 7's lock row
+            holding.set()
+            assert release.wait(timeout=30)
+        return handle
+
+    held = in_thread(enqueue_and_hold)
+    try:
+        assert holding.wait(timeout=30)
+        assert store.prune_merge_locks() == 1  # key 8's; key 7's is held, skipped
+    finally:
+        release.set()
+    assert held.result(timeout=30).disposition == "merged"
+    assert MergeLock.objects.count() == 1
+    assert store.prune_merge_locks() == 1
+    assert MergeLock.objects.count() == 0

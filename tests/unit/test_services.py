@@ -278,6 +278,7 @@ def test_retention_prunes_each_status_past_its_own_retention() -> None:
     for call, kept in zip(calls, keep.values(), strict=True):
         assert before - kept <= call["finished_before"] <= datetime.now(UTC) - kept
     assert db.to(store.prune_events) == []  # no event retention given
+    assert db.to(store.prune_merge_locks) == [{}]  # always: held locks are skipped
 
 
 def test_retention_prunes_events_past_the_event_retention() -> None:

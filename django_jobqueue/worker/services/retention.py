@@ -1,25 +1,22 @@
-"""Retention: finished jobs and journal entries past their retention, pruned, and the
-events ``emit`` sent past EVENT_RETENTION."""
+"""Retention: finished jobs and journal entries past their retention, pruned, the
+events ``emit`` sent past EVENT_RETENTION, and the merge locks no enqueue holds."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from django_jobqueue import store
-
-if TYPE_CHECKING:
-    pass
 from django_jobqueue.worker.services.base import DbCall, Service
 
 
 class Retention(Service):
-    """Delete finished jobs older than each status's ``RETENTION``, and events older
-    than ``events`` (None: none)."""
+    """Delete finished jobs older than each status's ``RETENTION``, events older than
+    ``events`` (None: none), and the merge-lock rows no enqueue holds (always: a row
+    per key ever merged would otherwise stay forever)."""
 
     name = "retention"
 
@@ -41,3 +38,4 @@ class Retention(Service):
             self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
         if self.events is not None:
             self.db(partial(store.prune_events, emitted_before=timezone.now() - self.events))
+        self.db(partial(store.prune_merge_locks))
