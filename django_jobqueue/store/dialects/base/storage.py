@@ -330,6 +330,17 @@ class StorageStatements(Primitives):
             )
         return True
 
+    def hold_job(self, *, guard: Fragment) -> bool:
+        """Take the write lock of the job row that ``guard`` (a WHERE condition) finds,
+        until the current transaction ends; whether it found it. An UPDATE with no
+        change, so a claim taken over meanwhile is waited for and then fails the guard,
+        as ``append_record``'s does."""
+        with self.conn.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {JOB} SET run_count = run_count WHERE {guard.sql}", guard.params
+            )
+            return bool(cursor.rowcount)
+
     # --- the journal and what is read of it ---------------------------------------------
 
     def delete_journal(self, job_ids: Sequence[uuid.UUID]) -> None:

@@ -147,6 +147,13 @@ class PostgreSQLStorage(StorageStatements):
         )
         return bool(self.run(statement, [*guard.params, record, len(record)]))
 
+    def hold_job(self, *, guard: Fragment) -> bool:
+        """Locked, not updated (FOR NO KEY UPDATE), for the reason ``append_record``
+        gives: no new version of the row per write."""
+        return bool(
+            self.run(f"SELECT 1 FROM {JOB} WHERE {guard.sql} FOR NO KEY UPDATE", guard.params)
+        )
+
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """In one statement whatever the count (a step has no dedup or idempotency key)."""
         if steps:

@@ -1,0 +1,153 @@
+"""Job streams' storage: the items a run writes (``ctx.stream.write``), appended under
+the job row's guard, and the reads that follow them.
+
+A write holds the job's row under its run's guard (status claimed, ``claimed_by``, run
+number) and appends its items after the stream's last offset, in one transaction (a
+savepoint in the caller's): a run whose claim was lost stores nothing, and as only the
+run holding the row appends, offsets follow each other without gaps in the order they
+were written. Items written inside a durable step are appended by the transaction that
+records the step (``store.durable.record``), so they are stored exactly when the step
+is. An item written outside any step carries its position among the run's writes
+outside steps (``write_no``, unique per job): a later run that writes at a position
+already stored stores nothing and is given the stored item's offset.
+
+On PostgreSQL each write notifies ``stream_wakeups.CHANNEL`` with the job id, delivered
+on commit; readers elsewhere poll.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Max, Min, QuerySet, Sum
+from django.utils import timezone
+
+from django_jobqueue.models import Status, StreamItem
+from django_jobqueue.store import sql, stream_wakeups
+from django_jobqueue.store.dialects.base.settling import GUARD_PARAMS
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """One item to store: its value (checked JSON), the size of its JSON text in bytes,
+    the durable step it was written in ("" for none) and, outside a step, its position
+    among the run's writes outside steps."""
+
+    value: Any
+    size: int
+    step: str = ""
+    write_no: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What a job's stream holds: how many items, their JSON in bytes, the last offset."""
+
+    count: int
+    size: int
+    last: int
+
+
+def items() -> QuerySet[StreamItem]:
+    return StreamItem.objects.using(sql.alias())
+
+
+def totals(*, job_id: uuid.UUID) -> Totals:
+    found = items().filter(job_id=job_id).aggregate(n=Count("id"), size=Sum("size"))
+    last = items().filter(job_id=job_id).aggregate(last=Max("offset"))["last"]
+    return Totals(count=found["n"] or 0, size=found["size"] or 0, last=last or 0)
+
+
+def positions(*, job_id: uuid.UUID) -> list[int]:
+    """The positions (``write_no``) of the job's items written outside steps."""
+    rows = items().filter(job_id=job_id, write_no__isnull=False).values_list("write_no", flat=True)
+    return [n for n in rows if n is not None]
+
+
+def append(
+    *, job_id: uuid.UUID, run_no: int, worker_id: str, item: NewItem
+) -> tuple[int, bool] | None:
+    """Append one item written outside any step by a guarded write: (its offset, whether
+    it was stored now), or None when the guard failed (nothing stored). An item at a
+    ``write_no`` the job already holds is not stored again: its stored offset is
+    returned, with False."""
+    d = sql.dialect()
+    guard = sql.Fragment(GUARD_PARAMS, [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no])
+    with transaction.atomic(using=sql.alias()):
+        if not d.hold_job(guard=guard):
+            return None
+        if item.write_no is not None:
+            stored = (
+                items()
+                .filter(job_id=job_id, write_no=item.write_no)
+                .values_list("offset", flat=True)
+                .first()
+            )
+            if stored is not None:
+                return stored, False
+        [offset] = insert_held(job_id=job_id, run_no=run_no, new=[item])
+    return offset, True
+
+
+def insert_held(*, job_id: uuid.UUID, run_no: int, new: Sequence[NewItem]) -> list[int]:
+    """Append ``new`` after the stream's last offset, in the caller's transaction, which
+    holds the job's row under its run's guard; their offsets. Notifies the readers."""
+    if not new:
+        return []
+    last = items().filter(job_id=job_id).aggregate(last=Max("offset"))["last"] or 0
+    now = timezone.now()
+    rows = [
+        StreamItem(
+            job_id=job_id,
+            offset=last + i,
+            value=n.value,
+            size=n.size,
+            run=run_no,
+            step=n.step,
+            write_no=n.write_no,
+            written_at=now,
+        )
+        for i, n in enumerate(new, start=1)
+    ]
+    items().bulk_create(rows)
+    stream_wakeups.notify(sql.alias(), job_id)
+    return [r.offset for r in rows]
+
+
+def read(*, job_id: uuid.UUID, after: int, limit: int) -> list[tuple[int, Any]]:
+    """Up to ``limit`` items of the job's stream after offset ``after``, as (offset,
+    value), in order (a value that cannot be decoded as ``validation.Undecodable``)."""
+    rows = (
+        items()
+        .filter(job_id=job_id, offset__gt=after)
+        .order_by("offset")
+        .values_list("offset", "value")[:limit]
+    )
+    return list(rows)
+
+
+def last(*, job_id: uuid.UUID, count: int) -> list[StreamItem]:
+    """The job's last ``count`` items, oldest first (what the job page shows)."""
+    newest = list(items().filter(job_id=job_id).order_by("-offset")[:count])
+    return newest[::-1]
+
+
+def status_of(*, job_id: uuid.UUID) -> str | None:
+    """The job's status now (None: no such job)."""
+    return sql.jobs().filter(id=job_id).values_list("status", flat=True).first()
+
+
+def cut(*, job_id: uuid.UUID, steps: Sequence[str]) -> int:
+    """Cut the job's stream back to the first item written inside any of these durable
+    steps (whose records a re-run discarded), in the caller's transaction: that item and
+    every later one are deleted, so the re-run writes them again in order, from the same
+    offset (the writes outside steps among them too: their positions are free again).
+    Returns the items deleted (none when those steps wrote none)."""
+    first = items().filter(job_id=job_id, step__in=list(steps)).aggregate(first=Min("offset"))
+    if first["first"] is None:
+        return 0
+    return items().filter(job_id=job_id, offset__gte=first["first"]).delete()[0]
