@@ -88,6 +88,11 @@ class StepBook:
 
     # --- reading ---------------------------------------------------------------------
 
+    @property
+    def lost(self) -> Callable[[], ClaimLost]:
+        """The error of a lost claim, made (what ``StreamWriter`` raises)."""
+        return self.hooks.lost
+
     def _load(self) -> stored.Book:
         if self._book is None:
             book = stored.load(job_id=self.job.id)

@@ -19,22 +19,34 @@ gaps. A run that lost its claim stores nothing (``ClaimLost``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from django_jobqueue import conf, validation
 from django_jobqueue.errors import InvalidStreamItem, StepError, StreamFull
 from django_jobqueue.run.executor import output_problem
 from django_jobqueue.store import streams as stored
 
-if TYPE_CHECKING:
-    from django_jobqueue.run.durable import StepBook
+
+class Book(Protocol):
+    """What a writer reads of its run's durable steps (``run.durable.StepBook``): the
+    job, this worker, the bound of one value, the step running now (None outside one)
+    and the hook that makes the error of a lost claim."""
+
+    job: Any
+    worker_id: str
+    limit: int
+    inside: str | None
+
+    @property
+    def lost(self) -> Callable[[], Exception]: ...
 
 
 class StreamWriter:
     """One run's ``ctx.stream``: its writes outside steps so far, the current step's
     held writes, and what the job's stream held when the run first wrote."""
 
-    def __init__(self, book: StepBook) -> None:
+    def __init__(self, book: Book) -> None:
         self.book = book
         self.outside = 0  # the next write outside steps' position
         self.held: list[stored.NewItem] = []  # the running step's writes
@@ -70,7 +82,7 @@ class StreamWriter:
             item=stored.NewItem(value, size, write_no=position),
         )
         if found is None:
-            raise self.book.hooks.lost()
+            raise self.book.lost()
         self._positions.add(position)
         if found[1]:
             self._count += 1
