@@ -6,6 +6,7 @@ returns a chord's result once workers ran it."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
@@ -88,3 +89,18 @@ def test_wait_returns_a_chord_s_result_once_workers_ran_it(runworker: WorkerProc
     result = handle.wait(timeout=90)
     assert result == {"label": "cb", "parents": {str(i): i for i in range(10)}}
     assert handle.status == "completed"
+
+
+def test_an_async_reader_follows_a_stream_live_with_async_for(
+    runworker: WorkerProcesses,
+) -> None:
+    runworker.start_ready("--concurrency", "1", "--poll-interval", str(POLL))
+    handle = stream_tasks.chunks.enqueue(n=30, pause=0.05)
+
+    stream = job(handle.id).stream(timeout=120)
+
+    async def follow() -> list[int]:
+        return [item.offset async for item in stream]
+
+    assert asyncio.run(follow()) == list(range(1, 31))
+    assert stream.finished
