@@ -75,18 +75,16 @@ class StreamWriter:
         if position in self._positions:
             return  # a replay's write: stored by an earlier run of the job
         self._within_bound(size)
-        found = stored.append(
+        if not stored.append(
             job_id=job.id,
             run_no=job.run_count,
             worker_id=self.book.worker_id,
             item=stored.NewItem(value, size, write_no=position),
-        )
-        if found is None:
+        ):
             raise self.book.lost()
         self._positions.add(position)
-        if found[1]:
-            self._count += 1
-            self._size += size
+        self._count += 1
+        self._size += size
 
     def take(self) -> list[stored.NewItem]:
         """The running step's writes, for its record's write (see ``stored``)."""

@@ -8,8 +8,8 @@ run holding the row appends, offsets follow each other without gaps in the order
 were written. Items written inside a durable step are appended by the transaction that
 records the step (``store.durable.record``), so they are stored exactly when the step
 is. An item written outside any step carries its position among the run's writes
-outside steps (``write_no``, unique per job): a later run that writes at a position
-already stored stores nothing and is given the stored item's offset.
+outside steps (``write_no``, unique per job); the writer skips a position the job
+already holds (``positions``), and the unique constraint refuses a second one.
 
 On PostgreSQL each write notifies ``stream_wakeups.CHANNEL`` with the job id, delivered
 on commit; readers elsewhere poll.
@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet, Sum
 from django.utils import timezone
 
+from django_jobqueue import validation
 from django_jobqueue.models import Status, StreamItem
 from django_jobqueue.store import sql, stream_wakeups
 from django_jobqueue.store.dialects.base.settling import GUARD_PARAMS
+from django_jobqueue.store.dialects.base.storage import NewStreamItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,29 +69,22 @@ def positions(*, job_id: uuid.UUID) -> list[int]:
     return [n for n in rows if n is not None]
 
 
-def append(
-    *, job_id: uuid.UUID, run_no: int, worker_id: str, item: NewItem
-) -> tuple[int, bool] | None:
-    """Append one item written outside any step by a guarded write: (its offset, whether
-    it was stored now), or None when the guard failed (nothing stored). An item at a
-    ``write_no`` the job already holds is not stored again: its stored offset is
-    returned, with False."""
+def append(*, job_id: uuid.UUID, run_no: int, worker_id: str, item: NewItem) -> bool:
+    """Append one item written outside any step (its ``write_no`` one the job does not
+    hold yet: the unique constraint refuses a second) by a guarded write, in one
+    statement on PostgreSQL, notifying the readers; whether the guard held (if not,
+    nothing is stored)."""
     d = sql.dialect()
     guard = sql.Fragment(GUARD_PARAMS, [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no])
-    with transaction.atomic(using=sql.alias()):
-        if not d.hold_job(guard=guard):
-            return None
-        if item.write_no is not None:
-            stored = (
-                items()
-                .filter(job_id=job_id, write_no=item.write_no)
-                .values_list("offset", flat=True)
-                .first()
-            )
-            if stored is not None:
-                return stored, False
-        [offset] = insert_held(job_id=job_id, run_no=run_no, new=[item])
-    return offset, True
+    assert item.write_no is not None
+    new = NewStreamItem(
+        job_id=job_id,
+        value=validation.dumps(item.value),
+        run=run_no,
+        write_no=item.write_no,
+        written_at=timezone.now(),
+    )
+    return d.append_stream(guard=guard, item=new, channel=stream_wakeups.CHANNEL)
 
 
 def insert_held(*, job_id: uuid.UUID, run_no: int, new: Sequence[NewItem]) -> list[int]:

@@ -173,8 +173,8 @@ def test_the_stream_of_a_job_that_is_gone_raises_job_not_found() -> None:
 def test_a_write_by_a_run_that_lost_its_claim_stores_nothing() -> None:
     handle = stream_tasks.chunks.enqueue(n=1)
     item = stored.NewItem("late", 6, write_no=0)
-    found = stored.append(job_id=handle.id, run_no=1, worker_id="nobody", item=item)
-    assert found is None  # the job is pending: no run holds it
+    # The job is pending: no run holds it.
+    assert not stored.append(job_id=handle.id, run_no=1, worker_id="nobody", item=item)
     assert values(handle.id) == []
 
 
