@@ -26,6 +26,7 @@ from django_jobqueue import (
 from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.models import StreamItem as StreamRow
 from django_jobqueue.store import streams as stored
+from django_jobqueue.task import streaming
 from django_jobqueue.testing import run_jobs
 from tests.taskapp import stream_tasks
 
@@ -199,3 +200,13 @@ def test_a_rerun_from_a_step_cuts_the_stream_back_to_that_step_s_first_item() ->
     assert [r for (r,) in runs] == [1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2]
     note = JournalEntry.objects.filter(job_id=handle.id, actor="ops").get().note
     assert "7 stream item(s)" in note
+
+
+def test_a_reader_reads_a_stream_longer_than_one_batch_whole_and_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streaming, "BATCH", 7)  # 40 items: six reads, the last short
+    handle = stream_tasks.chunks.enqueue(n=40)
+    run_jobs()
+    assert offsets(handle.id) == list(range(1, 41))
+    assert [v["chunk"] for v in values(handle.id)] == list(range(40))
