@@ -46,11 +46,10 @@ class NewItem:
 
 @dataclass(frozen=True, slots=True)
 class Totals:
-    """What a job's stream holds: how many items, their JSON in bytes, the last offset."""
+    """What a job's stream holds: how many items, and their JSON in bytes."""
 
     count: int
     size: int
-    last: int
 
 
 def items() -> QuerySet[StreamItem]:
@@ -59,8 +58,7 @@ def items() -> QuerySet[StreamItem]:
 
 def totals(*, job_id: uuid.UUID) -> Totals:
     found = items().filter(job_id=job_id).aggregate(n=Count("id"), size=Sum("size"))
-    last = items().filter(job_id=job_id).aggregate(last=Max("offset"))["last"]
-    return Totals(count=found["n"] or 0, size=found["size"] or 0, last=last or 0)
+    return Totals(count=found["n"] or 0, size=found["size"] or 0)
 
 
 def positions(*, job_id: uuid.UUID) -> list[int]:
