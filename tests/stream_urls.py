@@ -41,7 +41,7 @@ def page(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
 def events(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
     # Short responses, so that a page following a long job reconnects with
     # Last-Event-ID a few times on the way.
-    timeout = float(request.GET.get("timeout", "3"))
+    timeout = float(request.GET.get("timeout", "2"))
     return stream_response(request, job_id, timeout=timeout, retry=100)
 
 

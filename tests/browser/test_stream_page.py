@@ -1,6 +1,6 @@
 """A page follows a job's stream in headless Chromium at 1,280 px: an ``EventSource`` on
 ``stream_response`` (tests/stream_urls.py) while a real worker (a ``runworker`` child)
-runs a job that writes 100 chunks. Each response lasts 3 s, so the page reconnects with
+runs a job that writes 100 chunks. Each response lasts 2 s, so the page reconnects with
 ``Last-Event-ID`` several times on the way; it ends with every chunk once, in order,
 then the job's end event. The job's admin page then shows the stream's last items."""
 
@@ -33,7 +33,7 @@ def test_a_page_follows_a_stream_of_100_chunks_in_order_through_reconnections(
     page: Any, live_server: Any, screenshots: Path, runworker: WorkerProcesses
 ) -> None:
     runworker.start_ready("--concurrency", "1", "--poll-interval", "1")
-    handle = stream_tasks.chunks.enqueue(n=CHUNKS, pause=0.08)  # about 8 s of writing
+    handle = stream_tasks.chunks.enqueue(n=CHUNKS, pause=0.1)  # 10 s of writing or more
     connections: list[str] = []
     page.on("request", lambda r: connections.append(r.url) if "/events/" in r.url else None)
     page.goto(f"{live_server.url}/stream/{handle.id}/")
