@@ -30,21 +30,27 @@ from django_jobqueue.errors import (
     InvalidPayload,
     InvalidProgress,
     InvalidStep,
+    InvalidStreamItem,
     InvalidTransition,
     JobNotFound,
     JobQueueError,
     KeyContended,
     MergeError,
+    NoWorkflowOutput,
     RateLimited,
     SettleError,
     StepDivergence,
     StepError,
+    StreamFull,
     UnknownFilter,
     UnknownKind,
     UnknownStep,
     WorkflowCycle,
     WorkflowError,
+    WorkflowFailed,
+    WorkflowNotFinished,
     WorkflowNotFound,
+    WorkflowResultError,
 )
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.backoff import Backoff
@@ -67,6 +73,8 @@ _LAZY: dict[str, str] = {
     "Pending": "django_jobqueue.task.merge",
     "periodic": "django_jobqueue.task.periodic",
     "Signature": "django_jobqueue.task.signature",
+    "Stream": "django_jobqueue.task.streaming",
+    "StreamItem": "django_jobqueue.task.streaming",
     **dict.fromkeys(
         ["Batch", "Workflow", "WorkflowHandle", "chain", "chord", "group", "workflow"],
         "django_jobqueue.workflows",
@@ -116,6 +124,7 @@ if TYPE_CHECKING:  # what ``_LAZY`` loads, for type checkers (a test holds the t
     from django_jobqueue.task.merge import Merge, Pending
     from django_jobqueue.task.periodic import periodic
     from django_jobqueue.task.signature import Signature
+    from django_jobqueue.task.streaming import Stream, StreamItem
     from django_jobqueue.workflows import (
         Batch,
         Workflow,
@@ -176,6 +185,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidProgress",
     "InvalidStep",
+    "InvalidStreamItem",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -183,6 +193,7 @@ __all__ = [
     "KeyContended",
     "Merge",
     "MergeError",
+    "NoWorkflowOutput",
     "Outcome",
     "Pause",
     "Pending",
@@ -195,6 +206,9 @@ __all__ = [
     "Status",
     "StepDivergence",
     "StepError",
+    "Stream",
+    "StreamFull",
+    "StreamItem",
     "Task",
     "UnknownFilter",
     "UnknownKind",
@@ -203,8 +217,11 @@ __all__ = [
     "Workflow",
     "WorkflowCycle",
     "WorkflowError",
+    "WorkflowFailed",
     "WorkflowHandle",
+    "WorkflowNotFinished",
     "WorkflowNotFound",
+    "WorkflowResultError",
     "cancel",
     "chain",
     "chord",

@@ -111,6 +111,26 @@ class WorkflowNotFound(JobQueueError, LookupError):
     """No workflow has this id."""
 
 
+class WorkflowResultError(JobQueueError, RuntimeError):
+    """The workflow has no result to give (``WorkflowHandle.result``)."""
+
+
+class WorkflowNotFinished(WorkflowResultError):
+    """The workflow is still running: its result is not there yet (``wait()`` for it)."""
+
+
+class WorkflowFailed(WorkflowResultError):
+    """The workflow failed (a step died) or was cancelled, so it has no result;
+    ``status`` is the workflow's and ``steps`` names its dead or cancelled steps."""
+
+    steps: list[str] | None = None
+
+
+class NoWorkflowOutput(WorkflowResultError):
+    """The workflow declares no output step (``Workflow(..., output=...)``): there is no
+    one result to give; each step's result is on ``WorkflowHandle.steps``."""
+
+
 class InvalidFilter(JobQueueError, ValueError):
     """A filter of history(), cleanup() or throughput() is invalid; nothing was read or
     deleted. ``argument`` names the filter.
@@ -175,6 +195,16 @@ class StepDivergence(StepError):
 class InvalidStep(JobQueueError, ValueError):
     """A durable step was given a value it cannot record (``argument`` names it):
     nothing was recorded."""
+
+
+class InvalidStreamItem(JobQueueError, ValueError):
+    """ctx.stream.write() was given a value it cannot store (not JSON, or over
+    MAX_OUTPUT_BYTES); nothing was written."""
+
+
+class StreamFull(JobQueueError, RuntimeError):
+    """The job's stream holds MAX_STREAM_ITEMS items or MAX_STREAM_BYTES of JSON: the
+    write would go past it, and nothing of it was written."""
 
 
 class InvalidEvent(JobQueueError, ValueError):

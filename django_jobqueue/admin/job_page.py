@@ -17,9 +17,10 @@ from django.utils.safestring import SafeString
 
 from django_jobqueue import conf
 from django_jobqueue.admin import tracebacks
-from django_jobqueue.admin.common import age, badge, local
+from django_jobqueue.admin.common import age, badge, json_block, local
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.store import streams
 from django_jobqueue.task.registry import registry
 
 
@@ -125,3 +126,26 @@ def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
                 "recorded": local(entry.recorded_at),
             }
     return None
+
+
+STREAM_SHOWN = 20  # the stream's last items the job page shows
+
+
+def stream_section(job: Job) -> dict[str, Any] | None:
+    """The job page's stream: its last ``STREAM_SHOWN`` items (offset, run, the durable
+    step it was written in, when, its value as a folded JSON block) and how many it
+    holds; None for a job that wrote none."""
+    found = streams.totals(job_id=job.id)
+    if not found.count:
+        return None
+    rows = [
+        {
+            "offset": item.offset,
+            "run": item.run,
+            "step": item.step or "-",
+            "at": local(item.written_at),
+            "block": json_block(item.value),
+        }
+        for item in streams.last(job_id=job.id, count=STREAM_SHOWN)
+    ]
+    return {"rows": rows, "count": found.count, "size": found.size, "more": found.count > len(rows)}

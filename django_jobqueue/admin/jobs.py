@@ -382,6 +382,7 @@ class JobAdmin(ModelAdmin):
             "step": step_links(job),
             "parked": parked_line(job),
             "steps": step_rows(job),
+            "stream": job_page.stream_section(job),
             "rerun": self.has_requeue_permission(request) and not store.rerun_refusal(job),
             "now": now,
             "has_view_permission": True,

@@ -1,6 +1,6 @@
 """The queue's tables, one module per concern: jobs and their journal; the running
 state beside them (paused queues, tallies, limits, rate buckets, schedules, workers);
-workflows and their edges; durable steps' records and events.
+workflows and their edges; durable steps' records and events; job streams.
 
 Statuses, outcomes and priorities are pinned by CHECK constraints; indexes follow
 the access paths of ``store`` and are partial where the path only ever reads one
@@ -23,6 +23,7 @@ from django_jobqueue.models.runtime import (
     Schedule,
     WorkerHeartbeat,
 )
+from django_jobqueue.models.streams import StreamItem
 from django_jobqueue.models.workflows import StepEdge, Workflow, WorkflowShape
 from django_jobqueue.states import ACTIVE, TERMINAL, Outcome, Priority, Status, WorkflowStatus
 
@@ -45,6 +46,7 @@ __all__ = [
     "StepEdge",
     "StepRecord",
     "StoredJSONField",
+    "StreamItem",
     "WorkerHeartbeat",
     "Workflow",
     "WorkflowShape",

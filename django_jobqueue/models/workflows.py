@@ -51,6 +51,9 @@ class Workflow(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     cancel_actor = models.CharField(max_length=255, blank=True, default="")
+    # The name of the step whose result is the workflow's (``WorkflowHandle.result``);
+    # "" for none (a group's result is its members' results, in order).
+    output = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         verbose_name = "workflow"

@@ -190,6 +190,14 @@ class Context:
         ``timeout`` has passed without one (None: wait as long as it takes)."""
         return self._book("ctx.wait_for()").wait_for(name, key, timeout)
 
+    @property
+    def stream(self) -> Any:
+        """This job's stream: ``ctx.stream.write(value)`` appends a JSON value that
+        readers follow (``JobHandle.stream``, ``streams.stream_response``), each write
+        stored at most once even when the job's run is replayed (``run.streams``; see
+        docs/howto/durable-steps.md)."""
+        return self._book("ctx.stream").stream
+
     def _book(self, what: str) -> Any:
         if self._steps is None:
             raise StepError(

@@ -37,6 +37,7 @@ from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.sequence import Sequence
+from django_jobqueue.run.streams import StreamWriter
 from django_jobqueue.store import durable as stored
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
@@ -83,8 +84,14 @@ class StepBook:
         self.size = 0  # the records' total JSON size, counted once on load, then added to
         self.parking: Any = None  # the paused settlement a sleep or a wait wrote
         self.sequence = Sequence(job.kind, job.id)  # where each step was recorded
+        self.stream = StreamWriter(self)  # ctx.stream: a step's writes go with its record
 
     # --- reading ---------------------------------------------------------------------
+
+    @property
+    def lost(self) -> Callable[[], ClaimLost]:
+        """The error of a lost claim, made (what ``StreamWriter`` raises)."""
+        return self.hooks.lost
 
     def _load(self) -> stored.Book:
         if self._book is None:
@@ -149,6 +156,7 @@ class StepBook:
             return self._run_step(name, fn, args, kwargs, mark)
         finally:
             self.inside = None
+            self.stream.take()  # a step that raised stores none of its writes
 
     def _run_step(
         self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any, mark: dict[str, Any]
@@ -181,14 +189,17 @@ class StepBook:
         text = self._within_bound(record)
         parking = bool(book.parked or book.wait_name or book.delivered is not None)
         clear = clear_wait and parking
+        written = self.stream.take()
         if not stored.record(
             job_id=self.job.id,
             run_no=self.job.run_count,
             worker_id=self.worker_id,
             text=text,
             clear_wait=clear,
+            stream=written,
         ):
             raise self.hooks.lost()
+        self.stream.stored(written)
         if clear:  # the write cleared the parking: the run is past its sleep or wait
             self._book = stored.Book(self.records, "", None, None, None, None)
         self.records.append(record)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +22,7 @@ from django.db.models import Count, Exists, OuterRef, QuerySet
 
 from django_jobqueue.models import Event, EventChannel, Status, StepRecord
 from django_jobqueue.rules.lifecycle import Settlement
-from django_jobqueue.store import sql, wakeups
+from django_jobqueue.store import sql, streams, wakeups
 from django_jobqueue.store.dialects.base.settling import GUARD_PARAMS
 from django_jobqueue.store.settling import settle
 
@@ -114,18 +114,32 @@ def _guarded(job_id: uuid.UUID, run_no: int, worker_id: str) -> QuerySet[Any]:
 
 
 def record(
-    *, job_id: uuid.UUID, run_no: int, worker_id: str, text: str, clear_wait: bool = False
+    *,
+    job_id: uuid.UUID,
+    run_no: int,
+    worker_id: str,
+    text: str,
+    clear_wait: bool = False,
+    stream: Sequence[streams.NewItem] = (),
 ) -> bool:
     """Append one record (its JSON text, ``validation.dumps``) to the job's steps by a
     guarded write (``clear_wait``: the run is past its sleep or wait, so the parking
     columns are cleared by the same write); whether the guard held (if not, nothing is
     written). Its cost does not grow with the steps before it. Hand-written: a step's
     record is on a task's hot path, and the ORM's building of the statements cost a
-    third of its time."""
+    third of its time. ``stream``: the items the step wrote to the job's stream, appended
+    by the same transaction (``streams.insert_held``), so they are stored exactly when
+    the step's record is."""
     d = sql.dialect()
     guard = sql.Fragment(GUARD_PARAMS, [d.job_id(job_id), Status.CLAIMED.value, worker_id, run_no])
     clear = _CLEARED if clear_wait else None
-    return d.append_record(guard=guard, clear=clear, job_id=job_id, record=text)
+    if not stream:
+        return d.append_record(guard=guard, clear=clear, job_id=job_id, record=text)
+    with transaction.atomic(using=sql.alias()):
+        if not d.append_record(guard=guard, clear=clear, job_id=job_id, record=text):
+            return False
+        streams.insert_held(job_id=job_id, run_no=run_no, new=stream)
+    return True
 
 
 _CLEARED = "parked = '', wake_at = NULL, wait_name = NULL, wait_key = NULL, delivered = NULL"

@@ -1,7 +1,9 @@
 """Deleting finished jobs and their journal, in short batches.
 
 Journal entries are deleted only through ``monitoring.delete_journal``. Their runs
-stay in the metrics' counters: the run tally counted them when they were settled.
+stay in the metrics' counters: the run tally counted them when they were settled. A
+job's durable-step records and stream items go with it, by the ORM's cascade of the
+job's delete (``_delete``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidStep, InvalidTransition
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
-from django_jobqueue.store import operations, sql, wakeups
+from django_jobqueue.store import operations, sql, streams, wakeups
 from django_jobqueue.store.durable import RECORDS
 
 # The records a step name is looked up among (a patch decision is no step to re-run).
@@ -51,7 +51,11 @@ def _rerun(job_id: uuid.UUID | str, step: str, actor: str) -> Job:
         first, names = _first_record(job, step)
         rows = StepRecord.objects.using(sql.alias()).filter(job_id=job.id, id__gte=first)
         discarded = rows.delete()[0]
-        detail = f"({discarded} record(s) discarded: {names})"
+        # The stream is cut back to the first item the discarded steps wrote: the re-run
+        # writes it and what followed again, in order.
+        items = streams.cut(job_id=job.id, steps=names)
+        detail = f"({discarded} record(s) discarded: {', '.join(map(repr, names))}"
+        detail += f"; {items} stream item(s))" if items else ")"
         if job.status == Status.PENDING:
             now = timezone.now()
             operations._save(job, visible_at=now, delivered=None, **_UNPARKED)
@@ -78,7 +82,7 @@ def rerun_refusal(job: Job) -> str | None:
     return operations.requeue_refusal(job, force=True)
 
 
-def _first_record(job: Job, step: str) -> tuple[int, str]:
+def _first_record(job: Job, step: str) -> tuple[int, list[str]]:
     """The id of the job's first record of step ``step``, and the names from it on."""
     d = sql.dialect()
     rows = d.run(
@@ -88,7 +92,7 @@ def _first_record(job: Job, step: str) -> tuple[int, str]:
     steps = [(rid, r) for rid, r in records if isinstance(r, dict) and r.get("kind") in _STEPS]
     for i, (rid, record) in enumerate(steps):
         if record.get("name") == step:
-            return rid, ", ".join(repr(r.get("name")) for _, r in steps[i:])
+            return rid, [str(r.get("name")) for _, r in steps[i:]]
     known = [r.get("name") for _, r in steps]
     raise InvalidStep(
         f"Job {job.id} recorded no step named {step!r}; its recorded steps are {known} "

@@ -43,11 +43,12 @@ class StepSpec:
 
 
 def enqueue_workflow(
-    *, name: str, shape: str, steps: Sequence[StepSpec]
+    *, name: str, shape: str, steps: Sequence[StepSpec], output: str = ""
 ) -> tuple[Workflow, list[NewJob]]:
     """Write a workflow, its steps and its edges in one transaction (joining the
     caller's): roots pending, the others waiting on their parents' count. The rate
-    limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s."""
+    limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s.
+    ``output`` names the step whose result is the workflow's ("" for none)."""
     now = timezone.now()
     alias = sql.alias()
     ids = uuid7_many(len(steps))
@@ -61,6 +62,7 @@ def enqueue_workflow(
             steps_total=len(steps),
             steps_open=len(steps),
             created_at=now,
+            output=output,
         )
         wf.save(using=alias, force_insert=True)
         rows = [
@@ -90,6 +92,31 @@ def get_workflow(*, workflow_id: uuid.UUID) -> Workflow | None:
 def steps_of(*, workflow_id: uuid.UUID) -> list[Job]:
     """A workflow's steps, in the order they were written."""
     return list(sql.jobs().filter(workflow_id=workflow_id).order_by("id"))
+
+
+def step_result(*, workflow_id: uuid.UUID, name: str) -> Any:
+    """The result of the workflow's step ``name`` (None when it has none)."""
+    rows = sql.jobs().filter(workflow_id=workflow_id, step_name=name).values_list("result")
+    found = rows.first()
+    return None if found is None else found[0]
+
+
+def results_of(*, workflow_id: uuid.UUID) -> list[Any]:
+    """Every step's result, in the order the steps were written (a group's result)."""
+    rows = sql.jobs().filter(workflow_id=workflow_id).order_by("id").values_list("result")
+    return [result for (result,) in rows]
+
+
+def failed_steps(*, workflow_id: uuid.UUID, limit: int = 10) -> list[tuple[str, str]]:
+    """Up to ``limit`` of the workflow's steps that are dead or cancelled, as (name,
+    status), in the order written: what a failed workflow's error names."""
+    rows = (
+        sql.jobs()
+        .filter(workflow_id=workflow_id, status__in=[Status.DEAD, Status.CANCELLED])
+        .order_by("id")
+        .values_list("step_name", "status")[:limit]
+    )
+    return [(name or "", status) for name, status in rows]
 
 
 def parent_results(*, job_id: uuid.UUID) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress, live
 from django_jobqueue.task.explain import Explanation, explain
+from django_jobqueue.task.streaming import Stream
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
@@ -98,6 +99,14 @@ class JobHandle:
         ``InvalidStep`` if it recorded no such step. Journalled with ``actor``."""
         self._job = store.rerun_from(job_id=self.id, step=step, actor=actor)
         return self.refresh()
+
+    def stream(self, *, after: int = 0, timeout: float | None = None) -> Stream:
+        """Follow the job's stream (what its runs wrote with ``ctx.stream.write``): the
+        items after offset ``after``, each a ``StreamItem(offset, value)``, in order and
+        each once, with ``for`` or ``async for``, waiting for new ones until the job is
+        finished and all are read, or until ``timeout`` seconds have passed (None: no
+        limit; 0: only what is there). ``JobNotFound`` if the job is gone."""
+        return Stream(self.id, after=after, timeout=timeout)
 
     def journal(self) -> list[JournalEntry]:
         return store.journal(job_id=self.id)

@@ -67,11 +67,24 @@ class _Step:
 
 
 class Workflow:
-    """A graph of steps; ``add`` returns a ``StepRef`` for later steps' ``after``."""
+    """A graph of steps; ``add`` returns a ``StepRef`` for later steps' ``after``.
 
-    def __init__(self, name: str = "workflow", *, shape: str = WorkflowShape.WORKFLOW) -> None:
+    ``output`` (a step's name or ``StepRef``, settable until ``enqueue``) is the step
+    whose result is the workflow's (``WorkflowHandle.result``, ``wait()``). Left None,
+    it is the workflow's one final step (the one step no other step runs after), if it
+    has exactly one; a chain's is its last step, a chord's its callback, and a group's
+    result is the list of its members' results, in order."""
+
+    def __init__(
+        self,
+        name: str = "workflow",
+        *,
+        shape: str = WorkflowShape.WORKFLOW,
+        output: StepRef | str | None = None,
+    ) -> None:
         self.name = _checked_name(name, "a workflow's name")
         self.shape = shape
+        self.output = output
         self._steps: list[_Step] = []
         self._empty: str | None = None  # why a shape with no member cannot run
 
@@ -148,10 +161,30 @@ class Workflow:
             found[index[ref]] = None
         return list(found)
 
+    def output_step(self, specs: Sequence[StepSpec]) -> str:
+        """The name of the step whose result is the workflow's ("" for none; see the
+        class): ``UnknownStep`` when ``output`` names no step of this workflow."""
+        output = self.output
+        if output is None:
+            if self.shape != WorkflowShape.WORKFLOW:
+                return ""
+            waited_on = {p for spec in specs for p in spec.parents}
+            final = [spec.name for i, spec in enumerate(specs) if i not in waited_on]
+            return final[0] if len(final) == 1 else ""
+        if isinstance(output, StepRef) and output.workflow is self:
+            output = output.name
+        if not isinstance(output, str) or output not in {spec.name for spec in specs}:
+            raise UnknownStep(
+                f"workflow {self.name!r}: output names {output!r}, which is no step of it",
+                step=str(output),
+            )
+        return output
+
     def enqueue(self) -> WorkflowHandle:
         """Write the workflow (joining the caller's transaction, like ``enqueue()``)."""
         specs = self.specs()
-        wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs)
+        output = self.output_step(specs)
+        wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs, output=output)
         handles = [JobHandle(row, "inserted") for row in rows]
         signalling.enqueued([s.request for s in specs], handles)
         return WorkflowHandle(wf, {s.name: h for s, h in zip(specs, handles, strict=True)})
@@ -210,6 +243,7 @@ def chain(*sigs: Signature, name: str = "chain") -> Workflow:
     previous: StepRef | None = None
     for sig in _signatures("chain", sigs):
         previous = wf.add(sig, after=[previous] if previous else [])
+    wf.output = previous  # None for an empty chain, which specs() refuses
     return wf
 
 
@@ -230,5 +264,5 @@ def chord(header: Iterable[Signature], callback: Signature, *, name: str = "chor
     members = [wf.add(sig) for sig in _signatures("chord", header)]
     if not members:
         wf._empty = f"chord {name!r} has no member: its callback would wait for nothing"
-    wf.add(_signatures("chord callback", [callback])[0], name="callback", after=members)
+    wf.output = wf.add(_signatures("chord callback", [callback])[0], name="callback", after=members)
     return wf

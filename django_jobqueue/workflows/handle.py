@@ -3,12 +3,24 @@ to look one up later."""
 
 from __future__ import annotations
 
+import asyncio
+import math
+import time
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
 
 from django_jobqueue import store
-from django_jobqueue.errors import WorkflowNotFound
+from django_jobqueue.errors import (
+    InvalidArguments,
+    NoWorkflowOutput,
+    WorkflowFailed,
+    WorkflowNotFinished,
+    WorkflowNotFound,
+)
+from django_jobqueue.states import WorkflowStatus
 from django_jobqueue.store import workflows as stored
 from django_jobqueue.task.handle import JobHandle
 
@@ -17,6 +29,9 @@ if TYPE_CHECKING:
 
 # The store is imported where it is used: ``django_jobqueue`` imports this module before
 # Django's apps (and so the models) are loaded.
+
+FIRST_PAUSE = 0.05  # wait(): the first pause between looks, in seconds, growing by half
+LONGEST_PAUSE = 1.0  # each time up to this
 
 
 class WorkflowHandle:
@@ -70,6 +85,82 @@ class WorkflowHandle:
             }
         return self._steps
 
+    @property
+    def output(self) -> str:
+        """The name of the step whose result is the workflow's ("" for none)."""
+        return self._wf.output
+
+    @property
+    def result(self) -> Any:
+        """The workflow's result, as this handle read it (``refresh()`` or ``wait()``
+        read it again): its output step's result (``Workflow(..., output=)``, a chain's
+        last step, a chord's callback, a workflow's one final step), or for a group the
+        list of its members' results in order. Raises ``WorkflowNotFinished`` while it
+        runs, ``WorkflowFailed`` when a step died or it was cancelled, and
+        ``NoWorkflowOutput`` when it declares no output step."""
+        wf = self._wf
+        if wf.status == WorkflowStatus.RUNNING:
+            raise WorkflowNotFinished(
+                f"workflow {wf.name!r} {wf.id} is still running ({wf.steps_open} of "
+                f"{wf.steps_total} steps open): wait() for its result",
+                workflow_id=wf.id,
+                status=wf.status,
+            )
+        if wf.status != WorkflowStatus.COMPLETED:
+            failed = stored.failed_steps(workflow_id=wf.id)
+            named = ", ".join(f"{name!r} {status}" for name, status in failed) or "none"
+            how = "was cancelled" if wf.status == WorkflowStatus.CANCELLED else "failed"
+            raise WorkflowFailed(
+                f"workflow {wf.name!r} {wf.id} {how}, so it has no result (steps: {named})",
+                workflow_id=wf.id,
+                status=wf.status,
+                steps=[name for name, _ in failed],
+            )
+        if wf.output:
+            return stored.step_result(workflow_id=wf.id, name=wf.output)
+        if wf.shape == "group":
+            return stored.results_of(workflow_id=wf.id)
+        raise NoWorkflowOutput(
+            f"workflow {wf.name!r} {wf.id} declares no output step (Workflow(..., "
+            "output=...)): read each step's result from its steps",
+            workflow_id=wf.id,
+        )
+
+    def wait(self, timeout: float | None = None, *, interval: float | None = None) -> Any:
+        """Block until the workflow finished, then return its ``result`` (raising what
+        ``result`` raises); the builtin ``TimeoutError`` when ``timeout`` seconds pass
+        first. It looks every ``interval`` seconds (None: from 50 ms, backing off to
+        1 s)."""
+        deadline, pause = _deadline(timeout, interval)
+        while not self._finished():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._timed_out(timeout)
+            time.sleep(min(left, pause))
+            pause = interval or min(pause * 1.5, LONGEST_PAUSE)
+        return self.result
+
+    async def await_result(
+        self, timeout: float | None = None, *, interval: float | None = None
+    ) -> Any:
+        """``wait()`` for async code: awaits the workflow's end, holding no thread."""
+        deadline, pause = _deadline(timeout, interval)
+        while not await sync_to_async(self._finished)():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._timed_out(timeout)
+            await asyncio.sleep(min(left, pause))
+            pause = interval or min(pause * 1.5, LONGEST_PAUSE)
+        return await sync_to_async(lambda: self.result)()
+
+    def _finished(self) -> bool:
+        """Read the workflow again; whether it finished. The one place ``wait`` looks:
+        a notification of its output step's settlement can wake it instead."""
+        return self.refresh().status != WorkflowStatus.RUNNING
+
+    def _timed_out(self, timeout: float | None) -> TimeoutError:
+        return TimeoutError(f"workflow {self.id} did not finish within {timeout} s")
+
     def refresh(self) -> WorkflowHandle:
         found = stored.get_workflow(workflow_id=self.id)
         if found is None:
@@ -91,6 +182,25 @@ class WorkflowHandle:
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self.name!r} {self.id} {self.status}>"
+
+
+def _deadline(timeout: Any, interval: Any) -> tuple[float, float]:
+    """``wait``'s deadline (monotonic; infinite for None) and first pause."""
+    for name, value in (("timeout", timeout), ("interval", interval)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+            or (name == "interval" and value == 0)
+        ):
+            raise InvalidArguments(
+                f"wait({name}=…) takes seconds ({'more than ' if name == 'interval' else ''}"
+                f"0{' or more' if name == 'timeout' else ''}) or None, got {value!r:.80}",
+                argument=name,
+            )
+    deadline = math.inf if timeout is None else time.monotonic() + timeout
+    return deadline, interval or FIRST_PAUSE
 
 
 def workflow(workflow_id: uuid.UUID | str) -> WorkflowHandle:

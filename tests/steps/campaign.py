@@ -5,9 +5,10 @@ campaign's faults and waves: ``tests/chaos/campaign.py``).
 
 Each step writes one ``Effect`` row naming itself inside the transaction that records
 the step (a table with no unique constraint), and works a while there, so a fault
-often lands mid-step. At the end: every job completed, with five recorded steps and
-one sleep; every step's effect row exactly once; no row left claimed; every stopped
-worker exited cleanly.
+often lands mid-step. Each job also writes to its stream, inside each step and outside
+it. At the end: every job completed, with five recorded steps and one sleep; every
+step's effect row exactly once; every job's stream every item once, in order, offsets
+without gaps; no row left claimed; every stopped worker exited cleanly.
 
 A script for long runs (a database of its own, the DATABASE_URL's name plus ``_steps``)::
 
@@ -138,6 +139,7 @@ def build_steps_report(plan: StepsPlan, tally: Tally) -> StepsReport:
         names = [r.get("name") for r in recorded(job_id)]
         if names != ["c1", "c2", "sleep 1", "c3", "c4", "c5"]:
             violations.append(f"job {job_id}: recorded steps {names}")
+        violations += _stream_violations(job_id)
     return StepsReport(
         plan=plan,
         tally=tally,
@@ -147,6 +149,21 @@ def build_steps_report(plan: StepsPlan, tally: Tally) -> StepsReport:
         outcomes=outcomes,
         violations=violations,
     )
+
+
+def _stream_violations(job_id: Any) -> list[str]:
+    """What is wrong with the job's stream: anything but ``CHAOS_STREAM`` in order, at
+    offsets 1, 2, … (read as a reader reads it)."""
+    from django_jobqueue import job
+    from tests.taskapp.steps_tasks import CHAOS_STREAM
+
+    items = list(job(job_id).stream(timeout=0))
+    found = [i.value for i in items]
+    if found != CHAOS_STREAM:
+        return [f"job {job_id}: stream {found}, expected {CHAOS_STREAM}"]
+    if [i.offset for i in items] != list(range(1, len(items) + 1)):
+        return [f"job {job_id}: stream offsets {[i.offset for i in items]}"]
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The durable-steps chaos campaign's CI form: 200 jobs of five steps with a sleep
 between the second and the third, 3 workers, SIGKILLs, SIGTERMs and terminated
 connections while they drain; every step's side effect exactly once, every job
-completed.
+completed, every job's stream every item once and in order.
 
 ``JOBQUEUE_LONG_TESTS=1`` runs the long form here (2,000 jobs, 40 SIGKILLs, 20
 SIGTERMs, 20 rounds of cuts); ``python -m tests.steps.campaign`` runs any size against

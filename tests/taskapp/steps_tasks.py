@@ -150,16 +150,23 @@ def ten(ctx: Context) -> int:
 def chaos(ctx: Context, seconds: float, nap: float) -> int:
     """The chaos campaign's job: five steps of ``seconds`` of work each, their effects
     rows written with their records (a transaction around each step), a sleep of
-    ``nap`` seconds between the second and the third."""
+    ``nap`` seconds between the second and the third. Its stream: "before c{i}"
+    written outside each step, "c{i}" inside it, and "end" (``CHAOS_STREAM``)."""
     for i in range(1, 6):
+        ctx.stream.write(f"before c{i}")
         with transaction.atomic():
             ctx.step(f"c{i}", _work, ctx, f"c{i}", seconds)
         if i == 2:
             ctx.sleep(nap)
+    ctx.stream.write("end")
     return 5
 
 
+CHAOS_STREAM = [*(w for i in range(1, 6) for w in (f"before c{i}", f"c{i}")), "end"]
+
+
 def _work(ctx: Context, step: str, seconds: float) -> str:
+    ctx.stream.write(step)
     effect(ctx, step)
     time.sleep(seconds)
     return step

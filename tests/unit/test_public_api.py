@@ -22,7 +22,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 # (InvalidFilter, KeyContended, UnknownFilter), and issue 19's workflows (Batch, Signature,
 # Workflow, WorkflowHandle, chain, chord, group, workflow and their errors), and issue 22's
 # durable steps (emit and the errors InvalidEvent, InvalidStep, StepError), and issue 34's
-# explanations (Explanation, Why: ``JobHandle.explain()``).
+# explanations (Explanation, Why: ``JobHandle.explain()``), and issue 35's streams (Stream,
+# StreamItem: ``JobHandle.stream()``; InvalidStreamItem, StreamFull) and workflow results
+# (WorkflowResultError, WorkflowNotFinished, WorkflowFailed, NoWorkflowOutput).
 PUBLIC = [
     "Backoff",
     "Batch",
@@ -44,6 +46,7 @@ PUBLIC = [
     "InvalidPayload",
     "InvalidProgress",
     "InvalidStep",
+    "InvalidStreamItem",
     "InvalidTransition",
     "JobHandle",
     "JobNotFound",
@@ -51,6 +54,7 @@ PUBLIC = [
     "KeyContended",
     "Merge",
     "MergeError",
+    "NoWorkflowOutput",
     "Outcome",
     "Pause",
     "Pending",
@@ -63,6 +67,9 @@ PUBLIC = [
     "Status",
     "StepDivergence",
     "StepError",
+    "Stream",
+    "StreamFull",
+    "StreamItem",
     "Task",
     "UnknownFilter",
     "UnknownKind",
@@ -71,8 +78,11 @@ PUBLIC = [
     "Workflow",
     "WorkflowCycle",
     "WorkflowError",
+    "WorkflowFailed",
     "WorkflowHandle",
+    "WorkflowNotFinished",
     "WorkflowNotFound",
+    "WorkflowResultError",
     "cancel",
     "chain",
     "chord",
@@ -112,6 +122,7 @@ DOCUMENTED = {
     ],
     "django_jobqueue.backend": ["JobQueueBackend", "JobQueueTask", "LeaseExpired", "tier"],
     "django_jobqueue.metrics": ["view"],
+    "django_jobqueue.streams": ["astream_response", "stream_response"],
 }
 
 

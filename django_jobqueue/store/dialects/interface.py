@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from django_jobqueue.store.dialects.base.fragment import Fragment
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
-    from django_jobqueue.store.dialects.base.storage import NewRow, NewStep, Wakeups
+    from django_jobqueue.store.dialects.base.storage import (
+        NewRow,
+        NewStep,
+        NewStreamItem,
+        Wakeups,
+    )
 
 T = TypeVar("T")
 M = TypeVar("M", bound="Model")
@@ -101,6 +106,10 @@ class Interface(Protocol):
     def append_record(
         self, *, guard: Fragment, clear: str | None, job_id: uuid.UUID, record: str
     ) -> bool: ...
+
+    def hold_job(self, *, guard: Fragment) -> bool: ...
+
+    def append_stream(self, *, guard: Fragment, item: NewStreamItem, channel: str) -> bool: ...
 
     def lock_merge(self, name: str) -> None: ...
 

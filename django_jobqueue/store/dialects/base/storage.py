@@ -21,7 +21,15 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 from django.db.models import Q, QuerySet, UniqueConstraint
 from django.db.models.sql.query import Query
 
-from django_jobqueue.models import Job, JournalEntry, MergeLock, RateBucket, StepEdge, StepRecord
+from django_jobqueue.models import (
+    Job,
+    JournalEntry,
+    MergeLock,
+    RateBucket,
+    StepEdge,
+    StepRecord,
+    StreamItem,
+)
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.primitives import Primitives
 
@@ -34,6 +42,23 @@ BUCKET = RateBucket._meta.db_table
 MERGE_LOCK = MergeLock._meta.db_table
 EDGE = StepEdge._meta.db_table
 RECORD = StepRecord._meta.db_table
+STREAM = StreamItem._meta.db_table
+
+
+@dataclass(frozen=True, slots=True)
+class NewStreamItem:
+    """One item a run writes to its job's stream outside any step (``append_stream``):
+    its JSON text, the run, its position among the run's writes outside steps, when."""
+
+    job_id: uuid.UUID
+    value: str
+    run: int
+    write_no: int
+    written_at: datetime
+
+
+# A stream item's columns, in the order its INSERT lists them (the ORM's names for them).
+STREAM_COLUMNS = ("job", "offset", "value", "size", "run", "step", "write_no", "written_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +354,47 @@ class StorageStatements(Primitives):
                 [self.job_id(job_id), record, len(record)],
             )
         return True
+
+    def append_stream(self, *, guard: Fragment, item: NewStreamItem, channel: str) -> bool:
+        """Hold the job's row under its run's ``guard`` and, only if it holds, append
+        ``item`` at the stream's next offset (the last one plus one, read in the same
+        statement as the insert), then notify ``channel`` with the job id (a no-op
+        where readers poll): one transaction (a savepoint in the caller's); whether the
+        guard held."""
+        with transaction.atomic(using=self.conn.alias):
+            if not self.hold_job(guard=guard):
+                return False
+            key = self.job_id(item.job_id)
+            statement = (
+                f"{self.stream_insert()} SELECT %s, COALESCE(MAX({self.stream_column('offset')}),"
+                f" 0) + 1, {self.json_mark}, %s, %s, '', %s, %s FROM {STREAM} WHERE"
+                f" {self.stream_column('job')} = %s"
+            )
+            values = [item.value, len(item.value), item.run, item.write_no]
+            self.run(statement, [key, *values, self.dt(item.written_at), key])
+            self.notify(channel, str(item.job_id))
+        return True
+
+    def stream_column(self, name: str) -> str:
+        """A stream item's column by its field's name, quoted for this database."""
+        columns = {f.name: str(f.column) for f in StreamItem._meta.concrete_fields}
+        return str(self.conn.ops.quote_name(columns[name]))
+
+    def stream_insert(self) -> str:
+        """``INSERT INTO`` the stream items' table with ``STREAM_COLUMNS``."""
+        names = ", ".join(self.stream_column(c) for c in STREAM_COLUMNS)
+        return f"INSERT INTO {STREAM} ({names})"
+
+    def hold_job(self, *, guard: Fragment) -> bool:
+        """Take the write lock of the job row that ``guard`` (a WHERE condition) finds,
+        until the current transaction ends; whether it found it. An UPDATE with no
+        change, so a claim taken over meanwhile is waited for and then fails the guard,
+        as ``append_record``'s does."""
+        with self.conn.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {JOB} SET run_count = run_count WHERE {guard.sql}", guard.params
+            )
+            return bool(cursor.rowcount)
 
     # --- the journal and what is read of it ---------------------------------------------
 

@@ -26,8 +26,10 @@ from django_jobqueue.store.dialects.base.storage import (
     STEP_COLUMN_LIST,
     STEP_COLUMNS,
     STEP_FRESH,
+    STREAM,
     NewRow,
     NewStep,
+    NewStreamItem,
     StorageStatements,
     Wakeups,
 )
@@ -146,6 +148,29 @@ class PostgreSQLStorage(StorageStatements):
             " SELECT id, %s::jsonb, %s FROM held RETURNING 1"
         )
         return bool(self.run(statement, [*guard.params, record, len(record)]))
+
+    def append_stream(self, *, guard: Fragment, item: NewStreamItem, channel: str) -> bool:
+        """In one statement: the row held in a CTE (locked, not updated, as in
+        ``append_record``), the item inserted at the next offset for the row it returns,
+        and the notification sent for the item inserted (none if the guard failed)."""
+        offset, job = self.stream_column("offset"), self.stream_column("job")
+        statement = (
+            f"WITH held AS (SELECT id FROM {JOB} WHERE {guard.sql} FOR NO KEY UPDATE),"
+            f" added AS ({self.stream_insert()} SELECT held.id, (SELECT COALESCE(MAX({offset}),"
+            f" 0) + 1 FROM {STREAM} WHERE {job} = held.id), %s::jsonb, %s, %s, '', %s, %s"
+            f" FROM held RETURNING {job})"
+            " SELECT pg_notify(%s, %s) FROM added"
+        )
+        values = [item.value, len(item.value), item.run, item.write_no, item.written_at]
+        params = [*guard.params, *values, channel, str(item.job_id)]
+        return bool(self.run(statement, params))
+
+    def hold_job(self, *, guard: Fragment) -> bool:
+        """Locked, not updated (FOR NO KEY UPDATE), for the reason ``append_record``
+        gives: no new version of the row per write."""
+        return bool(
+            self.run(f"SELECT 1 FROM {JOB} WHERE {guard.sql} FOR NO KEY UPDATE", guard.params)
+        )
 
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """In one statement whatever the count (a step has no dedup or idempotency key)."""
