@@ -77,6 +77,13 @@ DEFAULTS: dict[str, Any] = {
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
     "PERIODIC": [],
+    # The run history's window (days of per-minute counts kept; 0: no history kept).
+    "HISTORY_DAYS": 7,
+    # Table health: a transaction (or slot, or prepared transaction) holding back the
+    # vacuum horizon longer than this is warned of; and dead rows past this share of
+    # the live ones (and at least HEALTH_DEAD_MIN_ROWS) are.
+    "HEALTH_HORIZON_AGE": timedelta(minutes=5),
+    "HEALTH_DEAD_RATIO": 0.2,
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
@@ -150,6 +157,12 @@ class Settings:
     processes: int = 1
     #: ``async def`` runs one worker process awaits at once, on its event loop.
     async_concurrency: int = 100
+    #: Days of per-minute run history kept (0: none sampled).
+    history_days: int = 7
+    #: Table health's thresholds: a horizon held longer than this, dead rows past this
+    #: share of the live ones.
+    health_horizon_age: timedelta = timedelta(minutes=5)
+    health_dead_ratio: float = 0.2
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -211,6 +224,11 @@ def validate(raw: Any) -> Settings:
         ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
         periodic=_periodic(values["PERIODIC"], max_depth=depth),
+        history_days=_days("HISTORY_DAYS", values["HISTORY_DAYS"]),
+        health_horizon_age=duration(
+            "HEALTH_HORIZON_AGE", values["HEALTH_HORIZON_AGE"], allow_zero=False
+        ),
+        health_dead_ratio=_fraction("HEALTH_DEAD_RATIO", values["HEALTH_DEAD_RATIO"]),
     )
 
 
@@ -289,6 +307,15 @@ def _kind_concurrency(caps: Any) -> dict[str, int]:
             )
         _positive(f"KIND_CONCURRENCY[{kind!r}]", cap)
     return dict(caps)
+
+
+def _days(key: str, value: Any) -> int:
+    """A whole number of days from 0 to 366."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 366:
+        raise ConfigurationError(
+            f"{key} must be a whole number of days from 0 to 366, got {value!r}", key=key
+        )
+    return value
 
 
 def _fraction(key: str, value: Any) -> float:
