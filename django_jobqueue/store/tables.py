@@ -56,7 +56,7 @@ def table_health(*, horizon_age: timedelta, dead_ratio: float) -> TableHealth:
         and r.dead >= DEAD_MIN_ROWS
         and r.dead > dead_ratio * max(r.rows or 0, 0)
     ]
-    warnings += [f"{describe(h)} holds back the cleanup of dead rows" for h in holders or []]
+    warnings += [f"{describe(h)}: {_holding(h)}" for h in holders or []]
     return TableHealth(
         tables=tables,
         holders=holders,
@@ -65,6 +65,17 @@ def table_health(*, horizon_age: timedelta, dead_ratio: float) -> TableHealth:
         free_bytes=d.free_bytes(),
         horizon_age=horizon_age,
         dead_ratio=dead_ratio,
+    )
+
+
+def _holding(h: Holder) -> str:
+    if h.holds is None:
+        return "may hold back the cleanup of dead rows"
+    if h.holds:
+        return "holds back the cleanup of dead rows (the vacuum horizon)"
+    return (
+        "open too long: it holds back the cleanup of dead rows whenever it runs a "
+        "statement, and its locks all along"
     )
 
 

@@ -41,8 +41,12 @@ class TableReading:
 
 @dataclass(frozen=True)
 class Holder:
-    """Something that keeps dead rows from being cleaned up: an open transaction (or
-    one idle in its transaction), a replication slot, a prepared transaction."""
+    """Something that keeps dead rows from being cleaned up, or is open long enough to:
+    an open transaction (or one idle in its transaction), a replication slot, a
+    prepared transaction. ``holds``: it holds the horizon back now (a transaction with
+    a snapshot or a transaction id); False: open, but between statements it holds no
+    snapshot (PostgreSQL's READ COMMITTED, read only so far): the horizon is held each
+    time it runs one, and its locks all along; None: the database does not say."""
 
     what: str  # "transaction", "replication slot", "prepared transaction"
     name: str  # the backend's pid / thread id, the slot's or the prepared one's name
@@ -51,6 +55,7 @@ class Holder:
     state: str = ""  # e.g. "idle in transaction", "active", "inactive"
     age_seconds: float | None = None  # since its transaction began (None: no clock)
     xid_age: int | None = None  # transactions since its horizon (slots)
+    holds: bool | None = True
 
 
 class HealthReadings(Primitives):

@@ -76,6 +76,9 @@ class MySQLHealth(HealthReadings):
                 application=host,
                 state=f"{trx_state.lower()}, {command.lower()}" if command else trx_state.lower(),
                 age_seconds=float(age),
+                # Whether it keeps a read view open (REPEATABLE READ after a read, or a
+                # write) InnoDB does not say here.
+                holds=None,
             )
             for thread, user, host, command, trx_state, age in rows
         ]

@@ -12,21 +12,25 @@ from datetime import timedelta
 
 from django_jobqueue.store.dialects.base.health import HealthReadings, Holder, TableReading
 
+# The statistics and the sessions are read once per transaction and kept for the rest of
+# it: inside a transaction (a test's, ATOMIC_REQUESTS) a second look would see the first.
+_FRESH = "SELECT pg_stat_clear_snapshot()"
 _TABLES = (
     "SELECT c.relname, c.reltuples::bigint, s.n_live_tup, s.n_dead_tup, s.last_vacuum,"
     " s.last_autovacuum, s.last_analyze, s.last_autoanalyze, pg_total_relation_size(c.oid)"
     " FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
     " WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%s) AND pg_table_is_visible(c.oid)"
 )
-# Sessions of this database (a transaction elsewhere does not hold back this database's
-# tables) other than the one asking, holding a snapshot or a transaction id, whose
-# transaction began before the threshold.
+# Client sessions of this database (a transaction elsewhere does not hold back this
+# database's tables) other than the one asking, whose transaction began before the
+# threshold; whether it holds a snapshot or a transaction id now.
 _SESSIONS = (
     "SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"
-    " extract(epoch FROM clock_timestamp() - xact_start)::float8"
+    " extract(epoch FROM clock_timestamp() - xact_start)::float8,"
+    " backend_xmin IS NOT NULL OR backend_xid IS NOT NULL"
     " FROM pg_stat_activity"
     " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    " AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)"
+    " AND backend_type = 'client backend'"
     " AND xact_start < clock_timestamp() - %s ORDER BY xact_start"
 )
 # A slot holds the horizon while it is not consumed: inactive with an xmin of its own.
@@ -49,6 +53,7 @@ class PostgreSQLHealth(HealthReadings):
         """Row estimates (the statistics' live rows, else the planner's ``reltuples``:
         -1 until the table was first vacuumed or analyzed), dead rows, the last vacuum and
         analyze of each kind, and the size with indexes and TOAST."""
+        self.run(_FRESH, [])
         readings = []
         for name, reltuples, live, dead, vac, autovac, an, autoan, size in self.run(
             _TABLES, [list(tables)]
@@ -74,6 +79,7 @@ class PostgreSQLHealth(HealthReadings):
         return None
 
     def horizon_holders(self, older_than: timedelta) -> list[Holder] | None:
+        self.run(_FRESH, [])
         found = [
             Holder(
                 what="transaction",
@@ -82,8 +88,9 @@ class PostgreSQLHealth(HealthReadings):
                 application=app,
                 state=state,
                 age_seconds=age,
+                holds=holds,
             )
-            for pid, user, app, state, age in self.run(_SESSIONS, [older_than])
+            for pid, user, app, state, age, holds in self.run(_SESSIONS, [older_than])
         ]
         found += [
             Holder(what="replication slot", name=slot, state=f"inactive {kind} slot", xid_age=age)
