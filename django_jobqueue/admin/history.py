@@ -77,8 +77,12 @@ def _x(h: store.History, at: datetime) -> float:
 
 def _marker(m: Any, h: store.History) -> dict[str, Any]:
     at = timezone.localtime(m.at)
+    x = _x(h, m.at)
     return {
-        "x": _x(h, m.at),
+        "x": x,
+        # The label beside the line, on its left near the right edge.
+        "label_x": x - 3 if x > WIDTH * 0.75 else x + 3,
+        "anchor": "end" if x > WIDTH * 0.75 else "start",
         "label": m.label,
         "title": f"{m.label}: {at:%Y-%m-%d %H:%M:%S}{f' by {m.by}' if m.by else ''}",
     }
@@ -128,19 +132,26 @@ def _durations_chart(h: store.History, *, fmt: str, label_every: int) -> dict[st
     points = {name: [(s, s.percentile(q)) for s in h.slots] for q, name in QUANTILES[:2]}
     top = max((v for line in points.values() for _, v in line if v is not None), default=0.0)
     scale = _nice_seconds(top)
-    lines = {
-        name: " ".join(
-            f"{_x(h, s.at) + width / 2:.1f},{PLOT_H - PLOT_H * min(v, scale) / scale:.1f}"
+    dots = {
+        name: [
+            {
+                "x": round(_x(h, s.at) + width / 2, 1),
+                "y": round(PLOT_H - PLOT_H * min(v, scale) / scale, 1),
+                "title": f"{timezone.localtime(s.at):%Y-%m-%d %H:%M}: {name} {fmt_seconds(v)}",
+            }
             for s, v in line
             if v is not None
-        )
+        ]
         for name, line in points.items()
     }
     return {
         **_frame(scale),
         "max_text": fmt_seconds(scale),
-        "p50": lines["p50"],
-        "p95": lines["p95"],
+        # A line through each series' slots, and a dot on each (a lone slot has no line).
+        "series": [
+            {"name": name, "points": " ".join(f"{d['x']},{d['y']}" for d in ds), "dots": ds}
+            for name, ds in dots.items()
+        ],
         "labels": _labels(h, fmt, label_every),
     }
 
