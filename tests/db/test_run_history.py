@@ -6,9 +6,11 @@ nothing written)."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 import django_jobqueue
@@ -19,7 +21,7 @@ from django_jobqueue.rules.lifecycle import Run, completed, failure
 from django_jobqueue.store import DURATION_BUCKETS, bucket_percentile
 from django_jobqueue.worker.services.history import HistorySampler
 from django_jobqueue.worker.services.retention import Retention
-from tests.helpers import manage_in_process
+from tests.helpers import manage_in_process, row_locking
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -212,3 +214,29 @@ def test_jobqueue_mark_sets_a_marker_the_history_reads() -> None:
     h = store.read_history(since=now - timedelta(hours=1), until=now, step=timedelta(minutes=1))
     assert [(m.label, m.by) for m in h.markers][-1] == ("hotfix", "alice")
     assert [m.label for m in h.markers] == ["deploy 1.4.2", "hotfix"]
+
+
+@row_locking
+@pytest.mark.django_db(transaction=True)
+def test_two_samplers_at_once_count_each_run_once() -> None:
+    """Two workers' samplers at the same moment: the clock row's lock lets one in, the
+    other finds the clock moved and does nothing; the runs are in one minute once."""
+    store.sample_history(now=T0, min_gap=GAP)
+    settle(6, ms=20)
+    barrier = threading.Barrier(2)
+    results: list[int | None] = []
+
+    def sample() -> None:
+        try:
+            barrier.wait(timeout=30)
+            results.append(store.sample_history(now=T0 + timedelta(seconds=10), min_gap=GAP))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sample) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(results, key=str) == [1, None]
+    assert sum(minute_rows().values()) == 6
