@@ -76,14 +76,20 @@ def sample_history(*, now: datetime, min_gap: timedelta) -> int | None:
     alias = sql.alias()
     cursors = RunHistoryCursor.objects.using(alias)
     with transaction.atomic(using=alias):
-        cursors.bulk_create([RunHistoryCursor(**_CLOCK)], ignore_conflicts=True)
         # The UPDATE takes the clock row's lock: a second sampler waits here, then finds
         # the clock moved and does nothing.
-        first = cursors.filter(**_CLOCK, sampled_at=None).update(sampled_at=now)
-        if not first and not cursors.filter(**_CLOCK, sampled_at__lte=now - min_gap).update(
-            sampled_at=now
-        ):
-            return None
+        first = 0
+        if not cursors.filter(**_CLOCK, sampled_at__lte=now - min_gap).update(sampled_at=now):
+            if cursors.filter(**_CLOCK).exists():
+                return None  # sampled within min_gap
+            # No clock yet: the first sample ever, of one sampler however many race here
+            # (on MySQL/MariaDB two may deadlock once: one loses a turn, as on any
+            # deadlock). Inserted only when missing: an INSERT IGNORE of a row that is
+            # there share-locks it, and two such samplers then deadlock on the UPDATE.
+            cursors.bulk_create([RunHistoryCursor(**_CLOCK)], ignore_conflicts=True)
+            first = cursors.filter(**_CLOCK, sampled_at=None).update(sampled_at=now)
+            if not first:
+                return None
         totals = {
             (r["kind"], r["outcome"]): _counts(r)
             for r in RunTally.objects.using(alias)
