@@ -19,9 +19,10 @@ from django_jobqueue.errors import InvalidFilter
 from django_jobqueue.models import DeployMarker, RunHistoryCursor, RunMinute
 from django_jobqueue.rules.lifecycle import Run, completed, failure
 from django_jobqueue.store import DURATION_BUCKETS, bucket_percentile
+from django_jobqueue.worker.services.base import Timings
 from django_jobqueue.worker.services.history import HistorySampler
 from django_jobqueue.worker.services.retention import Retention
-from tests.helpers import manage_in_process, row_locking
+from tests.helpers import WorkerThread, manage_in_process, row_locking, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -240,3 +241,28 @@ def test_two_samplers_at_once_count_each_run_once() -> None:
         t.join(timeout=60)
     assert sorted(results, key=str) == [1, None]
     assert sum(minute_rows().values()) == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_worker_feeds_the_history_from_its_own_runs() -> None:
+    """A real worker's maintenance loop samples the tally: its runs reach the minute
+    rows without anything else calling the sampler (a short sampling interval here)."""
+    worker = WorkerThread(
+        kinds=[tasks.add.kind], timings=Timings(history=0.2, heartbeat=60.0)
+    ).start()
+    try:
+        wait_for(lambda: RunHistoryCursor.objects.filter(kind="").exists(), timeout=30)
+        tasks.add.enqueue_many([{"a": n, "b": n} for n in range(7)])
+        wait_for(
+            lambda: (
+                sum(
+                    RunMinute.objects.filter(kind=tasks.add.kind, outcome="completed").values_list(
+                        "runs", flat=True
+                    )
+                )
+                == 7
+            ),
+            timeout=30,
+        )
+    finally:
+        worker.stop()
