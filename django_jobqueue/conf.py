@@ -19,7 +19,7 @@ from django.dispatch import receiver
 
 from django_jobqueue import validation
 from django_jobqueue.errors import ConfigurationError
-from django_jobqueue.rules.cron import Cron, zone
+from django_jobqueue.periodic_setting import PeriodicEntry, entries
 from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.states import TERMINAL
 
@@ -80,13 +80,17 @@ DEFAULTS: dict[str, Any] = {
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
     "PERIODIC": [],
+    # The run history's window (days of per-minute counts kept; 0: no history kept).
+    "HISTORY_DAYS": 7,
+    # Table health: a transaction (or slot, or prepared transaction) holding back the
+    # vacuum horizon longer than this is warned of; and dead rows past this share of
+    # the live ones (and at least HEALTH_DEAD_MIN_ROWS) are.
+    "HEALTH_HORIZON_AGE": timedelta(minutes=5),
+    "HEALTH_DEAD_RATIO": 0.2,
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
 LIMIT_KEYS = tuple(validation.LIMIT_NAMES)
-# The keys of one PERIODIC entry; kind and cron are required.
-PERIODIC_KEYS = ("kind", "cron", "args", "kwargs", "timezone", "catch_up", "name")
-SCHEDULE_NAME_MAX = 200
 
 
 def _error(key: str) -> Callable[[str], ConfigurationError]:
@@ -96,25 +100,6 @@ def _error(key: str) -> Callable[[str], ConfigurationError]:
 def duration(key: str, value: Any, *, allow_zero: bool = True) -> timedelta:
     """Seconds or a timedelta, as a timedelta; the error names ``key``."""
     return validation.duration(value, name=key, error=_error(key), allow_zero=allow_zero)
-
-
-@dataclass(frozen=True)
-class PeriodicEntry:
-    """One schedule of the PERIODIC setting, checked as far as settings can be: its kind
-    is looked up in the task registry when the schedules are read (``periodic.py``)."""
-
-    index: int
-    name: str
-    kind: str
-    cron: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    timezone: str | None = None
-    catch_up: bool = False
-
-    @property
-    def where(self) -> str:
-        return f"PERIODIC[{self.index}] ({self.name!r})"
 
 
 @dataclass(frozen=True)
@@ -155,6 +140,12 @@ class Settings:
     processes: int = 1
     #: ``async def`` runs one worker process awaits at once, on its event loop.
     async_concurrency: int = 100
+    #: Days of per-minute run history kept (0: none sampled).
+    history_days: int = 7
+    #: Table health's thresholds: a horizon held longer than this, dead rows past this
+    #: share of the live ones.
+    health_horizon_age: timedelta = timedelta(minutes=5)
+    health_dead_ratio: float = 0.2
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -217,7 +208,12 @@ def validate(raw: Any) -> Settings:
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
-        periodic=_periodic(values["PERIODIC"], max_depth=depth),
+        periodic=entries(values["PERIODIC"], max_depth=depth),
+        history_days=_days("HISTORY_DAYS", values["HISTORY_DAYS"]),
+        health_horizon_age=duration(
+            "HEALTH_HORIZON_AGE", values["HEALTH_HORIZON_AGE"], allow_zero=False
+        ),
+        health_dead_ratio=_fraction("HEALTH_DEAD_RATIO", values["HEALTH_DEAD_RATIO"]),
     )
 
 
@@ -296,6 +292,15 @@ def _kind_concurrency(caps: Any) -> dict[str, int]:
             )
         _positive(f"KIND_CONCURRENCY[{kind!r}]", cap)
     return dict(caps)
+
+
+def _days(key: str, value: Any) -> int:
+    """A whole number of days from 0 to 366."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 366:
+        raise ConfigurationError(
+            f"{key} must be a whole number of days from 0 to 366, got {value!r}", key=key
+        )
+    return value
 
 
 def _fraction(key: str, value: Any) -> float:
@@ -378,83 +383,6 @@ def _limits(raw: Any) -> dict[str, dict[str, Any]]:
         }
         limits[kind] = checked
     return limits
-
-
-def _periodic(raw: Any, *, max_depth: int) -> tuple[PeriodicEntry, ...]:
-    """The PERIODIC list: each entry a dict naming a task kind and a cron expression."""
-    key = "PERIODIC"
-    if isinstance(raw, str | bytes | dict) or not isinstance(raw, list | tuple):
-        raise ConfigurationError(
-            f"PERIODIC must be a list of dicts such as "
-            f'{{"kind": "shop.tasks.report", "cron": "0 3 * * *"}}, got {raw!r}',
-            key=key,
-        )
-    entries: list[PeriodicEntry] = []
-    names: dict[str, int] = {}
-    for index, item in enumerate(raw):
-        entry = _periodic_entry(index, item, max_depth=max_depth)
-        if entry.name in names:
-            raise ConfigurationError(
-                f"PERIODIC[{index}]: the schedule name {entry.name!r} is already used by "
-                f'PERIODIC[{names[entry.name]}]; give one of them another "name"',
-                key=key,
-            )
-        names[entry.name] = index
-        entries.append(entry)
-    return tuple(entries)
-
-
-def _periodic_entry(index: int, item: Any, *, max_depth: int) -> PeriodicEntry:
-    where = f"PERIODIC[{index}]"
-    error = _error("PERIODIC")
-    if not isinstance(item, dict):
-        raise error(f"{where} must be a dict with a kind and a cron, got {item!r}")
-    unknown = sorted(set(item) - set(PERIODIC_KEYS), key=str)
-    if unknown:
-        raise error(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}. "
-            f"Known keys: {', '.join(PERIODIC_KEYS)}"
-        )
-    for required in ("kind", "cron"):
-        if required not in item:
-            raise error(f"{where} needs a {required!r}")
-    kind = validation.bounded_text(item["kind"], name=f"{where} kind", error=error, max_length=200)
-    name = validation.bounded_text(
-        item.get("name", kind), name=f"{where} name", error=error, max_length=SCHEDULE_NAME_MAX
-    )
-    where = f"{where} ({name!r})"
-    timezone = item.get("timezone")
-    if timezone is not None:
-        if not isinstance(timezone, str):
-            raise error(f"{where} timezone must be a time zone name, got {timezone!r}")
-        zone(timezone, name=f"{where} timezone", error=error)
-    cron = Cron.parse(item["cron"], name=f"{where} cron", error=error)
-    args = item.get("args", ())
-    if isinstance(args, str | bytes) or not isinstance(args, list | tuple):
-        raise error(f"{where} args must be a list, got {args!r}")
-    kwargs = item.get("kwargs", {})
-    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise error(f"{where} kwargs must be a dict of argument names to values, got {kwargs!r}")
-    for label, value in [
-        *((f"args[{i}]", v) for i, v in enumerate(args)),
-        *((f"kwargs[{k!r}]", v) for k, v in kwargs.items()),
-    ]:
-        problem = validation.json_problem(value, max_depth=max_depth)
-        if problem is not None:
-            raise error(f"{where} {label} cannot be stored as JSON ({problem})")
-    catch_up = item.get("catch_up", False)
-    if not isinstance(catch_up, bool):
-        raise error(f"{where} catch_up must be True or False, got {catch_up!r}")
-    return PeriodicEntry(
-        index=index,
-        name=name,
-        kind=kind,
-        cron=cron.expression,
-        args=tuple(args),
-        kwargs=dict(kwargs),
-        timezone=timezone,
-        catch_up=catch_up,
-    )
 
 
 _cached: Settings | None = None

@@ -210,3 +210,8 @@ class StreamFull(JobQueueError, RuntimeError):
 class InvalidEvent(JobQueueError, ValueError):
     """emit() or ctx.wait_for() was given a name, key or payload it cannot store
     (``argument`` names it); nothing was written."""
+
+
+class InvalidMarker(JobQueueError, ValueError):
+    """mark() was given a label or author it cannot store (``argument`` names it);
+    nothing was written."""

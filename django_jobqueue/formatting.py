@@ -55,3 +55,15 @@ def visible(text: str, *, newlines: bool = True) -> str:
     field)."""
     shown = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
     return shown if newlines else shown.replace("\n", "\\n")
+
+
+def fmt_bytes(size: int | None) -> str:
+    """A size: 812 B, 16 kB, 3.4 MB, 1.2 GB (powers of 1,024)."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"

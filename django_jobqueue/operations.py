@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
+from django.utils import timezone
+
 from django_jobqueue import store
 from django_jobqueue.run import durable
 from django_jobqueue.task import limiting
@@ -18,6 +20,7 @@ from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
 
 if TYPE_CHECKING:
+    from django_jobqueue.models import DeployMarker
     from django_jobqueue.store.reading import HistoryFilters
     from django_jobqueue.store.snapshot import Stats
 
@@ -56,6 +59,14 @@ def pause_queue(name: str, *, actor: str = "") -> bool:
 def resume_queue(name: str) -> bool:
     """Let workers claim from queue ``name`` again; True if it was paused."""
     return store.resume_queue(queue=name)
+
+
+def mark(label: str, *, by: str = "", at: datetime | None = None) -> DeployMarker:
+    """Set a marker (a deploy, a config change) on the dashboard's history charts:
+    ``label`` (1 to 200 characters), ``by`` who set it, ``at`` when (default now).
+    A bad label or author raises InvalidMarker and writes nothing. Markers are kept as
+    long as the history (HISTORY_DAYS)."""
+    return store.add_marker(label=label, by=by, at=at or timezone.now())
 
 
 def job(job_id: uuid.UUID | str) -> JobHandle:

@@ -21,6 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
+from django_jobqueue.admin import history, table_health
 from django_jobqueue.admin.chart import chart
 from django_jobqueue.admin.common import actor, badge, local, log
 from django_jobqueue.admin.listing import QueueFilter
@@ -65,6 +66,9 @@ def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
                 "unserved": s.unserved_kinds,
                 "schedules": schedules,
                 "schedules_error": schedules_error,
+                # Issue 34's panels, each in its own module and include.
+                "table_health": table_health.panel(),
+                "history": history.panel(request, now=now),
             },
         )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
+from django_jobqueue.models.history import DeployMarker, RunHistoryCursor, RunMinute
 from django_jobqueue.models.jobs import Job, JournalEntry
 from django_jobqueue.models.records import StepRecord
 from django_jobqueue.models.runtime import (
@@ -30,6 +31,7 @@ from django_jobqueue.states import ACTIVE, TERMINAL, Outcome, Priority, Status, 
 __all__ = [
     "ACTIVE",
     "TERMINAL",
+    "DeployMarker",
     "Event",
     "EventChannel",
     "Job",
@@ -40,6 +42,8 @@ __all__ = [
     "Priority",
     "QueuePause",
     "RateBucket",
+    "RunHistoryCursor",
+    "RunMinute",
     "RunTally",
     "Schedule",
     "Status",

@@ -16,6 +16,15 @@ from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.durable import prune_events
 from django_jobqueue.store.durable import records as step_records
 from django_jobqueue.store.exchanging import exchange
+from django_jobqueue.store.history import (
+    History,
+    Slot,
+    add_marker,
+    bucket_percentile,
+    prune_history,
+    read_history,
+    sample_history,
+)
 from django_jobqueue.store.inserting import (
     Disposition,
     EnqueueRequest,
@@ -87,10 +96,18 @@ from django_jobqueue.store.stranded import (
     served,
     unserved_kinds,
 )
+from django_jobqueue.store.tables import (
+    DEAD_MIN_ROWS,
+    TableHealth,
+    describe,
+    queue_tables,
+    table_health,
+)
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
 
 __all__ = [
     "COUNT_CAP",
+    "DEAD_MIN_ROWS",
     "DURATION_BUCKETS",
     "LIMITS_CHANGED",
     "PER_KEY",
@@ -101,6 +118,7 @@ __all__ = [
     "Count",
     "Disposition",
     "EnqueueRequest",
+    "History",
     "KeyLoad",
     "KeyRule",
     "MergePlan",
@@ -109,12 +127,16 @@ __all__ = [
     "Page",
     "RunTotal",
     "ScheduleState",
+    "Slot",
+    "TableHealth",
     "TickResult",
     "active_by_key",
     "acts_on",
+    "add_marker",
     "apply",
     "as_uuid",
     "beat",
+    "bucket_percentile",
     "busiest_keys",
     "cancel",
     "cancel_many",
@@ -128,6 +150,7 @@ __all__ = [
     "count",
     "delete_finished",
     "delete_refusal",
+    "describe",
     "distinct_values",
     "divergent",
     "enqueue",
@@ -152,8 +175,11 @@ __all__ = [
     "pending_kinds_except",
     "planned_rows",
     "prune_events",
+    "prune_history",
     "prune_merge_locks",
+    "queue_tables",
     "queues_in_use",
+    "read_history",
     "record_tick",
     "recover_expired",
     "register_worker",
@@ -169,12 +195,14 @@ __all__ = [
     "run_now_refusal",
     "run_stats",
     "run_totals",
+    "sample_history",
     "schedule_states",
     "served",
     "set_limit",
     "settle",
     "stats",
     "step_records",
+    "table_health",
     "take_tokens",
     "throughput",
     "tick_key",

@@ -26,6 +26,7 @@ from django_jobqueue.errors import (
     JobQueueError,
     UnknownKind,
 )
+from django_jobqueue.periodic_setting import SCHEDULE_NAME_MAX, PeriodicEntry
 from django_jobqueue.rules.cron import Cron, zone, zone_name
 from django_jobqueue.task.options import Options, build_request, check_json, encode_payload
 from django_jobqueue.task.registry import TaskDef, registry
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     import uuid
 
     from django_jobqueue.store import EnqueueRequest
-
-SCHEDULE_NAME_MAX = conf.SCHEDULE_NAME_MAX
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,7 +246,7 @@ def _build(
     return schedule
 
 
-def from_settings(entry: conf.PeriodicEntry) -> ScheduleDef:
+def from_settings(entry: PeriodicEntry) -> ScheduleDef:
     """A schedule of the PERIODIC setting. ``conf`` checked the entry itself when it read
     the settings (its keys, name, cron, time zone, arguments as JSON, catch_up), so they
     are not checked again here; what is left needs the task registry: that the kind is

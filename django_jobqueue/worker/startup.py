@@ -17,6 +17,7 @@ from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import DbCall, Maintenance, Running, Service, Timings
 from django_jobqueue.worker.services.cancels import CancelChecks
 from django_jobqueue.worker.services.heartbeat import Heartbeat
+from django_jobqueue.worker.services.history import HistorySampler
 from django_jobqueue.worker.services.leases import LeaseExtension
 from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.progress import ProgressWrites
@@ -138,8 +139,11 @@ def services(
             interval=timings.retention,
             keep=settings.retention,
             events=settings.event_retention,
+            history=timedelta(days=settings.history_days),
         )
     )
+    if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
+        found.append(HistorySampler(db, interval=timings.history))
     periodic = schedules()
     if periodic:  # none: no scheduler, so no cost
         found.append(Scheduler(db, interval=timings.schedules, schedules=periodic))

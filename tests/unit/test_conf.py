@@ -60,12 +60,31 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"LISTEN_DATABASE": "nope"}, "LISTEN_DATABASE"),
         ({"LISTEN_DATABASE": 5}, "LISTEN_DATABASE"),
         ({"RETENTION": {"pending": 5}}, "RETENTION"),
+        ({"HISTORY_DAYS": -1}, "HISTORY_DAYS"),
+        ({"HISTORY_DAYS": 1.5}, "HISTORY_DAYS"),
+        ({"HISTORY_DAYS": 400}, "HISTORY_DAYS"),
+        ({"HISTORY_DAYS": True}, "HISTORY_DAYS"),
+        ({"HEALTH_HORIZON_AGE": 0}, "HEALTH_HORIZON_AGE"),
+        ({"HEALTH_HORIZON_AGE": "soon"}, "HEALTH_HORIZON_AGE"),
+        ({"HEALTH_DEAD_RATIO": 2}, "HEALTH_DEAD_RATIO"),
+        ({"HEALTH_DEAD_RATIO": "20%"}, "HEALTH_DEAD_RATIO"),
     ],
 )
 def test_invalid_values_name_the_key(raw: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigurationError) as info:
         conf.validate(raw)
     assert str(info.value).startswith(key)
+
+
+def test_history_and_health_settings_have_their_documented_defaults() -> None:
+    settings = conf.validate({})
+    assert settings.history_days == 7
+    assert settings.health_horizon_age == timedelta(minutes=5)
+    assert settings.health_dead_ratio == 0.2
+    chosen = conf.validate({"HISTORY_DAYS": 0, "HEALTH_HORIZON_AGE": 30, "HEALTH_DEAD_RATIO": 1})
+    assert chosen.history_days == 0
+    assert chosen.health_horizon_age == timedelta(seconds=30)
+    assert chosen.health_dead_ratio == 1.0
 
 
 def test_none_disables_priority_ratio_and_max_failures() -> None:

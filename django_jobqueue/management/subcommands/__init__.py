@@ -15,6 +15,7 @@ from django_jobqueue.management.subcommands import (
     health,
     limit,
     listing,
+    mark,
     pause,
     requeue,
     rerun,
@@ -62,6 +63,7 @@ ALL: tuple[Subcommand, ...] = (
     steps,
     rerun,
     health,
+    mark,
 )
 
 BY_NAME: dict[str, Subcommand] = {s.NAME: s for s in ALL}

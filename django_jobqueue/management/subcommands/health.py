@@ -1,20 +1,24 @@
 """``jobqueue health``: a container health check. Exit 0 healthy; 1 unhealthy (no fresh
 heartbeat, a due job waiting too long, the database unreadable): restart or page;
 ``UNSERVED_EXIT`` when workers are fine but runnable jobs wait for a kind none of them
-runs: a restart would not help. The reason is one line on stderr."""
+runs: a restart would not help. The reason is one line on stderr.
+
+``--tables`` reports the queue tables' health instead (row estimates, dead rows, last
+vacuum and analyze, sizes, what holds back the vacuum horizon), and exits 1 when any of
+it is past its threshold (HEALTH_HORIZON_AGE, HEALTH_DEAD_RATIO)."""
 
 from __future__ import annotations
 
 from argparse import ArgumentParser
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
-from django_jobqueue import store
-from django_jobqueue.formatting import fmt_age
+from django_jobqueue import conf, store
+from django_jobqueue.formatting import fmt_age, fmt_bytes
 from django_jobqueue.management.arguments import parse_age
 
 NAME = "health"
@@ -34,6 +38,12 @@ UNSERVED_EXIT = 3
 
 def arguments(p: ArgumentParser) -> None:
     p.add_argument(
+        "--tables",
+        action="store_true",
+        help="Report the queue tables' health (rows, dead rows, vacuum, analyze, size, "
+        "what holds back the vacuum horizon) instead; exit 1 on a warning.",
+    )
+    p.add_argument(
         "--max-heartbeat-age",
         type=parse_age,
         default=timedelta(seconds=60),
@@ -51,6 +61,9 @@ def arguments(p: ArgumentParser) -> None:
 
 
 def run(command: BaseCommand, options: dict[str, Any]) -> None:
+    if options["tables"]:
+        tables(command)
+        return
     now = timezone.now()
     max_beat: timedelta = options["max_heartbeat_age"]
     max_pending: timedelta | None = options["max_pending_age"]
@@ -89,3 +102,47 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
     command.stdout.write(
         f"healthy: worker heartbeat {fmt_age((now - beat).total_seconds())} ago{waited}"
     )
+
+
+def tables(command: BaseCommand) -> None:
+    """Print each table's readings, what holds back the horizon, and the warnings."""
+    settings = conf.get()
+    try:
+        health = store.table_health(
+            horizon_age=settings.health_horizon_age, dead_ratio=settings.health_dead_ratio
+        )
+    except DatabaseError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CommandError(f"the jobs database cannot be read: {first}") from exc
+    out = command.stdout
+    out.write(f"{'table':<36} {'rows':>12} {'dead':>10} {'size':>10}  last vacuum / analyze")
+    for r in health.tables:
+        rows = "n/a" if r.rows is None else f"{'' if r.exact else '~'}{r.rows:,}"
+        dead = "n/a" if r.dead is None else f"{r.dead:,}"
+        size = "n/a" if r.size_bytes is None else fmt_bytes(r.size_bytes)
+        out.write(
+            f"{r.table:<36} {rows:>12} {dead:>10} {size:>10}  "
+            f"{_latest(r.last_vacuum, r.last_autovacuum, known=r.tracks_vacuum)} / "
+            f"{_latest(r.last_analyze, r.last_autoanalyze, known=r.tracks_analyze)}"
+        )
+    if health.holders is None:
+        out.write("vacuum horizon: not available on this database")
+    elif not health.holders:
+        out.write(
+            f"vacuum horizon: nothing has held it back for over "
+            f"{fmt_age(health.horizon_age.total_seconds())}"
+        )
+    for note in health.notes:
+        out.write(f"note: {note}")
+    if health.warnings:
+        raise CommandError("\n".join(f"warning: {w}" for w in health.warnings))
+
+
+def _latest(manual: datetime | None, auto: datetime | None, *, known: bool) -> str:
+    """The later of a manual and an automatic run, and which; "never", or "n/a" where
+    the database does not record them."""
+    done = [(at, how) for at, how in ((manual, ""), (auto, " (auto)")) if at is not None]
+    if not done:
+        return "never" if known else "n/a"
+    at, how = max(done)
+    return f"{timezone.localtime(at):%Y-%m-%d %H:%M}{how}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from django_jobqueue.models import JournalEntry
     from django_jobqueue.store.dialects.base.fragment import Fragment
+    from django_jobqueue.store.dialects.base.health import Holder, TableReading
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
     from django_jobqueue.store.dialects.base.storage import (
@@ -138,6 +139,17 @@ class Interface(Protocol):
     ) -> dict[str, tuple[float | None, float | None]]: ...
 
     def planned_rows(self, qs: QuerySet[Any]) -> int | None: ...
+
+    # --- the tables' health -------------------------------------------------------------
+
+    @property
+    def health_notes(self) -> tuple[str, ...]: ...
+
+    def table_readings(self, tables: Sequence[str]) -> list[TableReading]: ...
+
+    def free_bytes(self) -> int | None: ...
+
+    def horizon_holders(self, older_than: timedelta) -> list[Holder] | None: ...
 
     # --- errors -------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Retention: finished jobs and journal entries past their retention, pruned, the
-events ``emit`` sent past EVENT_RETENTION, and the merge locks no enqueue holds."""
+events ``emit`` sent past EVENT_RETENTION, the run history's minutes and deploy markers
+past HISTORY_DAYS, and the merge locks no enqueue holds."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from django_jobqueue.worker.services.base import DbCall, Service
 
 class Retention(Service):
     """Delete finished jobs older than each status's ``RETENTION``, events older than
-    ``events`` (None: none), and the merge-lock rows no enqueue holds (always: a row
-    per key ever merged would otherwise stay forever)."""
+    ``events`` and the run history older than ``history`` (None: none), and the
+    merge-lock rows no enqueue holds (always: a row per key ever merged would otherwise
+    stay forever)."""
 
     name = "retention"
 
@@ -27,15 +29,19 @@ class Retention(Service):
         interval: float,
         keep: Mapping[str, timedelta],
         events: timedelta | None = None,
+        history: timedelta | None = None,
     ) -> None:
         self.db = db
         self.interval = interval
         self.keep = keep
         self.events = events
+        self.history = history
 
     def run(self) -> None:
         for status, keep in self.keep.items():
             self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
         if self.events is not None:
             self.db(partial(store.prune_events, emitted_before=timezone.now() - self.events))
+        if self.history is not None:
+            self.db(partial(store.prune_history, before=timezone.now() - self.history))
         self.db(partial(store.prune_merge_locks))

@@ -6,7 +6,8 @@ SQL and the conversions that differ. The interface is written in two halves, eac
 its own module: ``claiming`` (claims, turns and settlements: the hot path) and
 ``storage`` (inserts, rate tokens, journal deletion, percentiles, wake-ups, the
 classification of connection errors, the transaction an atomic run needs, and the
-rest). Every statement's values are bound parameters.
+rest); ``health`` reads the tables' health for the operators. Every statement's values
+are bound parameters.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from django_jobqueue.store.dialects.base.claiming import ClaimingStatements
+from django_jobqueue.store.dialects.base.health import HealthReadings
 from django_jobqueue.store.dialects.base.storage import StorageStatements
 
 
-class Dialect(ClaimingStatements, StorageStatements):
+class Dialect(ClaimingStatements, StorageStatements, HealthReadings):
     """One database's way of running the queue's statements, for one connection alias."""
 
     vendor: ClassVar[str] = ""

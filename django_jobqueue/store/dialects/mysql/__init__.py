@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from django_jobqueue.store.dialects.base import Dialect
 from django_jobqueue.store.dialects.mysql.claiming import MySQLClaiming
+from django_jobqueue.store.dialects.mysql.health import MySQLHealth
 from django_jobqueue.store.dialects.mysql.storage import MySQLStorage
 
 
-class MySQL(MySQLClaiming, MySQLStorage, Dialect):
+class MySQL(MySQLClaiming, MySQLStorage, MySQLHealth, Dialect):
     vendor: ClassVar[str] = "mysql"
 
     def job_id(self, value: uuid.UUID) -> Any:

@@ -1,0 +1,105 @@
+"""PostgreSQL's table health: ``pg_class`` and ``pg_stat_user_tables`` for the tables,
+and for the vacuum horizon the three things that hold it back: a session whose
+transaction (or snapshot) has been open too long (``pg_stat_activity``: ``backend_xmin``
+or ``backend_xid`` set, ``xact_start`` old), a replication slot that is not being
+consumed (``pg_replication_slots``), and a prepared transaction left behind
+(``pg_prepared_xacts``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django_jobqueue.store.dialects.base.health import HealthReadings, Holder, TableReading
+
+# The statistics and the sessions are read once per transaction and kept for the rest of
+# it: inside a transaction (a test's, ATOMIC_REQUESTS) a second look would see the first.
+_FRESH = "SELECT pg_stat_clear_snapshot()"
+_TABLES = (
+    "SELECT c.relname, c.reltuples::bigint, s.n_live_tup, s.n_dead_tup, s.last_vacuum,"
+    " s.last_autovacuum, s.last_analyze, s.last_autoanalyze, pg_total_relation_size(c.oid)"
+    " FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
+    " WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%s) AND pg_table_is_visible(c.oid)"
+)
+# Client sessions of this database (a transaction elsewhere does not hold back this
+# database's tables) other than the one asking, whose transaction began before the
+# threshold; whether it holds a snapshot or a transaction id now.
+_SESSIONS = (
+    "SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"
+    " extract(epoch FROM clock_timestamp() - xact_start)::float8,"
+    " backend_xmin IS NOT NULL OR backend_xid IS NOT NULL"
+    " FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    " AND backend_type = 'client backend'"
+    " AND xact_start < clock_timestamp() - %s ORDER BY xact_start"
+)
+# A slot holds the horizon while it is not consumed: inactive with an xmin of its own.
+_SLOTS = (
+    "SELECT slot_name, slot_type, age(coalesce(xmin, catalog_xmin))::bigint"
+    " FROM pg_replication_slots"
+    " WHERE NOT active AND coalesce(xmin, catalog_xmin) IS NOT NULL ORDER BY slot_name"
+)
+_PREPARED = (
+    "SELECT gid, owner, extract(epoch FROM clock_timestamp() - prepared)::float8"
+    " FROM pg_prepared_xacts WHERE database = current_database()"
+    " AND prepared < clock_timestamp() - %s ORDER BY prepared"
+)
+
+
+class PostgreSQLHealth(HealthReadings):
+    health_notes: tuple[str, ...] = ()
+
+    def table_readings(self, tables: Sequence[str]) -> list[TableReading]:
+        """Row estimates (the statistics' live rows, else the planner's ``reltuples``:
+        -1 until the table was first vacuumed or analyzed), dead rows, the last vacuum and
+        analyze of each kind, and the size with indexes and TOAST."""
+        self.run(_FRESH, [])
+        readings = []
+        for name, reltuples, live, dead, vac, autovac, an, autoan, size in self.run(
+            _TABLES, [list(tables)]
+        ):
+            estimate = live if live is not None else (reltuples if reltuples >= 0 else None)
+            readings.append(
+                TableReading(
+                    table=name,
+                    rows=None if estimate is None else int(estimate),
+                    dead=None if dead is None else int(dead),
+                    last_vacuum=vac,
+                    last_autovacuum=autovac,
+                    last_analyze=an,
+                    last_autoanalyze=autoan,
+                    size_bytes=int(size),
+                    tracks_vacuum=True,
+                    tracks_analyze=True,
+                )
+            )
+        return sorted(readings, key=lambda r: tables.index(r.table))
+
+    def free_bytes(self) -> int | None:
+        return None
+
+    def horizon_holders(self, older_than: timedelta) -> list[Holder] | None:
+        self.run(_FRESH, [])
+        found = [
+            Holder(
+                what="transaction",
+                name=f"pid {pid}",
+                user=user,
+                application=app,
+                state=state,
+                age_seconds=age,
+                holds=holds,
+            )
+            for pid, user, app, state, age, holds in self.run(_SESSIONS, [older_than])
+        ]
+        found += [
+            Holder(what="replication slot", name=slot, state=f"inactive {kind} slot", xid_age=age)
+            for slot, kind, age in self.run(_SLOTS, [])
+        ]
+        found += [
+            Holder(
+                what="prepared transaction", name=gid, user=owner, state="prepared", age_seconds=age
+            )
+            for gid, owner, age in self.run(_PREPARED, [older_than])
+        ]
+        return found

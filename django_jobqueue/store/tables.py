@@ -1,0 +1,94 @@
+"""The queue tables' health, for the dashboard's panel and ``jobqueue health --tables``:
+each table's row estimate, dead rows, last (auto)vacuum and analyze and size, what holds
+back the cleanup of dead rows, and the warnings they earn against the thresholds
+(HEALTH_HORIZON_AGE, HEALTH_DEAD_RATIO and ``DEAD_MIN_ROWS``). What each database can
+tell is its dialect's (``store/dialects/*/health.py``); what it cannot is None and said
+in ``notes``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.apps import apps
+
+from django_jobqueue.formatting import fmt_age
+from django_jobqueue.store import sql
+from django_jobqueue.store.dialects.base.health import Holder, TableReading
+
+# Dead rows are warned of only from this many: a small table's dead rows cost nothing.
+DEAD_MIN_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """The readings, the holders (None: the database cannot tell), the warnings (one
+    line each), and what this database does not show."""
+
+    tables: list[TableReading]
+    holders: list[Holder] | None
+    warnings: list[str]
+    notes: tuple[str, ...]
+    free_bytes: int | None
+    horizon_age: timedelta
+    dead_ratio: float
+
+
+def queue_tables() -> list[str]:
+    """The queue's tables: every model of the app, jobs and journal first."""
+    names = [m._meta.db_table for m in apps.get_app_config("django_jobqueue").get_models()]
+    return sorted(names, key=lambda t: (not t.endswith(("_job", "_journalentry")), t))
+
+
+def table_health(*, horizon_age: timedelta, dead_ratio: float) -> TableHealth:
+    """Read the tables and the horizon, and say what is past the thresholds: a holder
+    older than ``horizon_age``, dead rows over ``dead_ratio`` of the live ones (and at
+    least DEAD_MIN_ROWS)."""
+    d = sql.dialect()
+    tables = d.table_readings(queue_tables())
+    holders = d.horizon_holders(horizon_age)
+    warnings = [
+        f"{r.table}: {r.dead:,} dead rows ({r.dead / max(r.rows or 0, 1):.0%} of "
+        f"{r.rows or 0:,} live), over HEALTH_DEAD_RATIO ({dead_ratio:.0%}): vacuum is "
+        "behind, or held back"
+        for r in tables
+        if r.dead is not None
+        and r.dead >= DEAD_MIN_ROWS
+        and r.dead > dead_ratio * max(r.rows or 0, 0)
+    ]
+    warnings += [f"{describe(h)}: {_holding(h)}" for h in holders or []]
+    return TableHealth(
+        tables=tables,
+        holders=holders,
+        warnings=warnings,
+        notes=tuple(d.health_notes),
+        free_bytes=d.free_bytes(),
+        horizon_age=horizon_age,
+        dead_ratio=dead_ratio,
+    )
+
+
+def _holding(h: Holder) -> str:
+    if h.holds is None:
+        return "may hold back the cleanup of dead rows"
+    if h.holds:
+        return "holds back the cleanup of dead rows (the vacuum horizon)"
+    return (
+        "open too long: it holds back the cleanup of dead rows whenever it runs a "
+        "statement, and its locks all along"
+    )
+
+
+def describe(h: Holder) -> str:
+    """One line naming a holder: what, which, who, its state and its age."""
+    who = ", ".join(x for x in (h.user, h.application) if x)
+    parts = [f"{h.what} {h.name}"]
+    if who:
+        parts.append(f"({who})")
+    if h.state:
+        parts.append(h.state)
+    if h.age_seconds is not None:
+        parts.append(f"open {fmt_age(h.age_seconds)}")
+    if h.xid_age is not None:
+        parts.append(f"{h.xid_age:,} transactions behind")
+    return " ".join(parts)
