@@ -179,7 +179,7 @@ def test_the_services_sample_and_prune_through_the_worker_db_call() -> None:
     HistorySampler(db, interval=10.0, clock=lambda: T0).run()
     assert RunHistoryCursor.objects.get(kind="").sampled_at == T0
     Retention(db, interval=300.0, keep={}, history=timedelta(days=7)).run()
-    assert calls == ["sample_history", "prune_history"]
+    assert calls == ["sample_history", "prune_history", "prune_merge_locks"]
 
 
 def test_mark_records_label_author_and_time_and_refuses_bad_input() -> None:

@@ -100,7 +100,7 @@ def test_every_queue_table_is_read_with_what_its_database_gives() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_counts_dead_rows_and_warns_past_the_ratio() -> None:
     """3,000 jobs, 1,200 deleted: the statistics' dead rows (flushed at once) pass 20 %
-    of the live ones and 1,000, so the table is warned of (not at 90 %); a vacuum clears
+    of the live ones and 1,000, so the table is warned of (not at twice its ratio); a vacuum clears
     them and is dated."""
     # Autovacuum would clear the dead rows at any moment (1,200 is past its threshold).
     with connection.cursor() as cursor:
@@ -127,8 +127,10 @@ def dead_rows_warned_then_vacuumed() -> None:
     assert dead >= 1200  # and any the table's earlier updates left
     assert warning.startswith(f"{JOB_TABLE}: {dead:,} dead rows ({dead / 1800:.0%} of 1,800 live)")
     assert "HEALTH_DEAD_RATIO (20%)" in warning
-    # A ratio it does not pass (about 1,200 of 1,800 live): no warning.
-    assert store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=0.9).warnings == []
+    # A ratio it does not pass: no warning. Twice the measured ratio, not a figure: the
+    # tests before this one in the session leave dead rows of their own in the table.
+    above = 2 * dead / 1800
+    assert store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=above).warnings == []
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {JOB_TABLE}")
         cursor.execute("SELECT pg_stat_force_next_flush()")
