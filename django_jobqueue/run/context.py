@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -10,6 +11,16 @@ from typing import Any
 
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
+
+
+def _on_event_loop() -> bool:
+    """Whether this thread runs an event loop (the caller is a coroutine's code)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
 
 # Guards the making of a context's cancel flag, which two threads may ask for at once.
 _FLAG_LOCK = threading.Lock()
@@ -55,6 +66,7 @@ class Context:
         self._settle_now: Callable[[Any], None] | None = None
         # This run's durable steps (``run.durable.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
+        self._asteps: Any = None  # the same, as an async task awaits them
         # The latest ctx.progress() value, and the one last written. A run starts with
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
@@ -190,12 +202,68 @@ class Context:
         ``timeout`` has passed without one (None: wait as long as it takes)."""
         return self._book("ctx.wait_for()").wait_for(name, key, timeout)
 
-    def _book(self, what: str) -> Any:
+    # --- async twins (``async def`` tasks; see ``run.asyncsteps``) ---------------------
+
+    async def astep(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        version: int | str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``step`` for an ``async def`` task: ``await fn(*args, **kwargs)`` once for this
+        job, ever (``fn`` a coroutine function, or a plain callable whose value is taken
+        as it is), recorded and replayed as ``step``'s. One step at a time: a step
+        awaited inside another, or beside it (``asyncio.gather``), raises ``StepError``."""
+        return await self._abook("ctx.astep()").astep(name, fn, args, kwargs, version)
+
+    async def asleep(self, duration: timedelta | float) -> None:
+        """``sleep`` for an ``async def`` task: the run ends (no failure, its place on the
+        event loop freed) and the job runs again after ``duration``."""
+        await self._abook("ctx.asleep()").asleep(duration)
+
+    async def asleep_until(self, moment: datetime) -> None:
+        """``asleep`` until an aware datetime."""
+        await self._abook("ctx.asleep_until()").asleep_until(moment)
+
+    async def await_event(
+        self, name: str, *, key: str = "", timeout: timedelta | float | None = None
+    ) -> Any:
+        """``wait_for`` for an ``async def`` task: park the job until ``emit(name,
+        key=key, …)`` and return the event's payload (None once ``timeout`` passed)."""
+        return await self._abook("ctx.await_event()").await_event(name, key, timeout)
+
+    async def apatched(self, change_id: str) -> bool:
+        """``patched`` for an ``async def`` task."""
+        return bool(await self._abook("ctx.apatched()").patched(change_id))
+
+    async def adeprecate_patch(self, change_id: str) -> None:
+        """``deprecate_patch`` for an ``async def`` task."""
+        await self._abook("ctx.adeprecate_patch()").patched(change_id, deprecated=True)
+
+    def _abook(self, what: str) -> Any:
+        """The run's ``run.asyncsteps.AsyncSteps`` (set with ``_steps``)."""
+        self._book(what, asynchronous=True)
+        return self._asteps
+
+    def _book(self, what: str, *, asynchronous: bool = False) -> Any:
         if self._steps is None:
             raise StepError(
-                f"{what} works in a run of a sync task that a worker (or run_jobs) started; "
+                f"{what} works in a run of a task that a worker (or run_jobs) started; "
                 f"this context ({self.kind}) belongs to none",
                 kind=self.kind,
+            )
+        if not asynchronous and _on_event_loop():
+            twin = {"ctx.step()": "ctx.astep()", "ctx.wait_for()": "ctx.await_event()"}.get(
+                what, what.replace("ctx.", "ctx.a", 1)
+            )
+            raise StepError(
+                f"{what} is called on an event loop (an async def task): there, use "
+                f"await {twin}, whose store calls do not block the loop",
+                kind=self.kind,
+                job_id=self.job_id,
             )
         return self._steps
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -217,3 +218,67 @@ def fixable(ctx: Context, ticket: str) -> str:
     if verdict == "buggy":
         raise Permanent(f"step check recorded {verdict!r} for {fetched}")
     return f"{fetched} {verdict}"
+
+
+# --- async def tasks: ctx.astep, ctx.asleep, ctx.await_event ------------------------
+
+
+async def aeffect(ctx: Context, step: str) -> str:
+    """``effect`` awaited: an async step's side effect."""
+    await Effect.objects.acreate(job_id=ctx.job_id, run_no=ctx.run_count, worker=step)
+    return step
+
+
+@task(takes_context=True, kind="tests.steps.athree", lease=timedelta(seconds=3), max_failures=None)
+async def athree(ctx: Context, hold: float = 0.0) -> list[str]:
+    """``three`` as an ``async def`` task: three ``astep``s, and in the first run
+    ``hold`` seconds of awaiting after the second (where a test kills the worker)."""
+    await Execution.objects.acreate(
+        job_id=ctx.job_id, kind=ctx.kind, run_no=ctx.run_count, pid=0, thread=""
+    )
+    done = []
+    for i in (1, 2, 3):
+        done.append(await ctx.astep(f"s{i}", aeffect, ctx, f"s{i}"))
+        if i == 2 and hold and ctx.run_count == 1:
+            await asyncio.sleep(hold)
+    return done
+
+
+@task(takes_context=True, kind="tests.steps.asleeper", max_failures=None)
+async def asleeper(ctx: Context, seconds: float) -> str:
+    """``sleeper`` as an async task: a step, a sleep, another step."""
+    await ctx.astep("before", aeffect, ctx, "before")
+    await ctx.asleep(seconds)
+    await ctx.astep("after", aeffect, ctx, "after")
+    return "woke"
+
+
+@task(takes_context=True, kind="tests.steps.awaiter", max_failures=None)
+async def awaiter(ctx: Context, name: str, key: str, timeout: float | None = None) -> Any:
+    """``waiter`` as an async task: awaits an event, then records a step."""
+    got = await ctx.await_event(name, key=key, timeout=timeout)
+    await ctx.astep("got", aeffect, ctx, "got")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.aplain", max_failures=1)
+async def aplain(ctx: Context, how: str) -> Any:
+    """Misuses of the async steps API, each raising its error out of the task."""
+    if how == "sync-step":
+        ctx.step("a", int, 1)
+    elif how == "sync-sleep":
+        ctx.sleep(60)
+    elif how == "nested":
+        await ctx.astep("outer", lambda: ctx.astep("inner", int, 1))
+    elif how == "gather":
+        await asyncio.gather(
+            ctx.astep("a", asyncio.sleep, 0.2, "a"), ctx.astep("b", asyncio.sleep, 0.2, "b")
+        )
+    elif how == "reuse":
+        await ctx.astep("a", int, 1)
+        await ctx.astep("a", int, 2)
+    elif how == "unstorable":
+        await ctx.astep("bad", object)
+    elif how == "versioned":
+        return await ctx.astep("v", int, 3, version=2) + int(await ctx.apatched("change"))
+    return how
