@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     # A job's durable-step records: how many, and their total JSON size.
     "MAX_STEPS": 10_000,
     "MAX_STEPS_BYTES": 16 * 1024 * 1024,
+    # How deep child workflows awaited from durable steps may nest (ctx.step_workflow).
+    "MAX_CHILD_DEPTH": 5,
     "MAX_JSON_DEPTH": 100,
     "REDACT": (
         "password",
@@ -136,6 +138,7 @@ class Settings:
     max_output_bytes: int = 1024 * 1024
     max_steps: int = 10_000
     max_steps_bytes: int = 16 * 1024 * 1024
+    max_child_depth: int = 5
     max_json_depth: int = 100
     redact: tuple[str, ...] = ()
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
@@ -201,6 +204,7 @@ def validate(raw: Any) -> Settings:
         max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
         max_steps=_positive("MAX_STEPS", values["MAX_STEPS"]),
         max_steps_bytes=_positive("MAX_STEPS_BYTES", values["MAX_STEPS_BYTES"]),
+        max_child_depth=_positive("MAX_CHILD_DEPTH", values["MAX_CHILD_DEPTH"]),
         max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),

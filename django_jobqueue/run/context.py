@@ -67,6 +67,7 @@ class Context:
         # This run's durable steps (``run.durable.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
         self._asteps: Any = None  # the same, as an async task awaits them
+        self._child_steps: Any = None  # its child workflows (``run.children.Children``)
         # The latest ctx.progress() value, and the one last written. A run starts with
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
@@ -202,6 +203,24 @@ class Context:
         ``timeout`` has passed without one (None: wait as long as it takes)."""
         return self._book("ctx.wait_for()").wait_for(name, key, timeout)
 
+    def step_workflow(self, name: str, child: Any) -> Any:
+        """Enqueue ``child`` (a workflow, or a signature: a job) once for this job, ever,
+        park this job (its slot free) until the child has finished, and return its
+        result: a job's result, or a workflow's sink steps' results by step name. A
+        child that did not complete raises ``ChildFailed``. Recorded as a step: every
+        replay finds the same child, then its recorded outcome. Cancelling this job
+        cancels the child. See docs/howto/durable-steps.md#child-workflows."""
+        return self._children("ctx.step_workflow()").step_workflow(name, child)
+
+    async def astep_workflow(self, name: str, child: Any) -> Any:
+        """``step_workflow`` for an ``async def`` task."""
+        return await self._children("ctx.astep_workflow()", True).astep_workflow(name, child)
+
+    def _children(self, what: str, asynchronous: bool = False) -> Any:
+        """The run's ``run.children.Children`` (set with ``_steps``)."""
+        self._book(what, asynchronous=asynchronous)
+        return self._child_steps
+
     # --- async twins (``async def`` tasks; see ``run.asyncsteps``) ---------------------
 
     async def astep(
@@ -256,9 +275,11 @@ class Context:
                 kind=self.kind,
             )
         if not asynchronous and _on_event_loop():
-            twin = {"ctx.step()": "ctx.astep()", "ctx.wait_for()": "ctx.await_event()"}.get(
-                what, what.replace("ctx.", "ctx.a", 1)
-            )
+            twin = {
+                "ctx.step()": "ctx.astep()",
+                "ctx.wait_for()": "ctx.await_event()",
+                "ctx.step_workflow()": "ctx.astep_workflow()",
+            }.get(what, what.replace("ctx.", "ctx.a", 1))
             raise StepError(
                 f"{what} is called on an event loop (an async def task): there, use "
                 f"await {twin}, whose store calls do not block the loop",

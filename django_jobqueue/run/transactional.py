@@ -32,6 +32,7 @@ from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
 from django_jobqueue.run.asyncsteps import AsyncSteps
+from django_jobqueue.run.children import Children
 from django_jobqueue.run.durable import Hooks, StepBook
 from django_jobqueue.run.executor import (
     RunResult,
@@ -200,7 +201,7 @@ def run(
         else:
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
-        ctx._settle_now = ctx._steps = ctx._asteps = None
+        ctx._settle_now = ctx._steps = ctx._asteps = ctx._child_steps = None
     return _ended(result, settler, book, connections[alias])
 
 
@@ -222,7 +223,7 @@ async def arun(
     try:
         result = await aexecute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
-        ctx._steps = ctx._asteps = None
+        ctx._steps = ctx._asteps = ctx._child_steps = None
     return _ended(result, settler, book, connections[alias])
 
 
@@ -243,6 +244,7 @@ def _begun(
         hooks=Hooks(lost=settler.lose, parked=settler.parked),
     )
     ctx._asteps = AsyncSteps(book)
+    ctx._child_steps = Children(book)
     return settler, book
 
 

@@ -38,15 +38,17 @@ def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
     return found
 
 
-def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflow:
+def cancel_workflow(
+    *, workflow_id: uuid.UUID | str, actor: str = "", because: str = ""
+) -> Workflow:
     """Cancel every unfinished step of a workflow: waiting and pending ones now (each
-    journalled), claimed ones when their runs end (as ``cancel`` asks them); the
-    workflow ends ``cancelled`` once none is open. Cancelling a cancelled workflow is a
-    no-op; a finished one cannot be cancelled."""
-    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor))
+    journalled, ``because`` added to the note), claimed ones when their runs end (as
+    ``cancel`` asks them); the workflow ends ``cancelled`` once none is open. Cancelling
+    a cancelled workflow is a no-op; a finished one cannot be cancelled."""
+    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor, because))
 
 
-def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
+def _cancel(workflow_id: uuid.UUID | str, actor: str, because: str = "") -> Workflow:
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         wf = workflow_row(workflow_id)
@@ -80,6 +82,8 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
             status=Status.CANCELLED, finished_at=now, cancel_actor=actor
         )
         note = f"cancelled with its workflow by {actor}" if actor else "cancelled with its workflow"
+        if because:
+            note = f"{note} ({because})"
         sql.journal_entries().bulk_create(
             JournalEntry(
                 job_id=i,

@@ -43,11 +43,17 @@ class StepSpec:
 
 
 def enqueue_workflow(
-    *, name: str, shape: str, steps: Sequence[StepSpec]
+    *,
+    name: str,
+    shape: str,
+    steps: Sequence[StepSpec],
+    workflow_id: uuid.UUID | None = None,
 ) -> tuple[Workflow, list[NewJob]]:
     """Write a workflow, its steps and its edges in one transaction (joining the
     caller's): roots pending, the others waiting on their parents' count. The rate
-    limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s."""
+    limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s.
+    ``workflow_id``: the id to give it (a new one by default), for a caller that names
+    it in a step's payload."""
     now = timezone.now()
     alias = sql.alias()
     ids = uuid7_many(len(steps))
@@ -55,7 +61,7 @@ def enqueue_workflow(
     with transaction.atomic(using=alias):
         take_rate_tokens([spec.request for spec in steps])
         wf = Workflow(
-            id=uuid7(),
+            id=workflow_id or uuid7(),
             name=name,
             shape=shape,
             steps_total=len(steps),

@@ -282,3 +282,63 @@ async def aplain(ctx: Context, how: str) -> Any:
     elif how == "versioned":
         return await ctx.astep("v", int, 3, version=2) + int(await ctx.apatched("change"))
     return how
+
+
+# --- child workflows awaited from a durable step -------------------------------------
+
+
+@task(kind="tests.steps.member")
+def member(i: int) -> int:
+    """A chord's member: its number."""
+    return i
+
+
+@task(kind="tests.steps.total", takes_context=True)
+def total(ctx: Context) -> int:
+    """A chord's callback: the sum of its members' results."""
+    return sum(ctx.parents.values())
+
+
+@task(kind="tests.steps.boom", max_failures=1)
+def boom(why: str) -> None:
+    """A child that dies."""
+    raise ValueError(why)
+
+
+def _child(n: int, fail: str) -> Any:
+    from django_jobqueue import chord
+
+    if fail:
+        return boom.s(fail)
+    if n == 0:
+        return member.s(7)
+    return chord([member.s(i) for i in range(n)], total.s())
+
+
+@task(takes_context=True, kind="tests.steps.parent", max_failures=1)
+def parent(ctx: Context, n: int = 0, fail: str = "") -> Any:
+    """Awaits a child (a chord of ``n`` members, a job when ``n`` is 0, a dying job with
+    ``fail``), records a step after it, returns its result or its ChildFailed's facts."""
+    from django_jobqueue import ChildFailed
+
+    _started(ctx)
+    try:
+        got = ctx.step_workflow("child", _child(n, fail))
+    except ChildFailed as exc:
+        got = {"failed": exc.step, "status": exc.status, "error": exc.error}
+    ctx.step("after", effect, ctx, "after")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.aparent", max_failures=1)
+async def aparent(ctx: Context, n: int) -> Any:
+    """``parent`` as an async task (no failure case)."""
+    got = await ctx.astep_workflow("child", _child(n, ""))
+    await ctx.astep("after", aeffect, ctx, "after")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.deep", max_failures=1)
+def deep(ctx: Context, level: int) -> int:
+    """Starts a child of itself, one level deeper, without end: MAX_CHILD_DEPTH stops it."""
+    return int(ctx.step_workflow("down", deep.s(level + 1)))

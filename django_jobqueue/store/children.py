@@ -1,0 +1,132 @@
+"""Child workflows awaited from a durable step (``ctx.step_workflow``): what the store
+reads of a child, and the cancel that follows a parent's to its children.
+
+A child is an ordinary workflow whose last step, ``PARENT_STEP``, waits for every
+other step to finish (``when="finished"``) and then tells the parent (``run.children``
+sends the event); the parent's record of kind ``CHILD`` names the workflow. Its outcome
+is read from its other steps: finished once every one of them is terminal, failed if
+one of them is dead or cancelled, and its result the results of its sink steps (those
+no other step of its own waits for), by name, in step order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_jobqueue.models import TERMINAL, Status, StepRecord
+from django_jobqueue.states import WorkflowStatus
+from django_jobqueue.store import sql, steering
+from django_jobqueue.store.joins import edges, workflows
+
+# The step of a child workflow that tells its parent, and the parent's records: one of
+# kind CHILD when it enqueued the child, one of kind JOINED once the child finished.
+PARENT_STEP = "jobqueue:parent"
+CHILD = "child"
+JOINED = "joined"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildState:
+    """A child workflow as its parent reads it: whether its steps have all finished,
+    the first that did not complete (id, name, status, last journal note), and the
+    results of its sink steps by name."""
+
+    finished: bool
+    failed: tuple[str, str, str, str] | None = None
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def state(*, workflow_id: uuid.UUID) -> ChildState | None:
+    """The child's state (None: no such workflow, deleted by retention or by hand)."""
+    if not workflows().filter(id=workflow_id).exists():
+        return None
+    steps = list(
+        sql.jobs()
+        .filter(workflow_id=workflow_id)
+        .exclude(step_name=PARENT_STEP)
+        .order_by("id")
+        .values_list("id", "step_name", "status", "result")
+    )
+    if any(status not in TERMINAL for _, _, status, _ in steps):
+        return ChildState(finished=False)
+    for job_id, name, status, _ in steps:
+        if status != Status.COMPLETED:
+            note = (
+                sql.journal_entries()
+                .filter(job_id=job_id)
+                .order_by("-id")
+                .values_list("note", flat=True)
+                .first()
+            )
+            return ChildState(finished=True, failed=(str(job_id), name or "", status, note or ""))
+    ids = {job_id for job_id, _, _, _ in steps}
+    waited_on = set(
+        edges()
+        .filter(workflow_id=workflow_id, parent_id__in=ids, child_id__in=ids)
+        .values_list("parent_id", flat=True)
+    )
+    results = {name or "": result for job_id, name, _, result in steps if job_id not in waited_on}
+    return ChildState(finished=True, results=results)
+
+
+def depth_of(*, workflow_id: uuid.UUID | None) -> int:
+    """How deep a job of this workflow is among children (0: no child at all): the
+    depth its workflow's ``PARENT_STEP`` carries in its payload."""
+    if workflow_id is None:
+        return 0
+    payload = (
+        sql.jobs()
+        .filter(workflow_id=workflow_id, step_name=PARENT_STEP)
+        .values_list("payload", flat=True)
+        .first()
+    )
+    depth = payload.get("depth") if isinstance(payload, dict) else None
+    return depth if isinstance(depth, int) else 0
+
+
+def cancel_children(*, job_ids: Iterable[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
+    """Cancel the running child workflows these jobs recorded and are still waiting
+    for, and theirs in turn (each step journalled, naming the parent); in the caller's
+    transaction. Returns the workflows cancelled."""
+    cancelled: list[uuid.UUID] = []
+    frontier = list(job_ids)
+    while frontier:
+        waited = _waited_children(frontier)
+        frontier = []
+        for parent, workflow_id in waited:
+            wf = steering.cancel_workflow(
+                workflow_id=workflow_id,
+                actor=actor,
+                because=f"its parent job {parent} was cancelled",
+            )
+            if wf.cancel_requested:
+                cancelled.append(workflow_id)
+                frontier += sql.jobs().filter(workflow_id=workflow_id).values_list("id", flat=True)
+    return cancelled
+
+
+def _waited_children(job_ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(parent, child workflow) of the children these jobs enqueued and have not yet
+    joined, whose workflows still run."""
+    rows = StepRecord.objects.using(sql.alias()).filter(job_id__in=job_ids).order_by("id")
+    children: dict[tuple[uuid.UUID, str], uuid.UUID] = {}
+    for job_id, record in rows.values_list("job_id", "record"):
+        if not isinstance(record, dict) or record.get("kind") not in (CHILD, JOINED):
+            continue
+        key = (job_id, str(record.get("name")))
+        if record["kind"] == JOINED:
+            children.pop(key, None)
+            continue
+        try:
+            children[key] = uuid.UUID(str(record.get("workflow")))
+        except ValueError:
+            continue
+    running = set(
+        workflows()
+        .filter(id__in=list(children.values()), status=WorkflowStatus.RUNNING)
+        .values_list("id", flat=True)
+    )
+    return [(job, wf) for (job, _), wf in children.items() if wf in running]
