@@ -60,7 +60,7 @@ from django_jobqueue.workflows.graph import Workflow, WorkflowShape
 if TYPE_CHECKING:
     from django_jobqueue.run.durable import StepBook
 
-NOTIFY_KIND = "django_jobqueue.notify_parent"
+NOTIFY_KIND = "jobqueue.notify_parent"
 CHILD_EVENT = "django_jobqueue.child"
 # How often a parent whose child's event has not come looks at the child itself.
 RECHECK = timedelta(minutes=5)

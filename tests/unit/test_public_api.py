@@ -22,10 +22,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 # (InvalidFilter, KeyContended, UnknownFilter), and issue 19's workflows (Batch, Signature,
 # Workflow, WorkflowHandle, chain, chord, group, workflow and their errors), and issue 22's
 # durable steps (emit and the errors InvalidEvent, InvalidStep, StepError), and issue 34's
-# explanations (Explanation, Why: ``JobHandle.explain()``).
+# explanations (Explanation, Why: ``JobHandle.explain()``), and issue 35's child workflows
+# (ChildDepthExceeded, ChildFailed).
 PUBLIC = [
     "Backoff",
     "Batch",
+    "ChildDepthExceeded",
+    "ChildFailed",
     "ClaimLost",
     "ConfigurationError",
     "Context",
