@@ -4,9 +4,17 @@
 They are the sync ones (``run.durable.StepBook``), reached another way: what a step
 record is, how a replay finds it, the sequence and versions it is checked against, the
 guarded writes and the parking are the book's, called through ``sync_to_async`` (on
-the run's own ORM thread, as the pipeline's other calls of an async run). Only the
-step's own function is awaited on the loop, between the book's ``begin`` and
-``finish``. A sleep or a wait raises ``Parked`` out of the book's thread as it does
+the run's own ORM thread, as the pipeline's other calls of an async run). A step's
+function is run one of two ways:
+
+- a coroutine function is awaited on the loop, between the book's ``begin`` and
+  ``finish``: its writes commit on their own, before its record (at least once until
+  recorded, as a sync step outside a transaction);
+- a plain function is run on the ORM thread, as ``sync_to_async`` runs it, inside a
+  transaction with its record (as a sync step inside ``transaction.atomic()``): its
+  database writes and its record commit together, exactly once.
+
+A sleep or a wait raises ``Parked`` out of the book's thread as it does
 out of a sync task, and the run ends without a failure, its slot free.
 
 One step at a time: a step awaited while another runs (nested in it, or beside it in
@@ -23,7 +31,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
+from django_jobqueue.errors import InvalidStep
 from django_jobqueue.run.durable import Begun, StepBook
 
 
@@ -36,24 +46,52 @@ class AsyncSteps:
     async def astep(
         self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any, version: Any
     ) -> Any:
-        """``ctx.astep``: ``fn(*args, **kwargs)`` awaited once for the job, ever (a plain
-        callable's value is taken as it is), recorded as ``ctx.step`` records."""
+        """``ctx.astep``: ``fn(*args, **kwargs)`` once for the job, ever, recorded as
+        ``ctx.step`` records: a coroutine function awaited on the loop, a plain function
+        run on the ORM thread in a transaction with its record (see the module)."""
         book = self.book
         book._not_inside(f"ctx.astep({name!r})")  # on the loop: nested, or concurrent
         book.inside = str(name)[:200]  # held from here: a step beside this one is refused
         try:
+            if not inspect.iscoroutinefunction(fn):
+                return await sync_to_async(self._in_transaction)(name, fn, args, kwargs, version)
             begun = await sync_to_async(book.begin)(name, fn, version, what="ctx.astep", held=True)
             if not isinstance(begun, Begun):
                 return begun.result
             book.inside = begun.name
             began = time.monotonic()
-            value = fn(*args, **kwargs)
-            if inspect.isawaitable(value):
-                value = await value
+            value = await fn(*args, **kwargs)
             await sync_to_async(book.finish)(begun, value, time.monotonic() - began)
             return value
         finally:
             book.inside = None
+
+    def _in_transaction(
+        self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any, version: Any
+    ) -> Any:
+        """A plain function's step, on the ORM thread: run and recorded in one
+        transaction (a lost claim, or a result that cannot be stored, rolls its writes
+        back with it)."""
+        book = self.book
+        begun = book.begin(name, fn, version, what="ctx.astep", held=True)
+        if not isinstance(begun, Begun):
+            return begun.result
+        book.inside = begun.name
+        with transaction.atomic(using=book.alias):
+            began = time.monotonic()
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                if inspect.iscoroutine(value):
+                    value.close()  # never awaited: no "was never awaited" warning
+                raise InvalidStep(
+                    f"{book.job.kind}: ctx.astep({begun.name!r}, …): fn returned an awaitable "
+                    "without being a coroutine function (async def); pass the async def "
+                    "function itself",
+                    argument=begun.name,
+                    job_id=book.job.id,
+                )
+            book.finish(begun, value, time.monotonic() - began)
+        return value
 
     async def asleep(self, duration: timedelta | float) -> None:
         """``ctx.asleep``: ``ctx.sleep`` from an async task."""

@@ -232,10 +232,11 @@ class Context:
         version: int | str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """``step`` for an ``async def`` task: ``await fn(*args, **kwargs)`` once for this
-        job, ever (``fn`` a coroutine function, or a plain callable whose value is taken
-        as it is), recorded and replayed as ``step``'s. One step at a time: a step
-        awaited inside another, or beside it (``asyncio.gather``), raises ``StepError``."""
+        """``step`` for an ``async def`` task: ``fn(*args, **kwargs)`` once for this job,
+        ever, recorded and replayed as ``step``'s. A coroutine function is awaited on
+        the loop; a plain function runs on the run's ORM thread in a transaction with its
+        record (its writes commit with it). One step at a time: a step awaited inside
+        another, or beside it (``asyncio.gather``), raises ``StepError``."""
         return await self._abook("ctx.astep()").astep(name, fn, args, kwargs, version)
 
     async def asleep(self, duration: timedelta | float) -> None:

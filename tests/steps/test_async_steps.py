@@ -83,6 +83,17 @@ def test_an_async_wait_that_times_out_returns_none() -> None:
     assert (job.status, job.result) == (Status.COMPLETED, None)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_plain_function_s_writes_commit_with_its_async_step_s_record() -> None:
+    """``astep`` with a plain function runs it on the run's ORM thread in a transaction
+    with its record: a step whose record cannot be written leaves no write behind."""
+    handle = steps_tasks.aplain.enqueue("rolled-back")
+    run_jobs()
+    assert Job.objects.get(id=handle.id).status == Status.DEAD
+    assert effects(handle.id) == {}
+    assert recorded(handle.id) == []
+
+
 @pytest.mark.django_db
 def test_versions_and_patches_are_kept_by_async_steps() -> None:
     handle = steps_tasks.aplain.enqueue("versioned")
@@ -107,6 +118,8 @@ def test_versions_and_patches_are_kept_by_async_steps() -> None:
         ("gather", "is called inside step 'a'"),
         ("reuse", "step 'a' is used twice in one run"),
         ("unstorable", "the result of step 'bad' is not JSON-serialisable"),
+        ("awaitable", "fn returned an awaitable without being a coroutine function"),
+        ("rolled-back", "the result of step 'bad' is not JSON-serialisable"),
     ],
 )
 def test_a_misuse_of_async_steps_fails_the_job_naming_it(how: str, message: str) -> None:
@@ -119,6 +132,8 @@ def test_a_misuse_of_async_steps_fails_the_job_naming_it(how: str, message: str)
     if how in ("nested", "gather"):
         assert "StepError" in note
         assert [s["name"] for s in recorded(job.id)] == []
+    if how == "rolled-back":  # a plain function's writes roll back with its record
+        assert effects(job.id) == {}
 
 
 @pytest.mark.django_db(transaction=True)

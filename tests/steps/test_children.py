@@ -189,3 +189,19 @@ def test_a_worker_cancels_the_children_of_a_parent_cancelled_while_it_waits(
     child.refresh_from_db()
     assert child.status == "cancelled"
     assert Job.objects.filter(workflow_id=child.id).exclude(status=Status.CANCELLED).count() == 0
+
+
+@pytest.mark.django_db
+def test_rerun_from_a_child_step_cancels_the_child_waited_for_and_enqueues_a_new_one() -> None:
+    handle = steps_tasks.parent.enqueue(n=3)
+    run_jobs(kinds=[steps_tasks.parent])  # parked on its child
+    first = _child_of(handle.id)
+    handle.rerun_from("child", actor="ops")
+    first.refresh_from_db()
+    assert first.status == "cancelled"
+    run_jobs()
+    job = Job.objects.get(id=handle.id)
+    assert (job.status, job.result) == (Status.COMPLETED, {"callback": 3})
+    second = _child_of(job.id)
+    assert second.id != first.id
+    assert second.status == "completed"

@@ -261,6 +261,12 @@ async def awaiter(ctx: Context, name: str, key: str, timeout: float | None = Non
     return got
 
 
+def _effect_then_unstorable(ctx: Context) -> object:
+    """A plain step function whose result cannot be stored, after a write."""
+    effect(ctx, "bad")
+    return object()
+
+
 @task(takes_context=True, kind="tests.steps.aplain", max_failures=1)
 async def aplain(ctx: Context, how: str) -> Any:
     """Misuses of the async steps API, each raising its error out of the task."""
@@ -269,7 +275,15 @@ async def aplain(ctx: Context, how: str) -> Any:
     elif how == "sync-sleep":
         ctx.sleep(60)
     elif how == "nested":
-        await ctx.astep("outer", lambda: ctx.astep("inner", int, 1))
+
+        async def outer() -> int:
+            return int(await ctx.astep("inner", int, 1))
+
+        await ctx.astep("outer", outer)
+    elif how == "awaitable":
+        await ctx.astep("lam", lambda: asyncio.sleep(0))
+    elif how == "rolled-back":
+        await ctx.astep("bad", _effect_then_unstorable, ctx)
     elif how == "gather":
         await asyncio.gather(
             ctx.astep("a", asyncio.sleep, 0.2, "a"), ctx.astep("b", asyncio.sleep, 0.2, "b")
@@ -342,3 +356,55 @@ async def aparent(ctx: Context, n: int) -> Any:
 def deep(ctx: Context, level: int) -> int:
     """Starts a child of itself, one level deeper, without end: MAX_CHILD_DEPTH stops it."""
     return int(ctx.step_workflow("down", deep.s(level + 1)))
+
+
+# --- the async and child-workflow chaos campaign (tests/steps/async_campaign.py) ------
+
+
+def _aworked(job_id: str, run_no: int, step: str, seconds: float) -> str:
+    """A campaign step's side effect, then its work (a plain function: run by ``astep``
+    in a transaction with its record, or by an atomic task in its run's)."""
+    Effect.objects.create(job_id=job_id, run_no=run_no, worker=step)
+    time.sleep(seconds)
+    return step
+
+
+@task(kind="tests.steps.kid", atomic=True, lease=timedelta(seconds=3), max_failures=None)
+def kid(parent: str, i: int, seconds: float) -> int:
+    """A member of a campaign job's child chord: its effect, counted on the parent."""
+    _aworked(parent, 0, f"kid{i}", seconds)
+    return i
+
+
+@task(
+    kind="tests.steps.kids_total",
+    takes_context=True,
+    atomic=True,
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+def kids_total(ctx: Context, parent: str, seconds: float) -> int:
+    """The child chord's callback: its effect, and the sum of the members."""
+    _aworked(parent, 0, "total", seconds)
+    return sum(ctx.parents.values())
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.achaos",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+async def achaos(ctx: Context, seconds: float, members: int, nap: float) -> int:
+    """The async campaign's job: an ``astep``, a child chord awaited, an ``astep``, a
+    sleep, an ``astep``; each step's effect written with its record."""
+    from django_jobqueue import chord
+
+    job = str(ctx.job_id)
+    await ctx.astep("a1", _aworked, job, ctx.run_count, "a1", seconds)
+    header = [kid.s(job, i, seconds) for i in range(members)]
+    got = await ctx.astep_workflow("kids", chord(header, kids_total.s(job, seconds)))
+    await ctx.astep("a2", _aworked, job, ctx.run_count, "a2", seconds)
+    await ctx.asleep(nap)
+    await ctx.astep("a3", _aworked, job, ctx.run_count, "a3", seconds)
+    return int(got["callback"])
