@@ -131,6 +131,7 @@ def build_report(plan: AsyncPlan, tally: Tally) -> StepsReport:
         runs_per_job=Counter(j["run_count"] for j in jobs.values()),
         outcomes=outcomes,
         violations=violations,
+        jobs_are=f"3 async steps, a child chord of {plan.members} and a sleep",
     )
 
 
