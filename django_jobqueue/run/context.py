@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
@@ -28,6 +28,13 @@ _FLAG_LOCK = threading.Lock()
 
 class Context:
     """Handed to a task's run; everything on it is about this one run of one job."""
+
+    # How a run's durable steps (its ``run.durable.StepBook``) are awaited by an async
+    # task (``run.asyncsteps.AsyncSteps``) and start child workflows
+    # (``run.children.Children``): set once by ``run.transactional``, which this module,
+    # the vocabulary's, sits below; made on use, so a run that uses neither pays nothing.
+    async_steps: ClassVar[Callable[[Any], Any]]
+    child_steps: ClassVar[Callable[[Any], Any]]
 
     def __init__(
         self,
@@ -66,8 +73,6 @@ class Context:
         self._settle_now: Callable[[Any], None] | None = None
         # This run's durable steps (``run.durable.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
-        self._asteps: Any = None  # the same, as an async task awaits them
-        self._child_steps: Any = None  # its child workflows (``run.children.Children``)
         # The latest ctx.progress() value, and the one last written. A run starts with
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
@@ -218,8 +223,7 @@ class Context:
 
     def _children(self, what: str, asynchronous: bool = False) -> Any:
         """The run's ``run.children.Children`` (set with ``_steps``)."""
-        self._book(what, asynchronous=asynchronous)
-        return self._child_steps
+        return Context.child_steps(self._book(what, asynchronous=asynchronous))
 
     # --- async twins (``async def`` tasks; see ``run.asyncsteps``) ---------------------
 
@@ -265,8 +269,7 @@ class Context:
 
     def _abook(self, what: str) -> Any:
         """The run's ``run.asyncsteps.AsyncSteps`` (set with ``_steps``)."""
-        self._book(what, asynchronous=True)
-        return self._asteps
+        return Context.async_steps(self._book(what, asynchronous=True))
 
     def _book(self, what: str, *, asynchronous: bool = False) -> Any:
         if self._steps is None:

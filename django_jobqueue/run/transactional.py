@@ -33,6 +33,7 @@ from django_jobqueue.errors import ClaimLost, SettleError
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
 from django_jobqueue.run.asyncsteps import AsyncSteps
 from django_jobqueue.run.children import Children
+from django_jobqueue.run.context import Context
 from django_jobqueue.run.durable import Hooks, StepBook
 from django_jobqueue.run.executor import (
     RunResult,
@@ -45,11 +46,14 @@ from django_jobqueue.run.executor import (
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
     from django_jobqueue.task.registry import TaskDef
 
 logger = logging.getLogger("django_jobqueue")
+
+# How a context reaches its run's async steps and child workflows (see ``Context``).
+Context.async_steps = AsyncSteps
+Context.child_steps = Children
 
 State = Literal["open", "staged", "committed", "lost"]
 
@@ -201,7 +205,7 @@ def run(
         else:
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
-        ctx._settle_now = ctx._steps = ctx._asteps = ctx._child_steps = None
+        ctx._settle_now = ctx._steps = None
     return _ended(result, settler, book, connections[alias])
 
 
@@ -223,7 +227,7 @@ async def arun(
     try:
         result = await aexecute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
-        ctx._steps = ctx._asteps = ctx._child_steps = None
+        ctx._steps = None
     return _ended(result, settler, book, connections[alias])
 
 
@@ -243,8 +247,6 @@ def _begun(
         limit=max_output_bytes,
         hooks=Hooks(lost=settler.lose, parked=settler.parked),
     )
-    ctx._asteps = AsyncSteps(book)
-    ctx._child_steps = Children(book)
     return settler, book
 
 

@@ -1,5 +1,6 @@
 """Child workflows awaited from a durable step (``ctx.step_workflow``): what the store
-reads of a child, and the cancel that follows a parent's to its children.
+reads of a child (the cancel that follows a parent's to its children is
+``steering.cancel_children``).
 
 A child is an ordinary workflow whose last step, ``PARENT_STEP``, waits for every
 other step to finish (``when="finished"``) and then tells the parent (``run.children``
@@ -12,13 +13,11 @@ no other step of its own waits for), by name, in step order.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_jobqueue.models import TERMINAL, Status, StepRecord
-from django_jobqueue.states import WorkflowStatus
-from django_jobqueue.store import sql, steering
+from django_jobqueue.models import TERMINAL, Status
+from django_jobqueue.store import sql
 from django_jobqueue.store.joins import edges, workflows
 
 # The step of a child workflow that tells its parent, and the parent's records: one of
@@ -85,48 +84,3 @@ def depth_of(*, workflow_id: uuid.UUID | None) -> int:
     )
     depth = payload.get("depth") if isinstance(payload, dict) else None
     return depth if isinstance(depth, int) else 0
-
-
-def cancel_children(*, job_ids: Iterable[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
-    """Cancel the running child workflows these jobs recorded and are still waiting
-    for, and theirs in turn (each step journalled, naming the parent); in the caller's
-    transaction. Returns the workflows cancelled."""
-    cancelled: list[uuid.UUID] = []
-    frontier = list(job_ids)
-    while frontier:
-        waited = _waited_children(frontier)
-        frontier = []
-        for parent, workflow_id in waited:
-            wf = steering.cancel_workflow(
-                workflow_id=workflow_id,
-                actor=actor,
-                because=f"its parent job {parent} was cancelled",
-            )
-            if wf.cancel_requested:
-                cancelled.append(workflow_id)
-                frontier += sql.jobs().filter(workflow_id=workflow_id).values_list("id", flat=True)
-    return cancelled
-
-
-def _waited_children(job_ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    """(parent, child workflow) of the children these jobs enqueued and have not yet
-    joined, whose workflows still run."""
-    rows = StepRecord.objects.using(sql.alias()).filter(job_id__in=job_ids).order_by("id")
-    children: dict[tuple[uuid.UUID, str], uuid.UUID] = {}
-    for job_id, record in rows.values_list("job_id", "record"):
-        if not isinstance(record, dict) or record.get("kind") not in (CHILD, JOINED):
-            continue
-        key = (job_id, str(record.get("name")))
-        if record["kind"] == JOINED:
-            children.pop(key, None)
-            continue
-        try:
-            children[key] = uuid.UUID(str(record.get("workflow")))
-        except ValueError:
-            continue
-    running = set(
-        workflows()
-        .filter(id__in=list(children.values()), status=WorkflowStatus.RUNNING)
-        .values_list("id", flat=True)
-    )
-    return [(job, wf) for (job, _), wf in children.items() if wf in running]

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status
 from django_jobqueue.states import UNFINISHED
-from django_jobqueue.store import children, joins, sql, steering, wakeups
+from django_jobqueue.store import joins, sql, steering, wakeups
 from django_jobqueue.store.reading import as_uuid
 
 # The states a cancel ends at once (a claimed job is asked to stop instead): one fact for
@@ -54,7 +54,7 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
         elif job.status != Status.CANCELLED:
             raise InvalidTransition(cancel_refusal(job), job_id=job.id, status=job.status)
         if job.status == Status.CANCELLED or job.cancel_requested:
-            children.cancel_children(job_ids=[job.id], actor=actor)
+            steering.cancel_children(job_ids=[job.id], actor=actor)
     return job
 
 
@@ -261,7 +261,7 @@ def _cancel_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
     sql.jobs().filter(id__in=claimed, status=Status.CLAIMED, cancel_requested=False).update(
         cancel_requested=True, cancel_actor=actor
     )
-    children.cancel_children(job_ids=[j.id for j in idle] + claimed, actor=actor)
+    steering.cancel_children(job_ids=[j.id for j in idle] + claimed, actor=actor)
     return [j.id for j in idle] + claimed, steps
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidStep, InvalidTransition
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
-from django_jobqueue.store import children, operations, sql, wakeups
+from django_jobqueue.store import operations, sql, steering, wakeups
 from django_jobqueue.store.children import CHILD
 from django_jobqueue.store.durable import RECORDS
 
@@ -53,7 +53,7 @@ def _rerun(job_id: uuid.UUID | str, step: str, actor: str) -> Job:
         first, names = _first_record(job, step)
         # A child workflow the job still waits for is from that step on: cancelled, as
         # the re-run enqueues its own when it gets there.
-        children.cancel_children(job_ids=[job.id], actor=actor)
+        steering.cancel_children(job_ids=[job.id], actor=actor)
         rows = StepRecord.objects.using(sql.alias()).filter(job_id=job.id, id__gte=first)
         discarded = rows.delete()[0]
         detail = f"({discarded} record(s) discarded: {names})"

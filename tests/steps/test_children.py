@@ -205,3 +205,15 @@ def test_rerun_from_a_child_step_cancels_the_child_waited_for_and_enqueues_a_new
     second = _child_of(job.id)
     assert second.id != first.id
     assert second.status == "completed"
+
+
+@pytest.mark.django_db
+def test_cancelling_a_workflow_cancels_the_children_its_steps_await() -> None:
+    top = steps_tasks.deep.enqueue(0)
+    run_jobs(kinds=[steps_tasks.deep])  # five levels, each parked on the next
+    first = _child_of(top.id)
+    workflow(first.id).cancel(actor="ops")
+    below = Workflow.objects.exclude(id=first.id)
+    assert below.count() == 4
+    assert set(below.values_list("cancel_requested", flat=True)) == {True}
+    assert Job.objects.get(id=top.id).status == Status.PENDING  # its parent is not cancelled
