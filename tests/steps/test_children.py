@@ -217,3 +217,20 @@ def test_cancelling_a_workflow_cancels_the_children_its_steps_await() -> None:
     assert below.count() == 4
     assert set(below.values_list("cancel_requested", flat=True)) == {True}
     assert Job.objects.get(id=top.id).status == Status.PENDING  # its parent is not cancelled
+
+
+@pytest.mark.django_db
+def test_the_job_page_shows_the_child_and_its_failure_with_one_re_run_button() -> None:
+    from django.test import Client
+
+    from tests.admin.conftest import make_user
+
+    handle = steps_tasks.parent.enqueue(fail="disk full")
+    run_jobs()
+    child = _child_of(handle.id)
+    operator = Client()
+    operator.force_login(make_user("ops", ["view_job", "requeue_job"]))
+    page = operator.get(f"/admin/django_jobqueue/job/{handle.id}/change/").content.decode()
+    assert str(child.id) in page
+    assert "disk full" in page
+    assert page.count('class="job-rerun"') == 2  # the child's step and "after"
