@@ -15,6 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from django_jobqueue.errors import (
+    ChildDepthExceeded,
+    ChildFailed,
     ClaimLost,
     ConfigurationError,
     DuplicateKind,
@@ -170,6 +172,8 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 __all__ = [
     "Backoff",
     "Batch",
+    "ChildDepthExceeded",
+    "ChildFailed",
     "ClaimLost",
     "ConfigurationError",
     "Context",

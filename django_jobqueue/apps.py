@@ -14,6 +14,7 @@ class JobQueueConfig(AppConfig):
 
     def ready(self) -> None:
         from django_jobqueue import checks  # noqa: F401 - registers the system checks
+        from django_jobqueue.run import children  # noqa: F401 - its notifier task, every worker's
         from django_jobqueue.task.registry import registry
 
         autodiscover_modules("tasks")

@@ -61,6 +61,8 @@ DEFAULTS: dict[str, Any] = {
     # A job's stream (ctx.stream.write): how many items, and their total JSON size.
     "MAX_STREAM_ITEMS": 10_000,
     "MAX_STREAM_BYTES": 16 * 1024 * 1024,
+    # How deep child workflows awaited from durable steps may nest (ctx.step_workflow).
+    "MAX_CHILD_DEPTH": 5,
     "MAX_JSON_DEPTH": 100,
     "REDACT": (
         "password",
@@ -126,6 +128,7 @@ class Settings:
     max_steps_bytes: int = 16 * 1024 * 1024
     max_stream_items: int = 10_000
     max_stream_bytes: int = 16 * 1024 * 1024
+    max_child_depth: int = 5
     max_json_depth: int = 100
     redact: tuple[str, ...] = ()
     # kind -> the limits it sets: "max_in_flight" (int or None) and/or "rate_limit"
@@ -199,6 +202,7 @@ def validate(raw: Any) -> Settings:
         max_steps_bytes=_positive("MAX_STEPS_BYTES", values["MAX_STEPS_BYTES"]),
         max_stream_items=_positive("MAX_STREAM_ITEMS", values["MAX_STREAM_ITEMS"]),
         max_stream_bytes=_positive("MAX_STREAM_BYTES", values["MAX_STREAM_BYTES"]),
+        max_child_depth=_positive("MAX_CHILD_DEPTH", values["MAX_CHILD_DEPTH"]),
         max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),

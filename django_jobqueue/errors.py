@@ -192,6 +192,29 @@ class StepDivergence(StepError):
     current: list[str] | None = None
 
 
+class ChildFailed(JobQueueError):
+    """A child workflow (or job) a durable step awaited (``ctx.step_workflow``) did not
+    complete: one of its steps died or was cancelled. Raised by the parent's step on
+    this run and every replay (the outcome is recorded); catch it to carry on.
+
+    ``workflow_id`` is the child workflow's id, ``child_job_id`` the job that failed,
+    ``step`` its step name, ``status`` its status (``dead`` or ``cancelled``) and
+    ``error`` the note of its last journal entry (its exception, or why it was
+    cancelled)."""
+
+    child_job_id: Any = None
+    step: str | None = None
+    error: str | None = None
+
+
+class ChildDepthExceeded(StepError):
+    """``ctx.step_workflow`` was called from a job that is itself a child at the
+    deepest level MAX_CHILD_DEPTH allows: nothing was enqueued, and the job settles
+    dead (a retry would meet the same depth)."""
+
+    depth: int | None = None
+
+
 class InvalidStep(JobQueueError, ValueError):
     """A durable step was given a value it cannot record (``argument`` names it):
     nothing was recorded."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from django.utils import timezone
 
 from django_jobqueue import store
-from django_jobqueue.run import durable
+from django_jobqueue.run import events
 from django_jobqueue.task import limiting
 from django_jobqueue.task.handle import HistoryPage, JobHandle
 from django_jobqueue.task.limiting import UNCHANGED, KindLimits
@@ -30,7 +30,7 @@ def emit(name: str, *, key: str = "", payload: Any = None) -> int:
     joins the caller's transaction on the jobs database, as ``enqueue`` does, and is
     kept for EVENT_RETENTION for a job that waits later; returns how many waiting jobs
     it released. A bad name, key or payload raises ``InvalidEvent``, nothing written."""
-    return durable.emit(name, key=key, payload=payload)
+    return events.emit(name, key=key, payload=payload)
 
 
 def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:

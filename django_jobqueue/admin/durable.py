@@ -62,6 +62,10 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
             "timed_out": record.get("timed_out"),
             "payload": record.get("payload"),
         }
+    elif kind == "child":  # a child workflow enqueued (run.children)
+        shown = {"workflow": record.get("workflow"), "depth": record.get("depth")}
+    elif kind == "joined" and record.get("failed"):
+        shown = {k: record.get(k) for k in ("workflow", "step", "status", "error")}
     else:
         shown = record.get("result")
     return {

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
+
+
+def _on_event_loop() -> bool:
+    """Whether this thread runs an event loop (the caller is a coroutine's code)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
 
 # Guards the making of a context's cancel flag, which two threads may ask for at once.
 _FLAG_LOCK = threading.Lock()
@@ -17,6 +28,13 @@ _FLAG_LOCK = threading.Lock()
 
 class Context:
     """Handed to a task's run; everything on it is about this one run of one job."""
+
+    # How a run's durable steps (its ``run.durable.StepBook``) are awaited by an async
+    # task (``run.asyncsteps.AsyncSteps``) and start child workflows
+    # (``run.children.Children``): set once by ``run.transactional``, which this module,
+    # the vocabulary's, sits below; made on use, so a run that uses neither pays nothing.
+    async_steps: ClassVar[Callable[[Any], Any]]
+    child_steps: ClassVar[Callable[[Any], Any]]
 
     def __init__(
         self,
@@ -198,12 +216,92 @@ class Context:
         docs/howto/durable-steps.md)."""
         return self._book("ctx.stream").stream
 
-    def _book(self, what: str) -> Any:
+    def step_workflow(self, name: str, child: Any) -> Any:
+        """Enqueue ``child`` (a workflow, or a signature: a job) once for this job, ever,
+        park this job (its slot free) until the child has finished, and return its
+        result: a job's result, or a workflow's sink steps' results by step name. A
+        child that did not complete raises ``ChildFailed``. Recorded as a step: every
+        replay finds the same child, then its recorded outcome. Cancelling this job
+        cancels the child. See docs/howto/durable-steps.md#child-workflows."""
+        return self._children("ctx.step_workflow()").step_workflow(name, child)
+
+    async def astep_workflow(self, name: str, child: Any) -> Any:
+        """``step_workflow`` for an ``async def`` task."""
+        return await self._children("ctx.astep_workflow()", True).astep_workflow(name, child)
+
+    def _children(self, what: str, asynchronous: bool = False) -> Any:
+        """The run's ``run.children.Children`` (set with ``_steps``)."""
+        return Context.child_steps(self._book(what, asynchronous=asynchronous))
+
+    # --- async twins (``async def`` tasks; see ``run.asyncsteps``) ---------------------
+
+    async def astep(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        version: int | str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``step`` for an ``async def`` task: ``fn(*args, **kwargs)`` once for this job,
+        ever, recorded and replayed as ``step``'s. A coroutine function is awaited on
+        the loop; a plain function runs on the run's ORM thread in a transaction with its
+        record (its writes commit with it). One step at a time: a step awaited inside
+        another, or beside it (``asyncio.gather``), raises ``StepError``."""
+        return await self._abook("ctx.astep()").astep(name, fn, args, kwargs, version)
+
+    async def asleep(self, duration: timedelta | float) -> None:
+        """``sleep`` for an ``async def`` task: the run ends (no failure, its place on the
+        event loop freed) and the job runs again after ``duration``."""
+        await self._abook("ctx.asleep()").asleep(duration)
+
+    async def asleep_until(self, moment: datetime) -> None:
+        """``asleep`` until an aware datetime."""
+        await self._abook("ctx.asleep_until()").asleep_until(moment)
+
+    async def await_event(
+        self, name: str, *, key: str = "", timeout: timedelta | float | None = None
+    ) -> Any:
+        """``wait_for`` for an ``async def`` task: park the job until ``emit(name,
+        key=key, …)`` and return the event's payload (None once ``timeout`` passed)."""
+        return await self._abook("ctx.await_event()").await_event(name, key, timeout)
+
+    async def apatched(self, change_id: str) -> bool:
+        """``patched`` for an ``async def`` task."""
+        return bool(await self._abook("ctx.apatched()").patched(change_id))
+
+    async def adeprecate_patch(self, change_id: str) -> None:
+        """``deprecate_patch`` for an ``async def`` task."""
+        await self._abook("ctx.adeprecate_patch()").patched(change_id, deprecated=True)
+
+    def _abook(self, what: str) -> Any:
+        """The run's ``run.asyncsteps.AsyncSteps`` (set with ``_steps``)."""
+        return Context.async_steps(self._book(what, asynchronous=True))
+
+    def _book(self, what: str, *, asynchronous: bool = False) -> Any:
         if self._steps is None:
             raise StepError(
-                f"{what} works in a run of a sync task that a worker (or run_jobs) started; "
+                f"{what} works in a run of a task that a worker (or run_jobs) started; "
                 f"this context ({self.kind}) belongs to none",
                 kind=self.kind,
+            )
+        if not asynchronous and _on_event_loop():
+            twin = {
+                "ctx.step()": "ctx.astep()",
+                "ctx.wait_for()": "ctx.await_event()",
+                "ctx.step_workflow()": "ctx.astep_workflow()",
+                "ctx.stream": None,  # no async twin (yet): its writes block on the store
+            }.get(what, what.replace("ctx.", "ctx.a", 1))
+            how = (
+                f"there, use await {twin}, whose store calls do not block the loop"
+                if twin
+                else f"{what} works in a run of a sync task only"
+            )
+            raise StepError(
+                f"{what} is called on an event loop (an async def task): {how}",
+                kind=self.kind,
+                job_id=self.job_id,
             )
         return self._steps
 

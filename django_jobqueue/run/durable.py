@@ -20,7 +20,6 @@ a recorded inner step of an outer one that ran again would make "once" mean noth
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,24 +30,37 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from django_jobqueue import conf, validation
-from django_jobqueue.errors import ClaimLost, InvalidEvent, InvalidStep, StepError
-from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
+from django_jobqueue.errors import ClaimLost, InvalidStep, StepError
 from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
+from django_jobqueue.run.events import wait_args
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.sequence import Sequence
 from django_jobqueue.run.streams import StreamWriter
 from django_jobqueue.store import durable as stored
-
-# An event no job waits for is kept for a job that waits later; said at INFO, since a
-# name or key misspelt at the sender is otherwise silent (emit() returns 0 either way).
-logger = logging.getLogger("django_jobqueue")
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
 
 STEP_NAME_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A step met for the first time: to run, then to record with its name, its place in
+    the sequence (``mark``) and when it started."""
+
+    name: str
+    mark: dict[str, Any]
+    started: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A step met that the job recorded: its recorded result, returned without running."""
+
+    result: Any
 
 
 @dataclass
@@ -128,12 +140,39 @@ class StepBook:
     def step(
         self, name: Any, fn: Callable[..., Any], args: Any, kwargs: Any, version: Any = None
     ) -> Any:
+        begun = self.begin(name, fn, version)
+        if not isinstance(begun, Begun):
+            return begun.result
+        self.inside = begun.name
+        try:
+            if connections[self.alias].in_atomic_block:
+                with transaction.atomic(using=self.alias):
+                    return self._run_step(begun, fn, args, kwargs)
+            return self._run_step(begun, fn, args, kwargs)
+        finally:
+            self.inside = None
+            self.stream.take()  # a step that raised stores none of its writes
+
+    def begin(
+        self,
+        name: Any,
+        fn: Callable[..., Any],
+        version: Any,
+        *,
+        what: str = "ctx.step",
+        held: bool = False,
+    ) -> Begun | Replayed:
+        """A step met: its arguments checked, its place in the sequence taken; either
+        its record (``Replayed``: the step is not run) or what ``finish`` records it
+        with (``Begun``). The one definition of a step's rules, for ``step`` and
+        ``astep`` alike (the async side calls it on its ORM thread, ``held``: having
+        checked and taken ``inside`` itself, on the loop)."""
         name = validation.bounded_text(
             name, name="the step name", error=_invalid_step("name"), max_length=STEP_NAME_MAX
         )
         version = _version(name, version)
         if not callable(fn):
-            raise InvalidStep(f"ctx.step({name!r}, …): fn must be callable, got {fn!r}")
+            raise InvalidStep(f"{what}({name!r}, …): fn must be callable, got {fn!r}")
         if name in self.used:
             raise StepError(
                 f"{self.job.kind}: step {name!r} is used twice in one run; step names must "
@@ -143,28 +182,23 @@ class StepBook:
             )
         self.used.add(name)
         done = self._found("step", name)
-        self._not_inside(f"ctx.step({name!r})")
+        if not held:
+            self._not_inside(f"{what}({name!r})")
         seq = self.sequence.meet(done, name, version)
         if done is not None:
-            return done.get("result")
+            return Replayed(done.get("result"))
         mark = {"seq": seq} if version is None else {"seq": seq, "version": version}
-        self.inside = name
-        try:
-            if connections[self.alias].in_atomic_block:
-                with transaction.atomic(using=self.alias):
-                    return self._run_step(name, fn, args, kwargs, mark)
-            return self._run_step(name, fn, args, kwargs, mark)
-        finally:
-            self.inside = None
-            self.stream.take()  # a step that raised stores none of its writes
+        return Begun(name, mark, timezone.now())
 
-    def _run_step(
-        self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any, mark: dict[str, Any]
-    ) -> Any:
-        started = timezone.now()
+    def _run_step(self, begun: Begun, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         began = time.monotonic()
         value = fn(*args, **kwargs)
-        took = time.monotonic() - began
+        self.finish(begun, value, time.monotonic() - began)
+        return value
+
+    def finish(self, begun: Begun, value: Any, took: float) -> None:
+        """Record a step that ran (``took`` seconds) with its result ``value``."""
+        name = begun.name
         problem = output_problem(value, f"the result of step {name!r}", self.limit)
         if problem is not None:
             raise InvalidStep(f"{self.job.kind}: {problem}", argument=name, job_id=self.job.id)
@@ -172,14 +206,13 @@ class StepBook:
             "kind": "step",
             "name": name,
             "result": value,
-            "at": started.isoformat(),
+            "at": begun.started.isoformat(),
             "seconds": round(took, 6),
             "run": self.job.run_count,
-            **mark,
+            **begun.mark,
         }
         self._write(record)
         self.recorded.append(f"{name} ({took:.3f} s)")
-        return value
 
     def _write(self, record: dict[str, Any], *, clear_wait: bool = True) -> None:
         """Record one step by a guarded write; a lost claim records nothing and raises.
@@ -269,7 +302,8 @@ class StepBook:
         if self.inside is not None:
             raise StepError(
                 f"{self.job.kind}: {what} is called inside step {self.inside!r}; steps, "
-                "sleeps and waits cannot be nested in a step",
+                "sleeps and waits cannot be nested in a step (nor, in an async task, run "
+                "while one runs: asyncio.gather of steps is refused too)",
                 kind=self.job.kind,
                 job_id=self.job.id,
             )
@@ -307,7 +341,7 @@ class StepBook:
     # --- waits -----------------------------------------------------------------------
 
     def wait_for(self, name: Any, key: Any, timeout: Any) -> Any:
-        name, key, wait = _wait_args(name, key, timeout)
+        name, key, wait = wait_args(name, key, timeout)
         self.waits += 1
         label = f"wait {self.waits}"
         done = self._found("wait", label)
@@ -437,57 +471,3 @@ def _version(name: str, version: Any) -> Any:
 
 def _invalid_sleep(message: str) -> InvalidStep:
     return InvalidStep(message, argument="duration")
-
-
-def _wait_args(name: Any, key: Any, timeout: Any) -> tuple[str, str, timedelta | None]:
-    """``ctx.wait_for``'s arguments checked as ``emit`` checks its own."""
-    name, key = event_address(name, key)
-    if timeout is None:
-        return name, key, None
-    wait = validation.duration(
-        timeout,
-        name="the wait's timeout",
-        error=lambda m: InvalidStep(m, argument="timeout"),
-    )
-    return name, key, wait
-
-
-def event_address(name: Any, key: Any) -> tuple[str, str]:
-    """An event's name and key, checked against their columns."""
-    checked = validation.bounded_text(
-        name,
-        name="the event name",
-        error=lambda m: InvalidEvent(m, argument="name"),
-        max_length=EVENT_NAME_MAX,
-    )
-    if not isinstance(key, str) or len(key) > EVENT_KEY_MAX:
-        raise InvalidEvent(
-            f"the event key must be a string of at most {EVENT_KEY_MAX} characters, "
-            f"got {key!r:.80}",
-            argument="key",
-        )
-    problem = validation.text_problem(key)
-    if problem is not None:
-        raise InvalidEvent(f"the event key {problem}: {key!r:.80}", argument="key")
-    return checked, key
-
-
-def emit(name: Any, *, key: Any = "", payload: Any = None) -> int:
-    """Send an event: stored (kept for EVENT_RETENTION, for a job that waits later) and
-    delivered to every job waiting for its name and key, in the caller's transaction
-    on the jobs database if one is open (like ``enqueue``); returns how many waiting
-    jobs it released. A name, key or payload that cannot be stored raises
-    ``InvalidEvent`` naming it, before anything is written."""
-    name, key = event_address(name, key)
-    problem = output_problem(payload, "the event payload", conf.get().max_payload_bytes)
-    if problem is not None:
-        raise InvalidEvent(problem, argument="payload")
-    released = stored.emit(name=name, key=key, payload=payload, now=timezone.now())
-    if not released:
-        logger.info(
-            "emit(%r, key=%r): no job waits for this event now; it is kept for "
-            "EVENT_RETENTION for a job that waits later",
-            name,
-            key,
-        )
-    return released

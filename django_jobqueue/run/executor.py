@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from django.utils import timezone
 
 from django_jobqueue import frames, validation
-from django_jobqueue.errors import StepDivergence
+from django_jobqueue.errors import ChildDepthExceeded, StepDivergence
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.control import Parked, Pause, Permanent, RetryAfter
@@ -195,7 +195,8 @@ def ended_by(
         return _result(job, ctx, started, "paused", note=exc.note)
     if isinstance(exc, Permanent):
         return result("permanent", note=exc.reason or "permanent failure", error=exc)
-    if isinstance(exc, StepDivergence):  # a replay would run on wrong records: dead now
+    # A replay would run on wrong records, or a child could never start: dead now.
+    if isinstance(exc, StepDivergence | ChildDepthExceeded):
         return result("permanent", note=error_text(exc), error=exc)
     if isinstance(exc, RetryAfter):
         cause = exc.__cause__ or exc

@@ -30,7 +30,6 @@ from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import (
     RunResult,
-    aexecute,
     decide,
     error_text,
     execute,
@@ -147,8 +146,14 @@ class Pipeline:
                 if defn is None:  # unregistered since the claim: settled dead, saying so
                     result = execute(defn, job, ctx, max_output_bytes=self.max_output_bytes)
                 else:
-                    limit = self.max_output_bytes
-                    result = await aexecute(defn, job, ctx, max_output_bytes=limit)
+                    result = await transactional.arun(
+                        defn,
+                        job,
+                        ctx,
+                        alias=self.alias,
+                        worker_id=worker,
+                        max_output_bytes=self.max_output_bytes,
+                    )
         except BaseException as exc:  # the executor catches task errors; this is ours
             logger.error(
                 "executor failed on job %s: %s",
@@ -159,6 +164,8 @@ class Pipeline:
         if span is not None:
             tracing.ran(span, end=result.end, error=result.error, note=result.note)
         result.error = None
+        if result.settled or result.lost:  # parked by a durable sleep or wait, or lost
+            return Ended(result, None)
         return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
 
     def to_write(self, ended: Ended) -> Settlement | None:

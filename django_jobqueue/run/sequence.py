@@ -23,8 +23,9 @@ from typing import Any
 
 from django_jobqueue.errors import StepDivergence
 
-# The records that take a position in a job's sequence (a patch decision takes none).
-SEQUENCED = ("step", "sleep", "wait")
+# The records that take a position in a job's sequence (a patch decision takes none,
+# nor a child's outcome: its "child" record holds the position).
+SEQUENCED = ("step", "sleep", "wait", "child")
 
 
 class Sequence:

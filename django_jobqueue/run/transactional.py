@@ -31,9 +31,13 @@ from django.utils import timezone
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
+from django_jobqueue.run.asyncsteps import AsyncSteps
+from django_jobqueue.run.children import Children
+from django_jobqueue.run.context import Context
 from django_jobqueue.run.durable import Hooks, StepBook
 from django_jobqueue.run.executor import (
     RunResult,
+    aexecute,
     execute,
     failed_outright,
     output_problem,
@@ -42,11 +46,14 @@ from django_jobqueue.run.executor import (
 from django_jobqueue.store.dialects import for_alias
 
 if TYPE_CHECKING:
-    from django_jobqueue.run.context import Context
     from django_jobqueue.store import Claimed
     from django_jobqueue.task.registry import TaskDef
 
 logger = logging.getLogger("django_jobqueue")
+
+# How a context reaches its run's async steps and child workflows (see ``Context``).
+Context.async_steps = AsyncSteps
+Context.child_steps = Children
 
 State = Literal["open", "staged", "committed", "lost"]
 
@@ -191,6 +198,43 @@ def run(
 ) -> RunResult:
     """Run one job on this thread: an atomic task in a transaction that its completion
     commits with, any other task as it is (``ctx.settle_now()`` works in both)."""
+    settler, book = _begun(job, ctx, alias, worker_id, max_output_bytes)
+    try:
+        if defn is not None and defn.atomic:
+            result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
+        else:
+            result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
+    finally:
+        ctx._settle_now = ctx._steps = None
+    return _ended(result, settler, book, connections[alias])
+
+
+async def arun(
+    defn: TaskDef,
+    job: Claimed,
+    ctx: Context,
+    *,
+    alias: str,
+    worker_id: str,
+    max_output_bytes: int,
+) -> RunResult:
+    """``run`` for an ``async def`` task on the event loop: its durable steps
+    (``ctx.astep`` and its twins) write through the same book, from the run's ORM
+    thread, each write in a transaction of its own (an async task holds none), so a
+    parking is committed by the time the run ends. ``settle_now`` is refused there."""
+    settler, book = _begun(job, ctx, alias, worker_id, max_output_bytes)
+    ctx._settle_now = None
+    try:
+        result = await aexecute(defn, job, ctx, max_output_bytes=max_output_bytes)
+    finally:
+        ctx._steps = None
+    return _ended(result, settler, book, connections[alias])
+
+
+def _begun(
+    job: Claimed, ctx: Context, alias: str, worker_id: str, max_output_bytes: int
+) -> tuple[InTransaction, StepBook]:
+    """A run's settler and its durable steps' book, handed to its context."""
     settler = InTransaction(
         alias=alias, worker_id=worker_id, job=job, ctx=ctx, max_output_bytes=max_output_bytes
     )
@@ -203,16 +247,17 @@ def run(
         limit=max_output_bytes,
         hooks=Hooks(lost=settler.lose, parked=settler.parked),
     )
-    try:
-        if defn is not None and defn.atomic:
-            result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
-        else:
-            result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
-    finally:
-        ctx._settle_now = ctx._steps = None
+    return settler, book
+
+
+def _ended(
+    result: RunResult, settler: InTransaction, book: StepBook, conn: BaseDatabaseWrapper
+) -> RunResult:
+    """The run's result once its settler's state is known: lost, settled in its own
+    transaction (completed, or parked by a sleep or a wait), or left to the worker."""
     if settler.state == "lost":
         result.lost = True
-    elif settler.state != "open" and settler.done(connections[alias]):
+    elif settler.state != "open" and settler.done(conn):
         # What the job stores is the value settled, not what the run returned after.
         result = dataclasses.replace(
             result,

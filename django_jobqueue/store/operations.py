@@ -36,7 +36,8 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     A claimed job settles as ``cancelled`` when its run ends (unless it completed or
     died). Cancelling a cancelled job is a no-op; completed and dead jobs cannot be
     cancelled. A workflow step's dependents follow its cancellation in the same
-    transaction, as they follow a death.
+    transaction, as they follow a death; so do the child workflows it awaits
+    (``ctx.step_workflow``): cancelled, each step journalled naming it.
     """
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
@@ -52,6 +53,8 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
                 _save(job, cancel_requested=True, cancel_actor=actor)
         elif job.status != Status.CANCELLED:
             raise InvalidTransition(cancel_refusal(job), job_id=job.id, status=job.status)
+        if job.status == Status.CANCELLED or job.cancel_requested:
+            steering.cancel_children(job_ids=[job.id], actor=actor)
     return job
 
 
@@ -258,6 +261,7 @@ def _cancel_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
     sql.jobs().filter(id__in=claimed, status=Status.CLAIMED, cancel_requested=False).update(
         cancel_requested=True, cancel_actor=actor
     )
+    steering.cancel_children(job_ids=[j.id for j in idle] + claimed, actor=actor)
     return [j.id for j in idle] + claimed, steps
 
 

@@ -23,11 +23,13 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidStep, InvalidTransition
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
-from django_jobqueue.store import operations, sql, streams, wakeups
+from django_jobqueue.store import operations, sql, steering, streams, wakeups
+from django_jobqueue.store.children import CHILD
 from django_jobqueue.store.durable import RECORDS
 
-# The records a step name is looked up among (a patch decision is no step to re-run).
-_STEPS = ("step", "sleep", "wait")
+# The records a step name is looked up among (a patch decision is no step to re-run; a
+# child workflow's step is, by its "child" record).
+_STEPS = ("step", "sleep", "wait", CHILD)
 _UNPARKED = {"parked": "", "wake_at": None, "wait_name": None, "wait_key": None}
 
 
@@ -49,6 +51,9 @@ def _rerun(job_id: uuid.UUID | str, step: str, actor: str) -> Job:
         if refusal:
             raise InvalidTransition(refusal, job_id=job.id, status=job.status)
         first, names = _first_record(job, step)
+        # A child workflow the job still waits for is from that step on: cancelled, as
+        # the re-run enqueues its own when it gets there.
+        steering.cancel_children(job_ids=[job.id], actor=actor)
         rows = StepRecord.objects.using(sql.alias()).filter(job_id=job.id, id__gte=first)
         discarded = rows.delete()[0]
         # The stream is cut back to the first item the discarded steps wrote: the re-run

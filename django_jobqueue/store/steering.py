@@ -1,4 +1,5 @@
-"""What operators do to workflows: cancel one, and the re-arming
+"""What operators do to workflows: cancel one (and the child workflows its steps await,
+``cancel_children``), and the re-arming
 of a requeued step's dependents. Cold paths, on the ORM, each in one transaction that
 locks job rows before the workflow's row (the order a settlement's release takes).
 
@@ -11,7 +12,7 @@ the requeued parent as open again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import transaction
@@ -19,10 +20,18 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
-from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
+from django_jobqueue.models import (
+    TERMINAL,
+    Job,
+    JournalEntry,
+    Outcome,
+    Status,
+    StepRecord,
+    Workflow,
+)
 from django_jobqueue.rules.joins import outcome
 from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
-from django_jobqueue.store import joins, sql
+from django_jobqueue.store import children, joins, sql
 
 
 def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
@@ -38,15 +47,17 @@ def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
     return found
 
 
-def cancel_workflow(*, workflow_id: uuid.UUID | str, actor: str = "") -> Workflow:
+def cancel_workflow(
+    *, workflow_id: uuid.UUID | str, actor: str = "", because: str = ""
+) -> Workflow:
     """Cancel every unfinished step of a workflow: waiting and pending ones now (each
-    journalled), claimed ones when their runs end (as ``cancel`` asks them); the
-    workflow ends ``cancelled`` once none is open. Cancelling a cancelled workflow is a
-    no-op; a finished one cannot be cancelled."""
-    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor))
+    journalled, ``because`` added to the note), claimed ones when their runs end (as
+    ``cancel`` asks them); the workflow ends ``cancelled`` once none is open. Cancelling
+    a cancelled workflow is a no-op; a finished one cannot be cancelled."""
+    return sql.dialect().retrying_deadlocks(lambda: _cancel(workflow_id, actor, because))
 
 
-def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
+def _cancel(workflow_id: uuid.UUID | str, actor: str, because: str = "") -> Workflow:
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
         wf = workflow_row(workflow_id)
@@ -80,6 +91,8 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
             status=Status.CANCELLED, finished_at=now, cancel_actor=actor
         )
         note = f"cancelled with its workflow by {actor}" if actor else "cancelled with its workflow"
+        if because:
+            note = f"{note} ({because})"
         sql.journal_entries().bulk_create(
             JournalEntry(
                 job_id=i,
@@ -94,6 +107,7 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
         )
         joins.workflows().filter(id=wf.id).update(cancel_requested=True, cancel_actor=actor)
         joins.close(wf.id, closed=len(ids), dead=0, now=now)
+        cancel_children(job_ids=[*claimed, *ids], actor=actor)
     return workflow_row(wf.id)
 
 
@@ -215,3 +229,44 @@ def recount(workflow_id: uuid.UUID | None) -> None:
             finished_at=timezone.now(),
         )
     joins.workflows().filter(id=workflow_id).update(**changes)
+
+
+def cancel_children(*, job_ids: Iterable[uuid.UUID], actor: str = "") -> list[uuid.UUID]:
+    """Cancel the running child workflows (``ctx.step_workflow``) these jobs recorded
+    and still wait for, each step journalled naming its parent, and so theirs in turn
+    (``cancel_workflow`` cascades to its steps' children); in the caller's transaction.
+    Returns the workflows cancelled here."""
+    cancelled: list[uuid.UUID] = []
+    for parent, workflow_id in _waited_children(list(job_ids)):
+        _cancel(workflow_id, actor, f"its parent job {parent} was cancelled")
+        cancelled.append(workflow_id)
+    return cancelled
+
+
+def _waited_children(job_ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(parent, child workflow) of the children these jobs enqueued and have not yet
+    joined, whose workflows still run."""
+    if not job_ids:
+        return []
+    rows = StepRecord.objects.using(sql.alias()).filter(job_id__in=job_ids).order_by("id")
+    waited: dict[tuple[uuid.UUID, str], uuid.UUID] = {}
+    for job_id, record in rows.values_list("job_id", "record"):
+        if not isinstance(record, dict) or record.get("kind") not in (
+            children.CHILD,
+            children.JOINED,
+        ):
+            continue
+        key = (job_id, str(record.get("name")))
+        if record["kind"] == children.JOINED:
+            waited.pop(key, None)
+            continue
+        try:
+            waited[key] = uuid.UUID(str(record.get("workflow")))
+        except ValueError:
+            continue
+    running = set(
+        joins.workflows()
+        .filter(id__in=list(waited.values()), status=WorkflowStatus.RUNNING)
+        .values_list("id", flat=True)
+    )
+    return [(job, wf) for (job, _), wf in waited.items() if wf in running]

@@ -43,12 +43,19 @@ class StepSpec:
 
 
 def enqueue_workflow(
-    *, name: str, shape: str, steps: Sequence[StepSpec], output: str = ""
+    *,
+    name: str,
+    shape: str,
+    steps: Sequence[StepSpec],
+    output: str = "",
+    workflow_id: uuid.UUID | None = None,
 ) -> tuple[Workflow, list[NewJob]]:
     """Write a workflow, its steps and its edges in one transaction (joining the
     caller's): roots pending, the others waiting on their parents' count. The rate
     limits of the steps' kinds and keys take their tokens first, as ``enqueue_many``'s.
-    ``output`` names the step whose result is the workflow's ("" for none)."""
+    ``output`` names the step whose result is the workflow's ("" for none);
+    ``workflow_id``: the id to give it (a new one by default), for a caller that names
+    it in a step's payload."""
     now = timezone.now()
     alias = sql.alias()
     ids = uuid7_many(len(steps))
@@ -56,7 +63,7 @@ def enqueue_workflow(
     with transaction.atomic(using=alias):
         take_rate_tokens([spec.request for spec in steps])
         wf = Workflow(
-            id=uuid7(),
+            id=workflow_id or uuid7(),
             name=name,
             shape=shape,
             steps_total=len(steps),
@@ -102,8 +109,17 @@ def step_result(*, workflow_id: uuid.UUID, name: str) -> Any:
 
 
 def results_of(*, workflow_id: uuid.UUID) -> list[Any]:
-    """Every step's result, in the order the steps were written (a group's result)."""
-    rows = sql.jobs().filter(workflow_id=workflow_id).order_by("id").values_list("result")
+    """Every step's result, in the order the steps were written (a group's result); a
+    child workflow's step that tells its parent is none of its own."""
+    from django_jobqueue.store.children import PARENT_STEP
+
+    rows = (
+        sql.jobs()
+        .filter(workflow_id=workflow_id)
+        .exclude(step_name=PARENT_STEP)
+        .order_by("id")
+        .values_list("result")
+    )
     return [result for (result,) in rows]
 
 

@@ -7,7 +7,6 @@ Knows nothing of the database. ``task`` fills it when a ``@task`` function or a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -17,6 +16,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from django_jobqueue import conf, validation
@@ -168,7 +168,7 @@ class TaskDef:
             setattr(self, name, bool(checked) if name in ("ordered", "fair") else checked)
 
     def execute(self, payload: dict[str, Any], ctx: Context) -> Any:
-        """Run the task here and now (an async one under its own ``asyncio.run``)."""
+        """Run the task here and now (an async one awaited to its end: ``run_maybe_async``)."""
         return run_maybe_async(self.call(payload, ctx))
 
     def call(self, payload: dict[str, Any], ctx: Context) -> Any:
@@ -237,12 +237,16 @@ def _check_atomic(atomic: object, *, kind: str, asynchronous: bool) -> None:
 
 
 def run_maybe_async(value: Any) -> Any:
+    """A task's value, an awaitable awaited to its end here. Through ``async_to_sync``,
+    not ``asyncio.run``: the task's thread-sensitive ORM calls (``sync_to_async``, and
+    the durable steps' ``ctx.astep`` and its twins) come back to this thread and its
+    connection, as in ``run_jobs`` inside a test's transaction."""
     if inspect.isawaitable(value):
 
         async def _await() -> Any:
             return await value
 
-        return asyncio.run(_await())
+        return async_to_sync(_await)()
     return value
 
 

@@ -9,6 +9,7 @@ graph to write in the caller's transaction.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -182,9 +183,35 @@ class Workflow:
 
     def enqueue(self) -> WorkflowHandle:
         """Write the workflow (joining the caller's transaction, like ``enqueue()``)."""
+        return self.enqueue_with()
+
+    def enqueue_with(
+        self,
+        *,
+        last: tuple[str, Signature] | None = None,
+        workflow_id: uuid.UUID | None = None,
+    ) -> WorkflowHandle:
+        """``enqueue``, with ``last`` (a step name and its signature) added after every
+        other step has finished in any way, and the workflow given ``workflow_id``: how
+        a child workflow is enqueued with the step that tells its parent
+        (``run.children``)."""
         specs = self.specs()
-        output = self.output_step(specs)
-        wf, rows = enqueue_workflow(name=self.name, shape=self.shape, steps=specs, output=output)
+        output = self.output_step(specs)  # before ``last``: never the step that tells
+        if last is not None:
+            step, sig = last
+            if any(s.name == step for s in specs):
+                raise DuplicateStep(
+                    f"workflow {self.name!r} has a step named {step!r}, a name kept for "
+                    "the step a child workflow ends with",
+                    step=step,
+                )
+            parents = tuple(range(len(specs)))
+            specs.append(
+                StepSpec(name=step, request=sig.request, parents=parents, when=JoinWhen.FINISHED)
+            )
+        wf, rows = enqueue_workflow(
+            name=self.name, shape=self.shape, steps=specs, workflow_id=workflow_id, output=output
+        )
         handles = [JobHandle(row, "inserted") for row in rows]
         signalling.enqueued([s.request for s in specs], handles)
         return WorkflowHandle(wf, {s.name: h for s, h in zip(specs, handles, strict=True)})

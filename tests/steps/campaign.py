@@ -47,11 +47,13 @@ class StepsReport:
     runs_per_job: Counter[int]
     outcomes: Counter[str]
     violations: list[str]
+    # What each job is (the async campaign's own): five steps and a sleep by default.
+    jobs_are: str = f"{len(STEPS)} steps and a sleep"
 
     def text(self) -> str:
         t, p = self.tally, self.plan
         lines = [
-            f"steps chaos campaign: {p.jobs} jobs of {len(STEPS)} steps and a sleep,"
+            f"steps chaos campaign: {p.jobs} jobs of {self.jobs_are},"
             f" {p.workers} workers x {p.concurrency} slots, {t.seconds:.1f} s",
             f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
             f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",

@@ -17,6 +17,7 @@ import pytest
 from tests.chaos.campaign import assert_unbroken_under_every_fault
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import postgres_only
+from tests.steps.async_campaign import AsyncCampaign, AsyncPlan
 from tests.steps.campaign import StepsCampaign, StepsPlan
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
@@ -39,3 +40,24 @@ def test_every_step_runs_once_and_every_job_completes_through_kills_stops_and_cu
     assert report.statuses == {"completed": plan.jobs}, report.text()
     assert report.effects_per_step == {1: plan.jobs * 5}, report.text()
     assert report.outcomes["paused"] >= plan.jobs, report.text()  # every job slept
+
+
+ASYNC_SHORT = AsyncPlan(jobs=60, workers=3, kills=4, stops=2, cuts=3, timeout=300.0)
+ASYNC_LONG = AsyncPlan(jobs=600, workers=4, kills=30, stops=15, cuts=15, timeout=1800.0)
+
+
+@postgres_only
+@pytest.mark.timeout(2400 if LONG else 400)
+def test_every_async_step_and_child_runs_once_and_every_job_completes_through_faults(
+    runworker: WorkerProcesses,
+) -> None:
+    """``async def`` jobs with ``astep``s, a child chord (``astep_workflow``) and a sleep,
+    drained through SIGKILLs, SIGTERMs and cut connections: every step's, member's and
+    callback's side effect exactly once, every job its chord's sum."""
+    plan = ASYNC_LONG if LONG else ASYNC_SHORT
+    report = AsyncCampaign(plan, runworker).run()
+    print(report.text())
+
+    assert_unbroken_under_every_fault(report, plan)
+    assert report.statuses == {"completed": plan.jobs}, report.text()
+    assert report.effects_per_step == {1: plan.jobs * (3 + plan.members + 1)}, report.text()

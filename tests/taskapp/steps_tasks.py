@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -224,3 +225,201 @@ def fixable(ctx: Context, ticket: str) -> str:
     if verdict == "buggy":
         raise Permanent(f"step check recorded {verdict!r} for {fetched}")
     return f"{fetched} {verdict}"
+
+
+# --- async def tasks: ctx.astep, ctx.asleep, ctx.await_event ------------------------
+
+
+async def aeffect(ctx: Context, step: str) -> str:
+    """``effect`` awaited: an async step's side effect."""
+    await Effect.objects.acreate(job_id=ctx.job_id, run_no=ctx.run_count, worker=step)
+    return step
+
+
+@task(takes_context=True, kind="tests.steps.athree", lease=timedelta(seconds=3), max_failures=None)
+async def athree(ctx: Context, hold: float = 0.0) -> list[str]:
+    """``three`` as an ``async def`` task: three ``astep``s, and in the first run
+    ``hold`` seconds of awaiting after the second (where a test kills the worker)."""
+    await Execution.objects.acreate(
+        job_id=ctx.job_id, kind=ctx.kind, run_no=ctx.run_count, pid=0, thread=""
+    )
+    done = []
+    for i in (1, 2, 3):
+        done.append(await ctx.astep(f"s{i}", aeffect, ctx, f"s{i}"))
+        if i == 2 and hold and ctx.run_count == 1:
+            await asyncio.sleep(hold)
+    return done
+
+
+@task(takes_context=True, kind="tests.steps.asleeper", max_failures=None)
+async def asleeper(ctx: Context, seconds: float) -> str:
+    """``sleeper`` as an async task: a step, a sleep, another step."""
+    await ctx.astep("before", aeffect, ctx, "before")
+    await ctx.asleep(seconds)
+    await ctx.astep("after", aeffect, ctx, "after")
+    return "woke"
+
+
+@task(takes_context=True, kind="tests.steps.awaiter", max_failures=None)
+async def awaiter(ctx: Context, name: str, key: str, timeout: float | None = None) -> Any:
+    """``waiter`` as an async task: awaits an event, then records a step."""
+    got = await ctx.await_event(name, key=key, timeout=timeout)
+    await ctx.astep("got", aeffect, ctx, "got")
+    return got
+
+
+def _effect_then_unstorable(ctx: Context) -> object:
+    """A plain step function whose result cannot be stored, after a write."""
+    effect(ctx, "bad")
+    return object()
+
+
+@task(takes_context=True, kind="tests.steps.aplain", max_failures=1)
+async def aplain(ctx: Context, how: str) -> Any:
+    """Misuses of the async steps API, each raising its error out of the task."""
+    if how == "sync-step":
+        ctx.step("a", int, 1)
+    elif how == "sync-sleep":
+        ctx.sleep(60)
+    elif how == "nested":
+
+        async def outer() -> int:
+            return int(await ctx.astep("inner", int, 1))
+
+        await ctx.astep("outer", outer)
+    elif how == "awaitable":
+        await ctx.astep("lam", lambda: asyncio.sleep(0))
+    elif how == "rolled-back":
+        await ctx.astep("bad", _effect_then_unstorable, ctx)
+    elif how == "gather":
+        await asyncio.gather(
+            ctx.astep("a", asyncio.sleep, 0.2, "a"), ctx.astep("b", asyncio.sleep, 0.2, "b")
+        )
+    elif how == "reuse":
+        await ctx.astep("a", int, 1)
+        await ctx.astep("a", int, 2)
+    elif how == "unstorable":
+        await ctx.astep("bad", object)
+    elif how == "versioned":
+        return await ctx.astep("v", int, 3, version=2) + int(await ctx.apatched("change"))
+    return how
+
+
+# --- child workflows awaited from a durable step -------------------------------------
+
+
+@task(kind="tests.steps.member")
+def member(i: int) -> int:
+    """A chord's member: its number."""
+    return i
+
+
+@task(kind="tests.steps.total", takes_context=True)
+def total(ctx: Context) -> int:
+    """A chord's callback: the sum of its members' results."""
+    return sum(ctx.parents.values())
+
+
+@task(kind="tests.steps.boom", max_failures=1)
+def boom(why: str) -> None:
+    """A child that dies."""
+    raise ValueError(why)
+
+
+def _child(n: int, fail: str, shape: str = "chord") -> Any:
+    from django_jobqueue import Workflow, chord, group
+
+    if fail:
+        return boom.s(fail)
+    if n == 0:
+        return member.s(7)
+    if shape == "group":
+        return group([member.s(i) for i in range(n)])
+    if shape == "sinks":  # a workflow of n final steps and no output step
+        flow = Workflow("sinks")
+        for i in range(n):
+            flow.add(member.s(i), name=f"m{i}")
+        return flow
+    return chord([member.s(i) for i in range(n)], total.s())
+
+
+@task(takes_context=True, kind="tests.steps.parent", max_failures=1)
+def parent(ctx: Context, n: int = 0, fail: str = "", shape: str = "chord") -> Any:
+    """Awaits a child (a chord of ``n`` members, or a group, or a workflow of ``n``
+    final steps by ``shape``; a job when ``n`` is 0, a dying job with ``fail``),
+    records a step after it, returns its result or its ChildFailed's facts."""
+    from django_jobqueue import ChildFailed
+
+    _started(ctx)
+    try:
+        got = ctx.step_workflow("child", _child(n, fail, shape))
+    except ChildFailed as exc:
+        got = {"failed": exc.step, "status": exc.status, "error": exc.error}
+    ctx.step("after", effect, ctx, "after")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.aparent", max_failures=1)
+async def aparent(ctx: Context, n: int) -> Any:
+    """``parent`` as an async task (no failure case)."""
+    got = await ctx.astep_workflow("child", _child(n, ""))
+    await ctx.astep("after", aeffect, ctx, "after")
+    return got
+
+
+@task(takes_context=True, kind="tests.steps.deep", max_failures=1)
+def deep(ctx: Context, level: int) -> int:
+    """Starts a child of itself, one level deeper, without end: MAX_CHILD_DEPTH stops it."""
+    return int(ctx.step_workflow("down", deep.s(level + 1)))
+
+
+# --- the async and child-workflow chaos campaign (tests/steps/async_campaign.py) ------
+
+
+def _aworked(job_id: str, run_no: int, step: str, seconds: float) -> str:
+    """A campaign step's side effect, then its work (a plain function: run by ``astep``
+    in a transaction with its record, or by an atomic task in its run's)."""
+    Effect.objects.create(job_id=job_id, run_no=run_no, worker=step)
+    time.sleep(seconds)
+    return step
+
+
+@task(kind="tests.steps.kid", atomic=True, lease=timedelta(seconds=3), max_failures=None)
+def kid(parent: str, i: int, seconds: float) -> int:
+    """A member of a campaign job's child chord: its effect, counted on the parent."""
+    _aworked(parent, 0, f"kid{i}", seconds)
+    return i
+
+
+@task(
+    kind="tests.steps.kids_total",
+    takes_context=True,
+    atomic=True,
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+def kids_total(ctx: Context, parent: str, seconds: float) -> int:
+    """The child chord's callback: its effect, and the sum of the members."""
+    _aworked(parent, 0, "total", seconds)
+    return sum(ctx.parents.values())
+
+
+@task(
+    takes_context=True,
+    kind="tests.steps.achaos",
+    lease=timedelta(seconds=3),
+    max_failures=None,
+)
+async def achaos(ctx: Context, seconds: float, members: int, nap: float) -> int:
+    """The async campaign's job: an ``astep``, a child chord awaited, an ``astep``, a
+    sleep, an ``astep``; each step's effect written with its record."""
+    from django_jobqueue import chord
+
+    job = str(ctx.job_id)
+    await ctx.astep("a1", _aworked, job, ctx.run_count, "a1", seconds)
+    header = [kid.s(job, i, seconds) for i in range(members)]
+    got = await ctx.astep_workflow("kids", chord(header, kids_total.s(job, seconds)))
+    await ctx.astep("a2", _aworked, job, ctx.run_count, "a2", seconds)
+    await ctx.asleep(nap)
+    await ctx.astep("a3", _aworked, job, ctx.run_count, "a3", seconds)
+    return int(got["callback"])

@@ -23,11 +23,14 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 # Workflow, WorkflowHandle, chain, chord, group, workflow and their errors), and issue 22's
 # durable steps (emit and the errors InvalidEvent, InvalidStep, StepError), and issue 34's
 # explanations (Explanation, Why: ``JobHandle.explain()``), and issue 35's streams (Stream,
-# StreamItem: ``JobHandle.stream()``; InvalidStreamItem, StreamFull) and workflow results
-# (WorkflowResultError, WorkflowNotFinished, WorkflowFailed, NoWorkflowOutput).
+# StreamItem: ``JobHandle.stream()``; InvalidStreamItem, StreamFull), workflow results
+# (WorkflowResultError, WorkflowNotFinished, WorkflowFailed, NoWorkflowOutput) and child
+# workflows (ChildDepthExceeded, ChildFailed).
 PUBLIC = [
     "Backoff",
     "Batch",
+    "ChildDepthExceeded",
+    "ChildFailed",
     "ClaimLost",
     "ConfigurationError",
     "Context",
