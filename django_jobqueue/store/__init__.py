@@ -76,6 +76,7 @@ from django_jobqueue.store.settling import (
     extend_leases,
     next_wakeup,
     recover_expired,
+    recover_lost,
     settle,
     write_progress,
 )
@@ -87,7 +88,7 @@ from django_jobqueue.store.stranded import (
     served,
     unserved_kinds,
 )
-from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
+from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, mark_gone, register_worker
 
 __all__ = [
     "COUNT_CAP",
@@ -144,6 +145,7 @@ __all__ = [
     "key_loads",
     "last_jobs",
     "limit_overrides",
+    "mark_gone",
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
@@ -155,6 +157,7 @@ __all__ = [
     "queues_in_use",
     "record_tick",
     "recover_expired",
+    "recover_lost",
     "register_worker",
     "requeue",
     "requeue_many",

@@ -63,8 +63,12 @@ class Worker(Turns):
         poll_interval: float | None = None,
         worker_id: str | None = None,
         timings: Timings | None = None,
+        pool: str | None = None,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: int | None = None,
     ) -> None:
         settings = conf.get()
+        self.pool = startup.pool(pool, settings)
         self.alias = settings.database
         self.queues = list(queues or [])
         self.kinds = startup.known_kinds(kinds)
@@ -94,7 +98,7 @@ class Worker(Turns):
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pipe = Pipeline(self.worker_id, self.alias, settings.max_output_bytes)
-        self._pools = self._make_pools()
+        self._pools = self._make_pools(max_tasks_per_child, max_memory_per_child)
         self._atomic_kinds = {d.kind for d in registry if d.atomic}
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
@@ -102,12 +106,13 @@ class Worker(Turns):
         self._listener = Listener(settings.listen_database, self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
-        self.processed = 0
-        self.claimed = 0
+        self.processed = self.claimed = 0
         self._signals = 0
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
 
-    def _make_pools(self) -> Pools:
+    def _make_pools(
+        self, max_tasks_per_child: int | None, max_memory_per_child: int | None
+    ) -> Pools:
         return Pools(
             pipe=self._pipe,
             on_result=self._wake.set,
@@ -115,6 +120,9 @@ class Worker(Turns):
             async_concurrency=self.async_concurrency,
             kinds=self.kinds,
             async_kinds={d.kind for d in registry if d.asynchronous},
+            process=self.pool == "process",
+            max_tasks_per_child=max_tasks_per_child,
+            max_memory_per_child=max_memory_per_child,
         )
 
     def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
@@ -175,9 +183,10 @@ class Worker(Turns):
     def run(self) -> int:
         """Run until stopped; returns how many jobs this worker settled."""
         logger.info(
-            "worker %s starting: concurrency=%d queues=%s kinds=%d caps=%s",
+            "worker %s starting: concurrency=%d pool=%s queues=%s kinds=%d caps=%s",
             self.worker_id,
             self.concurrency,
+            self.pool,
             self.queues or "all",
             len(self.kinds),
             self.caps,
@@ -279,14 +288,13 @@ class Worker(Turns):
 
     def _dispatch(self, job: Claimed) -> None:
         policy = self._pipe.policy(job.kind)
+        limit = policy.hard_limit()
         running = Running(
             job=job,
             ctx=self._pipe.context(job),
             lease=policy.lease,
             expires_at=job.claim_expires_at,
-            deadline=(
-                time.monotonic() + policy.timeout.total_seconds() if policy.timeout else None
-            ),
+            deadline=time.monotonic() + limit[0].total_seconds() if limit else None,
             warn_at=(
                 time.monotonic() + self._atomic_warn_after.total_seconds()
                 if self._atomic_warn_after is not None and job.kind in self._atomic_kinds
@@ -300,19 +308,21 @@ class Worker(Turns):
         self._pools.submit(running)
 
     def _timed_out(self, running: Running) -> None:
-        """Give up on a run past its timeout: settle it as a failed run now; its thread is
-        abandoned (and replaced), whatever it returns dropped."""
+        """Give up on a run past its hard limit: settle it as a failed run now, stopped by
+        its pool's strongest means (its child killed, its coroutine cancelled, its thread
+        abandoned and replaced), whatever it returns dropped."""
         job = running.job
         policy = self._pipe.policy(job.kind)
         del self._running[job.id]
         running.ctx.cancelled.set()
-        self._pools.abandon(running)
+        means = self._pools.abandon(running)
         logger.warning(
-            "job=%s kind=%s run=%d timed out after %s: run abandoned",
+            "job=%s kind=%s run=%d timed out after %s: %s",
             job.id,
             job.kind,
             job.run_count,
-            policy.timeout,
+            (policy.hard_limit() or (policy.timeout, ""))[0],
+            means,
         )
         self._unsettled.append(
             timed_out(
@@ -320,6 +330,7 @@ class Worker(Turns):
                 failure_count=job.failure_count,
                 policy=policy,
                 now=timezone.now(),
+                means=means,
             )
         )
 

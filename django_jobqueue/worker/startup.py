@@ -45,6 +45,15 @@ def concurrency(given: int | None, settings: conf.Settings, *, name: str = "conc
     return validation.positive_int(given, name=name, error=ValueError)
 
 
+def pool(given: str | None, settings: conf.Settings) -> str:
+    """Where a worker runs its sync jobs: ``thread`` or ``process`` (the setting's
+    ``POOL`` unless given)."""
+    value = settings.pool if given is None else given
+    if value not in conf.POOLS:
+        raise ValueError(f"pool must be one of {', '.join(conf.POOLS)}, got {value!r}")
+    return value
+
+
 def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
     """A worker option in seconds (the setting's value unless given), checked."""
     value = default if given is None else given

@@ -60,6 +60,7 @@ PUBLIC = [
     "RateLimited",
     "SettleError",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Status",
     "StepDivergence",
     "StepError",
