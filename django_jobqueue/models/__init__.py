@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
-from django_jobqueue.models.jobs import Job, JournalEntry
+from django_jobqueue.models.jobs import Job, JournalEntry, TerminateRequest
 from django_jobqueue.models.records import StepRecord
 from django_jobqueue.models.runtime import (
     KindLimit,
@@ -45,6 +45,7 @@ __all__ = [
     "StepEdge",
     "StepRecord",
     "StoredJSONField",
+    "TerminateRequest",
     "WorkerHeartbeat",
     "Workflow",
     "WorkflowShape",

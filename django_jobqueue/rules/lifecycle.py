@@ -244,6 +244,18 @@ def timed_out(
     )
 
 
+def terminated(run: Run, *, actor: str, means: str) -> Settlement:
+    """A run an operator terminated: its job ends cancelled now, no failure counted, the
+    note naming who asked and how the run was stopped (``means``)."""
+    who = f" by {actor}" if actor else ""
+    return _ending(
+        run,
+        outcome=Outcome.CANCELLED,
+        status=Status.CANCELLED,
+        note=f"terminated{who}: the run was stopped, {means}",
+    )
+
+
 def settlement_refused(
     s: Settlement, *, failure_count: int, policy: Policy, now: datetime, error: str
 ) -> Settlement:

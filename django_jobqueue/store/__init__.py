@@ -88,6 +88,12 @@ from django_jobqueue.store.stranded import (
     served,
     unserved_kinds,
 )
+from django_jobqueue.store.terminating import (
+    terminate,
+    terminate_many,
+    terminate_refusal,
+    terminate_requested,
+)
 from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, mark_gone, register_worker
 
 __all__ = [
@@ -178,6 +184,10 @@ __all__ = [
     "stats",
     "step_records",
     "take_tokens",
+    "terminate",
+    "terminate_many",
+    "terminate_refusal",
+    "terminate_requested",
     "throughput",
     "tick_key",
     "unserved_kinds",

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.formatting import plural
-from django_jobqueue.rules.lifecycle import Settlement, timed_out
+from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
@@ -142,6 +142,7 @@ class Worker(Turns):
             worker_id=self.worker_id,
             heartbeat_id=self.heartbeat_id,
             on_timeout=self._timed_out,
+            on_terminate=self._terminated,
             jobs_done=lambda: self.processed,
         )
 
@@ -333,6 +334,27 @@ class Worker(Turns):
                 means=means,
             )
         )
+
+    def _terminated(self, running: Running, actor: str) -> None:
+        """Stop a run an operator terminated, by its pool's strongest means, and settle
+        it cancelled now, the journal naming the operator and the means."""
+        job = running.job
+        del self._running[job.id]
+        running.ctx.cancelled.set()
+        means = self._pools.abandon(running)
+        logger.warning(
+            "job=%s kind=%s run=%d terminated by %s: %s",
+            job.id,
+            job.kind,
+            job.run_count,
+            actor or "an operator",
+            means,
+        )
+        now = timezone.now()
+        began = running.started_at
+        took = None if began is None else now - began
+        run = run_of(job, worker=self.worker_id, started_at=began, duration=took)
+        self._unsettled.append(terminated(run, actor=actor, means=means))
 
     # --- settling ---------------------------------------------------------------------------
 

@@ -123,6 +123,7 @@ def services(
     worker_id: str,
     heartbeat_id: str,
     on_timeout: Callable[[Running], None],
+    on_terminate: Callable[[Running, str], None],
     jobs_done: Callable[[], int],
 ) -> Maintenance:
     """Every maintenance service a worker runs, in the order they run each turn."""
@@ -130,7 +131,7 @@ def services(
         limits,
         recovery,
         LeaseExtension(db, interval=timings.lease_check, worker_id=worker_id, running=running),
-        CancelChecks(db, interval=timings.cancel_check, running=running),
+        CancelChecks(db, interval=timings.cancel_check, running=running, on_terminate=on_terminate),
         ProgressWrites(db, interval=timings.progress, worker_id=worker_id, running=running),
         Timeouts(
             interval=timings.timeout_check,
