@@ -14,8 +14,10 @@ worker; nothing read from the database is ever unpickled):
 
 - worker → child: ``("run", job, soft_seconds)``, ``("cancel", job_id, run_no)``,
   ``("stop",)``;
-- child → worker: ``("progress", job_id, run_no, progress)`` about twice a second
-  while a run reports, ``("ended", ended, rss_mib)`` after each run.
+- child → worker: ``("started", job_id, run_no)`` as a run starts (its hard limit
+  counts from then: a new child's Django start-up is not the run's time),
+  ``("progress", job_id, run_no, progress)`` about twice a second while a run
+  reports, ``("ended", ended, rss_mib)`` after each run.
 
 Its main thread runs the task, so a ``soft_time_limit`` (SIGALRM, set per run) raises
 ``SoftTimeLimitExceeded`` in the task itself; SIGTERM (a hard limit or a terminate,
@@ -97,6 +99,8 @@ def _serve(
             job, soft = item
             ctx = pipe.context(job)
             state.current, state.key = ctx, (job.id, job.run_count)
+            with state.send_lock:  # its limits count from now, not from its claim
+                conn.send(("started", job.id, job.run_count))
             if soft:
                 signal.setitimer(signal.ITIMER_REAL, soft)
             try:

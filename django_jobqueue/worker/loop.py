@@ -289,7 +289,7 @@ class Worker(Turns):
 
     def _dispatch(self, job: Claimed) -> None:
         policy = self._pipe.policy(job.kind)
-        limit = policy.hard_limit()
+        limit = None if self._pools.limited_from_start(job.kind) else policy.hard_limit()
         running = Running(
             job=job,
             ctx=self._pipe.context(job),

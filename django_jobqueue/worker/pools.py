@@ -78,6 +78,11 @@ class Pools:
         if self.loop is not None:
             self.loop.stop()
 
+    def limited_from_start(self, kind: str) -> bool:
+        """Whether a run of ``kind`` has its hard limit counted from when it starts in its
+        child (the process pool's, told by the child) rather than from its dispatch."""
+        return isinstance(self.slots, ProcessSlots) and kind not in self.async_kinds
+
     def submit(self, running: Running) -> None:
         if self.loop is not None and running.job.kind in self.async_kinds:
             self.loop.submit(running)

@@ -29,9 +29,12 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 
+from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.pipeline import Ended, Pipeline
@@ -45,6 +48,9 @@ logger = logging.getLogger("django_jobqueue")
 
 # Seconds between the SIGTERM that stops a run's child and the SIGKILL that makes sure.
 KILL_GRACE = 1.0
+# How long a child may take to start a run sent to it (Django's start-up for a new one)
+# before it is killed and the run recovered: the hard limit counts from the start only.
+START_TIMEOUT = 120
 # How often a slot thread waiting on its child looks at the run's cancel flag.
 WAIT_STEP = 0.2
 
@@ -70,15 +76,25 @@ class Child:
     def pid(self) -> int:
         return int(self.process.pid or 0)
 
-    def run(self, job: Claimed, ctx: Context, soft: float | None) -> Ended | None:
-        """Run ``job`` in the child; None if the child died before it answered."""
+    def run(
+        self, job: Claimed, ctx: Context, soft: float | None, started: Callable[[], None]
+    ) -> Ended | None:
+        """Run ``job`` in the child (``started`` is called when it starts there); None if
+        the child died before it answered."""
         key = (job.id, job.run_count)
         try:
             self.conn.send(("run", job, soft))
         except OSError:
             return None
         cancel_sent = False
+        sent_at: float | None = time.monotonic()  # None once it started
         while True:
+            if sent_at is not None and time.monotonic() - sent_at > START_TIMEOUT:
+                logger.error(
+                    "process-pool child %d did not start a run in %ds", self.pid, START_TIMEOUT
+                )
+                self.kill(0)
+                return None
             if not cancel_sent and ctx.cancelled.is_set():
                 cancel_sent = True
                 with contextlib.suppress(OSError):
@@ -94,7 +110,10 @@ class Child:
                 self.rss_mib = message[2]
                 ended: Ended = message[1]
                 return ended
-            if message[0] == "progress" and (message[1], message[2]) == key:
+            if message[0] == "started" and (message[1], message[2]) == key:
+                sent_at = None
+                started()
+            elif message[0] == "progress" and (message[1], message[2]) == key:
                 progress = message[3]
                 ctx.progress(progress.done, progress.total, progress.note)
 
@@ -151,7 +170,27 @@ class ProcessSlots(Slots):
         self._local = threading.local()
         # The child running each run that is going, by (job id, run number).
         self._going: dict[tuple[uuid.UUID, int], Child] = {}
+        # The runs submitted and not yet ended, by (job id, run number).
+        self._runs: dict[tuple[uuid.UUID, int], Running] = {}
         self._children: set[Child] = set()
+
+    def submit(self, running: Running) -> None:
+        self._runs[(running.job.id, running.job.run_count)] = running
+        super().submit(running)
+
+    def withdraw(self, *, waited: float = 0.0) -> list[Running]:
+        taken = super().withdraw(waited=waited)
+        for running in taken:
+            self._runs.pop((running.job.id, running.job.run_count), None)
+        return taken
+
+    def _run_started(self, key: tuple[uuid.UUID, int], policy: Policy) -> None:
+        """The run started in its child: its hard limit counts from now (a new child's
+        Django start-up, a second or more on a busy host, is not the run's time)."""
+        running = self._runs.get(key)
+        limit = policy.hard_limit()
+        if running is not None and limit is not None:
+            running.deadline = time.monotonic() + limit[0].total_seconds()
 
     def _loop(self) -> None:
         self._own_child()  # started with its thread, not when the first job comes
@@ -181,10 +220,11 @@ class ProcessSlots(Slots):
         policy = self.pipe.policy(job.kind)
         soft = policy.soft_time_limit.total_seconds() if policy.soft_time_limit else None
         try:
-            ended = mine.run(job, ctx, soft)
+            ended = mine.run(job, ctx, soft, partial(self._run_started, key, policy))
         finally:
             with self._lock:
                 self._going.pop(key, None)
+            self._runs.pop(key, None)
         if ended is None:
             self._local.child = None
             self._children.discard(mine)
