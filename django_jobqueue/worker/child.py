@@ -69,11 +69,13 @@ def main(conn: Any, config: Config) -> None:
     """The child's entry point (``multiprocessing.Process`` target)."""
     import django
 
+    # A process group of its own: a terminal's Ctrl-C or a signal to the worker's group
+    # reaches the worker, which stops its children itself (a run released, not killed).
+    os.setpgrp()
     django.setup()
     state = _State()
     jobs: queue.SimpleQueue[tuple[Any, float | None] | None] = queue.SimpleQueue()
     signal.signal(signal.SIGTERM, lambda signum, frame: _on_term(state))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
     signal.signal(signal.SIGALRM, lambda signum, frame: _on_soft_limit(state, frame))
     threading.Thread(target=_read, args=(conn, state, jobs), daemon=True).start()
     threading.Thread(target=_report, args=(conn, state), daemon=True).start()

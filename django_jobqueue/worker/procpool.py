@@ -191,6 +191,7 @@ class ProcessSlots(Slots):
         limit = policy.hard_limit()
         if running is not None and limit is not None:
             running.deadline = time.monotonic() + limit[0].total_seconds()
+            self.on_result()  # the loop's wait is cut short to the new deadline
 
     def _loop(self) -> None:
         self._own_child()  # started with its thread, not when the first job comes
