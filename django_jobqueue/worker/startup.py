@@ -54,6 +54,15 @@ def pool(given: str | None, settings: conf.Settings) -> str:
     return value
 
 
+def soft_limits_ignored(kinds: Sequence[str], pool: str) -> list[str]:
+    """The kinds whose ``soft_time_limit`` this worker cannot raise (only the process
+    pool can raise an exception inside a running task): said at start, not silently
+    skipped."""
+    if pool == "process":
+        return []
+    return [k for k in kinds if (d := registry.find(k)) is not None and d.soft_time_limit]
+
+
 def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
     """A worker option in seconds (the setting's value unless given), checked."""
     value = default if given is None else given

@@ -230,3 +230,11 @@ def test_the_hard_limit_is_the_smaller_of_time_limit_and_timeout_named() -> None
     assert both.policy().soft_time_limit == timedelta(seconds=20)
     assert timeout_first.policy().hard_limit() == (timedelta(seconds=10), "timeout")
     assert unlimited.policy().hard_limit() is None
+
+
+def test_a_thread_worker_names_the_soft_limits_it_cannot_raise() -> None:
+    from django_jobqueue.worker.startup import soft_limits_ignored
+
+    kinds = ["tests.runaway", tasks.record.kind]
+    assert soft_limits_ignored(kinds, "thread") == ["tests.runaway"]
+    assert soft_limits_ignored(kinds, "process") == []
