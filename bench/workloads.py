@@ -259,31 +259,59 @@ def cpu(b: Bench, s: System) -> Rep:
     """``--processes 1`` and ``2`` in the order 1, 2, 2, 1, each on half the jobs: a load
     that drifts during the measure (the machine is shared) then weighs on both alike,
     where one after the other measured 3.56 and 1.08 in two runs of one evening."""
-    sz = b.sizes
-    half = max(sz.cpu_jobs // 2, 1)
-    counted = {1: 0, 2: 0}
-    seconds = {1: 0.0, 2: 0.0}
-    rss = 0.0
-    segments = []
-    untimed: set[int] = set()
-    for processes in ORDER:
-        options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
-        argv = runworker(*options, "--processes", str(processes))
-        run = Run("compute", half, sz.cpu_ms, argv, workers=1, ready=processes)
-        result, watch = drained(b, s, run)
-        counted[processes] += result.counted
-        seconds[processes] += result.seconds
-        if not result.seconds:  # untimed (the quick form): this count has no rate
-            untimed.add(processes)
-        rss = max(rss, watch.rss_mib)
-        segments.append({"processes": processes, **result.raw(), "peak_rss_mib": watch.rss_mib})
-    # NaN: the quick form drained a segment before its first poll (harness.Bench.drain)
-    one, two = (math.nan if p in untimed else counted[p] / seconds[p] for p in (1, 2))
-    machine = machine_scaling(sz.spin_seconds)
+    rates, rss, segments = _alternated(
+        b, s, {1: (("--processes", "1"), 1), 2: (("--processes", "2"), 2)}, "processes"
+    )
+    one, two = rates[1], rates[2]
+    machine = machine_scaling(b.sizes.spin_seconds)
     return Rep(
         {"one": one, "two": two, "ratio": two / one, "machine": machine, "rss": rss},
-        {"ms": sz.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
+        {"ms": b.sizes.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
     )
+
+
+def cpu_pool(b: Bench, s: System) -> Rep:
+    """One ``runworker --concurrency 2`` on slot threads, and one with ``--pool process``
+    (a child process per slot), in the order threads, process, process, threads, each
+    on half the jobs (as ``cpu``): what the process pool buys CPU-bound Python."""
+    rates, rss, segments = _alternated(
+        b, s, {"thread": ((), 1), "process": (("--pool", "process"), 1)}, "pool"
+    )
+    threads, process = rates["thread"], rates["process"]
+    return Rep(
+        {"threads": threads, "process": process, "ratio": process / threads, "rss": rss},
+        {"ms": b.sizes.cpu_ms, "concurrency": CPU_CONCURRENCY, "segments": segments},
+    )
+
+
+def _alternated(
+    b: Bench, s: System, variants: dict[Any, tuple[tuple[str, ...], int]], label: str
+) -> tuple[dict[Any, float], float, list[dict[str, Any]]]:
+    """The CPU drain under two variants of ``runworker`` (their extra options, and how
+    many worker processes listen), on half the jobs each, in the order first, second,
+    second, first: each variant's rate (NaN when untimed), the peak RSS, the segments."""
+    sz = b.sizes
+    half = max(sz.cpu_jobs // 2, 1)
+    first, second = variants
+    counted = dict.fromkeys(variants, 0)
+    seconds = dict.fromkeys(variants, 0.0)
+    rss = 0.0
+    segments = []
+    untimed: set[Any] = set()
+    for key in (first, second, second, first):
+        extra, ready = variants[key]
+        options = ("--kind", f"{KIND}compute", "--concurrency", str(CPU_CONCURRENCY))
+        run = Run("compute", half, sz.cpu_ms, runworker(*options, *extra), workers=1, ready=ready)
+        result, watch = drained(b, s, run)
+        counted[key] += result.counted
+        seconds[key] += result.seconds
+        if not result.seconds:  # untimed (the quick form): this count has no rate
+            untimed.add(key)
+        rss = max(rss, watch.rss_mib)
+        segments.append({label: key, **result.raw(), "peak_rss_mib": watch.rss_mib})
+    # NaN: the quick form drained a segment before its first poll (harness.Bench.drain)
+    rates = {k: math.nan if k in untimed else counted[k] / seconds[k] for k in variants}
+    return rates, rss, segments
 
 
 def machine_scaling(spin_seconds: float) -> float:
@@ -385,6 +413,17 @@ def _process_measures(sz: Sizes) -> tuple[Measure, ...]:
                 _rss("CPU drain"),
             ),
             cpu,
+            applies=_ours,
+        ),
+        Measure(
+            "cpu_pool",
+            (
+                Row("threads", f"CPU drain {sz.cpu_jobs:,} x {sz.cpu_ms} ms, slot threads"),
+                Row("process", "CPU drain, --pool process (jobs/s)"),
+                Row("ratio", "CPU drain, --pool process / threads"),
+                _rss("CPU drain, pool"),
+            ),
+            cpu_pool,
             applies=_ours,
         ),
         Measure(

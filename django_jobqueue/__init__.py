@@ -57,7 +57,7 @@ from django_jobqueue.errors import (
 )
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.backoff import Backoff
-from django_jobqueue.rules.control import Pause, Permanent
+from django_jobqueue.rules.control import Pause, Permanent, SoftTimeLimitExceeded
 from django_jobqueue.signals import job_enqueued, job_finished, job_started
 from django_jobqueue.states import Outcome, Priority, Status
 
@@ -211,6 +211,7 @@ __all__ = [
     "RateLimited",
     "SettleError",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Status",
     "StepDivergence",
     "StepError",

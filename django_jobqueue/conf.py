@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "KIND_CONCURRENCY": {},
     "ASYNC_CONCURRENCY": 100,  # async def runs at once on a worker's event loop
     "PROCESSES": 1,  # worker processes per runworker: a positive int, or "auto" (CPUs)
+    "POOL": "thread",  # where a worker runs sync jobs: "thread" or "process" (a child each)
     "LEASE": timedelta(minutes=1),
     "POLL_INTERVAL": timedelta(seconds=5),
     "SHUTDOWN_TIMEOUT": timedelta(seconds=30),
@@ -141,6 +142,9 @@ class Settings:
     periodic: tuple[PeriodicEntry, ...] = ()
     #: Worker processes one ``runworker`` supervises (1: the worker runs in the command).
     processes: int = 1
+    #: Where a worker runs its sync jobs: ``thread`` (slot threads) or ``process`` (a
+    #: child process per slot, which a hard time limit or a terminate kills).
+    pool: str = "thread"
     #: ``async def`` runs one worker process awaits at once, on its event loop.
     async_concurrency: int = 100
     #: Days of per-minute run history kept (0: none sampled).
@@ -182,6 +186,7 @@ def validate(raw: Any) -> Settings:
         ),
         kind_concurrency=_kind_concurrency(values["KIND_CONCURRENCY"]),
         processes=_processes(values["PROCESSES"]),
+        pool=_choice("POOL", values["POOL"], POOLS),
         async_concurrency=_positive("ASYNC_CONCURRENCY", values["ASYNC_CONCURRENCY"]),
         lease=duration("LEASE", values["LEASE"], allow_zero=False),
         poll_interval=duration("POLL_INTERVAL", values["POLL_INTERVAL"], allow_zero=False),
@@ -259,6 +264,18 @@ def _positive(key: str, value: Any, *, allow_none: bool) -> int | None: ...
 
 def _positive(key: str, value: Any, *, allow_none: bool = False) -> int | None:
     return validation.positive_int(value, name=key, error=_error(key), allow_none=allow_none)
+
+
+# The worker pools a sync job can run on (``POOL``, ``runworker --pool``).
+POOLS = ("thread", "process")
+
+
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigurationError(
+            f"{key} must be one of {', '.join(map(repr, choices))}, got {value!r}", key=key
+        )
+    return str(value)
 
 
 def _processes(value: Any) -> int:

@@ -1,4 +1,4 @@
-"""The operator actions (requeue, cancel, run now, delete), bulk and on one job.
+"""The operator actions (requeue, cancel, terminate, run now, delete), bulk and on one job.
 
 Each action is a row of ``ACTIONS``: its permission, the storage layer's rule for which
 jobs it applies to (``store.*_refusal``) and the storage operation that does it. The
@@ -99,6 +99,19 @@ ACTIONS: dict[str, JobAction] = {
             "Pending jobs are cancelled at once. A claimed job's worker is asked to stop it: "
             "a cooperative job stops at its next check, and the job ends cancelled.",
             "cancel",
+        ),
+        JobAction(
+            "terminate",
+            "Terminate",
+            "Terminated",
+            "cancel_job",
+            lambda job, force: store.terminate_refusal(job),
+            lambda ids, who, force: store.terminate_many(job_ids=ids, actor=who),
+            "Pending jobs are cancelled at once. A claimed job is stopped now, not at its next "
+            "check: within a second its worker kills the run's process-pool child (or "
+            "cancels its coroutine, or abandons its thread) and the job ends cancelled, the "
+            "journal naming you and the means.",
+            "terminate",
         ),
         JobAction(
             "run_now",

@@ -135,6 +135,9 @@ class JobAdmin(ModelAdmin):
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return self._perm(request, "cancel_job")
 
+    def has_terminate_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "cancel_job")  # a stronger cancel: the same right
+
     def has_run_now_permission(self, request: HttpRequest) -> bool:
         return self._perm(request, "run_job_now")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.history import DeployMarker, RunHistoryCursor, RunMinute
-from django_jobqueue.models.jobs import Job, JournalEntry
+from django_jobqueue.models.jobs import Job, JournalEntry, TerminateRequest
 from django_jobqueue.models.records import StepRecord
 from django_jobqueue.models.runtime import (
     KindLimit,
@@ -51,6 +51,7 @@ __all__ = [
     "StepRecord",
     "StoredJSONField",
     "StreamItem",
+    "TerminateRequest",
     "WorkerHeartbeat",
     "Workflow",
     "WorkflowShape",

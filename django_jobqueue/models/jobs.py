@@ -244,3 +244,25 @@ class JournalEntry(models.Model):
     @classmethod
     def check(cls, **kwargs: Any) -> list[CheckMessage]:
         return without_replaced(super().check(**kwargs), kwargs.get("databases"))
+
+
+class TerminateRequest(models.Model):
+    """An operator's ``terminate`` of a claimed job: its worker stops the run now (its
+    process-pool child killed, its coroutine cancelled, its thread abandoned) and
+    settles it ``cancelled``, naming ``actor`` and how. One per job, for the run
+    numbered ``run_no``; the job's ``cancel_requested`` is set with it, so a run that
+    ends before its worker sees the request ends cancelled all the same."""
+
+    # No database constraint, as the journal: deleted with its job through the ORM.
+    job = models.OneToOneField(
+        Job, primary_key=True, on_delete=models.CASCADE, db_constraint=False, related_name="+"
+    )
+    run_no = models.PositiveIntegerField()
+    actor = models.CharField(max_length=255, blank=True, default="")
+    requested_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "terminate request"
+
+    def __str__(self) -> str:
+        return f"terminate {self.job_id} run {self.run_no}"

@@ -51,6 +51,12 @@ class RetryAfter(TaskSignal):
         super().__init__("no retry" if delay is None else f"retry in {delay}")
 
 
+class SoftTimeLimitExceeded(Exception):
+    """The run passed its task's ``soft_time_limit``: raised inside the task (on the
+    process pool, in its child process's main thread) so that it can clean up before
+    its ``time_limit`` kills the process. Not caught, it fails the run like any error."""
+
+
 class Parked(BaseException):
     """Ends a run whose job a sleep or a wait parked (its settlement already written).
 

@@ -27,6 +27,22 @@ class Policy:
     backoff_cap: timedelta
     backoff_jitter: float
     timeout: timedelta | None = None  # a run longer than this fails (None: no limit)
+    # The process pool's hard limit (the child is killed) and soft one (an exception
+    # raised in the task first); ``timeout`` is a hard limit there too.
+    time_limit: timedelta | None = None
+    soft_time_limit: timedelta | None = None
+
+    def hard_limit(self) -> tuple[timedelta, str] | None:
+        """The run's hard limit, the smaller of ``time_limit`` and ``timeout``, with its
+        option's name (None: neither is set). Every pool stops a run there, each by the
+        strongest means it has (a killed child, a cancelled coroutine, an abandoned
+        thread)."""
+        found = [
+            (value, name)
+            for value, name in ((self.time_limit, "time_limit"), (self.timeout, "timeout"))
+            if value is not None
+        ]
+        return min(found, key=lambda item: item[0]) if found else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,17 +223,36 @@ def failure(
     )
 
 
-def timed_out(run: Run, *, failure_count: int, policy: Policy, now: datetime) -> Settlement:
-    """A run that outlasted its task's timeout: a counted failure, like any other."""
+def timed_out(
+    run: Run,
+    *,
+    failure_count: int,
+    policy: Policy,
+    now: datetime,
+    means: str = "its thread abandoned and whatever it returns dropped",
+) -> Settlement:
+    """A run that outlasted its task's hard limit (``timeout`` or ``time_limit``): a
+    counted failure, like any other, whose note names the limit and how the run was
+    stopped (``means``)."""
+    limit, name = policy.hard_limit() or (policy.timeout, "timeout")
     return failure(
-        replace(run, duration=policy.timeout),
+        replace(run, duration=limit),
         failure_count=failure_count,
         policy=policy,
         now=now,
-        note=(
-            f"timed out after {policy.timeout} (the task's timeout): the run was given up, "
-            "its thread abandoned and whatever it returns dropped"
-        ),
+        note=f"timed out after {limit} (the task's {name}): the run was given up, {means}",
+    )
+
+
+def terminated(run: Run, *, actor: str, means: str) -> Settlement:
+    """A run an operator terminated: its job ends cancelled now, no failure counted, the
+    note naming who asked and how the run was stopped (``means``)."""
+    who = f" by {actor}" if actor else ""
+    return _ending(
+        run,
+        outcome=Outcome.CANCELLED,
+        status=Status.CANCELLED,
+        note=f"terminated{who}: the run was stopped, {means}",
     )
 
 

@@ -16,15 +16,17 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from django_jobqueue import signals, store, tracing, validation
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
-from django_jobqueue.rules.lifecycle import NOTE_LIMIT, Policy, Settlement
+from django_jobqueue.rules.lifecycle import NOTE_LIMIT, Policy, Settlement, failure
 from django_jobqueue.run import announce, transactional
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
@@ -34,6 +36,7 @@ from django_jobqueue.run.executor import (
     error_text,
     execute,
     failed_outright,
+    run_of,
 )
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import Claimed
@@ -167,6 +170,22 @@ class Pipeline:
         if result.settled or result.lost:  # parked by a durable sleep or wait, or lost
             return Ended(result, None)
         return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
+
+    def died(self, job: Claimed, *, note: str) -> Ended:
+        """A run whose process died under it (a process-pool child killed, out of
+        memory, crashed): ended as a stale recovery ends a run after its lease, a
+        counted failure journalled ``stale-recovered``, at once; ``note`` names why."""
+        now = timezone.now()
+        run = run_of(job, worker=self.worker_id, started_at=now, duration=timedelta(0))
+        settlement = failure(
+            run,
+            failure_count=job.failure_count,
+            policy=self.policy(job.kind),
+            now=now,
+            note=note,
+            outcome=Outcome.STALE_RECOVERED,
+        )
+        return Ended(failed_outright(job, RuntimeError(note), note=note), settlement)
 
     def to_write(self, ended: Ended) -> Settlement | None:
         """The settlement left to write for a run, or None after reporting a run that

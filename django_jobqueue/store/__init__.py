@@ -85,6 +85,7 @@ from django_jobqueue.store.settling import (
     extend_leases,
     next_wakeup,
     recover_expired,
+    recover_lost,
     settle,
     write_progress,
 )
@@ -103,7 +104,13 @@ from django_jobqueue.store.tables import (
     queue_tables,
     table_health,
 )
-from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, register_worker
+from django_jobqueue.store.terminating import (
+    terminate,
+    terminate_many,
+    terminate_refusal,
+    terminate_requested,
+)
+from django_jobqueue.store.workers import WORKER_PRUNE_AFTER, beat, mark_gone, register_worker
 
 __all__ = [
     "COUNT_CAP",
@@ -167,6 +174,7 @@ __all__ = [
     "key_loads",
     "last_jobs",
     "limit_overrides",
+    "mark_gone",
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
@@ -182,6 +190,7 @@ __all__ = [
     "read_history",
     "record_tick",
     "recover_expired",
+    "recover_lost",
     "register_worker",
     "requeue",
     "requeue_many",
@@ -204,6 +213,10 @@ __all__ = [
     "step_records",
     "table_health",
     "take_tokens",
+    "terminate",
+    "terminate_many",
+    "terminate_refusal",
+    "terminate_requested",
     "throughput",
     "tick_key",
     "unserved_kinds",

@@ -383,12 +383,14 @@ def delete_refusal(job: Job) -> str | None:
 
 
 def acts_on(action: str, *, force: bool = False, now: datetime) -> Q:
-    """The jobs ``action`` (cancel, requeue, run_now, delete) may change, as a filter:
+    """The jobs ``action`` (cancel, terminate, requeue, run_now, delete) may change, as a filter:
     the ``*_refusal`` rules above in the database's terms, so that an operator acting on
     a whole filter's jobs is told how many match without reading them (a test holds the
     two forms to agree)."""
     if action == "cancel":
         return Q(status__in=CANCELLABLE) | Q(status=Status.CLAIMED, cancel_requested=False)
+    if action == "terminate":
+        return Q(status__in=[*CANCELLABLE, Status.CLAIMED])
     if action == "requeue":
         finished = Q(status__in=[Status.DEAD, Status.CANCELLED])
         return finished | Q(status=Status.COMPLETED, workflow__isnull=True) if force else finished
@@ -396,7 +398,9 @@ def acts_on(action: str, *, force: bool = False, now: datetime) -> Q:
         return Q(status=Status.PENDING, visible_at__gt=now)
     if action == "delete":
         return ~Q(status__in=UNFINISHED)
-    raise ValueError(f"No operator action {action!r}: cancel, requeue, run_now or delete")
+    raise ValueError(
+        f"No operator action {action!r}: cancel, terminate, requeue, run_now or delete"
+    )
 
 
 def _locked(job_id: uuid.UUID | str) -> Job:

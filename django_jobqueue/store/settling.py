@@ -185,7 +185,6 @@ def recover_expired(
     the work) until a batch comes back short; each batch is settled through ``apply``
     as if the lost worker had failed its run. Returns how many were recovered.
     """
-    policy_of = policy_for or (lambda kind: conf.get().policy())
     d = sql.dialect()
     total = 0
     while True:
@@ -193,44 +192,85 @@ def recover_expired(
         # The usual answer is none, found without opening a transaction.
         if not d.run(_ANY_EXPIRED, [d.dt(now_)]):
             return total
-        with transaction.atomic(using=sql.alias()):
-            expired = d.skipping_locked(Fragment(_EXPIRED, [d.dt(now_), batch_size]))
-            rows = d.run(*expired.statement())
-            settlements = [
-                failure(
-                    Run(
-                        job_id=d.read_uuid(job_id),
-                        kind=kind,
-                        run_no=run_no,
-                        worker=claimed_by,
-                        step=workflow_id is not None,
-                    ),
-                    failure_count=failure_count,
-                    policy=policy_of(kind),
-                    now=now_,
-                    note=(
-                        f"lease expired at {d.read_dt(expired):%Y-%m-%d %H:%M:%S%z} "
-                        f"(worker {claimed_by} gone)"
-                    ),
-                    outcome=Outcome.STALE_RECOVERED,
-                )
-                for job_id, kind, claimed_by, expired, run_no, failure_count, workflow_id in rows
-            ]
-            apply(settlements, now=now_)
-        total += len(rows)
-        for s in settlements:
-            logger.info("recovered job=%s kind=%s outcome=%s", s.job_id, s.kind, s.outcome)
-        if len(rows) < batch_size:
+        found = _recover(
+            Fragment(_EXPIRED, [d.dt(now_), batch_size]),
+            policy_for=policy_for,
+            now=now_,
+            why=lambda claimed_by, expired: (
+                f"lease expired at {d.read_dt(expired):%Y-%m-%d %H:%M:%S%z} "
+                f"(worker {claimed_by} gone)"
+            ),
+        )
+        total += found
+        if found < batch_size:
             return total
 
 
+def recover_lost(
+    *,
+    worker_id: str,
+    cause: str,
+    policy_for: Callable[[str], Policy] | None = None,
+    now: datetime | None = None,
+) -> int:
+    """Return the jobs a worker known to be dead still holds to pending now, without
+    waiting out their leases: its supervisor saw it die (``cause`` says how, e.g.
+    "killed by SIGKILL"). The same guarded settlement as a stale recovery (journalled
+    ``stale-recovered``, a failure counted), so a run that somehow still settles is
+    refused. Rows locked by a transaction still open are left to their lease."""
+    return _recover(
+        Fragment(_HELD_BY, [worker_id]),
+        policy_for=policy_for,
+        now=now or timezone.now(),
+        why=lambda claimed_by, expired: f"worker {claimed_by} {cause}: recovered at once",
+    )
+
+
+def _recover(
+    select: Fragment,
+    *,
+    policy_for: Callable[[str], Policy] | None,
+    now: datetime,
+    why: Callable[[str, Any], str],
+) -> int:
+    """Settle the claimed rows ``select`` reads (locking them, skipping locked ones) as
+    runs their lost worker failed: ``why(claimed_by, claim_expires_at)`` is each note."""
+    policy_of = policy_for or (lambda kind: conf.get().policy())
+    d = sql.dialect()
+    with transaction.atomic(using=sql.alias()):
+        rows = d.run(*d.skipping_locked(select).statement())
+        settlements = [
+            failure(
+                Run(
+                    job_id=d.read_uuid(job_id),
+                    kind=kind,
+                    run_no=run_no,
+                    worker=claimed_by,
+                    step=workflow_id is not None,
+                ),
+                failure_count=failure_count,
+                policy=policy_of(kind),
+                now=now,
+                note=why(claimed_by, expired),
+                outcome=Outcome.STALE_RECOVERED,
+            )
+            for job_id, kind, claimed_by, expired, run_no, failure_count, workflow_id in rows
+        ]
+        apply(settlements, now=now)
+    for s in settlements:
+        logger.info("recovered job=%s kind=%s outcome=%s", s.job_id, s.kind, s.outcome)
+    return len(rows)
+
+
+_COLUMNS = "SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count, workflow_id"
 # Expired leases, oldest first, by the partial lease index.
 _ANY_EXPIRED = f"SELECT 1 FROM {sql.JOB} WHERE status = 'claimed' AND claim_expires_at < %s LIMIT 1"
 _EXPIRED = (
-    "SELECT id, kind, claimed_by, claim_expires_at, run_count, failure_count, workflow_id"
-    f" FROM {sql.JOB}"
+    f"{_COLUMNS} FROM {sql.JOB}"
     " WHERE status = 'claimed' AND claim_expires_at < %s ORDER BY claim_expires_at LIMIT %s"
 )
+# The claims one worker holds (the claimed rows, by the partial lease index).
+_HELD_BY = f"{_COLUMNS} FROM {sql.JOB} WHERE status = 'claimed' AND claimed_by = %s"
 
 
 def _held(worker_id: str, runs: Mapping[uuid.UUID, int]) -> Any:

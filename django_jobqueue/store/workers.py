@@ -49,3 +49,14 @@ def beat(*, worker_id: str, jobs_done: int, stopped: bool = False) -> None:
     if stopped:
         fields["stopped_at"] = now
     WorkerHeartbeat.objects.using(sql.alias()).filter(id=worker_id).update(**fields)
+
+
+def mark_gone(*, pid: int, host: str) -> int:
+    """Mark the worker process ``pid`` on ``host`` stopped now, as its supervisor saw it
+    die: the registry shows it gone at once, not when its heartbeat goes stale. Returns
+    how many rows it marked (its rows still listed as running)."""
+    now = timezone.now()
+    rows = WorkerHeartbeat.objects.using(sql.alias()).filter(
+        host=host, pid=pid, stopped_at__isnull=True
+    )
+    return int(rows.update(stopped_at=now, last_seen_at=now))

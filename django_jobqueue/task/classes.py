@@ -61,6 +61,7 @@ class ClassTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(cls.run),
             **{name: getattr(cls, name) for name in ("key", *KEY_LIMITS)},
         )
+        self._set_time_limits(cls.time_limit, cls.soft_time_limit)
         self.cls = self.written_as = cls
 
     def instance(self, payload: dict[str, Any]) -> Task:
@@ -104,6 +105,8 @@ class Task:
     max_failures: ClassVar[Any] = UNSET
     lease: ClassVar[timedelta | None] = None
     timeout: ClassVar[timedelta | None] = None
+    time_limit: ClassVar[timedelta | float | None] = None
+    soft_time_limit: ClassVar[timedelta | float | None] = None
     backoff: ClassVar[Backoff | None] = None
     max_in_flight: ClassVar[int | None] = None
     rate_limit: ClassVar[str | None] = None

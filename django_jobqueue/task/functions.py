@@ -56,6 +56,8 @@ class FunctionTask(TaskDef):
         lease: timedelta | None = None,
         backoff: Backoff | None = None,
         timeout: timedelta | None = None,
+        time_limit: timedelta | float | None = None,
+        soft_time_limit: timedelta | float | None = None,
         takes_context: bool = False,
         max_in_flight: int | None = None,
         rate_limit: str | None = None,
@@ -78,6 +80,7 @@ class FunctionTask(TaskDef):
             asynchronous=inspect.iscoroutinefunction(func),
             **keyed,
         )
+        self._set_time_limits(time_limit, soft_time_limit)
         self.func = self.written_as = func
         self.takes_context = takes_context
         signature = inspect.signature(func)
@@ -260,6 +263,8 @@ def task(
     lease: timedelta | None = ...,
     backoff: Backoff | None = ...,
     timeout: timedelta | None = ...,
+    time_limit: timedelta | float | None = ...,
+    soft_time_limit: timedelta | float | None = ...,
     takes_context: bool = ...,
     max_in_flight: int | None = ...,
     rate_limit: str | None = ...,

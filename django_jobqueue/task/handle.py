@@ -108,6 +108,15 @@ class JobHandle:
         limit; 0: only what is there). ``JobNotFound`` if the job is gone."""
         return Stream(self.id, after=after, timeout=timeout)
 
+    def terminate(self, *, actor: str = "") -> JobHandle:
+        """Stop this job now: a pending (or waiting) one is cancelled; a claimed one's
+        worker stops its run within a second by the strongest means its pool has (its
+        process-pool child killed, its coroutine cancelled, its thread abandoned) and
+        settles it ``cancelled``, the journal naming ``actor`` and the means. Raises
+        ``InvalidTransition`` for a completed or dead job."""
+        self._job = store.terminate(job_id=self.id, actor=actor)
+        return self
+
     def journal(self) -> list[JournalEntry]:
         return store.journal(job_id=self.id)
 

@@ -72,6 +72,11 @@ class TaskDef:
     timeout: timedelta | None
     atomic: bool
     origin: str
+    # The process pool's limits (``runworker --pool process``): past ``time_limit`` the
+    # run's child process is killed; at ``soft_time_limit`` SoftTimeLimitExceeded is
+    # raised inside the task first.
+    time_limit: timedelta | None = None
+    soft_time_limit: timedelta | None = None
     # Global limits the task asks for (JOBQUEUE["LIMITS"] and run-time limits win).
     max_in_flight: int | None = None
     rate_limit: Rate | None = None
@@ -145,6 +150,22 @@ class TaskDef:
         # An ``async def`` task: the worker awaits ``call`` on its event loop.
         self.asynchronous = asynchronous
 
+    def _set_time_limits(
+        self, hard: timedelta | float | None, soft: timedelta | float | None
+    ) -> None:
+        """``time_limit`` and ``soft_time_limit`` (after ``_set_options``): each None or a
+        positive duration (seconds or a timedelta), the soft one below the hard one (at
+        or past it, it would never be raised)."""
+        kind = self.kind
+        hard_limit = _duration(hard, kind=kind, option="time_limit")
+        soft_limit = _duration(soft, kind=kind, option="soft_time_limit")
+        if hard_limit is not None and soft_limit is not None and soft_limit >= hard_limit:
+            raise _option_error(kind)("soft_time_limit")(
+                f"{kind}: soft_time_limit ({soft_limit}) must be below time_limit "
+                f"({hard_limit}): the run's child is killed at the hard limit"
+            )
+        self.time_limit, self.soft_time_limit = hard_limit, soft_limit
+
     def _set_keyed(self, kind: str, keyed: dict[str, Any]) -> None:
         """The per-key options: ``key`` a callable of the task's arguments (or None), the
         limits per key checked as their ``JOBQUEUE["LIMITS"]`` entries are."""
@@ -200,6 +221,8 @@ class TaskDef:
             max_failures=default.max_failures if self.max_failures is UNSET else self.max_failures,
             lease=self.lease or default.lease,
             timeout=self.timeout,
+            time_limit=self.time_limit,
+            soft_time_limit=self.soft_time_limit,
             backoff_base=default.backoff_base if backoff.base is None else backoff.base,
             backoff_cap=default.backoff_cap if backoff.cap is None else backoff.cap,
         )
@@ -214,8 +237,8 @@ def _option_error(kind: str) -> Callable[[str], Callable[[str], InvalidOption]]:
     return error
 
 
-def _duration(value: timedelta | None, *, kind: str, option: str) -> timedelta | None:
-    """A lease or timeout: None (the default) or a positive duration."""
+def _duration(value: timedelta | float | None, *, kind: str, option: str) -> timedelta | None:
+    """A lease, timeout or time limit: None (the default) or a positive duration."""
     if value is None:
         return None
     return validation.duration(

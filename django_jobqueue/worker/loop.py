@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from django_jobqueue import conf, store
 from django_jobqueue.formatting import plural
-from django_jobqueue.rules.lifecycle import Settlement, timed_out
+from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
@@ -63,8 +63,12 @@ class Worker(Turns):
         poll_interval: float | None = None,
         worker_id: str | None = None,
         timings: Timings | None = None,
+        pool: str | None = None,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: int | None = None,
     ) -> None:
         settings = conf.get()
+        self.pool = startup.pool(pool, settings)
         self.alias = settings.database
         self.queues = list(queues or [])
         self.kinds = startup.known_kinds(kinds)
@@ -94,7 +98,7 @@ class Worker(Turns):
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pipe = Pipeline(self.worker_id, self.alias, settings.max_output_bytes)
-        self._pools = self._make_pools()
+        self._pools = self._make_pools(max_tasks_per_child, max_memory_per_child)
         self._atomic_kinds = {d.kind for d in registry if d.atomic}
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
@@ -102,12 +106,13 @@ class Worker(Turns):
         self._listener = Listener(settings.listen_database, self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
-        self.processed = 0
-        self.claimed = 0
+        self.processed = self.claimed = 0
         self._signals = 0
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
 
-    def _make_pools(self) -> Pools:
+    def _make_pools(
+        self, max_tasks_per_child: int | None, max_memory_per_child: int | None
+    ) -> Pools:
         return Pools(
             pipe=self._pipe,
             on_result=self._wake.set,
@@ -115,6 +120,9 @@ class Worker(Turns):
             async_concurrency=self.async_concurrency,
             kinds=self.kinds,
             async_kinds={d.kind for d in registry if d.asynchronous},
+            process=self.pool == "process",
+            max_tasks_per_child=max_tasks_per_child,
+            max_memory_per_child=max_memory_per_child,
         )
 
     def _services(self, timings: Timings, settings: conf.Settings) -> Maintenance:
@@ -134,6 +142,7 @@ class Worker(Turns):
             worker_id=self.worker_id,
             heartbeat_id=self.heartbeat_id,
             on_timeout=self._timed_out,
+            on_terminate=self._terminated,
             jobs_done=lambda: self.processed,
         )
 
@@ -175,14 +184,21 @@ class Worker(Turns):
     def run(self) -> int:
         """Run until stopped; returns how many jobs this worker settled."""
         logger.info(
-            "worker %s starting: concurrency=%d queues=%s kinds=%d caps=%s",
+            "worker %s starting: concurrency=%d pool=%s queues=%s kinds=%d caps=%s",
             self.worker_id,
             self.concurrency,
+            self.pool,
             self.queues or "all",
             len(self.kinds),
             self.caps,
         )
         startup.warn_at_start(self.kinds, self.queues)
+        if ignored := startup.soft_limits_ignored(self.kinds, self.pool):
+            logger.warning(
+                "soft_time_limit of %s: raised only on the process pool (--pool process); "
+                "this worker runs them on threads, where only the hard limit applies",
+                ", ".join(ignored),
+            )
         self._register()
         self._listener.start()
         self._pools.start()
@@ -279,14 +295,13 @@ class Worker(Turns):
 
     def _dispatch(self, job: Claimed) -> None:
         policy = self._pipe.policy(job.kind)
+        limit = None if self._pools.limited_from_start(job.kind) else policy.hard_limit()
         running = Running(
             job=job,
             ctx=self._pipe.context(job),
             lease=policy.lease,
             expires_at=job.claim_expires_at,
-            deadline=(
-                time.monotonic() + policy.timeout.total_seconds() if policy.timeout else None
-            ),
+            deadline=time.monotonic() + limit[0].total_seconds() if limit else None,
             warn_at=(
                 time.monotonic() + self._atomic_warn_after.total_seconds()
                 if self._atomic_warn_after is not None and job.kind in self._atomic_kinds
@@ -300,19 +315,21 @@ class Worker(Turns):
         self._pools.submit(running)
 
     def _timed_out(self, running: Running) -> None:
-        """Give up on a run past its timeout: settle it as a failed run now; its thread is
-        abandoned (and replaced), whatever it returns dropped."""
+        """Give up on a run past its hard limit: settle it as a failed run now, stopped by
+        its pool's strongest means (its child killed, its coroutine cancelled, its thread
+        abandoned and replaced), whatever it returns dropped."""
         job = running.job
         policy = self._pipe.policy(job.kind)
         del self._running[job.id]
         running.ctx.cancelled.set()
-        self._pools.abandon(running)
+        means = self._pools.abandon(running)
         logger.warning(
-            "job=%s kind=%s run=%d timed out after %s: run abandoned",
+            "job=%s kind=%s run=%d timed out after %s: %s",
             job.id,
             job.kind,
             job.run_count,
-            policy.timeout,
+            (policy.hard_limit() or (policy.timeout, ""))[0],
+            means,
         )
         self._unsettled.append(
             timed_out(
@@ -320,8 +337,30 @@ class Worker(Turns):
                 failure_count=job.failure_count,
                 policy=policy,
                 now=timezone.now(),
+                means=means,
             )
         )
+
+    def _terminated(self, running: Running, actor: str) -> None:
+        """Stop a run an operator terminated, by its pool's strongest means, and settle
+        it cancelled now, the journal naming the operator and the means."""
+        job = running.job
+        del self._running[job.id]
+        running.ctx.cancelled.set()
+        means = self._pools.abandon(running)
+        logger.warning(
+            "job=%s kind=%s run=%d terminated by %s: %s",
+            job.id,
+            job.kind,
+            job.run_count,
+            actor or "an operator",
+            means,
+        )
+        now = timezone.now()
+        began = running.started_at
+        took = None if began is None else now - began
+        run = run_of(job, worker=self.worker_id, started_at=began, duration=took)
+        self._unsettled.append(terminated(run, actor=actor, means=means))
 
     # --- settling ---------------------------------------------------------------------------
 

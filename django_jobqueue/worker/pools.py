@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
 from django_jobqueue.run.pipeline import Ended, Pipeline
 from django_jobqueue.worker.eventloop import DB_THREADS, EventLoop
+from django_jobqueue.worker.procpool import ProcessSlots
 from django_jobqueue.worker.services.base import Running
 from django_jobqueue.worker.sizing import Sizing
 from django_jobqueue.worker.slots import Slots
@@ -33,13 +34,26 @@ class Pools:
         async_concurrency: int,
         kinds: Sequence[str],
         async_kinds: Collection[str],
+        process: bool = False,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: int | None = None,
     ) -> None:
         self.concurrency = concurrency
         self.async_concurrency = async_concurrency
         self.async_kinds = frozenset(k for k in kinds if k in async_kinds)
         self.sync_kinds = [k for k in kinds if k not in self.async_kinds]
         self.all_kinds = list(kinds)
-        self.slots = Slots(run=pipe.run_one, on_result=on_result)
+        # The process pool's slot threads each run their jobs in a child process.
+        self.slots = (
+            ProcessSlots(
+                pipe=pipe,
+                on_result=on_result,
+                max_tasks=max_tasks_per_child,
+                max_memory_mib=max_memory_per_child,
+            )
+            if process
+            else Slots(run=pipe.run_one, on_result=on_result)
+        )
         # The slot threads' claim buffer, and the event loop's, sized by what each measures.
         self.sizing = Sizing()
         self.loop_sizing = Sizing()
@@ -64,18 +78,25 @@ class Pools:
         if self.loop is not None:
             self.loop.stop()
 
+    def limited_from_start(self, kind: str) -> bool:
+        """Whether a run of ``kind`` has its hard limit counted from when it starts in its
+        child (the process pool's, told by the child) rather than from its dispatch."""
+        return isinstance(self.slots, ProcessSlots) and kind not in self.async_kinds
+
     def submit(self, running: Running) -> None:
         if self.loop is not None and running.job.kind in self.async_kinds:
             self.loop.submit(running)
         else:
             self.slots.submit(running)
 
-    def abandon(self, running: Running) -> None:
-        """Give up on a run at its timeout: a thread is replaced, a coroutine cancelled."""
+    def abandon(self, running: Running) -> str:
+        """Give up on a run (its hard limit, a terminate) by the strongest means its pool
+        has: a child process killed, a coroutine cancelled, a thread replaced. Returns
+        which, in words, for its journal note."""
         if self.loop is not None and running.job.kind in self.async_kinds:
             self.loop.abandon(running)
-        else:
-            self.slots.abandon(running)
+            return "its coroutine cancelled"
+        return self.slots.abandon(running)
 
     def results(self) -> Iterator[Ended]:
         if self.loop is None:

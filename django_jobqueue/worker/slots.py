@@ -103,16 +103,18 @@ class Slots:
         """The runs that ended since the last call (never blocks)."""
         return drained(self._outbox)
 
-    def abandon(self, running: Running) -> None:
+    def abandon(self, running: Running) -> str:
         """Give up on a run: its thread is replaced now and exits once the run returns;
-        one no thread has started yet is skipped instead, and never runs."""
+        one no thread has started yet is skipped instead, and never runs. Returns how,
+        in words, for its journal note."""
         key = (running.job.id, running.job.run_count)
         with self._lock:
             if self._queued.pop(key, None) is not None:
                 self._skip.add(key)
-                return
+                return "before it started"
             self._abandoned.add(key)
         self.start(1)
+        return "its thread abandoned and whatever it returns dropped"
 
     def stop(self) -> None:
         """Tell every thread to exit once it is idle."""

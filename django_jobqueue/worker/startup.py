@@ -46,6 +46,24 @@ def concurrency(given: int | None, settings: conf.Settings, *, name: str = "conc
     return validation.positive_int(given, name=name, error=ValueError)
 
 
+def pool(given: str | None, settings: conf.Settings) -> str:
+    """Where a worker runs its sync jobs: ``thread`` or ``process`` (the setting's
+    ``POOL`` unless given)."""
+    value = settings.pool if given is None else given
+    if value not in conf.POOLS:
+        raise ValueError(f"pool must be one of {', '.join(conf.POOLS)}, got {value!r}")
+    return value
+
+
+def soft_limits_ignored(kinds: Sequence[str], pool: str) -> list[str]:
+    """The kinds whose ``soft_time_limit`` this worker cannot raise (only the process
+    pool can raise an exception inside a running task): said at start, not silently
+    skipped."""
+    if pool == "process":
+        return []
+    return [k for k in kinds if (d := registry.find(k)) is not None and d.soft_time_limit]
+
+
 def seconds(name: str, default: timedelta, given: float | None, *, allow_zero: bool) -> float:
     """A worker option in seconds (the setting's value unless given), checked."""
     value = default if given is None else given
@@ -115,6 +133,7 @@ def services(
     worker_id: str,
     heartbeat_id: str,
     on_timeout: Callable[[Running], None],
+    on_terminate: Callable[[Running, str], None],
     jobs_done: Callable[[], int],
 ) -> Maintenance:
     """Every maintenance service a worker runs, in the order they run each turn."""
@@ -122,7 +141,7 @@ def services(
         limits,
         recovery,
         LeaseExtension(db, interval=timings.lease_check, worker_id=worker_id, running=running),
-        CancelChecks(db, interval=timings.cancel_check, running=running),
+        CancelChecks(db, interval=timings.cancel_check, running=running, on_terminate=on_terminate),
         ProgressWrites(db, interval=timings.progress, worker_id=worker_id, running=running),
         Timeouts(
             interval=timings.timeout_check,

@@ -13,9 +13,14 @@ A child that is alive but no longer answers (stopped by SIGSTOP, or frozen so th
 even its watcher thread runs) is not dead to ``poll()``: each child pings its parent
 through a pipe every ``PING_INTERVAL``, and one silent for its ``liveness`` bound is
 killed and replaced like a crashed one. The bound is a third of the lease: a child
-silent that long has missed the lease renewal it owed its jobs, which other workers
-then recover when the lease runs out (the parent holds no database connection, so it
-does not recover them itself).
+silent that long has missed the lease renewal it owed its jobs.
+
+A child that dies (a crash, a kill, the liveness bound) is a death the parent knows of
+at once: ``on_death`` (``recover_at_once`` under ``runworker``) sends the jobs it held
+back to pending within a second, as a stale recovery would after their leases
+(guarded: a run of the dead child that somehow still settles is refused), and marks
+its registry row stopped. That is the only time the parent opens a database
+connection, on a thread of its own, closed again at once.
 
 The child's side is here too (``Supervised``): its signals, and a watcher thread that
 stops it gracefully when its memory passes the bound or its parent is gone.
@@ -28,6 +33,7 @@ import logging
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -130,6 +136,9 @@ class Supervisor:
     _crashes: dict[int, int] = field(default_factory=dict)
     _due: dict[int, float] = field(default_factory=dict)  # slot -> when to restart it
     _signals: int = 0
+    # Called (on a thread of its own) with a child's pid and why it died, for each child
+    # that ended other than by a graceful stop or a recycle.
+    on_death: Callable[[int, str], None] | None = None
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -212,6 +221,13 @@ class Supervisor:
             if code == EXIT_STOPPED and self.burst:
                 logger.info("worker process %d (pid %d) done", slot, child.pid)
                 continue
+            if code != EXIT_STOPPED and code not in RECYCLED and self.on_death is not None:
+                threading.Thread(
+                    target=self.on_death,
+                    args=(child.pid, reason(code)),
+                    name="jobqueue-recover",
+                    daemon=True,
+                ).start()
             self._schedule(child, code)
 
     def _schedule(self, child: Child, code: int) -> None:
@@ -286,6 +302,29 @@ def _spawn(argv: Sequence[str], ping_fd: int) -> subprocess.Popen[bytes]:
         close_fds=True,
         pass_fds=(ping_fd,),
     )
+
+
+def recover_at_once(pid: int, cause: str) -> None:
+    """A supervised worker process died (``cause``): recover the jobs it held now and
+    mark its registry row stopped, on a connection closed again at once. A failure is
+    logged, never raised: the jobs then come back when their leases run out."""
+    from django.db import connections
+
+    from django_jobqueue import conf, store
+    from django_jobqueue.task.registry import policy_for
+
+    host = socket.gethostname()
+    try:
+        found = store.recover_lost(worker_id=f"{host}:{pid}", cause=cause, policy_for=policy_for)
+        store.mark_gone(pid=pid, host=host)
+    except Exception:
+        logger.exception(
+            "could not recover the jobs of worker process %d: left to their leases", pid
+        )
+        return
+    finally:
+        connections[conf.get().database].close()
+    logger.warning("worker process %d %s: %d of its jobs recovered at once", pid, cause, found)
 
 
 def current_rss_mib() -> float:

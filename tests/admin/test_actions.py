@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.models import Job, JournalEntry, TerminateRequest
 from tests.admin.conftest import OPERATOR_PERMS, jobs_in_every_state, make_user
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -25,12 +25,15 @@ CHANGELIST = "/admin/django_jobqueue/job/"
 CHANGES = {
     "requeue": {"dead", "cancelled"},
     "cancel": {"pending", "scheduled", "claimed"},
+    # A claimed job already asked to stop ("stopping") can still be stopped now.
+    "terminate": {"pending", "scheduled", "claimed", "stopping"},
     "run_now": {"scheduled"},
     "delete_selected": {"completed", "dead", "cancelled"},
 }
 PERMISSION = {
     "requeue": "requeue_job",
     "cancel": "cancel_job",
+    "terminate": "cancel_job",
     "run_now": "run_job_now",
     "delete_selected": "delete_job",
 }
@@ -58,8 +61,10 @@ def check_changed(action: str, before: dict[str, Job], *, force: bool = False) -
             assert after.status == "pending", name
         elif action == "run_now":
             assert after.visible_at <= now, name
-        elif name == "claimed":
+        elif name in ("claimed", "stopping"):
             assert after.cancel_requested, name
+            asked = TerminateRequest.objects.filter(job_id=job.id, run_no=job.run_count)
+            assert asked.exists() == (action == "terminate"), name
         else:
             assert after.status == "cancelled", name
 

@@ -88,6 +88,9 @@ class Plan:
     # supervisor, a SIGKILL hits one of its worker processes (which it replaces) and a
     # SIGTERM the supervisor (which stops all of its own).
     processes: int = 1
+    # Where each worker runs its jobs (``--pool``): on ``process``, a child process per
+    # slot; a SIGKILL of the worker ends its children with it.
+    pool: str = "thread"
 
     @property
     def kind(self) -> str:
@@ -130,7 +133,8 @@ class Report:
             extra = []
         lines = [
             f"chaos campaign{' (atomic task)' if p.atomic else ''}: {p.jobs} jobs,"
-            f" {p.workers} workers x {p.processes} processes x {p.concurrency} slots,"
+            f" {p.workers} workers x {p.processes} processes x {p.concurrency} slots"
+            f" ({p.pool} pool),"
             f" {t.seconds:.1f} s",
             f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
             f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
@@ -171,6 +175,7 @@ class Campaign:
             "--poll-interval",
             "1",
             *(["--processes", str(p.processes)] if p.processes > 1 else []),
+            *(["--pool", p.pool] if p.pool != "thread" else []),
         ]
 
     def start_worker(self) -> None:
@@ -434,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--processes", type=int, default=1, help="worker processes per runworker (supervised)"
     )
+    parser.add_argument(
+        "--pool", choices=("thread", "process"), default="thread", help="runworker --pool"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument(
@@ -449,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         cuts=half if options.cuts is None else options.cuts,
         concurrency=options.concurrency,
         processes=options.processes,
+        pool=options.pool,
         seed=options.seed,
         timeout=options.timeout,
         atomic=options.atomic,

@@ -50,13 +50,17 @@ def test_chaos_campaign_with_supervised_workers_loses_nothing(runworker: WorkerP
 
 @postgres_only
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("pool", ["thread", "process"])
 def test_atomic_task_effects_happen_exactly_once_through_kills_and_cuts(
-    runworker: WorkerProcesses,
+    runworker: WorkerProcesses, pool: str
 ) -> None:
     """Issue 12's campaign: an atomic task writes one row per run in its run's transaction,
     into a table with no unique constraint; runs are repeated (killed, cut, released),
-    their effects are not."""
-    plan = Plan(jobs=JOBS, workers=4, kills=KILLS, stops=STOPS // 2, cuts=CUTS, atomic=True)
+    their effects are not. On the process pool too (issue 32): each run in a child of
+    its worker, which dies with it; the atomic settlement is the child's."""
+    plan = Plan(
+        jobs=JOBS, workers=4, kills=KILLS, stops=STOPS // 2, cuts=CUTS, atomic=True, pool=pool
+    )
     report = Campaign(plan, runworker).run()
     print(report.text())
 

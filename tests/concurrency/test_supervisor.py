@@ -118,6 +118,42 @@ def test_a_sigkilled_child_is_replaced_and_its_job_recovered(supervisors: Worker
     assert sup.alive()
 
 
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_sigkilled_child_has_its_jobs_back_at_once_and_is_listed_gone(
+    supervisors: WorkerProcesses, pool: str
+) -> None:
+    """With a 5-minute lease, only the supervisor's recovery at once brings the job back
+    within 2 s; on the process pool, the killed worker's pool child exits with it, so
+    the job's next run never overlaps the first."""
+    sup = supervisors.start("--processes", "2", "--concurrency", "1", "--pool", pool)
+    first = children_of(sup, 2)
+    handle = tasks.long_lease_sleep.enqueue(seconds=600)
+    run = wait_for(lambda: Execution.objects.filter(job_id=handle.id).first(), 60)
+    victim = run.pid if pool == "thread" else _parent(run.pid)
+    assert victim in first
+
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    # Its journal, not its status, says when it came back: the tests' backoff is 0, so
+    # the other worker process may claim it again at once.
+    recovered = wait_for(
+        lambda: JournalEntry.objects.filter(job_id=handle.id, outcome="stale-recovered").first(),
+        timeout=2,
+    )
+    assert recovered.run_no == 1
+    assert "killed by SIGKILL" in recovered.note, recovered.note
+    wait_for(
+        lambda: WorkerHeartbeat.objects.filter(pid=victim, stopped_at__isnull=False).exists(),
+        timeout=2,
+    )
+    wait_for(lambda: _parent(run.pid) is None, timeout=10)  # the run's process is gone
+    again = wait_for(lambda: Execution.objects.filter(job_id=handle.id, run_no=2).first(), 60)
+    assert again.pid != run.pid
+    assert again.started_at > run.started_at
+    assert Job.objects.get(id=handle.id).failure_count == 1
+    assert sup.alive()
+
+
 def test_children_recycled_after_their_quota_lose_no_job_and_run_none_twice(
     supervisors: WorkerProcesses,
 ) -> None:

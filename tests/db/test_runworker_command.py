@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--processes", "257"], "--processes: must be at most 256 or auto"),
         (["--max-jobs-per-child", "0"], "--max-jobs-per-child: must be a positive integer"),
         (["--max-memory-per-child", "lots"], "--max-memory-per-child: expected a whole number"),
+        (["--pool", "prefork"], "--pool: invalid choice: 'prefork'"),
+        (["--max-tasks-per-child", "0"], "--max-tasks-per-child: must be a positive integer"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(args: list[str], message: str) -> None:
@@ -149,6 +151,7 @@ def test_runworker_adds_no_handler_when_the_project_logs_to_root() -> None:
     [
         ({"concurrency": 0}, "concurrency must be a positive integer, got 0"),
         ({"poll_interval": 0}, "poll_interval must be positive, got 0"),
+        ({"pool": "prefork"}, "pool must be one of thread, process, got 'prefork'"),
     ],
 )
 def test_a_worker_refuses_zero_concurrency_and_a_zero_poll_interval(
@@ -156,6 +159,14 @@ def test_a_worker_refuses_zero_concurrency_and_a_zero_poll_interval(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Worker(**options)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_max_tasks_per_child_is_refused_without_the_process_pool_naming_it() -> None:
+    with pytest.raises(CommandError, match="--max-tasks-per-child recycles process-pool"):
+        call_command("runworker", "--burst", "--max-tasks-per-child", "5")
+    assert not WorkerHeartbeat.objects.exists(), "no worker was started"
 
 
 @pytest.mark.sqlite

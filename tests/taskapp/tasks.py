@@ -13,7 +13,18 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from django_jobqueue import Backoff, Context, Merge, Pause, Pending, Permanent, Priority, Task, task
+from django_jobqueue import (
+    Backoff,
+    Context,
+    Merge,
+    Pause,
+    Pending,
+    Permanent,
+    Priority,
+    SoftTimeLimitExceeded,
+    Task,
+    task,
+)
 from tests.taskapp.models import Execution
 
 
@@ -944,3 +955,26 @@ def duplicate_user(username: str) -> None:
 # The durable-steps tests' tasks (tests/steps) and the conformance matrix's
 # (tests/conformance), registered with these.
 from tests.taskapp import matrix_tasks, steps_tasks, stream_tasks  # noqa: E402, F401
+
+
+@task(takes_context=True, kind="tests.runaway", time_limit=2, soft_time_limit=1, max_failures=1)
+def runaway(ctx: Context, marker: str) -> None:
+    """An endless loop: on the process pool, its soft limit is raised in it at 1 s (it
+    writes ``marker`` and loops on) and its child is killed at its 2 s hard limit."""
+    _record(ctx)
+    try:
+        while True:
+            pass
+    except SoftTimeLimitExceeded:
+        with open(marker, "w") as out:
+            out.write(str(os.getpid()))
+    while True:
+        pass
+
+
+@task(takes_context=True, kind="tests.long_lease_sleep", lease=timedelta(minutes=5))
+def long_lease_sleep(ctx: Context, seconds: float) -> str:
+    """A job with a 5-minute lease: only a recovery at once brings it back soon."""
+    _record(ctx)
+    time.sleep(seconds)
+    return "slept"

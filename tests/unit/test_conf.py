@@ -50,6 +50,8 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"PROCESSES": 0}, "PROCESSES"),
         ({"PROCESSES": "all"}, "PROCESSES"),
         ({"PROCESSES": True}, "PROCESSES"),
+        ({"POOL": "prefork"}, "POOL"),
+        ({"POOL": None}, "POOL"),
         ({"KIND_CONCURRENCY": {"a.b": 0}}, "KIND_CONCURRENCY['a.b']"),
         ({"KIND_CONCURRENCY": ["a"]}, "KIND_CONCURRENCY"),
         ({"PRIORITY_RATIO": 0}, "PRIORITY_RATIO"),

@@ -68,6 +68,7 @@ PUBLIC = [
     "RateLimited",
     "SettleError",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Status",
     "StepDivergence",
     "StepError",

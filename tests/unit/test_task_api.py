@@ -193,3 +193,48 @@ def test_the_cancel_flag_is_one_event_whichever_thread_asks_first() -> None:
     assert late.cancelled.is_set()
     given = threading.Event()
     assert _ctx(cancelled=given).cancelled is given
+
+
+def test_invalid_time_limits_fail_at_decoration_naming_the_option() -> None:
+    with pytest.raises(InvalidOption, match="time_limit") as info:
+        task(time_limit=0)(lambda: None)
+    assert info.value.option == "time_limit"
+    with pytest.raises(InvalidOption, match="time_limit"):
+        task(time_limit="soon")(lambda: None)  # type: ignore[call-overload]
+    with pytest.raises(InvalidOption, match="soft_time_limit") as info:
+        task(soft_time_limit=-1)(lambda: None)
+    assert info.value.option == "soft_time_limit"
+    with pytest.raises(InvalidOption, match=r"soft_time_limit \(0:00:05\) must be below"):
+        task(time_limit=5, soft_time_limit=5)(lambda: None)
+    with pytest.raises(InvalidOption, match="soft_time_limit"):
+
+        class Slow(Task):
+            time_limit = 2
+            soft_time_limit = timedelta(seconds=3)
+
+            def run(self) -> None: ...
+
+
+@pytest.mark.usefixtures("task_registry")
+def test_the_hard_limit_is_the_smaller_of_time_limit_and_timeout_named() -> None:
+    @task(kind="tests.limits_both", time_limit=30, soft_time_limit=20, timeout=timedelta(minutes=1))
+    def both() -> None: ...
+
+    @task(kind="tests.limits_timeout", timeout=timedelta(seconds=10), time_limit=60)
+    def timeout_first() -> None: ...
+
+    @task(kind="tests.limits_none")
+    def unlimited() -> None: ...
+
+    assert both.policy().hard_limit() == (timedelta(seconds=30), "time_limit")
+    assert both.policy().soft_time_limit == timedelta(seconds=20)
+    assert timeout_first.policy().hard_limit() == (timedelta(seconds=10), "timeout")
+    assert unlimited.policy().hard_limit() is None
+
+
+def test_a_thread_worker_names_the_soft_limits_it_cannot_raise() -> None:
+    from django_jobqueue.worker.startup import soft_limits_ignored
+
+    kinds = ["tests.runaway", tasks.record.kind]
+    assert soft_limits_ignored(kinds, "thread") == ["tests.runaway"]
+    assert soft_limits_ignored(kinds, "process") == []

@@ -141,7 +141,21 @@ class Command(BaseCommand):
             type=positive_int,
             default=None,
             metavar="MIB",
-            help="Replace a worker process once its resident memory passes this many MiB.",
+            help="Replace a worker process (with --pool process: a pool child) once its "
+            "resident memory passes this many MiB.",
+        )
+        parser.add_argument(
+            "--pool",
+            choices=conf.POOLS,
+            default=None,
+            help="Run sync jobs on slot threads or each slot's job in a child process, "
+            "which a hard time limit or a terminate kills (default: JOBQUEUE POOL, thread).",
+        )
+        parser.add_argument(
+            "--max-tasks-per-child",
+            type=positive_int,
+            default=None,
+            help="With --pool process: replace a pool child after it has run this many jobs.",
         )
         # A child of a supervising runworker: it exits with a status saying why.
         parser.add_argument("--supervised", action="store_true", help=SUPPRESS)
@@ -158,7 +172,15 @@ class Command(BaseCommand):
             raise CommandError(f"{', '.join(unknown)}: no such task kind. Known: {known}")
         _log_to_stderr(options["verbosity"])
         count = options["processes"] or settings.processes
-        per_child = options["max_jobs_per_child"] or options["max_memory_per_child"]
+        pool = options["pool"] or settings.pool
+        if options["max_tasks_per_child"] is not None and pool != "process":
+            raise CommandError(
+                "--max-tasks-per-child recycles process-pool children: it needs --pool "
+                "process (for worker processes, use --max-jobs-per-child)"
+            )
+        # With the process pool, the memory bound is each pool child's, not the worker's.
+        memory = options["max_memory_per_child"] if pool != "process" else None
+        per_child = options["max_jobs_per_child"] or memory
         if options["supervised"]:
             sys.exit(self._child(options))
         if count > 1 or per_child:
@@ -180,6 +202,13 @@ class Command(BaseCommand):
                 max_jobs=max_jobs,
                 shutdown_timeout=options["shutdown_timeout"],
                 poll_interval=options["poll_interval"],
+                pool=options["pool"],
+                max_tasks_per_child=options["max_tasks_per_child"],
+                max_memory_per_child=(
+                    options["max_memory_per_child"]
+                    if (options["pool"] or conf.get().pool) == "process"
+                    else None
+                ),
             )
         except JobQueueError as exc:  # a periodic schedule that does not fit its task
             raise CommandError(str(exc)) from exc
@@ -188,7 +217,8 @@ class Command(BaseCommand):
         """Run as one supervised worker process; the exit status says why it ended."""
         quota = options["max_jobs_per_child"]
         worker = self._worker(options, max_jobs=quota)
-        watch = supervisor.Supervised(worker.stop, max_memory_mib=options["max_memory_per_child"])
+        memory = None if worker.pool == "process" else options["max_memory_per_child"]
+        watch = supervisor.Supervised(worker.stop, max_memory_mib=memory)
         watch.install()
         try:
             worker.run()
@@ -217,6 +247,7 @@ class Command(BaseCommand):
             ),
             burst=options["burst"],
             liveness=supervisor.liveness_bound(settings.lease.total_seconds()),
+            on_death=supervisor.recover_at_once,
         )
         sup.install_signal_handlers()
         sup.run()
@@ -242,6 +273,8 @@ def child_argv(options: dict[str, Any]) -> list[str]:
         "poll_interval",
         "max_jobs_per_child",
         "max_memory_per_child",
+        "pool",
+        "max_tasks_per_child",
     ):
         if options[name] is not None:
             argv += [f"--{name.replace('_', '-')}", str(options[name])]

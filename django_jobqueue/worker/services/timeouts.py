@@ -1,4 +1,5 @@
-"""Timeouts: runs past their kind's time limit are asked to stop, then released."""
+"""Timeouts: runs past their kind's hard limit (``timeout``, ``time_limit``) are given
+up: settled as failed and stopped by their pool's strongest means."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ logger = logging.getLogger("django_jobqueue")
 
 
 class Timeouts(Service):
-    """Give up on runs that outlast their task's ``timeout``: ``on_timeout`` settles each
-    as a failure and takes it off the worker's books (its thread is abandoned). An atomic
+    """Give up on runs that outlast their task's hard limit: ``on_timeout`` settles each
+    as a failure and takes it off the worker's books (its child killed on the process
+    pool, its thread abandoned otherwise). An atomic
     run still holding its transaction at its ``warn_at`` is logged, once, with its kind:
     a long open transaction holds locks and keeps vacuum from cleaning up behind it."""
 
