@@ -168,7 +168,19 @@ LAYERS: list[set[str]] = [
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)
-    {"", "apps", "operations", "testing", "management", "admin", "backend", "checks", "metrics"},
+    # and the Celery-compatible surface (contrib.celery, over task/ and workflows/)
+    {
+        "",
+        "apps",
+        "operations",
+        "testing",
+        "management",
+        "admin",
+        "backend",
+        "checks",
+        "metrics",
+        "contrib",
+    },
 ]
 
 
