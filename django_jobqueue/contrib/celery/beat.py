@@ -68,7 +68,8 @@ def periodic_of_row(row: dict[str, Any]) -> dict[str, Any]:
             option="schedule",
         )
     entry: dict[str, Any] = {
-        "task": row["task"],
+        "name": name,
+        "kind": row["task"],
         "cron": cron,
         "args": json.loads(row.get("args") or "[]"),
         "kwargs": json.loads(row.get("kwargs") or "{}"),
@@ -77,3 +78,41 @@ def periodic_of_row(row: dict[str, Any]) -> dict[str, Any]:
     if zone:
         entry["timezone"] = str(zone)
     return entry
+
+
+def rows_of_django_celery_beat() -> list[dict[str, Any]]:
+    """The enabled ``django_celery_beat`` ``PeriodicTask`` rows as dicts (``LookupError``
+    when that app is not installed)."""
+    from django.apps import apps
+
+    label = "django_celery_beat"  # an optional app: named apart, unknown to the type stubs
+    model: Any = apps.get_model(label, "PeriodicTask")
+    rows = []
+    for task in model.objects.filter(enabled=True).select_related("crontab", "interval"):
+        row: dict[str, Any] = {
+            "name": task.name, "task": task.task, "args": task.args, "kwargs": task.kwargs,
+        }  # fmt: skip
+        if task.crontab_id:
+            c = task.crontab
+            row["crontab"] = {
+                "minute": c.minute, "hour": c.hour, "day_of_week": c.day_of_week,
+                "day_of_month": c.day_of_month, "month_of_year": c.month_of_year,
+                "timezone": str(c.timezone),
+            }  # fmt: skip
+        elif task.interval_id:
+            row["interval"] = {"every": task.interval.every, "period": task.interval.period}
+        rows.append(row)
+    return rows
+
+
+def periodic_setting(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``JOBQUEUE["PERIODIC"]`` entries of ``rows``, and a line per row that does not
+    map (naming it and why)."""
+    entries: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for row in rows:
+        try:
+            entries.append(periodic_of_row(row))
+        except Unsupported as exc:
+            refused.append(str(exc))
+    return entries, refused
