@@ -85,3 +85,19 @@ def test_canvases_applied_eagerly_give_celerys_results() -> None:
     with pytest.raises(KeyError):
         retried.get()
     assert tasks.add(2, 3) == 5  # a direct call runs the function
+
+
+def test_task_always_eager_runs_delay_and_canvases_here() -> None:
+    app = tasks.add.owner
+    app.conf.task_always_eager = True
+    try:
+        result = tasks.add.delay(2, 3)
+        assert result.state == states.SUCCESS
+        assert result.get() == 5
+        assert (tasks.add.s(1, 1) | tasks.mul.s(4)).delay().get() == 8
+        app.conf.task_eager_propagates = True
+        with pytest.raises(ValueError, match="no retry for this"):
+            tasks.boom.delay()
+    finally:
+        del app.conf.task_always_eager
+        app.conf.pop("task_eager_propagates", None)

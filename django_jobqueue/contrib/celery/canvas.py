@@ -85,7 +85,7 @@ class Signature:
         return self
 
     def __or__(self, other: Any) -> Any:
-        if isinstance(other, group):
+        if isinstance(other, group | chord):
             return chain(self, other)
         if isinstance(other, chain):
             return chain(self, *other.tasks)

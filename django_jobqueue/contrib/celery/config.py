@@ -115,6 +115,9 @@ class Conf(MutableMapping[str, Any]):
         else:
             self[key] = value
 
+    def __delattr__(self, key: str) -> None:
+        del self[key]
+
     def __setitem__(self, key: str, value: Any) -> None:
         _pickle(key, value)
         self._set[key] = value

@@ -72,14 +72,14 @@ class CeleryTaskDef(TaskDef):
         self.written_as = fun
         self.bound = bound
         limit = task.time_limit or task.soft_time_limit
-        retries = task.max_retries
         self._set_options(
             kind=kind,
             origin=f"celery:{fun.__module__}.{fun.__qualname__}",
             queue=task.queue or "default",
             priority=Priority.NORMAL,
-            # Celery's max_retries decides; the backstop is one failure past it.
-            max_failures=None if retries is None else retries + 1,
+            # Celery's rules decide (max_retries, of the task, its retry_kwargs or the
+            # retry() call): no backstop of ours that could cut them short.
+            max_failures=None,
             lease=None,
             backoff=None,
             timeout=_seconds(limit, kind=kind, option="time_limit"),
