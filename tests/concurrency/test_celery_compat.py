@@ -13,6 +13,7 @@ from django_jobqueue.contrib.celery import AsyncResult, GroupResult, chain, chor
 from django_jobqueue.contrib.celery.exceptions import TaskFailed
 from django_jobqueue.models import Job, JournalEntry
 from tests.celeryapp import tasks
+from tests.celeryapp.celery import debug_task
 from tests.celeryapp.models import Widget
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import wait_for
@@ -36,6 +37,9 @@ def test_the_demo_apps_tasks_run_on_a_worker_with_only_their_imports_changed(
     assert renamed.state == states.SUCCESS
     widget.refresh_from_db()
     assert widget.name == "new"
+    # proj/celery.py's bound debug_task, on the app's own decorator.
+    debugged = debug_task.delay()
+    assert debugged.get(timeout=WAIT) == f"Request: {debugged.id}"
 
 
 def test_the_user_guides_canvas_gives_celerys_results(runworker: WorkerProcesses) -> None:

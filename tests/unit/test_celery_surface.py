@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 
 from django_jobqueue.contrib.celery import chain, chord, crontab, group, shared_task, states
 from django_jobqueue.contrib.celery.calling import check_call, tier
@@ -101,3 +102,14 @@ def test_task_always_eager_runs_delay_and_canvases_here() -> None:
     finally:
         del app.conf.task_always_eager
         app.conf.pop("task_eager_propagates", None)
+
+
+def test_config_from_django_settings_is_read_when_asked_for() -> None:
+    app = tasks.add.owner
+    with override_settings(
+        CELERY_TASK_ROUTES={"tests.celeryapp.tasks.*": {"queue": "celery-io"}},
+        CELERY_TASK_DEFAULT_QUEUE="fallback",
+    ):
+        assert app.conf.task_default_queue == "fallback"
+        assert route(app.conf, "tests.celeryapp.tasks.add") == {"queue": "celery-io"}
+    assert app.conf.task_routes is None
