@@ -9,10 +9,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
-from django_jobqueue.contrib.celery import Celery, crontab, states
+from django_jobqueue.contrib.celery import Celery, chain, crontab, states
 from django_jobqueue.contrib.celery.beat import periodic_setting, register_beat
 from django_jobqueue.contrib.celery.exceptions import Unsupported
+from django_jobqueue.models import Job
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from tests.celeryapp import tasks
@@ -115,3 +117,16 @@ def test_update_state_is_the_runs_progress_its_state_the_note() -> None:
     assert states.of_job("claimed", 0, "PROGRESS") == "PROGRESS"
     assert states.of_job("claimed", 0, "") == states.STARTED
     assert states.of_job("pending", 1) == states.RETRY
+
+
+def test_a_canvas_options_reach_each_of_its_jobs_and_leave_the_signatures_as_they_were() -> None:
+    first = tasks.add.s(1, 1)
+    result = chain(first, tasks.mul.s(2).set(queue="own")).apply_async(queue="io", countdown=60)
+    assert first.options == {}
+    parent = result.parent
+    assert parent is not None
+    assert Job.objects.get(id=parent.id).queue == "io"
+    assert Job.objects.get(id=result.id).queue == "own"  # its own option wins
+    assert run_jobs() == []  # both 60 s away
+    run_jobs(now=timezone.now() + timedelta(seconds=61))
+    assert result.get(timeout=5) == 4

@@ -113,3 +113,13 @@ def test_config_from_django_settings_is_read_when_asked_for() -> None:
         assert app.conf.task_default_queue == "fallback"
         assert route(app.conf, "tests.celeryapp.tasks.add") == {"queue": "celery-io"}
     assert app.conf.task_routes is None
+
+
+def test_canvas_options_apply_to_its_tasks_and_chord_unlock_tuning_is_refused() -> None:
+    with pytest.raises(Unsupported, match=r"chord\(interval=...\).*nothing polls"):
+        chord([tasks.add.s(1, 1)], tasks.xsum.s()).apply_async(interval=0.5)
+    with pytest.raises(InvalidOption, match="unknown option 'colour'"):
+        group(tasks.add.s(1, 1)).apply_async(colour="red")
+    first = tasks.add.s(1, 1)
+    assert chain(first, tasks.mul.s(2)).apply(queue="io").get() == 4
+    assert first.options == {}  # the caller's signature is left as it was

@@ -21,7 +21,7 @@ from typing import Any
 from django_jobqueue.contrib.celery import request as requests
 from django_jobqueue.contrib.celery import states
 from django_jobqueue.contrib.celery.calling import check_call
-from django_jobqueue.contrib.celery.exceptions import TaskRevokedError
+from django_jobqueue.contrib.celery.exceptions import TaskRevokedError, Unsupported
 from django_jobqueue.errors import EmptyWorkflow, InvalidArguments
 
 
@@ -138,7 +138,21 @@ class Canvas:
 
     def apply_async(self, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
                     **options: Any) -> Any:  # fmt: skip
-        node = self.clone(args, kwargs)
+        """Enqueue it all as one workflow; ``options`` (and the canvas's own) apply to
+        each task that does not set them itself, as in Celery."""
+        node = copied(self.clone(args, kwargs))
+        given = {**self.options, **options}
+        tuning = sorted(set(given) & CHORD_TUNING)
+        if tuning:
+            raise Unsupported(
+                f"{type(self).__name__}({tuning[0]}=...): chord unlock tuning does not apply "
+                "here: a chord's body is released by the settlement of its last member, in "
+                "that transaction; nothing polls for it",
+                option=tuning[0],
+            )
+        for sig in signatures(node):
+            check_call(sig.name, {k: v for k, v in given.items() if k != "link"})
+            sig.options = {**given, **sig.options}
         if node.eager():
             return node.apply()
         return enqueue(node)
@@ -231,6 +245,22 @@ class chord(Canvas):
 
     def __repr__(self) -> str:
         return f"chord({self.header!r}, {self.body!r})"
+
+
+# Celery's chord unlock options: refused, the join needs none.
+CHORD_TUNING = frozenset({"interval", "max_retries", "propagate", "chord_size"})
+
+
+def copied(node: Any) -> Any:
+    """The canvas with every signature copied (options set on the copy stay there)."""
+    if isinstance(node, Signature):
+        return node.clone()
+    if isinstance(node, chord):
+        body = None if node.body is None else copied(node.body)
+        return chord([copied(t) for t in node.header], body, **node.options)
+    if isinstance(node, chunks):
+        return copied(node.group())
+    return type(node)(*(copied(t) for t in node.tasks), **node.options)
 
 
 def signature(varies: Any, *args: Any, **kwargs: Any) -> Signature:
