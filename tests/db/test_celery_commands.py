@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_jobqueue.contrib.celery import Celery, chain, crontab, states
+from django_jobqueue.contrib.celery import AsyncResult, Celery, chain, crontab, states
 from django_jobqueue.contrib.celery.beat import periodic_setting, register_beat
-from django_jobqueue.contrib.celery.exceptions import Unsupported
+from django_jobqueue.contrib.celery.exceptions import DifferentHere, TaskRevokedError, Unsupported
 from django_jobqueue.models import Job
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
-from tests.celeryapp import tasks
+from tests.celeryapp import celery_app, tasks
 from tests.helpers import manage_in_process
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -130,3 +130,17 @@ def test_a_canvas_options_reach_each_of_its_jobs_and_leave_the_signatures_as_the
     assert run_jobs() == []  # both 60 s away
     run_jobs(now=timezone.now() + timedelta(seconds=61))
     assert result.get(timeout=5) == 4
+
+
+def test_revoke_cancels_and_terminate_says_it_needs_the_process_pool() -> None:
+    plain = tasks.add.delay(1, 2)
+    celery_app.control.revoke(plain.id)
+    assert plain.state == states.REVOKED
+    with pytest.raises(TaskRevokedError):
+        plain.get(timeout=5)
+    hard = tasks.add.delay(3, 4)
+    with pytest.warns(DifferentHere, match="--pool process"):
+        hard.revoke(terminate=True)
+    assert hard.state == states.REVOKED
+    celery_app.control.revoke(str(hard.id))  # already finished: nothing to do
+    assert AsyncResult("00000000-0000-0000-0000-000000000000").state == states.PENDING
