@@ -149,8 +149,13 @@ class Bench:
         deadline = time.monotonic() + READY_TIMEOUT
         prefix = system.listen_prefix
         while True:
-            queries = other_backends(conn)
-            if queries and (prefix is None or any(q.startswith(prefix) for q in queries)):
+            ready = system.ready(conn, len(workers))
+            if ready is None:
+                queries = other_backends(conn)
+                ready = bool(queries) and (
+                    prefix is None or any(q.startswith(prefix) for q in queries)
+                )
+            if ready:
                 break
             _check_alive(workers, "while starting")
             if time.monotonic() > deadline:

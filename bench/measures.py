@@ -148,6 +148,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("idle_per_s", "statements per second, idle worker", True),
             ),
             statements,
+            applies=lambda s: s.uses_postgres,
             # The backend's worker is ours: its statements are drain_1's of ours.
             quick_systems=frozenset({"django_jobqueue", "django-tasks-db", "pgqueuer"}),
         ),

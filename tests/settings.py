@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     *(["django_tasks"] if TASKS_MODULE == "django_tasks" else []),
     "tests.taskapp",
     "tests.djtasks",
+    "tests.celeryapp",
 ]
 
 # The Django Tasks backend under test, and Django's ImmediateBackend that the shared

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from bench.systems.base import System
+from bench.systems.celery import CeleryRedis
 from bench.systems.jobqueue import JobQueue
 from bench.systems.jobqueue_tasks import JobQueueTasks
 from bench.systems.pgq import PgQueuer
 from bench.systems.tasks_db import TasksDb
 
-SYSTEMS: tuple[System, ...] = (JobQueue(), JobQueueTasks(), TasksDb(), PgQueuer())
+SYSTEMS: tuple[System, ...] = (JobQueue(), JobQueueTasks(), TasksDb(), PgQueuer(), CeleryRedis())
 
 
 def select(names: str | None) -> tuple[System, ...]:

@@ -24,6 +24,12 @@ class System(ABC):
     has_big_table: ClassVar[bool] = False  # the 1M-pending-rows measure applies
     has_workflows: ClassVar[bool] = False  # the chord and chain measures apply
     listen_prefix: ClassVar[str | None] = None  # its worker's LISTEN, as pg_stat_activity shows
+    uses_postgres: ClassVar[bool] = True  # its workers' statements can be counted
+
+    def ready(self, conn: Conn, workers: int) -> bool | None:
+        """Whether ``workers`` workers are ready, for a system whose workers the database
+        does not show (None: the harness looks at the database's sessions)."""
+        return None
 
     @abstractmethod
     def worker_argv(self, concurrency: int) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress, live
+from django_jobqueue.states import TERMINAL
 from django_jobqueue.task.explain import Explanation, explain
 from django_jobqueue.task.streaming import Stream
 
@@ -90,6 +92,22 @@ class JobHandle:
 
     def refresh(self) -> JobHandle:
         self._job = store.get_job(job_id=self.id)
+        return self
+
+    def wait(self, timeout: float | None = None, *, interval: float | None = None) -> JobHandle:
+        """Block until the job is finished (completed, dead or cancelled), then return this
+        handle, re-read; ``TimeoutError`` naming the job if ``timeout`` seconds pass first.
+        Polls ``refresh()``, every ``interval`` seconds if given, else backing off from
+        50 ms to a second."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05 if interval is None else interval
+        while self.refresh().status not in TERMINAL:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"job {self.id} did not finish within {timeout} s")
+            time.sleep(pause if left is None else min(pause, left))
+            if interval is None:
+                pause = min(pause * 2, 1.0)
         return self
 
     def rerun_from(self, step: str, *, actor: str = "") -> JobHandle:

@@ -288,6 +288,9 @@ class Registry:
         # None until then.
         self.discovered: frozenset[str] | None = None
         self._warned: set[str] = set()  # kinds warn_if_unseen has warned of
+        # Called once the installed apps' tasks modules are imported (contrib.celery's
+        # apps import their autodiscovered modules and register their beat schedules).
+        self._when_ready: list[Callable[[], None]] = []
 
     def register(self, defn: TaskDef) -> None:
         existing = self._by_kind.get(defn.kind)
@@ -312,8 +315,19 @@ class Registry:
 
     def mark_discovered(self) -> None:
         """Note the kinds registered so far as those any process sees once Django is set
-        up (called when the app is ready, after the tasks modules were imported)."""
+        up (called when the app is ready, after the tasks modules were imported), after
+        running the ``when_ready`` callbacks."""
+        for hook in self._when_ready:
+            hook()
+        self._when_ready.clear()
         self.discovered = frozenset(self._by_kind)
+
+    def when_ready(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` when the tasks modules are imported (now, if they are)."""
+        if self.discovered is None:
+            self._when_ready.append(hook)
+        else:
+            hook()
 
     def warn_if_unseen(self, defn: TaskDef) -> None:
         """With ``DEBUG`` on, say once per kind that a job is being enqueued for a task

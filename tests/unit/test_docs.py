@@ -111,7 +111,7 @@ def jobqueue_synopsis() -> dict[str, str]:
     lines: dict[str, str] = {}
     name = ""
     for line in block.group(1).splitlines():
-        start = re.match(r"python manage\.py jobqueue (\w+)", line)
+        start = re.match(r"python manage\.py jobqueue ([\w-]+)", line)
         if start:
             name = start.group(1)
             assert name not in lines, f"the synopsis repeats {name}"
@@ -141,7 +141,7 @@ def test_jobqueue_subcommand_table_has_a_row_for_each_naming_exactly_its_options
     body = section(read("reference/commands.md"), "`jobqueue`")
     rows = {
         match.group(1): match.group(0)
-        for match in re.finditer(r"^\|\s*`(\w+)[^`]*`\s*\|.*$", body, re.M)
+        for match in re.finditer(r"^\|\s*`([\w-]+)[^`]*`\s*\|.*$", body, re.M)
     }
     assert set(rows) == set(subcommands)
     named = {name: set(re.findall(r"(?<![\w-])--[a-z][\w-]*", row)) for name, row in rows.items()}

@@ -168,6 +168,7 @@ LAYERS: list[set[str]] = [
     # what users and operators touch: the public API, the app, the test kit, the
     # commands, the admin, the Django Tasks backend and the system checks (which look
     # at the registered kinds as well as the settings)
+    # and the Celery-compatible surface (contrib.celery, over task/ and workflows/)
     {
         "",
         "apps",
@@ -179,6 +180,7 @@ LAYERS: list[set[str]] = [
         "checks",
         "metrics",
         "streams",
+        "contrib",
     },
 ]
 

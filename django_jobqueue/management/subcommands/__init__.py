@@ -11,8 +11,10 @@ from django.core.management.base import BaseCommand
 
 from django_jobqueue.management.subcommands import (
     cancel,
+    celery_check,
     cleanup,
     health,
+    import_celery_beat,
     limit,
     listing,
     mark,
@@ -66,6 +68,8 @@ ALL: tuple[Subcommand, ...] = (
     rerun,
     health,
     mark,
+    celery_check,
+    import_celery_beat,
 )
 
 BY_NAME: dict[str, Subcommand] = {s.NAME: s for s in ALL}
