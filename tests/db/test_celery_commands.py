@@ -6,15 +6,18 @@ through ``AsyncResult``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from django_jobqueue.contrib.celery import AsyncResult, Celery, chain, crontab, states
+from django_jobqueue.contrib.celery.app import current_app
 from django_jobqueue.contrib.celery.beat import periodic_setting, register_beat
-from django_jobqueue.contrib.celery.exceptions import DifferentHere, TaskRevokedError, Unsupported
-from django_jobqueue.models import Job
+from django_jobqueue.contrib.celery.exceptions import TaskRevokedError, Unsupported
+from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.task.registry import registry
 from django_jobqueue.testing import run_jobs
 from tests.celeryapp import celery_app, tasks
@@ -85,9 +88,21 @@ def test_import_celery_beat_without_django_celery_beat_says_so() -> None:
     assert "django_celery_beat is not installed" in ran.stderr
 
 
+@contextmanager
+def current_app_kept() -> Iterator[None]:
+    """A new app is the current one, as in Celery, and shared tasks (tests.celeryapp's)
+    follow the current app: without this, every later test in the process would read
+    the test's app's configuration."""
+    before = current_app()
+    try:
+        yield
+    finally:
+        before.set_current()
+
+
 def test_celery_check_lists_the_tasks_and_what_differs() -> None:
-    with registry.isolated():
-        tasks_app = Celery("checked")
+    with registry.isolated(), current_app_kept():
+        tasks_app = Celery("checked")  # current until the test ends (celery-check reads it)
         tasks_app.conf.broker_url = "redis://"
         tasks_app.conf.task_time_limit = 30
         tasks_app.conf.worker_colour = "red"
@@ -132,15 +147,16 @@ def test_a_canvas_options_reach_each_of_its_jobs_and_leave_the_signatures_as_the
     assert result.get(timeout=5) == 4
 
 
-def test_revoke_cancels_and_terminate_says_it_needs_the_process_pool() -> None:
+def test_revoke_cancels_and_terminate_stops_the_job_naming_the_revoke() -> None:
     plain = tasks.add.delay(1, 2)
     celery_app.control.revoke(plain.id)
     assert plain.state == states.REVOKED
     with pytest.raises(TaskRevokedError):
         plain.get(timeout=5)
     hard = tasks.add.delay(3, 4)
-    with pytest.warns(DifferentHere, match="--pool process"):
-        hard.revoke(terminate=True)
+    hard.revoke(terminate=True)  # handle.terminate(): a pending job is cancelled at once
     assert hard.state == states.REVOKED
+    [entry] = JournalEntry.objects.filter(job_id=hard.id)
+    assert "celery revoke" in entry.note
     celery_app.control.revoke(str(hard.id))  # already finished: nothing to do
     assert AsyncResult("00000000-0000-0000-0000-000000000000").state == states.PENDING

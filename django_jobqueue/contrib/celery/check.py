@@ -17,8 +17,10 @@ def _task_lines(defn: CeleryTaskDef) -> list[tuple[str, str, str]]:
     name = defn.kind
     lines = [(name, OK, f"a job kind on queue {task.queue or 'by routing / default'}")]
     if task.time_limit or task.soft_time_limit:
-        lines.append((name, DIFFERS, f"time limit -> timeout {defn.timeout}: a run past it is "
-                      "given up; killing it needs runworker --pool process"))  # fmt: skip
+        lines.append((name, DIFFERS, f"time_limit {defn.time_limit}, soft_time_limit "
+                      f"{defn.soft_time_limit}: as Celery's on runworker --pool process; on "
+                      "threads a run past time_limit is settled failed and abandoned, and "
+                      "the soft limit is not raised"))  # fmt: skip
     if task.rate_limit:
         lines.append((name, DIFFERS, f"rate_limit {task.rate_limit}: holds across all workers"))
     if task.acks_late is False:
@@ -42,7 +44,7 @@ def report() -> list[tuple[str, str, str]]:
         elif key in config.DEFAULTS:
             detail = "read by this queue"
             if key in ("task_time_limit", "task_soft_time_limit") and value:
-                detail = "the tasks' timeout: killing a run needs runworker --pool process"
+                detail = "the tasks' limits when they set none (killed on --pool process)"
             rows.append((key, OK, detail))
         else:
             rows.append((key, UNSUPPORTED, "not read here: remove it or find its equivalent "

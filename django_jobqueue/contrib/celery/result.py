@@ -190,7 +190,8 @@ def _get_job(task_id: str) -> Any:
 
 def revoke(task_id: Any, *, terminate: bool = False) -> None:
     """Cancel the job (a running one is asked to stop); ``terminate`` stops a running one
-    now where the worker's pool can (``handle.terminate()``)."""
+    now (``handle.terminate()``: its process-pool child killed, its coroutine cancelled,
+    its thread abandoned, as the worker's pool allows)."""
     from django_jobqueue.errors import InvalidTransition, JobNotFound
     from django_jobqueue.task.handle import JobHandle
 
@@ -198,18 +199,9 @@ def revoke(task_id: Any, *, terminate: bool = False) -> None:
         handle = JobHandle(_get_job(str(task_id)))
     except JobNotFound:
         return  # Celery revokes unknown ids without complaint
-    stop = getattr(handle, "terminate", None) if terminate else None
-    if terminate and stop is None:
-        warnings.warn(
-            "revoke(terminate=True): this queue's worker cannot kill a running task's thread; "
-            "the job is cancelled (a running task stops when it checks ctx.cancelled); "
-            "stopping it at once needs runworker --pool process",
-            DifferentHere,
-            stacklevel=3,
-        )
     try:
-        if stop is not None:
-            stop()
+        if terminate:
+            handle.terminate(actor="celery revoke")
         else:
             from django_jobqueue import store
 

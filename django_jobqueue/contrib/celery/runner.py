@@ -71,7 +71,6 @@ class CeleryTaskDef(TaskDef):
         self.task = task
         self.written_as = fun
         self.bound = bound
-        limit = task.time_limit or task.soft_time_limit
         self._set_options(
             kind=kind,
             origin=f"celery:{fun.__module__}.{fun.__qualname__}",
@@ -82,9 +81,12 @@ class CeleryTaskDef(TaskDef):
             max_failures=None,
             lease=None,
             backoff=None,
-            timeout=_seconds(limit, kind=kind, option="time_limit"),
+            timeout=None,
             rate_limit=rate(task.rate_limit, kind=kind),
         )
+        # Celery's limits are ours: the hard one kills the run's child on the process
+        # pool (and is settled at once elsewhere), the soft one raises inside it first.
+        self._set_time_limits(task.time_limit, task.soft_time_limit)
         params = list(inspect.signature(fun).parameters.values())
         self.signature = inspect.Signature(params[1:] if bound else params)
 
@@ -92,18 +94,20 @@ class CeleryTaskDef(TaskDef):
         return f"<celery task {self.kind}>"
 
     def policy(self) -> Policy:
-        """Ours, with the app's ``task_time_limit`` when the task sets no limit."""
+        """Ours, with the app's ``task_time_limit`` and ``task_soft_time_limit`` when
+        the task sets neither limit (read at each run: the app's configuration may come
+        after the task is defined)."""
         policy = super().policy()
-        if self.timeout is not None:
+        if self.time_limit is not None or self.soft_time_limit is not None:
             return policy
         conf = self.task.owner.conf
-        limit = conf["task_time_limit"] or conf["task_soft_time_limit"]
-        timeout = _seconds(limit, kind=self.kind, option="task_time_limit")
-        if timeout is None:
+        hard = _seconds(conf["task_time_limit"], kind=self.kind, option="task_time_limit")
+        soft = _seconds(conf["task_soft_time_limit"], kind=self.kind, option="task_soft_time_limit")
+        if hard is None and soft is None:
             return policy
         from dataclasses import replace
 
-        return replace(policy, timeout=timeout)
+        return replace(policy, time_limit=hard, soft_time_limit=soft)
 
     def check(self, args: list[Any], kwargs: dict[str, Any], *, parent: bool = False) -> None:
         """``InvalidArguments`` unless the call fits the task (with a parent's result to
