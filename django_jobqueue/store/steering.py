@@ -22,7 +22,7 @@ from django_jobqueue.errors import InvalidTransition, WorkflowNotFound
 from django_jobqueue.models import TERMINAL, Job, JournalEntry, Outcome, Status, Workflow
 from django_jobqueue.rules.joins import outcome
 from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
-from django_jobqueue.store import joins, sql
+from django_jobqueue.store import joins, sql, wakeups
 
 
 def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
@@ -79,6 +79,7 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str) -> Workflow:
         sql.jobs().filter(id__in=ids).update(
             status=Status.CANCELLED, finished_at=now, cancel_actor=actor
         )
+        wakeups.announce_settled(ids)
         note = f"cancelled with its workflow by {actor}" if actor else "cancelled with its workflow"
         sql.journal_entries().bulk_create(
             JournalEntry(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress, live
+from django_jobqueue.task import waiting
 from django_jobqueue.task.explain import Explanation, explain
 
 if TYPE_CHECKING:
@@ -90,6 +91,28 @@ class JobHandle:
     def refresh(self) -> JobHandle:
         self._job = store.get_job(job_id=self.id)
         return self
+
+    def wait(self, timeout: float | None = None, *, interval: float | None = None) -> JobHandle:
+        """Block until the job is finished (completed, dead or cancelled), then return
+        this handle, refreshed. ``TimeoutError`` (naming the job and the timeout) when
+        ``timeout`` seconds pass first; None waits as long as it takes.
+
+        On PostgreSQL the wait is woken by the settlement's notification (through the
+        process's one listener: no query while nothing happens, and it returns within
+        milliseconds of the settlement's commit); on SQLite and MariaDB it polls, every
+        ``interval`` seconds if given, else backing off from 50 ms to 1 s.
+        """
+        waiting.Waiter(self.id, self._finished, timeout, interval).run()
+        return self
+
+    async def await_result(self, timeout: float | None = None) -> Any:
+        """``wait`` for async code (the event loop is never blocked: the reads run in a
+        thread); returns the job's ``result``."""
+        await waiting.Waiter(self.id, self._finished, timeout, None).arun()
+        return self.result
+
+    def _finished(self) -> bool:
+        return waiting.finished(self.refresh().status)
 
     def rerun_from(self, step: str, *, actor: str = "") -> JobHandle:
         """Discard the job's recorded steps from ``step`` on and make it pending again:

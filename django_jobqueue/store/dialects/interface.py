@@ -8,7 +8,7 @@ classes in ``base`` are its portable implementation, which each database's overr
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -118,9 +118,11 @@ class Interface(Protocol):
 
     def listens(self) -> bool: ...
 
-    def listen(self, channel: str) -> Wakeups: ...
+    def listen(self, channel: str, *more: str) -> Wakeups: ...
 
     def notify(self, channel: str, payload: str) -> None: ...
+
+    def announce(self, channel: str, ids: Iterable[object]) -> None: ...
 
     # --- reading for the operators' pages -----------------------------------------------
 

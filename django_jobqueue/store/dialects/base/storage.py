@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -90,11 +90,31 @@ STEP_FRESH = tuple((n, v) for n, v in FRESH_COLUMNS if n != "status")
 STEP_COLUMN_LIST = ", ".join([*ROW_COLUMNS, *STEP_COLUMNS, *(name for name, _ in STEP_FRESH)])
 
 
+#: The channel on which settlements announce their jobs once committed: the settled
+#: ids, comma-separated (``announce``), at most ``IDS_PER_NOTE`` a notification.
+SETTLED_CHANNEL = "django_jobqueue_settled"
+#: The channel on which a worker's progress write announces its jobs (same payload).
+PROGRESS_CHANNEL = "django_jobqueue_progress"
+#: Ids a notification carries: 200 of 37 bytes stay under PostgreSQL's 8,000-byte payload.
+IDS_PER_NOTE = 200
+
+
+def id_notes(ids: Iterable[object]) -> list[str]:
+    """``ids`` as the payloads of their notifications (see ``IDS_PER_NOTE``)."""
+    texts = [str(i) for i in ids]
+    return [",".join(texts[n : n + IDS_PER_NOTE]) for n in range(0, len(texts), IDS_PER_NOTE)]
+
+
 class Wakeups(Protocol):
     """A connection that listens for wake-ups (see ``StorageStatements.listen``)."""
 
     def payloads(self, timeout: float) -> Iterator[str]:
         """The payloads that arrive within ``timeout`` seconds."""
+        ...
+
+    def notes(self, timeout: float) -> Iterator[tuple[str, str]]:
+        """The notifications that arrive within ``timeout`` seconds, as (channel,
+        payload): for a connection that listens on several channels."""
         ...
 
     def close(self) -> None: ...
@@ -386,8 +406,15 @@ class StorageStatements(Primitives):
         """Wake the listening workers when the current transaction commits (a no-op
         where workers poll)."""
 
-    def listen(self, channel: str) -> Wakeups:
-        """A connection of its own that listens on ``channel`` (``listens()`` only)."""
+    def announce(self, channel: str, ids: Iterable[object]) -> None:
+        """Announce ``ids`` on ``channel`` when the current transaction commits (a
+        no-op where nothing listens), in as few notifications as the payload allows."""
+        for payload in id_notes(ids):
+            self.notify(channel, payload)
+
+    def listen(self, channel: str, *more: str) -> Wakeups:
+        """A connection of its own that listens on ``channel`` and ``more`` channels
+        (``listens()`` only)."""
         raise NotImplementedError(f"{type(self).__name__} has no wake-ups: workers poll")
 
     # --- connection errors and the transaction of an atomic run --------------------------
