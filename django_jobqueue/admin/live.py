@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.http.response import HttpResponseBase
 
 from django_jobqueue.store import listening, live, wakeups
-from django_jobqueue.store.listening import RESYNC, Note, Subscription
+from django_jobqueue.store.listening import RESYNC, Note
 
 #: How long one event stream lasts before it ends itself (the browser reconnects).
 STREAM_SECONDS = 300.0
@@ -94,8 +94,10 @@ def _opening(resumed: bool) -> str:
     return f"id: 0\nretry: {RETRY_MS}\n\n" + (_event(0) if resumed else "")
 
 
-def stream(sub: Subscription, wanted: Wanted, seconds: float, resumed: bool) -> Iterator[str]:
-    """The event stream for a WSGI server: a thread, ending after ``seconds``."""
+def stream(wanted: Wanted, seconds: float, resumed: bool) -> Iterator[str]:
+    """The event stream for a WSGI server: a thread, ending after ``seconds``. It
+    subscribes when it starts (a response closed before it started holds nothing)."""
+    sub = listening.subscribe([*wakeups.CHANNELS])
     try:
         yield _opening(resumed)
         deadline, n = time.monotonic() + seconds, 0
@@ -112,12 +114,14 @@ def stream(sub: Subscription, wanted: Wanted, seconds: float, resumed: bool) -> 
         sub.close()
 
 
-async def astream(
-    sub: Subscription, wanted: Wanted, seconds: float, resumed: bool
-) -> AsyncIterator[str]:
+async def astream(wanted: Wanted, seconds: float, resumed: bool) -> AsyncIterator[str]:
     """``stream`` for an ASGI server: waits on the event loop, holding no thread."""
     import asyncio
 
+    from asgiref.sync import sync_to_async
+
+    subscribe = sync_to_async(listening.subscribe, thread_sensitive=False)
+    sub = await subscribe([*wakeups.CHANNELS])
     try:
         yield _opening(resumed)
         deadline, n = time.monotonic() + seconds, 0
@@ -140,13 +144,12 @@ def events(
     """The page's event stream (204 where nothing listens: the page polls instead)."""
     if not listening.supported():
         return HttpResponse(status=204)  # EventSource stops on 204: the script polls
-    sub = listening.subscribe([*wakeups.CHANNELS])
     resumed = "HTTP_LAST_EVENT_ID" in request.META
     body: Iterator[str] | AsyncIterator[str]
     if isinstance(request, ASGIRequest):
-        body = astream(sub, wanted, seconds, resumed)
+        body = astream(wanted, seconds, resumed)
     else:
-        body = stream(sub, wanted, seconds, resumed)
+        body = stream(wanted, seconds, resumed)
     response = StreamingHttpResponse(body, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once

@@ -59,8 +59,8 @@ def workflow_stamp(*, workflow_id: uuid.UUID | str) -> str:
 def dashboard_stamp() -> str:
     """Changes with every settlement (the journal's newest entry), every new job (the
     newest id: ids are time-ordered) and every claim (the claimed count)."""
-    entry = sql.journal_entries().aggregate(last=Max("id"))["last"]
-    newest = sql.jobs().aggregate(last=Max("id"))["last"]
+    entry = sql.journal_entries().order_by("-id").values_list("id", flat=True).first()
+    newest = sql.jobs().order_by("-id").values_list("id", flat=True).first()
     claimed = sql.jobs().filter(status=Status.CLAIMED).count()
     return _digest(entry, newest, claimed)
 
