@@ -24,6 +24,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
@@ -36,8 +37,9 @@ STREAM_SECONDS = 300.0
 RETRY_MS = 1000
 #: The least time between two events of one stream (a burst of settlements is one).
 GAP = 0.25
-#: A comment sent when nothing happened for this long (finds a closed client).
-HEARTBEAT = 15.0
+#: A comment sent when nothing happened for this long: a write to a client that has
+#: gone fails, which ends its stream (and frees its WSGI thread) within this time.
+HEARTBEAT = 5.0
 #: How often the page polls its stamp where no listener can tell it (milliseconds).
 POLL_MS = 1000
 
@@ -84,7 +86,20 @@ def _event(n: int) -> str:
 
 
 def _any_wanted(first: Note, rest: list[Note], wanted: Wanted) -> bool:
-    return any(n is RESYNC or wanted(n) for n in [first, *rest])
+    """Whether a note of the burst concerns the page; the thread's database connections
+    are then let go (``_let_go``)."""
+    try:
+        return any(n is RESYNC or wanted(n) for n in [first, *rest])
+    finally:
+        _let_go()
+
+
+def _let_go() -> None:
+    """Close this thread's database connections: a stream lasts minutes and holds none
+    meanwhile (the listener's one connection serves every stream of the process)."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
 
 
 def _opening(resumed: bool) -> str:
@@ -98,6 +113,7 @@ def stream(wanted: Wanted, seconds: float, resumed: bool) -> Iterator[str]:
     """The event stream for a WSGI server: a thread, ending after ``seconds``. It
     subscribes when it starts (a response closed before it started holds nothing)."""
     sub = listening.subscribe([*wakeups.CHANNELS])
+    _let_go()
     try:
         yield _opening(resumed)
         deadline, n = time.monotonic() + seconds, 0
@@ -131,7 +147,7 @@ async def astream(wanted: Wanted, seconds: float, resumed: bool) -> AsyncIterato
                 yield ": idle\n\n"
                 continue
             await asyncio.sleep(GAP)
-            if _any_wanted(note, sub.pending(), wanted):
+            if await sync_to_async(_any_wanted)(note, sub.pending(), wanted):
                 n += 1
                 yield _event(n)
     finally:
