@@ -138,6 +138,7 @@ async def astream(wanted: Wanted, seconds: float, resumed: bool) -> AsyncIterato
 
     subscribe = sync_to_async(listening.subscribe, thread_sensitive=False)
     sub = await subscribe([*wakeups.CHANNELS])
+    await sync_to_async(_let_go)()
     try:
         yield _opening(resumed)
         deadline, n = time.monotonic() + seconds, 0

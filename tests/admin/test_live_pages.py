@@ -234,3 +234,42 @@ def test_every_open_page_shares_the_one_listener_connection(watcher: Client) -> 
     for r in responses:
         r.close()
     assert Job.objects.filter(id=job.id).exists()
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_under_asgi_the_stream_is_an_async_generator(watcher: Client) -> None:
+    """An ASGI request gets the async stream (no thread held while it waits); it sends
+    its opening and then a change for its job."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    job = tasks.add.enqueue(1, 2)
+
+    def cancel_and_close() -> None:  # in a thread of its own: its connection closed
+        try:
+            cancel(job_id=job.id)
+        finally:
+            connection.close()
+
+    client = AsyncClient()
+    client.cookies = watcher.cookies
+
+    async def read() -> list[str]:
+        response = await client.get(f"{JOBS}{job.id}/live/")
+        assert response.is_async
+        chunks = response.streaming_content.__aiter__()
+        got = [(await chunks.__anext__()).decode()]
+        await sync_to_async(cancel_and_close, thread_sensitive=False)()
+        event = (await asyncio.wait_for(chunks.__anext__(), 20)).decode()
+        while event.startswith(":"):
+            event = (await asyncio.wait_for(chunks.__anext__(), 20)).decode()
+        got.append(event)
+        await chunks.aclose()
+        return got
+
+    opening, event = asyncio.run(read())
+    assert opening == "id: 0\nretry: 1000\n\n"
+    assert event.startswith("event: change\n")
