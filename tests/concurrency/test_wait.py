@@ -148,3 +148,33 @@ def test_await_result_raises_timeout_error() -> None:
 
 def test_listening_is_supported_exactly_on_postgresql() -> None:
     assert listening.supported() is is_postgres()
+
+
+def test_the_listener_refuses_an_unknown_channel_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="no such channel: nope; the queue notifies on django"):
+        listening.hub().subscribe(["nope"])
+    assert listening.hub().subscribers() == 0
+
+
+@postgres_only
+def test_the_listener_reconnects_and_says_read_again(caplog: pytest.LogCaptureFixture) -> None:
+    sub = listening.subscribe([wakeups.SETTLED_CHANNEL])
+    assert sub.live
+    assert sub.get(5) == listening.RESYNC  # a new connection: "read again"
+    hub = listening.hub()
+    made = hub.connections
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        )
+    assert sub.get(30) == listening.RESYNC  # reconnected: what it missed is read again
+    assert hub.connections == made + 1
+    handle = tasks.add.enqueue(a=1, b=1)
+    cancel(job_id=handle.id)  # announced on commit
+    note = sub.get(30)
+    assert note is not None
+    assert note.channel == wakeups.SETTLED_CHANNEL
+    assert note.payload == str(handle.id)
+    sub.close()
+    assert "listener connection lost; reconnecting" in caplog.text
