@@ -156,9 +156,11 @@ async def astream(wanted: Wanted, seconds: float, resumed: bool) -> AsyncIterato
 
 
 def events(
-    request: HttpRequest, wanted: Wanted, *, seconds: float = STREAM_SECONDS
+    request: HttpRequest, wanted: Wanted, *, seconds: float | None = None
 ) -> HttpResponseBase:
-    """The page's event stream (204 where nothing listens: the page polls instead)."""
+    """The page's event stream, for ``seconds`` (``STREAM_SECONDS``); 204 where nothing
+    listens: the page polls instead."""
+    seconds = STREAM_SECONDS if seconds is None else seconds
     if not listening.supported():
         return HttpResponse(status=204)  # EventSource stops on 204: the script polls
     resumed = "HTTP_LAST_EVENT_ID" in request.META
