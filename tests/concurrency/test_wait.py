@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from django_jobqueue import Status, cancel
+from django_jobqueue import Status, cancel, chain
 from django_jobqueue.store import listening, wakeups
 from tests.helpers import WorkerThread, is_postgres, postgres_only
 from tests.taskapp import tasks
@@ -178,3 +178,17 @@ def test_the_listener_reconnects_and_says_read_again(caplog: pytest.LogCaptureFi
     assert note.payload == str(handle.id)
     sub.close()
     assert "listener connection lost; reconnecting" in caplog.text
+
+
+def test_a_wait_on_a_step_wakes_when_its_parents_death_cancels_it(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    flow = chain(tasks.permanent.s(), tasks.add.s(a=1, b=1), name="doomed").enqueue()
+    [(_, child)] = [(n, h) for n, h in flow.steps.items() if h.kind == tasks.add.kind]
+    worker_thread(concurrency=2)
+    began = time.monotonic()
+    # PostgreSQL: a poll every 30 s would read again only at 30 s; the cancellation's
+    # announcement wakes it. Elsewhere: polled with backoff.
+    interval = 30.0 if is_postgres() else None
+    assert child.wait(timeout=60, interval=interval).status == Status.CANCELLED
+    assert time.monotonic() - began < 25
