@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from django_jobqueue.store import listening
 from django_jobqueue.task.registry import Registry, registry
 from tests import reset
 from tests.helpers import WorkerThread
@@ -23,10 +24,12 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """pytest-django's, and before it drops the test databases, no other session left on
-    them: a runworker child or a server thread of the last tests may still be closing on
-    a loaded machine (a CI run's DROP DATABASE failed on one such session). Waited for
-    up to 10 s, then ended, saying which (a leak shows here, and in its own test)."""
+    them: the process's listener (``store.listening``) stopped; a runworker child or a
+    server thread of the last tests may still be closing on a loaded machine (a CI run's
+    DROP DATABASE failed on one such session). Waited for up to 10 s, then ended, saying
+    which (a leak shows here, and in its own test)."""
     yield
+    listening.stop_all()  # the process's listener (live pages, waits) would reconnect
     with django_db_blocker.unblock():
         for alias in connections:
             if connections[alias].vendor == "postgresql":

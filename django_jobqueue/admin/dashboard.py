@@ -22,11 +22,13 @@ from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
 from django_jobqueue.admin import history, table_health
+from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.chart import chart
 from django_jobqueue.admin.common import actor, badge, local, log
 from django_jobqueue.admin.listing import QueueFilter
 from django_jobqueue.errors import JobQueueError
 from django_jobqueue.formatting import fmt_age, fmt_seconds
+from django_jobqueue.store import live as store_live
 from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import overview
 
@@ -69,6 +71,11 @@ def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
                 # Issue 34's panels, each in its own module and include.
                 "table_health": table_health.panel(),
                 "history": history.panel(request, now=now),
+                "live_page": live_pages.context(
+                    reverse("admin:django_jobqueue_job_live"),
+                    reverse("admin:django_jobqueue_job_live_stamp"),
+                    store_live.dashboard_stamp,
+                ),
             },
         )
 

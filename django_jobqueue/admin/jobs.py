@@ -10,9 +10,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Case, OuterRef, QuerySet, Subquery, TextField, Value, When
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -20,6 +21,7 @@ from django.utils.safestring import SafeString
 from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
 from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks, why
+from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.common import (
     badge,
     duration,
@@ -47,6 +49,7 @@ from django_jobqueue.errors import JobNotFound
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.progress import Progress, live
 from django_jobqueue.redaction import redact_payload, redact_text
+from django_jobqueue.store import live as store_live
 from django_jobqueue.store import sql
 from django_jobqueue.task.registry import registry
 
@@ -306,7 +309,19 @@ class JobAdmin(ModelAdmin):
         return [
             path("dashboard/", wrap(dashboard.view(self)), name=f"{name}_dashboard"),
             path("dashboard/queue/", wrap(dashboard.queue_view(self)), name=f"{name}_queue"),
+            path("dashboard/live/", wrap(live_pages.dashboard_events(self)), name=f"{name}_live"),
+            path(
+                "dashboard/live/stamp/",
+                wrap(live_pages.dashboard_stamp(self)),
+                name=f"{name}_live_stamp",
+            ),
             path("cleanup/", wrap(cleanup.view(self)), name=f"{name}_cleanup"),
+            path("<path:object_id>/live/", wrap(self.live_view), name=f"{name}_job_live"),
+            path(
+                "<path:object_id>/live/stamp/",
+                wrap(self.live_stamp_view),
+                name=f"{name}_job_live_stamp",
+            ),
             path("<path:object_id>/rerun/", wrap(rerun_view(self)), name=f"{name}_rerun"),
             path(
                 "<path:object_id>/act/<str:name>/",
@@ -323,6 +338,15 @@ class JobAdmin(ModelAdmin):
             return store.get_job(job_id=object_id)
         except JobNotFound:
             raise Http404(f"No job with id {object_id}") from None
+
+    def live_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
+        """The job page's event stream (``admin.live``)."""
+        job = self._job(request, object_id)
+        return live_pages.events(request, live_pages.job_wanted(str(job.id)))
+
+    def live_stamp_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        job = self._job(request, object_id)
+        return live_pages.job_stamp(job.id)
 
     def action_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
         job = self._job(request, object_id)
@@ -389,6 +413,11 @@ class JobAdmin(ModelAdmin):
             "rerun": self.has_requeue_permission(request) and not store.rerun_refusal(job),
             "now": now,
             "has_view_permission": True,
+            "live_page": live_pages.context(
+                reverse("admin:django_jobqueue_job_job_live", args=[job.pk]),
+                reverse("admin:django_jobqueue_job_job_live_stamp", args=[job.pk]),
+                lambda: store_live.job_stamp(job_id=job.pk),
+            ),
         }
 
 

@@ -15,17 +15,20 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobqueue.admin import guard, workflow_actions, workflow_bulk
+from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.common import COLOURS, age, badge, local, short_id
 from django_jobqueue.admin.graph import NODE_CAP, STATUS_ORDER, layout
 from django_jobqueue.admin.listing import EstimatingPaginator, RecentRangeFilter, by_id
 from django_jobqueue.models import Workflow, WorkflowStatus
 from django_jobqueue.store import graphs
+from django_jobqueue.store import live as store_live
 from django_jobqueue.store.graphs import Step
 
 if TYPE_CHECKING:  # generic in the stubs only
@@ -39,6 +42,7 @@ GRAPH_READ_CAP = 20_000
 
 STEPS = "admin:django_jobqueue_job_changelist"
 STEP = "admin:django_jobqueue_job_change"
+LIVE = "admin:django_jobqueue_workflow"
 
 
 class WorkflowAdmin(ModelAdmin):
@@ -130,7 +134,27 @@ class WorkflowAdmin(ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_act"
         act = self.admin_site.admin_view(self.action_view)
-        return [path("<path:object_id>/act/<str:name>/", act, name=name), *super().get_urls()]
+        wrap = self.admin_site.admin_view
+        page = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path("<path:object_id>/act/<str:name>/", act, name=name),
+            path("<path:object_id>/live/", wrap(self.live_view), name=f"{page}_live"),
+            path(
+                "<path:object_id>/live/stamp/",
+                wrap(self.live_stamp_view),
+                name=f"{page}_live_stamp",
+            ),
+            *super().get_urls(),
+        ]
+
+    def live_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
+        """The workflow page's event stream (``admin.live``)."""
+        wf = self.workflow_or_404(request, object_id)
+        return live_pages.events(request, live_pages.workflow_wanted(str(wf.id)))
+
+    def live_stamp_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        wf = self.workflow_or_404(request, object_id)
+        return live_pages.workflow_stamp(wf.id)
 
     def action_view(self, request: HttpRequest, object_id: str, name: str) -> HttpResponse:
         return workflow_actions.view(self, request, object_id, name)
@@ -184,6 +208,11 @@ class WorkflowAdmin(ModelAdmin):
             "node_cap": NODE_CAP,
             "legend": [(s, COLOURS[s]) for s in STATUS_ORDER],
             "has_view_permission": True,
+            "live_page": live_pages.context(
+                reverse(f"{LIVE}_live", args=[wf.id]),
+                reverse(f"{LIVE}_live_stamp", args=[wf.id]),
+                lambda: store_live.workflow_stamp(workflow_id=wf.id),
+            ),
         }
 
 

@@ -84,8 +84,9 @@ def finished(ended: Sequence[Ended], *, now: datetime) -> None:
             counts[0] += 1
             counts[1] += 1 if e.status == Status.DEAD else 0
         frontier = _children_of(frontier, now=now, notes=notes, queues=queues)
-    if notes:
+    if notes:  # the children cancelled: announced as settled (their waiters wake)
         sql.journal_entries().bulk_create(notes)
+        wakeups.announce_settled(n.job_id for n in notes)
     for workflow_id in sorted(closed):
         close(workflow_id, closed=closed[workflow_id][0], dead=closed[workflow_id][1], now=now)
     for queue in sorted(queues):

@@ -46,6 +46,7 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
             was = job.status
             _save(job, status=Status.CANCELLED, finished_at=now)
             _operator_entry(job, Outcome.CANCELLED, actor, f"cancelled while {was}", now)
+            wakeups.announce_settled([job.id])
             if job.workflow_id is not None:
                 joins.release([job.id], now=now)
         elif job.status == Status.CLAIMED:
@@ -258,6 +259,7 @@ def _cancel_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
     sql.journal_entries().bulk_create(
         [_entry(j, Outcome.CANCELLED, actor, f"cancelled while {j.status}", now) for j in idle]
     )
+    wakeups.announce_settled([j.id for j in idle])
     sql.jobs().filter(id__in=claimed, status=Status.CLAIMED, cancel_requested=False).update(
         cancel_requested=True, cancel_actor=actor
     )

@@ -32,7 +32,7 @@ from django_jobqueue import conf
 from django_jobqueue.models import Outcome, Status
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
-from django_jobqueue.store import joins, sql
+from django_jobqueue.store import joins, sql, wakeups
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.monitoring import bucket_of, shard_of, tally_insert, tally_rows
@@ -302,7 +302,10 @@ def write_progress(
     mine = {job_id: run_no for job_id, run_no in runs.items() if job_id in progress}
     if not mine:
         return 0
-    return int(_held(worker_id, mine).update(**_progress_changes(progress)))
+    written = int(_held(worker_id, mine).update(**_progress_changes(progress)))
+    if written:  # the live pages' cue (a no-op where nothing listens)
+        wakeups.announce_progress(mine)
+    return written
 
 
 def _progress_changes(progress: Mapping[uuid.UUID, Progress | None]) -> dict[str, Any]:

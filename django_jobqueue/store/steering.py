@@ -31,7 +31,7 @@ from django_jobqueue.models import (
 )
 from django_jobqueue.rules.joins import outcome
 from django_jobqueue.states import UNFINISHED, JoinWhen, WorkflowStatus
-from django_jobqueue.store import children, joins, sql
+from django_jobqueue.store import children, joins, sql, wakeups
 
 
 def workflow_row(workflow_id: uuid.UUID | str) -> Workflow:
@@ -90,6 +90,7 @@ def _cancel(workflow_id: uuid.UUID | str, actor: str, because: str = "") -> Work
         sql.jobs().filter(id__in=ids).update(
             status=Status.CANCELLED, finished_at=now, cancel_actor=actor
         )
+        wakeups.announce_settled(ids)
         note = f"cancelled with its workflow by {actor}" if actor else "cancelled with its workflow"
         if because:
             note = f"{note} ({because})"

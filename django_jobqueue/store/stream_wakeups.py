@@ -15,7 +15,7 @@ import uuid
 
 from django_jobqueue import conf
 from django_jobqueue.store.dialects import for_alias
-from django_jobqueue.store.dialects.base.storage import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 CHANNEL = "django_jobqueue_stream"
 

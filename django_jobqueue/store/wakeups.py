@@ -15,10 +15,17 @@ NOTIFY itself is transactional and goes through the jobs alias, pooled or not.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django_jobqueue.store import sql
 from django_jobqueue.store.dialects import for_alias
-from django_jobqueue.store.dialects.base.storage import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import PROGRESS_CHANNEL as PROGRESS_CHANNEL
+from django_jobqueue.store.dialects.base.wakeups import SETTLED_CHANNEL as SETTLED_CHANNEL
+from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 CHANNEL = "django_jobqueue"
+#: Every channel the queue notifies on: new jobs, settlements, progress.
+CHANNELS = (CHANNEL, SETTLED_CHANNEL, PROGRESS_CHANNEL)
 
 
 def supported(alias: str) -> bool:
@@ -29,6 +36,17 @@ def supported(alias: str) -> bool:
 def notify(alias: str, queue: str) -> None:
     """Announce a new job on ``queue``; delivered when the surrounding transaction commits."""
     for_alias(alias).notify(CHANNEL, queue)
+
+
+def announce_settled(ids: Iterable[object]) -> None:
+    """Announce jobs that an operator's write settled (a cancel): delivered on commit,
+    as a worker's settlements announce theirs (inside their one statement on PostgreSQL)."""
+    sql.dialect().announce(SETTLED_CHANNEL, ids)
+
+
+def announce_progress(ids: Iterable[object]) -> None:
+    """Announce jobs whose live progress was just written."""
+    sql.dialect().announce(PROGRESS_CHANNEL, ids)
 
 
 def listen(alias: str) -> Wakeups:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobqueue import store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress, live
-from django_jobqueue.states import TERMINAL
+from django_jobqueue.task import waiting
 from django_jobqueue.task.explain import Explanation, explain
 from django_jobqueue.task.streaming import Stream
 
@@ -95,20 +94,26 @@ class JobHandle:
         return self
 
     def wait(self, timeout: float | None = None, *, interval: float | None = None) -> JobHandle:
-        """Block until the job is finished (completed, dead or cancelled), then return this
-        handle, re-read; ``TimeoutError`` naming the job if ``timeout`` seconds pass first.
-        Polls ``refresh()``, every ``interval`` seconds if given, else backing off from
-        50 ms to a second."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.05 if interval is None else interval
-        while self.refresh().status not in TERMINAL:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"job {self.id} did not finish within {timeout} s")
-            time.sleep(pause if left is None else min(pause, left))
-            if interval is None:
-                pause = min(pause * 2, 1.0)
+        """Block until the job is finished (completed, dead or cancelled), then return
+        this handle, refreshed. ``TimeoutError`` (naming the job and the timeout) when
+        ``timeout`` seconds pass first; None waits as long as it takes.
+
+        On PostgreSQL the wait is woken by the settlement's notification (through the
+        process's one listener: no query while nothing happens, and it returns within
+        milliseconds of the settlement's commit); on SQLite and MariaDB it polls, every
+        ``interval`` seconds if given, else backing off from 50 ms to 1 s.
+        """
+        waiting.Waiter(self.id, self._finished, timeout, interval).run()
         return self
+
+    async def await_result(self, timeout: float | None = None) -> Any:
+        """``wait`` for async code (the event loop is never blocked: the reads run in a
+        thread); returns the job's ``result``."""
+        await waiting.Waiter(self.id, self._finished, timeout, None).arun()
+        return self.result
+
+    def _finished(self) -> bool:
+        return waiting.finished(self.refresh().status)
 
     def rerun_from(self, step: str, *, actor: str = "") -> JobHandle:
         """Discard the job's recorded steps from ``step`` on and make it pending again:

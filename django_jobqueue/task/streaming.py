@@ -31,7 +31,7 @@ from django_jobqueue.errors import InvalidArguments, JobNotFound
 from django_jobqueue.states import TERMINAL
 from django_jobqueue.store import stream_wakeups
 from django_jobqueue.store import streams as stored
-from django_jobqueue.store.dialects.base.storage import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 BATCH = 500  # items read per query
 FIRST_PAUSE = 0.05  # polling: the first pause, in seconds, growing by half each time

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from django_jobqueue.store import wakeups
-from django_jobqueue.store.dialects.base.storage import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 logger = logging.getLogger("django_jobqueue")
 

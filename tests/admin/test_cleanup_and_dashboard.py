@@ -148,7 +148,10 @@ def test_dashboard_cards_kinds_chart_and_workers(
     assert page.context["day"]["total_dead"] == 1  # failed runs and dead jobs told apart
     assert page.context["day"]["total_retried"] == 1
     assert text.count('<svg class="jq-chart"') == 2
-    assert "<script" not in text.split('id="content-main"')[1]  # no JavaScript of its own
+    # Its one script is the live page's (admin/live.py); without it the page refreshes.
+    scripts = text.split('id="content-main"')[1].count("<script")
+    assert scripts == 2, "the live page's config and its script, nothing else"
+    assert '<noscript><meta http-equiv="refresh" content="30"></noscript>' in text
     assert [w["id"] for w in page.context["live"]] == ["h:1"]
     assert [w["id"] for w in page.context["gone"]] == ["h:2"]
 

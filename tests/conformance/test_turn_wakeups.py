@@ -14,7 +14,7 @@ import pytest
 
 from django_jobqueue import conf
 from django_jobqueue.store import wakeups
-from django_jobqueue.store.dialects.base.storage import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import Wakeups
 from django_jobqueue.store.dialects.postgresql.claiming import NO_CLAIM
 from django_jobqueue.store.exchanging import turn_statement
 from django_jobqueue.workflows import chain

@@ -211,7 +211,7 @@ def _ctes(plan: str) -> dict[str, str]:
 def _assert_settles_by_key_and_claims_by_index(plan: str, tiers: int) -> None:
     ctes = _ctes(plan)
     # The settlement finds its few rows by id, never through the lease index.
-    assert "Index Scan using django_jobqueue_job_pkey" in ctes["j"], plan
+    assert "Index Scan using django_jobqueue_job_pkey" in ctes["sw"], plan
     # Each tier reads the claim index in claim order: nothing sorted before its LIMIT.
     claims = [ctes[f"t{i}"] for i in range(tiers)]
     assert all("Index Scan using jobqueue_job_claim" in c for c in claims), plan

@@ -345,8 +345,11 @@ def test_postgresqls_turn_is_the_settlement_ctes_then_the_claims_in_one_statemen
     assert built is not None
     assert_in_step(built)
     assert built.sql.startswith("WITH s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb)")
-    for cte in (" j AS (UPDATE", " entries AS (INSERT", " tallied AS (INSERT", " t0 AS", " t1 AS"):
+    ctes = (" sw AS (UPDATE", " j AS (SELECT", " entries AS (INSERT", " tallied AS (INSERT")
+    for cte in (*ctes, " t0 AS", " t1 AS"):
         assert cte in built.sql
+    # The settled ids announced on commit, in the same statement (the live pages, waits).
+    assert "announced AS (SELECT pg_notify('django_jobqueue_settled', string_agg(" in built.sql
     assert ", claimed AS (UPDATE django_jobqueue_job AS j SET status = 'claimed'" in built.sql
     assert json.loads(built.params[0])[0]["id"] == str(uuid.UUID(int=7))
     assert built.params[1:] == d.claim_statement(spec(tiers=[(1, 1), (0, 2)])).params

@@ -8,7 +8,7 @@ classes in ``base`` are its portable implementation, which each database's overr
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -23,12 +23,8 @@ if TYPE_CHECKING:
     from django_jobqueue.store.dialects.base.health import Holder, TableReading
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
-    from django_jobqueue.store.dialects.base.storage import (
-        NewRow,
-        NewStep,
-        NewStreamItem,
-        Wakeups,
-    )
+    from django_jobqueue.store.dialects.base.storage import NewRow, NewStep, NewStreamItem
+    from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 T = TypeVar("T")
 M = TypeVar("M", bound="Model")
@@ -128,9 +124,11 @@ class Interface(Protocol):
 
     def listens(self) -> bool: ...
 
-    def listen(self, channel: str) -> Wakeups: ...
+    def listen(self, channel: str, *more: str) -> Wakeups: ...
 
     def notify(self, channel: str, payload: str) -> None: ...
+
+    def announce(self, channel: str, ids: Iterable[object]) -> None: ...
 
     # --- reading for the operators' pages -----------------------------------------------
 

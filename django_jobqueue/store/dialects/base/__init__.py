@@ -4,9 +4,10 @@ A dialect is the *how* of the queue's statements on one database: the store's mo
 keep the *what* (candidates, guards, tiers, the lifecycle) and ask the dialect for the
 SQL and the conversions that differ. The interface is written in two halves, each in
 its own module: ``claiming`` (claims, turns and settlements: the hot path) and
-``storage`` (inserts, rate tokens, journal deletion, percentiles, wake-ups, the
-classification of connection errors, the transaction an atomic run needs, and the
-rest); ``health`` reads the tables' health for the operators. Every statement's values
+``storage`` (inserts, rate tokens, journal deletion, percentiles, the classification
+of connection errors, the transaction an atomic run needs, and the rest, on top of
+``wakeups``: the channels, NOTIFY and LISTEN); ``health`` reads the tables' health for
+the operators. Every statement's values
 are bound parameters.
 """
 

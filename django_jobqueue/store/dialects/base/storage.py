@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from django.core.checks import CheckMessage
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
@@ -31,7 +31,7 @@ from django_jobqueue.models import (
     StreamItem,
 )
 from django_jobqueue.store.dialects.base.fragment import Fragment
-from django_jobqueue.store.dialects.base.primitives import Primitives
+from django_jobqueue.store.dialects.base.wakeups import WakeupStatements
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Any)
@@ -115,17 +115,7 @@ STEP_FRESH = tuple((n, v) for n, v in FRESH_COLUMNS if n != "status")
 STEP_COLUMN_LIST = ", ".join([*ROW_COLUMNS, *STEP_COLUMNS, *(name for name, _ in STEP_FRESH)])
 
 
-class Wakeups(Protocol):
-    """A connection that listens for wake-ups (see ``StorageStatements.listen``)."""
-
-    def payloads(self, timeout: float) -> Iterator[str]:
-        """The payloads that arrive within ``timeout`` seconds."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class StorageStatements(Primitives):
+class StorageStatements(WakeupStatements):
     """What every database's dialect answers for inserts, rate tokens, journal deletion,
     percentiles, wake-ups, connection errors and transactions."""
 
@@ -445,16 +435,6 @@ class StorageStatements(Primitives):
         """How many levels the JSON columns nest a document, and whose limit that is;
         None where they hold deeper than any reader decodes."""
         return None
-
-    # --- wake-ups ------------------------------------------------------------------------
-
-    def notify(self, channel: str, payload: str) -> None:
-        """Wake the listening workers when the current transaction commits (a no-op
-        where workers poll)."""
-
-    def listen(self, channel: str) -> Wakeups:
-        """A connection of its own that listens on ``channel`` (``listens()`` only)."""
-        raise NotImplementedError(f"{type(self).__name__} has no wake-ups: workers poll")
 
     # --- connection errors and the transaction of an atomic run --------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ClassVar
 
@@ -31,8 +31,8 @@ from django_jobqueue.store.dialects.base.storage import (
     NewStep,
     NewStreamItem,
     StorageStatements,
-    Wakeups,
 )
+from django_jobqueue.store.dialects.base.wakeups import Wakeups, id_notes
 from django_jobqueue.store.pooling import pooled_reason
 
 # One statement whatever the count, and one parameter: the rows as a JSON array of
@@ -236,8 +236,17 @@ class PostgreSQLStorage(StorageStatements):
         with self.conn.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
-    def listen(self, channel: str) -> Wakeups:
-        return _Listening(self.conn.get_connection_params(), channel)
+    def announce(self, channel: str, ids: Iterable[object]) -> None:
+        """All of the notifications in one statement."""
+        notes = id_notes(ids)
+        if notes:
+            with self.conn.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [channel, notes]
+                )
+
+    def listen(self, channel: str, *more: str) -> Wakeups:
+        return _Listening(self.conn.get_connection_params(), (channel, *more))
 
     def is_connection_error(self, exc: BaseException) -> bool:
         if getattr(exc.__cause__, "sqlstate", None) in _TRANSIENT_STATES:
@@ -249,18 +258,23 @@ class _Listening:
     """A connection of its own, never one lent by Django's connection pool
     (OPTIONS["pool"]): it is held for the worker's life and keeps listening."""
 
-    def __init__(self, params: dict[str, Any], channel: str) -> None:
+    def __init__(self, params: dict[str, Any], channels: tuple[str, ...]) -> None:
         import psycopg  # only ever reached on PostgreSQL, where Django needs it too
         from psycopg import sql
 
         self._raw = psycopg.connect(**params)
         self._raw.autocommit = True
-        # The channel is a name, which no parameter can bind: psycopg quotes it.
-        self._raw.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        # A channel is a name, which no parameter can bind: psycopg quotes it.
+        for channel in channels:
+            self._raw.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
     def payloads(self, timeout: float) -> Iterator[str]:
+        for _, payload in self.notes(timeout):
+            yield payload
+
+    def notes(self, timeout: float) -> Iterator[tuple[str, str]]:
         for note in self._raw.notifies(timeout=timeout):
-            yield note.payload
+            yield note.channel, note.payload
 
     def close(self) -> None:
         self._raw.close()
