@@ -6,6 +6,7 @@ Settings are read on first use, never at import time, and re-read when Django's
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,12 @@ DEFAULTS: dict[str, Any] = {
     "ATOMIC_WARN_AFTER": timedelta(seconds=10),
     "METRICS_TOKEN": None,  # the metrics view's bearer token (None: staff sessions only)
     "PERIODIC": [],
+    # Each run's own log lines: the level captured (None: off), the loggers (None: the
+    # task's module and django_jobqueue.task), the lines per run and the runs per job.
+    "RUN_LOGS": "INFO",
+    "RUN_LOGS_LOGGERS": None,
+    "RUN_LOGS_MAX_LINES": 100,
+    "RUN_LOGS_RUNS": 5,
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
@@ -150,6 +157,11 @@ class Settings:
     processes: int = 1
     #: ``async def`` runs one worker process awaits at once, on its event loop.
     async_concurrency: int = 100
+    #: The level of the log records a run keeps (None: no capture), and its bounds.
+    run_logs: int | None = logging.INFO
+    run_logs_loggers: tuple[str, ...] | None = None
+    run_logs_max_lines: int = 100
+    run_logs_runs: int = 5
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -211,6 +223,14 @@ def validate(raw: Any) -> Settings:
         ),
         metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
         periodic=_periodic(values["PERIODIC"], max_depth=depth),
+        run_logs=_level("RUN_LOGS", values["RUN_LOGS"]),
+        run_logs_loggers=(
+            None
+            if (names := values["RUN_LOGS_LOGGERS"]) is None
+            else _words("RUN_LOGS_LOGGERS", names)
+        ),
+        run_logs_max_lines=_positive("RUN_LOGS_MAX_LINES", values["RUN_LOGS_MAX_LINES"]),
+        run_logs_runs=_positive("RUN_LOGS_RUNS", values["RUN_LOGS_RUNS"]),
     )
 
 
@@ -308,6 +328,18 @@ def _words(key: str, raw: Any) -> tuple[str, ...]:
                 f"{key} words must be non-empty strings, got {word!r}", key=key
             )
     return tuple(raw)
+
+
+def _level(key: str, raw: Any) -> int | None:
+    """None, or a logging level by name (``"INFO"``) or number, as its number."""
+    if raw is None:
+        return None
+    number = logging.getLevelName(raw.upper()) if isinstance(raw, str) else raw
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ConfigurationError(
+            f'{key} must be None or a logging level such as "INFO", got {raw!r}', key=key
+        )
+    return number
 
 
 def _token(key: str, raw: Any) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.jobs import Job, JournalEntry
-from django_jobqueue.models.records import StepRecord
+from django_jobqueue.models.records import RunLog, StepRecord
 from django_jobqueue.models.runtime import (
     KindLimit,
     MergeLock,
@@ -39,6 +39,7 @@ __all__ = [
     "Priority",
     "QueuePause",
     "RateBucket",
+    "RunLog",
     "RunTally",
     "Schedule",
     "Status",

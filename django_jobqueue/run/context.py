@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -10,6 +11,9 @@ from typing import Any
 
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
+
+# The logger every task's ``ctx.logger`` is a child of; a run captures it by default.
+TASK_LOGGER = "django_jobqueue.task"
 
 # Guards the making of a context's cancel flag, which two threads may ask for at once.
 _FLAG_LOCK = threading.Lock()
@@ -82,6 +86,12 @@ class Context:
         )
         ctx._claimed = job
         return ctx
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The task's logger, ``django_jobqueue.task.<kind>``: what it logs at
+        ``RUN_LOGS``'s level or above is kept with the run and shown on its job page."""
+        return logging.getLogger(f"{TASK_LOGGER}.{self.kind}")
 
     @property
     def cancelled(self) -> threading.Event:

@@ -35,6 +35,7 @@ from django_jobqueue.errors import ClaimLost, InvalidEvent, InvalidStep, StepErr
 from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
 from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
+from django_jobqueue.run import logs
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.sequence import Sequence
 from django_jobqueue.store import durable as stored
@@ -386,6 +387,7 @@ class StepBook:
             started_at=timezone.now() - duration,
             duration=duration,
             attachment=self.ctx.attachment,
+            logs=logs.current(),
         )
         full = "\n".join(p for p in (note, self.summary()) if p)
         return paused(which, resume_at=resume_at, carry=carry, note=full)

@@ -1,0 +1,96 @@
+"""Each run's own log lines (``RunLog`` rows): written with the settlements that carry
+them, read for the job page and ``jobqueue show --logs``, deleted with their job.
+
+``written_with`` wraps a batch's settlement in one transaction (a savepoint in the
+caller's) with its runs' lines: a run's lines are written only if the guard let its
+settlement through, and they commit with it or not at all. A batch with no lines (capture
+off, or runs that logged nothing) is left as it was, its one statement on its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db import transaction
+from django.db.models import Q, QuerySet
+
+from django_jobqueue import conf
+from django_jobqueue.models import RunLog
+from django_jobqueue.rules.lifecycle import Settlement
+from django_jobqueue.store import sql
+
+T = TypeVar("T")
+
+
+def _logs() -> QuerySet[RunLog]:
+    return RunLog.objects.using(sql.alias())
+
+
+def written_with(
+    settlements: Sequence[Settlement],
+    write: Callable[[], T],
+    applied: Callable[[T], Sequence[bool]],
+) -> T:
+    """``write()`` (the batch's guarded settlement), and in its transaction the lines of
+    each run it applied (``applied(result)``: per settlement, whether the guard let it
+    through)."""
+    if not any(s.logs is not None for s in settlements):
+        return write()
+    with transaction.atomic(using=sql.alias()):
+        result = write()
+        keep(settlements, applied(result))
+    return result
+
+
+def keep(settlements: Sequence[Settlement], applied: Sequence[bool]) -> int:
+    """Write the lines of the applied runs that carry some, and delete the lines of each
+    such job's runs before its last ``RUN_LOGS_RUNS``; in the caller's transaction.
+    Returns the runs written."""
+    kept = [s for s, ok in zip(settlements, applied, strict=True) if ok and s.logs is not None]
+    if not kept:
+        return 0
+    _logs().bulk_create(
+        [
+            RunLog(
+                job_id=s.job_id, run_no=s.run_no, lines=list(s.logs.lines), dropped=s.logs.dropped
+            )
+            for s in kept
+        ]
+    )
+    runs = conf.get().run_logs_runs
+    older = Q()
+    for s in kept:
+        if s.run_no > runs:
+            older |= Q(job_id=s.job_id, run_no__lte=s.run_no - runs)
+    if older:
+        _logs().filter(older).delete()
+    return len(kept)
+
+
+@dataclass(frozen=True)
+class RunLines:
+    """One run's lines as stored (not redacted: the page that shows them redacts)."""
+
+    run_no: int
+    lines: list[dict[str, Any]]
+    dropped: int
+
+
+def of(*, job_id: uuid.UUID | str, limit: int | None = None) -> list[RunLines]:
+    """A job's runs' lines, newest run first (``limit``: that many runs at most)."""
+    rows = _logs().filter(job_id=job_id).order_by("-run_no", "-id")
+    if limit is not None:
+        rows = rows[:limit]
+    return [
+        RunLines(
+            run_no=r.run_no,
+            lines=[line for line in r.lines if isinstance(line, dict)]
+            if isinstance(r.lines, list)
+            else [],
+            dropped=r.dropped,
+        )
+        for r in rows
+    ]
