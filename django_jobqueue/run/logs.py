@@ -53,15 +53,25 @@ class Capture:
     """The lines of one run while it runs: the first ``limit // 2`` records, and a ring
     of the last ones."""
 
-    __slots__ = ("_head", "_head_room", "_last", "_tail", "dropped", "level")
+    __slots__ = ("_head", "_head_room", "_last", "_tail", "dropped", "level", "loggers")
 
-    def __init__(self, limit: int, level: int) -> None:
+    def __init__(self, limit: int, level: int, loggers: tuple[str, ...]) -> None:
         self._head: list[dict[str, Any]] = []
         self._head_room = limit - limit // 2
         self._tail: deque[dict[str, Any]] = deque(maxlen=limit // 2)
         self._last: logging.LogRecord | None = None
         self.dropped = 0
         self.level = level
+        # The loggers this run keeps: a handler put on another one for an earlier run
+        # (under other settings) still sees records, which are not this run's to keep.
+        self.loggers = None if "root" in loggers else tuple(n + "." for n in loggers)
+
+    def wants(self, record: logging.LogRecord) -> bool:
+        """Whether the record is of a level and a logger this run keeps."""
+        if record.levelno < self.level:
+            return False
+        prefixes = self.loggers
+        return prefixes is None or (record.name + ".").startswith(prefixes)
 
     def add(self, record: logging.LogRecord) -> None:
         if record is self._last:  # seen by a captured logger below this one already
@@ -103,7 +113,7 @@ class RunLogHandler(logging.Handler):
     def handle(self, record: logging.LogRecord) -> bool:
         # No handler lock: each run's capture is written by that run only.
         capture = _current.get()
-        if capture is None or record.levelno < capture.level:
+        if capture is None or not capture.wants(record):
             return False
         capture.add(record)
         return True
@@ -143,10 +153,11 @@ def capturing(module: str | None, settings: conf.Settings) -> Iterator[Capture |
     if level is None:
         yield None
         return
-    for name in loggers_for(module, settings):
+    names = loggers_for(module, settings)
+    for name in names:
         if name not in _installed:
             install(name, level)
-    capture = Capture(settings.run_logs_max_lines, level)
+    capture = Capture(settings.run_logs_max_lines, level, names)
     token = _current.set(capture)
     try:
         yield capture

@@ -62,6 +62,8 @@ from django_jobqueue.store.pruning import cleanup, delete_finished
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
 from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
 from django_jobqueue.store.rerunning import divergent, rerun_from, rerun_refusal
+from django_jobqueue.store.runlogs import RunLines
+from django_jobqueue.store.runlogs import of as run_logs
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -107,6 +109,7 @@ __all__ = [
     "NewJob",
     "Override",
     "Page",
+    "RunLines",
     "RunTotal",
     "ScheduleState",
     "TickResult",
@@ -163,6 +166,7 @@ __all__ = [
     "rerun_refusal",
     "resume_queue",
     "retry_dead_steps",
+    "run_logs",
     "run_now",
     "run_now_many",
     "run_now_refusal",

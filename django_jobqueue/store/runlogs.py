@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import transaction
@@ -19,6 +20,7 @@ from django.db.models import Q, QuerySet
 
 from django_jobqueue import conf
 from django_jobqueue.models import RunLog
+from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.lifecycle import Settlement
 from django_jobqueue.store import sql
 
@@ -71,12 +73,42 @@ def keep(settlements: Sequence[Settlement], applied: Sequence[bool]) -> int:
 
 
 @dataclass(frozen=True)
+class Line:
+    """One line as shown: its time (None if unreadable), level, logger and message, the
+    message through ``redact_text``."""
+
+    at: datetime | None
+    level: str
+    logger: str
+    message: str
+
+
+@dataclass(frozen=True)
 class RunLines:
-    """One run's lines as stored (not redacted: the page that shows them redacts)."""
+    """One run's lines as stored; ``shown()`` gives them as every page shows them."""
 
     run_no: int
     lines: list[dict[str, Any]]
     dropped: int
+
+    def shown(self) -> list[Line]:
+        """The lines, oldest first, each message redacted (``REDACT``)."""
+        return [
+            Line(
+                at=_time(line.get("at")),
+                level=str(line.get("level", "")),
+                logger=str(line.get("logger", "")),
+                message=redact_text(str(line.get("message", ""))),
+            )
+            for line in self.lines
+        ]
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 def of(*, job_id: uuid.UUID | str, limit: int | None = None) -> list[RunLines]:

@@ -943,4 +943,4 @@ def duplicate_user(username: str) -> None:
 
 # The durable-steps tests' tasks (tests/steps) and the conformance matrix's
 # (tests/conformance), registered with these.
-from tests.taskapp import matrix_tasks, steps_tasks  # noqa: E402, F401
+from tests.taskapp import logging_tasks, matrix_tasks, steps_tasks  # noqa: E402, F401
