@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobqueue import conf
+from django_jobqueue import conf, store
 from django_jobqueue.admin import tracebacks
 from django_jobqueue.admin.common import age, badge, local
 from django_jobqueue.admin.journal import FAILURES
@@ -106,6 +106,29 @@ def empty_journal(job: Job) -> str:
     if job.status == Status.WAITING:
         return "No entries yet: the step waits for its parents."
     return "No entries yet: the job has not run."
+
+
+def run_logs(job: Job) -> list[dict[str, Any]]:
+    """Each kept run's own log lines, newest run first: its number, how many lines were
+    dropped between its head and tail, and its lines (time, level, logger, message),
+    redacted as a note is."""
+    return [
+        {
+            "run_no": run.run_no,
+            "dropped": run.dropped,
+            "lines": [
+                {
+                    "at": local(line.at) if line.at is not None else "-",
+                    "level": line.level,
+                    "logger": line.logger,
+                    "message": line.message,
+                    "warn": line.level in ("WARNING", "ERROR", "CRITICAL"),
+                }
+                for line in run.shown()
+            ],
+        }
+        for run in store.run_logs(job_id=job.id)
+    ]
 
 
 def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
