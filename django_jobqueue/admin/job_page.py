@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from django_jobqueue import conf, store
 from django_jobqueue.admin import tracebacks
@@ -120,7 +120,7 @@ def run_logs(job: Job) -> list[dict[str, Any]]:
                 {
                     "at": local(line.at) if line.at is not None else "-",
                     "level": line.level,
-                    "logger": line.logger,
+                    "logger": breakable(line.logger),
                     "message": line.message,
                     "warn": line.level in ("WARNING", "ERROR", "CRITICAL"),
                 }
@@ -129,6 +129,11 @@ def run_logs(job: Job) -> list[dict[str, Any]]:
         }
         for run in store.run_logs(job_id=job.id)
     ]
+
+
+def breakable(name: str) -> SafeString:
+    """A dotted name that may wrap after its dots, never inside a part (escaped)."""
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in name.split(".")))
 
 
 def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:

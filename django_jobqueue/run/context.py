@@ -63,6 +63,9 @@ class Context:
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
         self._progress_written: progress_.Progress | None = None
+        # This run's log capture (``run.logs.Capture``; None: off), set by the pipeline:
+        # a run the worker gives up on (its timeout) is settled with its lines so far.
+        self._run_logs: Any = None
 
     @classmethod
     def for_job(

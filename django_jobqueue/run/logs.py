@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from django_jobqueue import conf, validation
@@ -42,8 +41,9 @@ _current: ContextVar[Capture | None] = ContextVar("django_jobqueue_run_logs", de
 
 @dataclass(frozen=True, slots=True)
 class Captured:
-    """A run's lines as they are stored: each ``{"at", "level", "logger", "message"}``,
-    oldest first, and how many lines between the kept head and tail were dropped."""
+    """A run's lines as they are stored: each ``{"at", "level", "logger", "message"}``
+    (``at`` in seconds since the epoch), oldest first, and how many lines between the
+    kept head and tail were dropped."""
 
     lines: tuple[dict[str, Any], ...]
     dropped: int = 0
@@ -86,10 +86,19 @@ class Capture:
         self._tail.append(line)
 
     def captured(self) -> Captured | None:
-        """What the run logged so far (None: nothing)."""
+        """What the run logged so far (None: nothing). Safe from another thread (the
+        worker's loop reads a timed-out run's lines while the run may still log)."""
         if not self._head:
             return None
-        return Captured(lines=(*self._head, *self._tail), dropped=self.dropped)
+        head = tuple(self._head[: self._head_room])
+        tail: tuple[dict[str, Any], ...] = ()
+        for _ in range(3):  # a deque appended to while it is read raises: read again
+            try:
+                tail = tuple(self._tail)
+                break
+            except RuntimeError:
+                continue
+        return Captured(lines=(*head, *tail), dropped=self.dropped)
 
 
 def _line(record: logging.LogRecord) -> dict[str, Any]:
@@ -100,7 +109,7 @@ def _line(record: logging.LogRecord) -> dict[str, Any]:
     if record.exc_info and record.exc_info[0] is not None:
         message += "\n" + logging.Formatter().formatException(record.exc_info)
     return {
-        "at": datetime.fromtimestamp(record.created, tz=UTC).isoformat(),
+        "at": round(record.created, 6),  # seconds since the epoch: formatted when shown
         "level": record.levelname,
         "logger": record.name[:200],
         "message": validation.clean_text(message, LINE_LIMIT),
@@ -167,5 +176,9 @@ def capturing(module: str | None, settings: conf.Settings) -> Iterator[Capture |
 
 def current() -> Captured | None:
     """What the running run logged so far (for a settlement written inside the run)."""
-    capture = _current.get()
+    return captured(_current.get())
+
+
+def captured(capture: Capture | None) -> Captured | None:
+    """What a run's capture holds so far (None: capture off, or nothing logged)."""
     return None if capture is None else capture.captured()

@@ -105,9 +105,11 @@ class Pipeline:
             self._spans[(job.id, job.run_count)] = span
         guard.before_run()
         defn = registry.find(job.kind)
+        lines = None
         with sentry.running(job, worker_id=worker) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
+                    ctx._run_logs = lines
                     result = transactional.run(
                         defn,
                         job,
@@ -155,9 +157,11 @@ class Pipeline:
         span = tracing.start_run(job, worker_id=worker)
         if span is not None:  # held from now, as run_one's
             self._spans[(job.id, job.run_count)] = span
+        lines = None
         with sentry.running(job, worker_id=worker) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
+                    ctx._run_logs = lines
                     if defn is None:  # unregistered since the claim: settled dead, saying so
                         result = execute(defn, job, ctx, max_output_bytes=self.max_output_bytes)
                     else:

@@ -1,10 +1,12 @@
 """Each run's own log lines (``RunLog`` rows): written with the settlements that carry
 them, read for the job page and ``jobqueue show --logs``, deleted with their job.
 
+On PostgreSQL the settlement's own statement writes a run's lines (and deletes older
+runs'), for the rows its guard let through (``dialects.postgresql.claiming``). Elsewhere
 ``written_with`` wraps a batch's settlement in one transaction (a savepoint in the
-caller's) with its runs' lines: a run's lines are written only if the guard let its
-settlement through, and they commit with it or not at all. A batch with no lines (capture
-off, or runs that logged nothing) is left as it was, its one statement on its own.
+caller's) with its runs' lines, written by ``keep`` for the settlements the guard let
+through: they commit with it or not at all. A batch with no lines (capture off, or runs
+that logged nothing) is left as it was.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import transaction
@@ -39,7 +41,7 @@ def written_with(
     """``write()`` (the batch's guarded settlement), and in its transaction the lines of
     each run it applied (``applied(result)``: per settlement, whether the guard let it
     through)."""
-    if not any(s.logs is not None for s in settlements):
+    if not any(s.logs is not None for s in settlements) or sql.dialect().settles_run_logs:
         return write()
     with transaction.atomic(using=sql.alias()):
         result = write()
@@ -104,10 +106,13 @@ class RunLines:
         ]
 
 
-def _time(text: Any) -> datetime | None:
+def _time(stored: Any) -> datetime | None:
+    """A line's time as stored (seconds since the epoch), None if it cannot be read."""
+    if isinstance(stored, bool) or not isinstance(stored, int | float):
+        return None
     try:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
+        return datetime.fromtimestamp(stored, tz=UTC)
+    except (OverflowError, OSError, ValueError):
         return None
 
 

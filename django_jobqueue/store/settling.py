@@ -97,6 +97,7 @@ def settle_row(
             shards[s.worker] = shard
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
+    logs = s.logs
     return SettleRow(
         id=s.job_id,
         run_no=s.run_no,
@@ -119,6 +120,9 @@ def settle_row(
         c_note=None if instead is None else instead.note,
         shard=shard,
         bucket=bucket_of(micros),
+        logs=None if logs is None else list(logs.lines),
+        dropped=0 if logs is None else logs.dropped,
+        logs_from=0 if logs is None else s.run_no - conf.get().run_logs_runs + 1,
     )
 
 

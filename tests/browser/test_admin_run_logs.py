@@ -55,6 +55,8 @@ def test_a_runs_log_lines_appear_on_its_job_page_newest_run_first(
     text = section.inner_text()
     assert "s3cr3t-value" not in text
     assert "calling the API with token=********" in text
+    # The section alone (the journal above it names this machine's paths).
+    section.screenshot(path=str(screenshots / "admin-job-logs.png"))
     # An older run opens on a click, with its own lines only.
     page.locator("#job-logs-run-1 summary").click()
     older = page.locator("#job-logs-run-1 tr.jq-log-line")
@@ -67,5 +69,3 @@ def test_a_runs_log_lines_appear_on_its_job_page_newest_run_first(
     box = section.bounding_box()
     assert box is not None
     assert box["x"] + box["width"] <= WIDTH
-    section.scroll_into_view_if_needed()
-    page.screenshot(path=str(screenshots / "job-logs.png"), full_page=False)

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from django_jobqueue import conf, store
+from django_jobqueue import chain, conf, store
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.models import Job, RunLog, Status
 from django_jobqueue.redaction import MARK
@@ -142,7 +142,7 @@ def _claimed(worker: str) -> Job:
 
 
 def _settlement(job: Job, worker: str) -> Any:
-    lines = ({"at": timezone.now().isoformat(), "level": "INFO", "logger": "x", "message": "hi"},)
+    lines = ({"at": time.time(), "level": "INFO", "logger": "x", "message": "hi"},)
     run = Run(job_id=job.id, kind=job.kind, run_no=1, worker=worker, logs=Captured(lines))
     return completed(run, result=None)
 
@@ -238,10 +238,41 @@ def test_async_runs_on_the_event_loop_keep_only_their_own_lines(
         assert messages(handle.id) == [f"first a{n}", f"from a thread a{n}", f"second a{n}"]
 
 
-def _wait_settled(ids: list[Any], timeout: float = 90) -> None:
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_run_past_its_timeout_is_settled_with_its_lines_so_far(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    handle = logging_tasks.overruns.enqueue()
+    worker_thread(kinds=[logging_tasks.overruns.kind])
+    _wait_settled([handle.id], status=Status.DEAD)
+    assert messages(handle.id) == ["before the wait"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_workflow_steps_settled_by_a_worker_keep_their_lines(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    """A chain's steps complete in turns that release their dependents (on PostgreSQL,
+    in the turn's one statement): each step keeps its own lines."""
+    handle = chain(logging_tasks.chatty.s(lines=1), logging_tasks.chatty.s(lines=2)).enqueue()
+    worker_thread(kinds=[logging_tasks.chatty.kind])
+    ids = list(
+        Job.objects.filter(workflow_id=handle.id)
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
+    )
+    assert len(ids) == 2
+    _wait_settled(ids)
+    assert [len(messages(i)) for i in ids] == [2, 3]
+    assert messages(ids[1])[1] == f"run 1 line 1 of job {ids[1]}"
+
+
+def _wait_settled(ids: list[Any], timeout: float = 90, status: str = Status.COMPLETED) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not Job.objects.filter(id__in=ids).exclude(status=Status.COMPLETED).exists():
+        if not Job.objects.filter(id__in=ids).exclude(status=status).exists():
             return
         time.sleep(0.1)
     raise AssertionError(f"not settled in {timeout} s: {list(Job.objects.values('status'))}")

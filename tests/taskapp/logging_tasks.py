@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from datetime import timedelta
 
 from django_jobqueue import Context, task
 
@@ -46,6 +47,14 @@ async def async_interleaved(ctx: Context, tag: str) -> None:
     await asyncio.sleep(0.2)
     await asyncio.to_thread(logger.info, "from a thread %s", tag)
     logger.info("second %s", tag)
+
+
+@task(takes_context=True, timeout=timedelta(seconds=1), max_failures=1)
+def overruns(ctx: Context) -> None:
+    """Logs, then waits past its timeout (until the worker gives up and cancels it)."""
+    logger.info("before the wait")
+    ctx.cancelled.wait(60)
+    logger.info("after the worker gave up")
 
 
 # Barriers the interleaved runs of one test meet at, by a key the test picks.
