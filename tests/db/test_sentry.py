@@ -16,6 +16,7 @@ pytest.importorskip("sentry_sdk")
 
 import sentry_sdk
 from sentry_sdk.envelope import Envelope
+from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
 
 from django_jobqueue import Status
@@ -56,6 +57,12 @@ def sentry() -> Iterator[Callable[..., MemoryTransport]]:
             dsn="https://public@sentry.example.com/1",
             transport=transport,
             traces_sample_rate=traces_sample_rate,
+            # Only the logging integration (breadcrumbs): the others patch Django and
+            # threading for the rest of the process, and would add their frames to the
+            # tracebacks the next tests read.
+            default_integrations=False,
+            auto_enabling_integrations=False,
+            integrations=[LoggingIntegration()],
         )
         return transport
 
