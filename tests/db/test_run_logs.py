@@ -251,6 +251,25 @@ def test_a_run_past_its_timeout_is_settled_with_its_lines_so_far(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(120)
+def test_a_run_released_at_shutdown_keeps_its_lines_so_far(
+    worker_thread: Callable[..., WorkerThread],
+) -> None:
+    key = uuid.uuid4().hex
+    logging_tasks.LOGGED[key] = threading.Event()
+    logging_tasks.HOLD[key] = hold = threading.Event()
+    handle = logging_tasks.logs_then_waits.enqueue(key=key)
+    worker = worker_thread(kinds=[logging_tasks.logs_then_waits.kind], shutdown_timeout=0.2)
+    assert logging_tasks.LOGGED[key].wait(60)
+    try:
+        worker.stop()
+    finally:
+        hold.set()
+    assert Job.objects.get(id=handle.id).status == Status.PENDING
+    assert messages(handle.id) == ["logged before the release"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
 def test_workflow_steps_settled_by_a_worker_keep_their_lines(
     worker_thread: Callable[..., WorkerThread],
 ) -> None:

@@ -57,5 +57,19 @@ def overruns(ctx: Context) -> None:
     logger.info("after the worker gave up")
 
 
+@task(takes_context=True)
+def logs_then_waits(ctx: Context, key: str) -> None:
+    """Logs, says so (``LOGGED[key]``), then holds on past the worker's shutdown timeout
+    (until the test lets it go: ``HOLD[key]``), so that the worker releases it."""
+    logger.info("logged before the release")
+    LOGGED[key].set()
+    HOLD[key].wait(60)
+
+
+# Set by ``logs_then_waits`` once it logged, and by the test to let it end, by a key the
+# test picks.
+LOGGED: dict[str, threading.Event] = {}
+HOLD: dict[str, threading.Event] = {}
+
 # Barriers the interleaved runs of one test meet at, by a key the test picks.
 BARRIERS: dict[str, threading.Barrier] = {}
