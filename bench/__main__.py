@@ -7,6 +7,7 @@ or an unreachable server, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -27,6 +28,11 @@ from bench.systems import select
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_JSON = Path(__file__).resolve().parent / "results.json"
+
+
+# What --run-logs sets in the workers' environment (bench.djangoproject.settings_jobqueue
+# and bench.benchapp.tasks read it).
+RUN_LOGS_MODES = ("on", "off", "lines")
 
 
 def positive(text: str) -> int:
@@ -56,6 +62,13 @@ def parser() -> argparse.ArgumentParser:
         type=positive,
         default=16,
         help="django_jobqueue's jobs in flight per worker (default 16)",
+    )
+    p.add_argument(
+        "--run-logs",
+        choices=RUN_LOGS_MODES,
+        default="on",
+        help="django_jobqueue's per-run log capture: on (its default, INFO; the no-op logs "
+        "nothing), off (RUN_LOGS None), lines (on, and each no-op logs two INFO lines)",
     )
     return p
 
@@ -101,7 +114,10 @@ def _print_report(
     info["django_jobqueue_source"] = {"at_start": source_at_start, "at_end": source_at_end}
     print(report.describe_machine(info))
     print(report.describe_source(source_at_start, source_at_end))
-    print(f"run: {seconds:.0f} s, concurrency {config.concurrency}, {config.reps} rep(s)")
+    print(
+        f"run: {seconds:.0f} s, concurrency {config.concurrency}, {config.reps} rep(s),"
+        f" run logs {args.run_logs}"
+    )
     print()
     print(report.table(config, results))
     print()
@@ -123,6 +139,7 @@ def _print_report(
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    os.environ["BENCH_RUN_LOGS"] = args.run_logs  # the worker children inherit it
     try:
         server = Server(args.database_url)
         systems = select(args.only)

@@ -6,6 +6,7 @@ Settings are read on first use, never at import time, and re-read when Django's
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,6 +91,12 @@ DEFAULTS: dict[str, Any] = {
     # the live ones (and at least HEALTH_DEAD_MIN_ROWS) are.
     "HEALTH_HORIZON_AGE": timedelta(minutes=5),
     "HEALTH_DEAD_RATIO": 0.2,
+    # Each run's own log lines: the level captured (None: off), the loggers (None: the
+    # task's module and django_jobqueue.task), the lines per run and the runs per job.
+    "RUN_LOGS": "INFO",
+    "RUN_LOGS_LOGGERS": None,
+    "RUN_LOGS_MAX_LINES": 100,
+    "RUN_LOGS_RUNS": 5,
 }
 
 # What a kind's entry in LIMITS may set (as a task option of the same name may).
@@ -153,6 +160,11 @@ class Settings:
     #: share of the live ones.
     health_horizon_age: timedelta = timedelta(minutes=5)
     health_dead_ratio: float = 0.2
+    #: The level of the log records a run keeps (None: no capture), and its bounds.
+    run_logs: int | None = logging.INFO
+    run_logs_loggers: tuple[str, ...] | None = None
+    run_logs_max_lines: int = 100
+    run_logs_runs: int = 5
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -201,13 +213,7 @@ def validate(raw: Any) -> Settings:
             "RETENTION_INTERVAL", values["RETENTION_INTERVAL"], allow_zero=False
         ),
         event_retention=duration("EVENT_RETENTION", values["EVENT_RETENTION"], allow_zero=False),
-        max_payload_bytes=_positive("MAX_PAYLOAD_BYTES", values["MAX_PAYLOAD_BYTES"]),
-        max_output_bytes=_positive("MAX_OUTPUT_BYTES", values["MAX_OUTPUT_BYTES"]),
-        max_steps=_positive("MAX_STEPS", values["MAX_STEPS"]),
-        max_steps_bytes=_positive("MAX_STEPS_BYTES", values["MAX_STEPS_BYTES"]),
-        max_stream_items=_positive("MAX_STREAM_ITEMS", values["MAX_STREAM_ITEMS"]),
-        max_stream_bytes=_positive("MAX_STREAM_BYTES", values["MAX_STREAM_BYTES"]),
-        max_child_depth=_positive("MAX_CHILD_DEPTH", values["MAX_CHILD_DEPTH"]),
+        **_bounds(values),
         max_json_depth=depth,
         redact=_words("REDACT", values["REDACT"]),
         limits=_limits(values["LIMITS"]),
@@ -216,14 +222,41 @@ def validate(raw: Any) -> Settings:
             if values["ATOMIC_WARN_AFTER"] is None
             else duration("ATOMIC_WARN_AFTER", values["ATOMIC_WARN_AFTER"], allow_zero=False)
         ),
-        metrics_token=_token("METRICS_TOKEN", values["METRICS_TOKEN"]),
         periodic=entries(values["PERIODIC"], max_depth=depth),
-        history_days=_days("HISTORY_DAYS", values["HISTORY_DAYS"]),
-        health_horizon_age=duration(
+        **_observing(values),
+    )
+
+
+def _bounds(values: dict[str, Any]) -> dict[str, Any]:
+    """The sizes one job's values and records may reach (each a positive int)."""
+    names = (
+        "MAX_PAYLOAD_BYTES",
+        "MAX_OUTPUT_BYTES",
+        "MAX_STEPS",
+        "MAX_STEPS_BYTES",
+        "MAX_STREAM_ITEMS",
+        "MAX_STREAM_BYTES",
+        "MAX_CHILD_DEPTH",
+    )
+    return {name.lower(): _positive(name, values[name]) for name in names}
+
+
+def _observing(values: dict[str, Any]) -> dict[str, Any]:
+    """What the operators' tools read: the metrics' token, the run history's window,
+    table health's thresholds, and each run's log lines."""
+    loggers = values["RUN_LOGS_LOGGERS"]
+    return {
+        "metrics_token": _token("METRICS_TOKEN", values["METRICS_TOKEN"]),
+        "history_days": _days("HISTORY_DAYS", values["HISTORY_DAYS"]),
+        "health_horizon_age": duration(
             "HEALTH_HORIZON_AGE", values["HEALTH_HORIZON_AGE"], allow_zero=False
         ),
-        health_dead_ratio=_fraction("HEALTH_DEAD_RATIO", values["HEALTH_DEAD_RATIO"]),
-    )
+        "health_dead_ratio": _fraction("HEALTH_DEAD_RATIO", values["HEALTH_DEAD_RATIO"]),
+        "run_logs": _level("RUN_LOGS", values["RUN_LOGS"]),
+        "run_logs_loggers": None if loggers is None else _words("RUN_LOGS_LOGGERS", loggers),
+        "run_logs_max_lines": _positive("RUN_LOGS_MAX_LINES", values["RUN_LOGS_MAX_LINES"]),
+        "run_logs_runs": _positive("RUN_LOGS_RUNS", values["RUN_LOGS_RUNS"]),
+    }
 
 
 def _with_defaults(raw: Any) -> dict[str, Any]:
@@ -341,6 +374,18 @@ def _words(key: str, raw: Any) -> tuple[str, ...]:
                 f"{key} words must be non-empty strings, got {word!r}", key=key
             )
     return tuple(raw)
+
+
+def _level(key: str, raw: Any) -> int | None:
+    """None, or a logging level by name (``"INFO"``) or number, as its number."""
+    if raw is None:
+        return None
+    number = logging.getLevelName(raw.upper()) if isinstance(raw, str) else raw
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ConfigurationError(
+            f'{key} must be None or a logging level such as "INFO", got {raw!r}', key=key
+        )
+    return number
 
 
 def _token(key: str, raw: Any) -> str | None:

@@ -3,13 +3,24 @@ of ten memoized no-op steps for the durable-steps measure."""
 
 from __future__ import annotations
 
+import logging
+import os
+
 from bench.stamps import write_stamp
 from django_jobqueue import Context, task
+
+# ``--run-logs lines``: each no-op logs two INFO lines, kept with its run.
+LOGGED = os.environ.get("BENCH_RUN_LOGS") == "lines"
+logger = logging.getLogger(__name__)
 
 
 @task
 def noop() -> None:
-    """Does nothing, so a drain measures the queue and not the work."""
+    """Does nothing, so a drain measures the queue and not the work (with ``--run-logs
+    lines``, but for two log lines)."""
+    if LOGGED:
+        logger.info("no-op started")
+        logger.info("no-op done")
 
 
 @task

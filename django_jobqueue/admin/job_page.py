@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
-from django_jobqueue import conf
+from django_jobqueue import conf, store
 from django_jobqueue.admin import tracebacks
 from django_jobqueue.admin.common import age, badge, json_block, local
 from django_jobqueue.admin.journal import FAILURES
@@ -107,6 +107,34 @@ def empty_journal(job: Job) -> str:
     if job.status == Status.WAITING:
         return "No entries yet: the step waits for its parents."
     return "No entries yet: the job has not run."
+
+
+def run_logs(job: Job) -> list[dict[str, Any]]:
+    """Each kept run's own log lines, newest run first: its number, how many lines were
+    dropped between its head and tail, and its lines (time, level, logger, message),
+    redacted as a note is."""
+    return [
+        {
+            "run_no": run.run_no,
+            "dropped": run.dropped,
+            "lines": [
+                {
+                    "at": local(line.at) if line.at is not None else "-",
+                    "level": line.level,
+                    "logger": breakable(line.logger),
+                    "message": line.message,
+                    "warn": line.level in ("WARNING", "ERROR", "CRITICAL"),
+                }
+                for line in run.shown()
+            ],
+        }
+        for run in store.run_logs(job_id=job.id)
+    ]
+
+
+def breakable(name: str) -> SafeString:
+    """A dotted name that may wrap after its dots, never inside a part (escaped)."""
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in name.split(".")))
 
 
 def last_error(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:

@@ -402,6 +402,7 @@ class JobAdmin(ModelAdmin):
             "journal": [_entry(e) for e in entries[-JOURNAL_SHOWN:]],
             "journal_more": len(entries) > JOURNAL_SHOWN,
             "journal_empty": job_page.empty_journal(job),
+            "logs": job_page.run_logs(job),
             "last_error": job_page.last_error(entries) if job.run_count else None,
             "state_rows": job_page.state_rows(job, now),
             "why": why.line(self, request, job),

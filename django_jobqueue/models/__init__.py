@@ -14,7 +14,7 @@ from django_jobqueue.models.events import Event, EventChannel
 from django_jobqueue.models.fields import StoredJSONField
 from django_jobqueue.models.history import DeployMarker, RunHistoryCursor, RunMinute
 from django_jobqueue.models.jobs import Job, JournalEntry, TerminateRequest
-from django_jobqueue.models.records import StepRecord
+from django_jobqueue.models.records import RunLog, StepRecord
 from django_jobqueue.models.runtime import (
     KindLimit,
     MergeLock,
@@ -43,6 +43,7 @@ __all__ = [
     "QueuePause",
     "RateBucket",
     "RunHistoryCursor",
+    "RunLog",
     "RunMinute",
     "RunTally",
     "Schedule",

@@ -41,3 +41,27 @@ class StepRecord(models.Model):
     def __str__(self) -> str:
         record = self.record if isinstance(self.record, dict) else {}
         return f"{record.get('kind', '?')} {record.get('name', '?')!r}"
+
+
+class RunLog(models.Model):
+    """The log lines one run of a job captured (``run.logs``), written with the run's
+    settlement, in its transaction, only when the guard let it through; the logs of a
+    job's runs before its last ``RUN_LOGS_RUNS`` are deleted by the same write."""
+
+    # No database constraint, as StepRecord: written only under the job's guarded
+    # settlement, deleted with the job by the ORM's cascade.
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="run_logs", db_constraint=False, db_index=False
+    )
+    run_no = models.PositiveIntegerField()
+    # [{"at", "level", "logger", "message"}, ...], oldest first.
+    lines = StoredJSONField()
+    # Lines logged between the kept head and tail (RUN_LOGS_MAX_LINES), counted only.
+    dropped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "run log"
+        indexes = [models.Index(fields=["job", "run_no"], name="jobqueue_run_log_job")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_no} of {self.job_id}"

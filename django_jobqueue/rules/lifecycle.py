@@ -70,6 +70,8 @@ class Settlement:
     worker: str = ""
     # A workflow step's: its settlement also releases (or cancels) its dependents.
     step: bool = False
+    # The run's own log lines (``run.logs``), kept with the settlement when it is written.
+    logs: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ class Run:
     duration: timedelta | None = None
     attachment: Any = None
     step: bool = False  # the job is a workflow step
+    logs: Any = None  # the log lines the run captured (``run.logs.Captured``), if any
 
 
 # Every note is stored as text the databases accept, and bounded: a run's own words
@@ -148,6 +151,7 @@ def _ending(
         duration=run.duration,
         worker=run.worker,
         step=run.step,
+        logs=run.logs,
     )
 
 

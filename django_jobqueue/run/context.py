@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,9 @@ def _on_event_loop() -> bool:
         return False
     return True
 
+
+# The logger every task's ``ctx.logger`` is a child of; a run captures it by default.
+TASK_LOGGER = "django_jobqueue.task"
 
 # Guards the making of a context's cancel flag, which two threads may ask for at once.
 _FLAG_LOCK = threading.Lock()
@@ -77,6 +81,9 @@ class Context:
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
         self._progress_written: progress_.Progress | None = None
+        # This run's log capture (``run.logs.Capture``; None: off), set by the pipeline:
+        # a run the worker gives up on (its timeout) is settled with its lines so far.
+        self._run_logs: Any = None
 
     @classmethod
     def for_job(
@@ -100,6 +107,12 @@ class Context:
         )
         ctx._claimed = job
         return ctx
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The task's logger, ``django_jobqueue.task.<kind>``: what it logs at
+        ``RUN_LOGS``'s level or above is kept with the run and shown on its job page."""
+        return logging.getLogger(f"{TASK_LOGGER}.{self.kind}")
 
     @property
     def cancelled(self) -> threading.Event:

@@ -33,6 +33,7 @@ from django_jobqueue import conf, validation
 from django_jobqueue.errors import ClaimLost, InvalidStep, StepError
 from django_jobqueue.rules.control import Parked
 from django_jobqueue.rules.lifecycle import LATEST, clamped, later, paused
+from django_jobqueue.run import logs
 from django_jobqueue.run.events import wait_args
 from django_jobqueue.run.executor import output_problem, run_of
 from django_jobqueue.run.sequence import Sequence
@@ -431,6 +432,7 @@ class StepBook:
             started_at=timezone.now() - duration,
             duration=duration,
             attachment=self.ctx.attachment,
+            logs=logs.current(),
         )
         full = "\n".join(p for p in (note, self.summary()) if p)
         return paused(which, resume_at=resume_at, carry=carry, note=full)

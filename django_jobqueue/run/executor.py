@@ -69,6 +69,8 @@ class RunResult:
     error: BaseException | None = None
     # The paused settlement a durable sleep or wait wrote in its own transaction.
     parked: Settlement | None = None
+    # The log lines the run captured (``run.logs``), written with its settlement.
+    logs: Any = None
 
 
 def error_text(exc: BaseException, *, own: str | None = None) -> str:
@@ -309,6 +311,7 @@ def run_of(
     started_at: datetime | None = None,
     duration: timedelta | None = None,
     attachment: Any = None,
+    logs: Any = None,
 ) -> Run:
     """Which run of a claimed job a settlement ends: the one place a ``Run`` is read off
     a claimed row, so every ending names the run its claim's guard checks."""
@@ -321,6 +324,7 @@ def run_of(
         duration=duration,
         attachment=attachment,
         step=job.workflow_id is not None,
+        logs=logs,
     )
 
 
@@ -337,6 +341,7 @@ def decide(
         started_at=run.started_at,
         duration=run.duration,
         attachment=run.attachment,
+        logs=run.logs,
     )
     try:
         return _decide(run, which, policy, now)

@@ -23,11 +23,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from django_jobqueue import signals, store, tracing, validation
+from django_jobqueue import conf, sentry, signals, store, tracing, validation
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, Policy, Settlement, failure
-from django_jobqueue.run import announce, transactional
+from django_jobqueue.run import announce, logs, transactional
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import (
@@ -64,6 +64,8 @@ class Pipeline:
     worker_id: str
     alias: str
     max_output_bytes: int
+    # The settings the runs read (RUN_LOGS...), when the pipeline is made.
+    settings: conf.Settings = field(default_factory=conf.get, repr=False)
     # Each kind's policy, resolved once (settings are read when the pipeline is made).
     _policies: dict[str, Policy] = field(default_factory=dict, repr=False)
     # The trace spans of runs whose settlement is not written yet (only when tracing),
@@ -104,30 +106,43 @@ class Pipeline:
         if span is not None:  # held from now: a timeout's settlement may come first
             self._spans[(job.id, job.run_count)] = span
         guard.before_run()
-        try:
-            with tracing.current(span):
-                result = transactional.run(
-                    registry.find(job.kind),
-                    job,
-                    ctx,
-                    alias=self.alias,
-                    worker_id=worker,
-                    max_output_bytes=self.max_output_bytes,
-                )
-        except BaseException as exc:  # the executor catches task errors; this is ours
-            logger.error(
-                "executor failed on job %s: %s",
-                job.id,
-                validation.clean_text(error_text(exc), NOTE_LIMIT),
-            )
-            result = failed_outright(job, exc)
-        result = guard.after_run(result)
+        defn = registry.find(job.kind)
+        lines = None
+        with sentry.running(job, worker_id=worker) as report:
+            try:
+                with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
+                    ctx._run_logs = lines
+                    result = transactional.run(
+                        defn,
+                        job,
+                        ctx,
+                        alias=self.alias,
+                        worker_id=worker,
+                        max_output_bytes=self.max_output_bytes,
+                    )
+            except BaseException as exc:  # the executor catches task errors; this is ours
+                result = _ours(job, exc)
+            result = guard.after_run(result)
+            return self._ended(result, span, report, lines)
+
+    def _ended(self, result: RunResult, span: Any, report: Any, lines: Any) -> Ended:
+        """A run as it ended: its span and its Sentry report told, its lines kept with it,
+        its settlement decided (none for a run that settled itself or lost its claim)."""
+        job = result.job
         if span is not None:
             tracing.ran(span, end=result.end, error=result.error, note=result.note)
+        if lines is not None:
+            result.logs = lines.captured()
+        ended = Ended(result, None)
+        if not (result.settled or result.lost):
+            settlement = decide(result, policy=self.policy(job.kind), worker_id=self.worker_id)
+            ended = Ended(result, settlement)
+        if report is not None:
+            s = ended.settlement
+            outcome = "" if s is None else s.outcome
+            report.ended(outcome=outcome, error=result.error, note=result.note)
         result.error = None  # its traceback's frames are not kept until the settlement
-        if result.settled or result.lost:
-            return Ended(result, None)
-        return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
+        return ended
 
     async def arun_one(self, job: Claimed, ctx: Context) -> Ended:
         """``run_one`` for an ``async def`` task, awaited on the worker's event loop: the
@@ -144,32 +159,25 @@ class Pipeline:
         span = tracing.start_run(job, worker_id=worker)
         if span is not None:  # held from now, as run_one's
             self._spans[(job.id, job.run_count)] = span
-        try:
-            with tracing.current(span):
-                if defn is None:  # unregistered since the claim: settled dead, saying so
-                    result = execute(defn, job, ctx, max_output_bytes=self.max_output_bytes)
-                else:
-                    result = await transactional.arun(
-                        defn,
-                        job,
-                        ctx,
-                        alias=self.alias,
-                        worker_id=worker,
-                        max_output_bytes=self.max_output_bytes,
-                    )
-        except BaseException as exc:  # the executor catches task errors; this is ours
-            logger.error(
-                "executor failed on job %s: %s",
-                job.id,
-                validation.clean_text(error_text(exc), NOTE_LIMIT),
-            )
-            result = failed_outright(job, exc)
-        if span is not None:
-            tracing.ran(span, end=result.end, error=result.error, note=result.note)
-        result.error = None
-        if result.settled or result.lost:  # parked by a durable sleep or wait, or lost
-            return Ended(result, None)
-        return Ended(result, decide(result, policy=self.policy(job.kind), worker_id=worker))
+        lines = None
+        with sentry.running(job, worker_id=worker) as report:
+            try:
+                with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
+                    ctx._run_logs = lines
+                    if defn is None:  # unregistered since the claim: settled dead, saying so
+                        result = execute(defn, job, ctx, max_output_bytes=self.max_output_bytes)
+                    else:
+                        result = await transactional.arun(
+                            defn,
+                            job,
+                            ctx,
+                            alias=self.alias,
+                            worker_id=worker,
+                            max_output_bytes=self.max_output_bytes,
+                        )
+            except BaseException as exc:  # the executor catches task errors; this is ours
+                result = _ours(job, exc)
+            return self._ended(result, span, report, lines)
 
     def died(self, job: Claimed, *, note: str) -> Ended:
         """A run whose process died under it (a process-pool child killed, out of
@@ -247,6 +255,19 @@ class Pipeline:
             ]
             if lines:
                 logger.info("\n".join(lines))
+
+
+def _ours(job: Claimed, exc: BaseException) -> RunResult:
+    """A run the executor could not finish (a bug of ours, not the task's), logged."""
+    logger.error(
+        "executor failed on job %s: %s", job.id, validation.clean_text(error_text(exc), NOTE_LIMIT)
+    )
+    return failed_outright(job, exc)
+
+
+def _module(defn: Any) -> str | None:
+    """The module a task is written in (its logger is captured with its runs)."""
+    return getattr(getattr(defn, "written_as", None), "__module__", None)
 
 
 # The most of a failure's first line the INFO line quotes: enough for the exception's

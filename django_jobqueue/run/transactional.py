@@ -31,6 +31,7 @@ from django.utils import timezone
 from django_jobqueue import store, validation
 from django_jobqueue.errors import ClaimLost, SettleError
 from django_jobqueue.rules.lifecycle import NOTE_LIMIT, completed
+from django_jobqueue.run import logs
 from django_jobqueue.run.asyncsteps import AsyncSteps
 from django_jobqueue.run.children import Children
 from django_jobqueue.run.context import Context
@@ -129,6 +130,7 @@ class InTransaction:
                 started_at=timezone.now() - duration,
                 duration=duration,
                 attachment=self.ctx.attachment,
+                logs=logs.current(),
             ),
             result=value,
             note=self.ctx._steps.summary() if self.ctx._steps is not None else "",

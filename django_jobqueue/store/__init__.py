@@ -71,6 +71,8 @@ from django_jobqueue.store.pruning import cleanup, delete_finished, prune_merge_
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
 from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
 from django_jobqueue.store.rerunning import divergent, rerun_from, rerun_refusal
+from django_jobqueue.store.runlogs import RunLines
+from django_jobqueue.store.runlogs import of as run_logs
 from django_jobqueue.store.schedules import (
     ScheduleState,
     TickResult,
@@ -132,6 +134,7 @@ __all__ = [
     "NewJob",
     "Override",
     "Page",
+    "RunLines",
     "RunTotal",
     "ScheduleState",
     "Slot",
@@ -199,6 +202,7 @@ __all__ = [
     "rerun_refusal",
     "resume_queue",
     "retry_dead_steps",
+    "run_logs",
     "run_now",
     "run_now_many",
     "run_now_refusal",

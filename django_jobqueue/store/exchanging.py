@@ -19,10 +19,11 @@ from django.utils import timezone
 from django_jobqueue.models import Status
 from django_jobqueue.rules.joins import VOID_NOTE
 from django_jobqueue.rules.lifecycle import Settlement
-from django_jobqueue.store import wakeups
+from django_jobqueue.store import runlogs, wakeups
 from django_jobqueue.store.claim import Claimed, ClaimRequest, PreparedClaim, prepare
 from django_jobqueue.store.dialects.base.settling import Release
-from django_jobqueue.store.settling import TALLY, apply, as_worker, outcome, settle_rows
+from django_jobqueue.store.settling import TALLY, as_worker, outcome, settle_rows
+from django_jobqueue.store.settling import apply_guarded as apply
 
 
 def exchange(
@@ -32,6 +33,14 @@ def exchange(
     ``claim_jobs`` would for ``request`` (None: settle only). Returns, per settlement,
     whether it was applied, and the claimed jobs."""
     mine = [as_worker(s, worker_id) for s in settlements]
+    return runlogs.written_with(
+        mine, lambda: _exchange(worker_id, mine, request), lambda done: done[0]
+    )
+
+
+def _exchange(
+    worker_id: str, mine: Sequence[Settlement], request: ClaimRequest | None
+) -> tuple[Sequence[bool], list[Claimed]]:
     prepared = _prepared(worker_id, request)
     if prepared is None:
         return apply(mine), []

@@ -32,7 +32,7 @@ from django_jobqueue import conf
 from django_jobqueue.models import Outcome, Status
 from django_jobqueue.progress import Progress
 from django_jobqueue.rules.lifecycle import Policy, Run, Settlement, failure, on_cancel_request
-from django_jobqueue.store import joins, sql, wakeups
+from django_jobqueue.store import joins, runlogs, sql, wakeups
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import SettleRow, Tally
 from django_jobqueue.store.monitoring import bucket_of, shard_of, tally_insert, tally_rows
@@ -44,7 +44,15 @@ TALLY = Tally(insert=tally_insert, rows=tally_rows)
 
 
 def apply(settlements: Sequence[Settlement], *, now: datetime | None = None) -> list[bool]:
-    """Apply settlements, each only if its guard holds; per settlement, whether it was."""
+    """Apply settlements, each only if its guard holds; per settlement, whether it was.
+    The log lines of the runs applied are written with them (``runlogs``)."""
+    if not settlements:
+        return []
+    return runlogs.written_with(settlements, lambda: apply_guarded(settlements, now=now), list)
+
+
+def apply_guarded(settlements: Sequence[Settlement], *, now: datetime | None = None) -> list[bool]:
+    """``apply`` without the runs' log lines (the caller writes them in its transaction)."""
     if not settlements:
         return []
     d = sql.dialect()
@@ -89,6 +97,7 @@ def settle_row(
             shards[s.worker] = shard
     instead = on_cancel_request(s)
     micros = None if s.duration is None else duration_microseconds(s.duration)
+    logs = s.logs
     return SettleRow(
         id=s.job_id,
         run_no=s.run_no,
@@ -111,6 +120,9 @@ def settle_row(
         c_note=None if instead is None else instead.note,
         shard=shard,
         bucket=bucket_of(micros),
+        logs=None if logs is None else list(logs.lines),
+        dropped=0 if logs is None else logs.dropped,
+        logs_from=0 if logs is None else s.run_no - conf.get().run_logs_runs + 1,
     )
 
 

@@ -29,6 +29,7 @@ from django_jobqueue import conf, store
 from django_jobqueue.formatting import plural
 from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
+from django_jobqueue.run.logs import captured
 from django_jobqueue.run.pipeline import Pipeline
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import registry
@@ -321,6 +322,7 @@ class Worker(Turns):
         job = running.job
         policy = self._pipe.policy(job.kind)
         del self._running[job.id]
+        lines = captured(running.ctx._run_logs)  # what it logged before it was given up on
         running.ctx.cancelled.set()
         means = self._pools.abandon(running)
         logger.warning(
@@ -333,7 +335,7 @@ class Worker(Turns):
         )
         self._unsettled.append(
             timed_out(
-                run_of(job, worker=self.worker_id),
+                run_of(job, worker=self.worker_id, logs=lines),
                 failure_count=job.failure_count,
                 policy=policy,
                 now=timezone.now(),

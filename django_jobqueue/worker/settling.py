@@ -12,6 +12,7 @@ from django.db import DatabaseError
 from django_jobqueue import store
 from django_jobqueue.rules.lifecycle import Policy, Settlement, released, settlement_refused
 from django_jobqueue.run.executor import run_of
+from django_jobqueue.run.logs import captured
 from django_jobqueue.worker.dbguard import is_connection_error
 from django_jobqueue.worker.services.base import Running
 
@@ -53,6 +54,7 @@ def handed_back(
                 worker=worker_id,
                 started_at=r.started_at,
                 duration=None if r.started_at is None else max(now - r.started_at, timedelta(0)),
+                logs=captured(r.ctx._run_logs),  # what it logged before it was released
             ),
             now=now,
             note=note,

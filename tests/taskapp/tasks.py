@@ -954,7 +954,7 @@ def duplicate_user(username: str) -> None:
 
 # The durable-steps tests' tasks (tests/steps) and the conformance matrix's
 # (tests/conformance), registered with these.
-from tests.taskapp import matrix_tasks, steps_tasks, stream_tasks  # noqa: E402, F401
+from tests.taskapp import logging_tasks, matrix_tasks, steps_tasks, stream_tasks  # noqa: E402, F401
 
 
 @task(takes_context=True, kind="tests.runaway", time_limit=2, soft_time_limit=1, max_failures=1)

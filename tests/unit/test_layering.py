@@ -149,6 +149,7 @@ LAYERS: list[set[str]] = [
         "progress",
         "frames",
         "tracing",
+        "sentry",
         "signals",
     },
     # the rules of how a run ends: still pure

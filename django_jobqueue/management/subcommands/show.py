@@ -1,7 +1,8 @@
 """``jobqueue show ID``: one job's fields, why it is not running (one line), a warning
-when no live worker would run it, and its journal; everything a task wrote (a step's
-name, a kind, an error) redacted and with its control characters escaped, never raw to
-the operator's terminal."""
+when no live worker would run it, and its journal; with ``--logs``, each kept run's own
+log lines, newest run first. Everything a task wrote (a step's name, a kind, an error, a
+log line) redacted and with its control characters escaped, never raw to the
+operator's terminal."""
 
 from __future__ import annotations
 
@@ -22,12 +23,17 @@ from django_jobqueue.states import UNFINISHED
 from django_jobqueue.task.explain import explain
 
 NAME = "show"
-HELP = "One job's fields and its journal."
+HELP = "One job's fields and its journal (--logs: its runs' own log lines too)."
 SKIP_CHECKS = False
 
 
 def arguments(p: ArgumentParser) -> None:
     p.add_argument("job_id", type=parse_job_id, metavar="ID")
+    p.add_argument(
+        "--logs",
+        action="store_true",
+        help="also print the log lines each kept run wrote (RUN_LOGS), newest run first",
+    )
 
 
 def run(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -53,8 +59,32 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
         )
     write("")
     write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
-    if not entries:
-        return
+    if entries:
+        _journal(command, entries)
+    if options.get("logs"):
+        _logs(command, store.run_logs(job_id=job.id))
+
+
+def _logs(command: BaseCommand, runs: list[store.RunLines]) -> None:
+    """Each run's lines under a heading: time, level, logger, message (a traceback's
+    lines indented under it)."""
+    write = command.stdout.write
+    if not runs:
+        write("")
+        write("Logs: none kept (RUN_LOGS, RUN_LOGS_LOGGERS)")
+    for run in runs:
+        dropped = f"; {plural(run.dropped, 'line', 'lines')} dropped between" if run.dropped else ""
+        write("")
+        write(f"Logs of run {run.run_no} ({plural(len(run.lines), 'line', 'lines')}{dropped}):")
+        for line in run.shown():
+            at = fmt_time(line.at) if line.at is not None else "-"
+            head = f"  {at} {line.level:<8} {line.logger}: "
+            text = visible(line.message).replace("\n", "\n    ")
+            write(visible(head, newlines=False) + text)
+
+
+def _journal(command: BaseCommand, entries: list[Any]) -> None:
+    write = command.stdout.write
     rows = [
         [
             e.run_no,

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.models import Job, JournalEntry, RunLog
 
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
+RUN_LOG = RunLog._meta.db_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,11 @@ class SettleRow:
     c_note: str | None
     shard: int  # the run tally's shard this settlement adds to
     bucket: int | None  # the duration's histogram bucket
+    # The run's own log lines (None: none), how many were dropped between their head
+    # and tail, and the job's first run whose lines are kept (older runs' are deleted).
+    logs: list[Any] | None = None
+    dropped: int = 0
+    logs_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)

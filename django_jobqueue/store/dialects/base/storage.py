@@ -127,6 +127,9 @@ class StorageStatements(WakeupStatements):
     #: Whether one writer at a time holds the whole database: a transaction that has
     #: written makes every other writer (a claim, a lease renewal) wait until it ends.
     one_writer: ClassVar[bool] = False
+    #: Whether a settlement's statement writes its runs' log lines itself (and deletes
+    #: older runs'): else ``store.runlogs`` writes them after it, in its transaction.
+    settles_run_logs: ClassVar[bool] = False
 
     @classmethod
     def configuration_problems(

@@ -35,6 +35,7 @@ from django_jobqueue.store.dialects.base.settling import (
     JOB,
     JOURNAL,
     JOURNAL_COLUMNS,
+    RUN_LOG,
     SET,
     Release,
     Released,
@@ -50,7 +51,23 @@ from django_jobqueue.store.dialects.postgresql.keyed import PostgreSQLKeyed
 # A releasing turn's claim when it claims nothing (its claim follows it).
 NO_CLAIM = f"claimed AS (SELECT {CLAIMED} FROM {JOB} WHERE false)"
 
-_RECORDSET = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
+# Beside the columns every dialect's ``s`` has: a run's own log lines, written by the
+# settlement's statement itself (``settles_run_logs``).
+_LOG_COLUMNS = {"logs": "jsonb", "dropped": "int", "logs_from": "int"}
+_RECORDSET = ", ".join(f"{name} {kind}" for name, kind in {**COLUMNS, **_LOG_COLUMNS}.items())
+# The applied runs' lines, and the lines of those jobs' runs before their kept ones.
+_LOGGED = (
+    f", logged AS (INSERT INTO {RUN_LOG} (job_id, run_no, lines, dropped)"
+    " SELECT s.id, s.run_no, s.logs, s.dropped FROM j JOIN s ON s.id = j.id"
+    " WHERE s.logs IS NOT NULL)"
+    f", trimmed AS (DELETE FROM {RUN_LOG} AS r USING j JOIN s ON s.id = j.id"
+    " WHERE s.logs IS NOT NULL AND r.job_id = s.id AND r.run_no < s.logs_from)"
+)
+
+
+def logged(rows: Sequence[SettleRow]) -> bool:
+    """Whether a batch carries log lines (its statement then writes them)."""
+    return any(r.logs is not None for r in rows)
 
 
 # The settled ids on ``SETTLED_CHANNEL``, ``IDS_PER_NOTE`` a notification, sent inside
@@ -65,10 +82,11 @@ ANNOUNCED = (
 
 
 @cache
-def settle_ctes(tally: Tally, *, returning: bool = False) -> str:
+def settle_ctes(tally: Tally, *, returning: bool = False, logs: bool = False) -> str:
     """The settlement's CTEs, whose one parameter is the batch's document: ``j`` holds
     the job rows it changed. ``returning``: ``entries`` and ``tallied`` return a row
-    each, for a later CTE to wait for them (``joining``)."""
+    each, for a later CTE to wait for them (``joining``). ``logs``: the batch carries
+    runs' log lines, written (and older runs' deleted) for the rows ``j`` holds."""
     back = " RETURNING 1" if returning else ""
     return (
         f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
@@ -84,6 +102,7 @@ def settle_ctes(tally: Tally, *, returning: bool = False) -> str:
         f"{back}),"
         # The runs counted, in the same statement: the metrics never read the journal.
         f" tallied AS ({tally.insert(tallied('j JOIN s ON s.id = j.id'))}{back})"
+        f"{_LOGGED if logs else ''}"
     )
 
 
@@ -94,7 +113,7 @@ def document(rows: Sequence[SettleRow]) -> str:
 
 
 # The fields of a settlement's entry that hold a task's own values.
-_OPEN = ("carry", "result", "attachment")
+_OPEN = ("carry", "result", "attachment", "logs")
 
 
 def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
@@ -127,6 +146,8 @@ def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
         doc.update(duration=r.micros / 1_000_000, micros=r.micros, bucket=r.bucket)
     if r.c_status is not None:
         doc.update(c_status=r.c_status, c_outcome=r.c_outcome, c_note=r.c_note)
+    if r.logs is not None:
+        doc.update(dropped=r.dropped, logs_from=r.logs_from)
     return doc
 
 
@@ -201,7 +222,8 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         return {self.read_uuid(r[0]) for r in found}
 
     def settle_statement(self, rows: Sequence[SettleRow], tally: Tally) -> Fragment:
-        return Fragment(f"WITH {settle_ctes(tally)} SELECT id FROM j", [document(rows)])
+        ctes = settle_ctes(tally, logs=logged(rows))
+        return Fragment(f"WITH {ctes} SELECT id FROM j", [document(rows)])
 
     def turn(
         self, rows: Sequence[SettleRow], tally: Tally, spec: ClaimSpec
@@ -219,7 +241,7 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
     ) -> Fragment | None:
         ctes, update = self.claim_parts(replace(spec, settling=True))
         return (
-            Fragment(f"WITH {settle_ctes(tally)}, ", [document(rows)])
+            Fragment(f"WITH {settle_ctes(tally, logs=logged(rows))}, ", [document(rows)])
             + Fragment.join(", ", ctes)
             + ", claimed AS ("
             + update
@@ -257,7 +279,8 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         """The statement of ``turn_releasing``; for a claim that ranks its candidates,
         one whose claim takes nothing (``NO_CLAIM``), writes no released step claimed and
         sends no wake-up."""
-        settle = Fragment(f"WITH {settle_ctes(tally, returning=True)}, ", [document(rows)])
+        settling = settle_ctes(tally, returning=True, logs=logged(rows))
+        settle = Fragment(f"WITH {settling}, ", [document(rows)])
         if joining.orders_candidates(spec):
             nothing = replace(spec, tiers=[(spec.tiers[-1][0], 0)])
             return Fragment.concat(

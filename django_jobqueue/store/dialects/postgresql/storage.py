@@ -112,6 +112,8 @@ class PostgreSQLStorage(StorageStatements):
     minimum_version: ClassVar[tuple[int, ...]] = (12,)
     claim_needs: ClassVar[str] = "UPDATE ... RETURNING over MATERIALIZED, SKIP LOCKED subqueries"
     json_mark: ClassVar[str] = "%s::jsonb"
+    # The settlement's statement writes the runs' lines (``claiming.settle_ctes``).
+    settles_run_logs: ClassVar[bool] = True
     _greatest: ClassVar[str] = "GREATEST"
     _least: ClassVar[str] = "LEAST"
 

@@ -1,0 +1,134 @@
+"""Sentry, as its Celery integration gives it: each run in a scope of its own, a failed
+run reported with the job's facts, and a run a transaction when tracing is on.
+
+Optional twice over, as ``tracing``: without ``sentry-sdk`` (the ``sentry`` extra)
+nothing here imports it and ``running`` is a no-op; with it, nothing is done until the
+application calls ``sentry_sdk.init`` (an active client): ``active()`` is the one check
+each run pays. No integration is to be listed in ``init``: the worker's runs are
+reported whenever the SDK is initialised.
+
+The policy, as Celery's:
+
+- Each run has an isolation scope of its own, its breadcrumbs cleared, tagged with the
+  job's ``jobqueue.kind``, ``jobqueue.job_id``, ``jobqueue.queue``, ``jobqueue.attempt``
+  (the run's number, 1 on the first) and ``jobqueue.workflow`` (its workflow's id, or
+  "none"), and a ``jobqueue`` context with the same and the worker: an event the task
+  reports itself (``sentry_sdk.capture_exception``, an ERROR log line through Sentry's
+  logging integration) carries them too.
+- A run that fails is reported once, when its settlement is decided: one event per
+  failed run, with the exception that failed it (a run that could not start, such as
+  a payload that no longer fits, as a message). A run that completes, pauses, sleeps,
+  waits, is released or cancelled reports nothing (``Pause`` is control flow, as
+  Celery's ``Retry``).
+- A retried run's event has level ``error`` and tag ``jobqueue.outcome`` ``retried``;
+  the run that makes its job dead has level ``fatal``, tags ``jobqueue.outcome`` ``dead``
+  and ``jobqueue.dead`` ``yes``.
+- Every event's fingerprint is ``["{{ default }}", "django_jobqueue", kind]``: Sentry's
+  own grouping (the exception and its stack), split by kind. A retry storm of one error
+  is one issue whose event count grows, not a flood of issues; a sampling
+  ``before_send`` or Sentry's rate limits bound the events themselves.
+- With tracing on (``traces_sample_rate`` or ``traces_sampler``), each run is a
+  transaction named by its kind (op ``queue.task``, source ``task``; status
+  ``internal_error`` for a failed run), the task's own spans inside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+try:
+    import sentry_sdk
+    from sentry_sdk.tracing_utils import has_tracing_enabled
+    from sentry_sdk.utils import event_from_exception
+except ImportError:  # the sentry extra is not installed: nothing is reported
+    sentry_sdk = None  # type: ignore[assignment, unused-ignore]
+
+OP = "queue.task"
+SYSTEM = "django_jobqueue"
+_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+# The journal outcomes of a failed run, and the level each is reported at.
+LEVELS: dict[str, Any] = {"retried": "error", "dead": "fatal"}
+
+
+def active() -> bool:
+    """Whether ``sentry_sdk.init`` made an active client (False without the SDK)."""
+    return sentry_sdk is not None and sentry_sdk.get_client().is_active()
+
+
+def running(job: Any, *, worker_id: str) -> AbstractContextManager[Report | None]:
+    """The scope (and, with tracing, the transaction) one run of a claimed job runs in;
+    it yields the run's ``Report`` (None when Sentry is not active)."""
+    if not active():
+        return _NOTHING
+    return _running(job, worker_id)
+
+
+def job_tags(job: Any) -> dict[str, str]:
+    """The tags every event of a run carries."""
+    workflow = getattr(job, "workflow_id", None)
+    return {
+        "jobqueue.kind": job.kind,
+        "jobqueue.job_id": str(job.id),
+        "jobqueue.queue": getattr(job, "queue", ""),
+        "jobqueue.attempt": str(job.run_count),
+        "jobqueue.workflow": "none" if workflow is None else str(workflow),
+    }
+
+
+@contextlib.contextmanager
+def _running(job: Any, worker_id: str) -> Iterator[Report]:
+    with sentry_sdk.isolation_scope() as scope:
+        scope.clear_breadcrumbs()
+        tags = job_tags(job)
+        for name, value in tags.items():
+            scope.set_tag(name, value)
+        scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
+        report = Report(job)
+        if not has_tracing_enabled(sentry_sdk.get_client().options):
+            yield report
+            return
+        with sentry_sdk.start_transaction(op=OP, name=job.kind, source="task") as transaction:
+            transaction.set_data("messaging.system", SYSTEM)
+            transaction.set_data("messaging.message.id", str(job.id))
+            transaction.set_data("messaging.destination.name", getattr(job, "queue", ""))
+            transaction.set_data("messaging.message.retry.count", max(job.run_count - 1, 0))
+            report.transaction = transaction
+            yield report
+
+
+class Report:
+    """What one run tells Sentry once it ended (inside its scope)."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+        self.transaction: Any = None
+
+    def ended(self, *, outcome: str, error: BaseException | None, note: str) -> None:
+        """The run ended with ``outcome`` (a journal outcome; "" when it settled itself
+        or lost its claim): report a failure, and set the transaction's status."""
+        failed = outcome in LEVELS
+        if self.transaction is not None:
+            self.transaction.set_status("internal_error" if failed else "ok")
+            self.transaction.set_tag("jobqueue.outcome", outcome or "settled")
+        if not failed:
+            return
+        client = sentry_sdk.get_client()
+        if error is not None:
+            event, hint = event_from_exception(
+                error,
+                client_options=client.options,
+                mechanism={"type": SYSTEM, "handled": False},
+            )
+        else:  # a run that could not start: no exception, its note says why
+            first = note.strip().partition("\n")[0] or outcome
+            event, hint = {"message": first}, {}
+        event["level"] = LEVELS[outcome]
+        event["fingerprint"] = ["{{ default }}", SYSTEM, self.job.kind]
+        tags = event.setdefault("tags", {})
+        tags["jobqueue.outcome"] = outcome
+        if outcome == "dead":
+            tags["jobqueue.dead"] = "yes"
+        sentry_sdk.capture_event(event, hint=hint)

@@ -1,0 +1,158 @@
+"""Sentry, as its Celery integration gives it (issue 34, item 8): a real worker on
+PostgreSQL runs a job that fails until it is dead; the SDK, initialised with an
+in-memory transport (the SDK's ``Transport`` API, capturing each envelope), receives one
+event per failed run with the job's tags, the dead run marked, and with tracing on one
+transaction per run. A run that completes or pauses sends no event."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sentry_sdk")
+
+import sentry_sdk
+from sentry_sdk.envelope import Envelope
+from sentry_sdk.integrations.logging import LoggingIntegration
+from sentry_sdk.transport import Transport
+
+from django_jobqueue import Status
+from django_jobqueue.models import Job
+from tests.helpers import WorkerThread, postgres_only
+from tests.taskapp import logging_tasks, tasks
+
+pytestmark = [postgres_only, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+
+class MemoryTransport(Transport):
+    """Keeps every envelope the client sends, in memory."""
+
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
+        self.envelopes: list[Envelope] = []
+
+    def capture_envelope(self, envelope: Envelope) -> None:
+        self.envelopes.append(envelope)
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            item.payload.json
+            for envelope in self.envelopes
+            for item in envelope.items
+            if item.type == kind and item.payload.json is not None
+        ]
+
+
+@pytest.fixture
+def sentry() -> Iterator[Callable[..., MemoryTransport]]:
+    """Initialise the SDK for this test (``traces_sample_rate``: tracing on), as an
+    application does; reset after it."""
+
+    def init(traces_sample_rate: float | None = None) -> MemoryTransport:
+        transport = MemoryTransport()
+        sentry_sdk.init(
+            dsn="https://public@sentry.example.com/1",
+            transport=transport,
+            traces_sample_rate=traces_sample_rate,
+            # Only the logging integration (breadcrumbs): the others patch Django and
+            # threading for the rest of the process, and would add their frames to the
+            # tracebacks the next tests read.
+            default_integrations=False,
+            auto_enabling_integrations=False,
+            integrations=[LoggingIntegration()],
+        )
+        return transport
+
+    yield init
+    client = sentry_sdk.get_client()
+    client.close()
+    sentry_sdk.get_global_scope().set_client(None)
+
+
+def _settled(ids: list[Any], statuses: set[str], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if set(Job.objects.filter(id__in=ids).values_list("status", flat=True)) <= statuses:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not settled: {list(Job.objects.values('id', 'status'))}")
+
+
+def test_each_failed_run_is_one_event_with_the_jobs_tags_and_the_dead_one_marked(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    transport = sentry()
+    failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    fine = logging_tasks.chatty.enqueue(lines=1)
+    paused = tasks.paginate.enqueue(pages=2)
+    worker = worker_thread(
+        kinds=[logging_tasks.chatty.kind, tasks.paginate.kind], worker_id="sentry-test:1"
+    )
+    _settled([failing.id, fine.id, paused.id], {Status.DEAD, Status.COMPLETED})
+    worker.stop()
+    sentry_sdk.flush()
+    assert Job.objects.get(id=failing.id).status == Status.DEAD
+    events = transport.items("event")
+    # One per failed run (max_failures=3); nothing for the completed or paused runs.
+    assert len(events) == 3
+    by_attempt = {e["tags"]["jobqueue.attempt"]: e for e in events}
+    assert sorted(by_attempt) == ["1", "2", "3"]
+    for attempt, event in by_attempt.items():
+        tags = event["tags"]
+        assert tags["jobqueue.kind"] == logging_tasks.chatty.kind
+        assert tags["jobqueue.job_id"] == str(failing.id)
+        assert tags["jobqueue.queue"] == "default"
+        assert tags["jobqueue.workflow"] == "none"
+        assert event["contexts"]["jobqueue"]["jobqueue.worker"] == "sentry-test:1"
+        [exception] = event["exception"]["values"]
+        assert exception["type"] == "RuntimeError"
+        assert exception["value"] == f"chatty failed in run {attempt}"
+        assert exception["mechanism"] == {"type": "django_jobqueue", "handled": False}
+        assert event["fingerprint"] == [
+            "{{ default }}",
+            "django_jobqueue",
+            logging_tasks.chatty.kind,
+        ]
+    assert [by_attempt[a]["tags"]["jobqueue.outcome"] for a in "123"] == [
+        "retried",
+        "retried",
+        "dead",
+    ]
+    assert [by_attempt[a]["level"] for a in "123"] == ["error", "error", "fatal"]
+    assert by_attempt["3"]["tags"]["jobqueue.dead"] == "yes"
+    assert "jobqueue.dead" not in by_attempt["1"]["tags"]
+    # Each run's scope is its own: the run's log lines are its breadcrumbs, no other's.
+    crumbs = [c["message"] for c in by_attempt["2"]["breadcrumbs"]["values"]]
+    assert f"run 2 line 0 of job {failing.id}" in crumbs
+    assert not any("run 1 " in m for m in crumbs if m)
+    assert transport.items("transaction") == []  # tracing is off
+
+
+def test_with_tracing_on_each_run_is_a_transaction_named_by_its_kind(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    transport = sentry(traces_sample_rate=1.0)
+    failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    fine = logging_tasks.chatty.enqueue(lines=1)
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id, fine.id], {Status.DEAD, Status.COMPLETED})
+    worker.stop()
+    sentry_sdk.flush()
+    transactions = transport.items("transaction")
+    assert len(transactions) == 4  # three failed runs and one completed
+    for t in transactions:
+        assert t["transaction"] == logging_tasks.chatty.kind
+        assert t["transaction_info"] == {"source": "task"}
+        assert t["contexts"]["trace"]["op"] == "queue.task"
+    statuses = sorted(
+        (t["tags"]["jobqueue.job_id"], t["contexts"]["trace"]["status"]) for t in transactions
+    )
+    assert statuses == sorted([(str(failing.id), "internal_error")] * 3 + [(str(fine.id), "ok")])
+    events = transport.items("event")
+    assert len(events) == 3
+    # An event is in its run's trace.
+    traces = {t["contexts"]["trace"]["trace_id"] for t in transactions}
+    assert {e["contexts"]["trace"]["trace_id"] for e in events} <= traces
