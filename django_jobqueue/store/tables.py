@@ -48,9 +48,8 @@ def table_health(*, horizon_age: timedelta, dead_ratio: float) -> TableHealth:
     tables = d.table_readings(queue_tables())
     holders = d.horizon_holders(horizon_age)
     warnings = [
-        f"{r.table}: {r.dead:,} dead rows ({r.dead / max(r.rows or 0, 1):.0%} of "
-        f"{r.rows or 0:,} live), over HEALTH_DEAD_RATIO ({dead_ratio:.0%}): vacuum is "
-        "behind, or held back"
+        f"{r.table}: {r.dead:,} dead rows ({_share(r.dead, r.rows)}), over "
+        f"HEALTH_DEAD_RATIO ({dead_ratio:.0%}): vacuum is behind, or held back"
         for r in tables
         if r.dead is not None
         and r.dead >= DEAD_MIN_ROWS
@@ -66,6 +65,14 @@ def table_health(*, horizon_age: timedelta, dead_ratio: float) -> TableHealth:
         horizon_age=horizon_age,
         dead_ratio=dead_ratio,
     )
+
+
+def _share(dead: int, live: int | None) -> str:
+    """The dead rows' share of the live ones, as the warning says it ("no live rows"
+    rather than a share of none)."""
+    if not live:
+        return "and no live rows"
+    return f"{dead / live:.0%} of {live:,} live"
 
 
 def _holding(h: Holder) -> str:

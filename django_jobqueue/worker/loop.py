@@ -196,8 +196,9 @@ class Worker(Turns):
         startup.warn_at_start(self.kinds, self.queues)
         if ignored := startup.soft_limits_ignored(self.kinds, self.pool):
             logger.warning(
-                "soft_time_limit of %s: raised only on the process pool (--pool process); "
-                "this worker runs them on threads, where only the hard limit applies",
+                "soft_time_limit of %s: only the process pool (--pool process) interrupts "
+                "a run there; this worker runs them on threads, where only the hard limit "
+                "applies",
                 ", ".join(ignored),
             )
         self._register()

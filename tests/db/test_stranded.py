@@ -18,7 +18,13 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 def warnings_at_start(caplog: pytest.LogCaptureFixture, **options: object) -> list[str]:
     with caplog.at_level(logging.WARNING, logger="django_jobqueue"):
         run_burst(concurrency=1, **options)
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    # The test app's tests.runaway has a soft time limit, which a worker on threads
+    # names at start: a warning of its own, not a stranded job.
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and not r.getMessage().startswith("soft_time_limit of")
+    ]
 
 
 def test_pending_jobs_of_a_kind_no_task_has_are_named_at_start(

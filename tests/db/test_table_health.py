@@ -5,7 +5,7 @@ warnings against HEALTH_HORIZON_AGE and HEALTH_DEAD_RATIO, and ``jobqueue health
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -61,6 +61,10 @@ def open_transaction() -> Iterator[Any]:
         other.close()
 
 
+def of_jobs(warnings: Sequence[str]) -> list[str]:
+    return [w for w in warnings if w.startswith(f"{JOB_TABLE}:")]
+
+
 def test_every_queue_table_is_read_with_what_its_database_gives() -> None:
     tasks.add.enqueue_many([{"a": n, "b": n} for n in range(30)])
     health = store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=0.2)
@@ -93,7 +97,9 @@ def test_every_queue_table_is_read_with_what_its_database_gives() -> None:
         assert job.size_bytes is not None
         assert job.size_bytes > 0
         assert any("InnoDB counts no dead rows" in n for n in health.notes)
-    assert health.warnings == []
+    # Nothing holds the horizon. (Dead rows may be warned of: what the session's earlier
+    # tests left, on a server whose autovacuum is off, is no part of this test.)
+    assert [w for w in health.warnings if " dead rows (" not in w] == []
 
 
 @postgres_only
@@ -121,7 +127,8 @@ def dead_rows_warned_then_vacuumed() -> None:
     job = wait_for(lambda: (r := reading()).dead and r.dead >= 1200 and r)
     assert job.rows == 1800
     health = store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=0.2)
-    [warning] = health.warnings
+    # The jobs table's (the other tables may have dead rows the session's tests left).
+    [warning] = of_jobs(health.warnings)
     dead = store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=0.2).tables[0].dead
     assert dead is not None
     assert dead >= 1200  # and any the table's earlier updates left
@@ -130,7 +137,10 @@ def dead_rows_warned_then_vacuumed() -> None:
     # A ratio it does not pass: no warning. Twice the measured ratio, not a figure: the
     # tests before this one in the session leave dead rows of their own in the table.
     above = 2 * dead / 1800
-    assert store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=above).warnings == []
+    assert (
+        of_jobs(store.table_health(horizon_age=timedelta(minutes=5), dead_ratio=above).warnings)
+        == []
+    )
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {JOB_TABLE}")
         cursor.execute("SELECT pg_stat_force_next_flush()")

@@ -422,4 +422,4 @@ async def achaos(ctx: Context, seconds: float, members: int, nap: float) -> int:
     await ctx.astep("a2", _aworked, job, ctx.run_count, "a2", seconds)
     await ctx.asleep(nap)
     await ctx.astep("a3", _aworked, job, ctx.run_count, "a3", seconds)
-    return int(got["callback"])
+    return int(got)  # the chord's result: its callback's
