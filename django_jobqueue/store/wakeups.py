@@ -21,11 +21,12 @@ from django_jobqueue.store import sql
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.dialects.base.wakeups import PROGRESS_CHANNEL as PROGRESS_CHANNEL
 from django_jobqueue.store.dialects.base.wakeups import SETTLED_CHANNEL as SETTLED_CHANNEL
+from django_jobqueue.store.dialects.base.wakeups import STREAM_CHANNEL as STREAM_CHANNEL
 from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 CHANNEL = "django_jobqueue"
 #: Every channel the queue notifies on: new jobs, settlements, progress.
-CHANNELS = (CHANNEL, SETTLED_CHANNEL, PROGRESS_CHANNEL)
+CHANNELS = (CHANNEL, SETTLED_CHANNEL, PROGRESS_CHANNEL, STREAM_CHANNEL)
 
 
 def supported(alias: str) -> bool:

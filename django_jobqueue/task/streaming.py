@@ -2,8 +2,8 @@
 ``for`` in sync code and ``async for`` in async code.
 
 A reader reads the items after its offset in order, and when there are none waits for
-more: woken by a notification on PostgreSQL (a listening connection of its own, opened
-when it first has to wait, ``store.stream_wakeups``), polling elsewhere (from 50 ms,
+more: woken by a notification on PostgreSQL (through the process's one listener,
+``store.listening``, subscribed when it first has to wait), polling elsewhere (from 50 ms,
 backing off to 1 s). Either way it looks again at least once a second, which is how it
 learns that the job finished: the iteration ends once the job is finished (completed,
 dead or cancelled) and every item it wrote was read, or when ``timeout`` seconds have
@@ -29,9 +29,8 @@ from asgiref.sync import sync_to_async
 
 from django_jobqueue.errors import InvalidArguments, JobNotFound
 from django_jobqueue.states import TERMINAL
-from django_jobqueue.store import stream_wakeups
+from django_jobqueue.store import listening, stream_wakeups
 from django_jobqueue.store import streams as stored
-from django_jobqueue.store.dialects.base.wakeups import Wakeups
 
 BATCH = 500  # items read per query
 FIRST_PAUSE = 0.05  # polling: the first pause, in seconds, growing by half each time
@@ -70,7 +69,7 @@ class Stream:
         self.offset: int = after
         self.timeout: float | None = timeout
         self.finished = False  # the job finished and every item was read
-        self._listening: Wakeups | None = None
+        self._listening: listening.Subscription | None = None
 
     # --- one look, and one wait ------------------------------------------------------
 
@@ -90,17 +89,34 @@ class Stream:
         return [StreamItem(offset, value) for offset, value in rows]
 
     def _wait(self, seconds: float) -> None:
-        """Until this job's stream is notified, or ``seconds`` pass."""
+        """Until this job's stream is notified (or the listener says read again), or
+        ``seconds`` pass."""
         assert self._listening is not None
-        wanted = str(self.job_id)
-        for payload in self._listening.payloads(seconds):
-            if payload == wanted:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            note = self._listening.get(left)
+            if note is None or self._wakes(note):
                 return
+
+    async def _await(self, seconds: float) -> None:
+        """``_wait`` on the event loop, holding no thread."""
+        assert self._listening is not None
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            note = await self._listening.aget(left)
+            if note is None or self._wakes(note):
+                return
+
+    def _wakes(self, note: listening.Note) -> bool:
+        return note == listening.RESYNC or note.payload == str(self.job_id)
+
+    def _subscribe(self) -> listening.Subscription:
+        return listening.subscribe([stream_wakeups.CHANNEL])
 
     def _close(self) -> None:
         if self._listening is not None:
-            listening, self._listening = self._listening, None
-            listening.close()
+            subscription, self._listening = self._listening, None
+            subscription.close()
 
     def _left(self, deadline: float | None) -> float:
         return math.inf if deadline is None else deadline - time.monotonic()
@@ -120,8 +136,8 @@ class Stream:
                 left = self._left(deadline)
                 if self.finished or left <= 0:
                     return
-                if self._listening is None and stream_wakeups.supported():
-                    self._listening = stream_wakeups.listen()
+                if self._listening is None and listening.supported():
+                    self._listening = self._subscribe()
                     continue  # look again now that no notification can be missed
                 if self._listening is not None:
                     self._wait(min(left, LONGEST_PAUSE))
@@ -151,17 +167,16 @@ class Stream:
                 left = self._left(deadline)
                 if self.finished or left <= 0:
                     return
-                if self._listening is None and await sync_to_async(stream_wakeups.supported)():
-                    self._listening = await asyncio.to_thread(stream_wakeups.listen)
+                if self._listening is None and await sync_to_async(listening.supported)():
+                    self._listening = await asyncio.to_thread(self._subscribe)
                     continue
                 if self._listening is not None:
-                    await asyncio.to_thread(self._wait, min(left, LONGEST_PAUSE))
+                    await self._await(min(left, LONGEST_PAUSE))
                 else:
                     await asyncio.sleep(min(left, pause))
                     pause = min(pause * 1.5, LONGEST_PAUSE)
         finally:
-            if self._listening is not None:
-                await asyncio.to_thread(self._close)
+            self._close()
 
     def __repr__(self) -> str:
         return f"<Stream of job {self.job_id} after {self.offset}>"

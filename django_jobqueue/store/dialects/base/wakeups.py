@@ -17,6 +17,9 @@ from django_jobqueue.store.dialects.base.primitives import Primitives
 SETTLED_CHANNEL = "django_jobqueue_settled"
 #: The channel on which a worker's progress write announces its jobs (same payload).
 PROGRESS_CHANNEL = "django_jobqueue_progress"
+#: The channel on which a job's stream announces new items: the job's id, one
+#: notification per write outside a step, or per step with writes.
+STREAM_CHANNEL = "django_jobqueue_stream"
 #: Ids a notification carries: 200 of 37 bytes stay under PostgreSQL's 8,000-byte payload.
 IDS_PER_NOTE = 200
 
