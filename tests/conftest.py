@@ -76,3 +76,17 @@ def worker_thread() -> Iterator[Callable[..., WorkerThread]]:
     for w in started:
         if w.thread.is_alive():
             w.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_async_thread_connections() -> None:
+    """Close the database connections of asgiref's one thread for thread-sensitive
+    ``sync_to_async`` calls (async views and readers run their ORM calls there, outside
+    any request, so nothing closes them between tests): a test that terminated every
+    other backend (tests/concurrency) left that thread a dead connection, and an async
+    stream view two tiers later failed on it ("terminating connection due to
+    administrator command")."""
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)

@@ -97,6 +97,12 @@ mysql_only = pytest.mark.skipif(not is_mysql(), reason="MySQL/MariaDB only")
 
 # Tests of sessions waiting on one another's row locks: PostgreSQL and MySQL/MariaDB
 # (SQLite has no row locks; its writers take turns).
+# What a worker on threads says at start of the test app's tests.runaway (its soft time
+# limit is raised only on the process pool): a warning of its own in every worker's
+# start-up, which a test that wants a quiet worker sets apart.
+SOFT_LIMIT_NOTICE = "soft_time_limit of tests.runaway:"
+
+
 row_locking = pytest.mark.skipif(
     not (is_postgres() or is_mysql()), reason="PostgreSQL or MySQL/MariaDB only"
 )

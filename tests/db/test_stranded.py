@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from django_jobqueue.models import Job
-from tests.helpers import run_burst
+from tests.helpers import SOFT_LIMIT_NOTICE, run_burst
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
@@ -18,12 +18,12 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 def warnings_at_start(caplog: pytest.LogCaptureFixture, **options: object) -> list[str]:
     with caplog.at_level(logging.WARNING, logger="django_jobqueue"):
         run_burst(concurrency=1, **options)
-    # The test app's tests.runaway has a soft time limit, which a worker on threads
-    # names at start: a warning of its own, not a stranded job.
+    # A worker on threads names the test app's soft-limited task at start: a warning of
+    # its own, not a stranded job.
     return [
         r.getMessage()
         for r in caplog.records
-        if r.levelno == logging.WARNING and not r.getMessage().startswith("soft_time_limit of")
+        if r.levelno == logging.WARNING and SOFT_LIMIT_NOTICE not in r.getMessage()
     ]
 
 

@@ -59,6 +59,9 @@ class Page:
     shows: tuple[str, ...] = ()
     any_of: bool = False  # any one of ``needs`` is enough (the app index)
     refused: int = 403  # the status for a staff user who lacks ``needs``
+    # The status for one who may: a live page's event stream answers 204 where nothing
+    # can tell it of changes (SQLite, MariaDB: the page polls its stamp instead).
+    shown: int = 200
     # In the role matrix: one page per view (and per deletable state); the variants of a
     # view that only change what it shows are for the XSS tests alone.
     roles: bool = True
@@ -71,7 +74,7 @@ JOB_TOKENS = {
     "completed": ("result",),
     "dead": ("note", "traceback", "akey", "attach", "worker", "actor"),
 }
-ACT_ON = {"requeue": "dead", "cancel": "pending", "run_now": "scheduled"}
+ACT_ON = {"requeue": "dead", "cancel": "pending", "run_now": "scheduled", "terminate": "pending"}
 ACT_ON["delete_selected"] = "completed"
 
 
@@ -96,6 +99,13 @@ def _job_pages(world: World) -> Iterator[Page]:
         yield Page(f"act {name}", f"{base}{job.pk}/act/{name}/", needs, ("kind",))
     yield Page("job add", f"{base}add/", None)
     yield Page("dashboard", f"{base}dashboard/", VIEW_JOB, DASHBOARD_TOKENS)
+    # The live pages' event streams (a stream of change notices, no page content; 204
+    # where nothing can tell them) and stamps (what the page polls elsewhere).
+    pending = world.hostile["pending"]
+    yield Page("dashboard live", f"{base}dashboard/live/", VIEW_JOB, shown=_streams())
+    yield Page("dashboard live stamp", f"{base}dashboard/live/stamp/", VIEW_JOB)
+    yield Page("job live", f"{base}{pending.pk}/live/", VIEW_JOB, shown=_streams())
+    yield Page("job live stamp", f"{base}{pending.pk}/live/stamp/", VIEW_JOB)
     yield Page("cleanup", f"{base}cleanup/", frozenset({"cleanup_job"}), ("kind",))
 
 
@@ -141,6 +151,12 @@ WORKFLOW_VIEW = frozenset({"view_workflow"})
 WORKFLOW_ACTS = {"cancel": "cancel_workflow", "retry_dead": "requeue_job"}
 
 
+def _streams() -> int:
+    from django_jobqueue.store import listening
+
+    return 200 if listening.supported() else 204
+
+
 def _workflow_pages(world: World) -> Iterator[Page]:
     base = f"/admin/{APP}/workflow/"
     shown = world.workflows["shown"]
@@ -149,6 +165,8 @@ def _workflow_pages(world: World) -> Iterator[Page]:
     yield Page("workflow changelist search", search, WORKFLOW_VIEW, ("wfq",), roles=False)
     yield Page("workflow change", f"{base}{shown.pk}/change/", WORKFLOW_VIEW, ("wfname", "step"))
     yield Page("workflow history", f"{base}{shown.pk}/history/", WORKFLOW_VIEW)
+    yield Page("workflow live", f"{base}{shown.pk}/live/", WORKFLOW_VIEW, shown=_streams())
+    yield Page("workflow live stamp", f"{base}{shown.pk}/live/stamp/", WORKFLOW_VIEW)
     yield Page("workflow delete", f"{base}{shown.pk}/delete/", None)
     yield Page("workflow add", f"{base}add/", None)
     for name, perm in WORKFLOW_ACTS.items():
@@ -220,6 +238,7 @@ def _run_now_done(w: World) -> bool:
 DONE: dict[str, Callable[[World], bool]] = {
     "requeue": _status("requeue", "pending"),
     "cancel": _status("cancel", "cancelled"),
+    "terminate": _status("terminate", "cancelled"),  # a pending job: cancelled at once
     "run_now": _run_now_done,
     "delete_selected": _gone("delete_selected"),
 }

@@ -51,7 +51,7 @@ def test_each_role_gets_each_page_only_with_its_permissions(
     if not role.admitted:
         assert_sent_to_login(response, page.url)
     elif may_see(role, page.needs, page.any_of):
-        assert response.status_code == 200
+        assert response.status_code == page.shown
     else:
         assert response.status_code == page.refused
 

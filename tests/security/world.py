@@ -242,6 +242,7 @@ def _targets() -> dict[str, Job]:
     made = {
         "requeue": tasks.add.enqueue(2, 1).id,
         "cancel": tasks.add.enqueue(2, 2).id,
+        "terminate": tasks.add.enqueue(2, 7).id,  # pending: terminate cancels it at once
         "run_now": tasks.add.using(delay=timedelta(hours=1)).enqueue(2, 3).id,
         "delete_selected": tasks.add.enqueue(2, 4).id,
         "cleanup": tasks.add.enqueue(2, 5).id,
