@@ -16,14 +16,12 @@ once; one child workflow per job, completed.
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from tests.chaos.campaign import Tally
-from tests.chaos.scripting import own_database
-from tests.steps.campaign import StepsCampaign, StepsPlan, StepsReport
+from tests.steps.campaign import StepsCampaign, StepsPlan, StepsReport, cli
 
 KIND = "tests.steps.achaos"
 KINDS = (KIND, "tests.steps.kid", "tests.steps.kids_total", "jobqueue.notify_parent")
@@ -136,27 +134,14 @@ def build_report(plan: AsyncPlan, tally: Tally) -> StepsReport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=500)
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--timeout", type=float, default=3600.0)
-    options = parser.parse_args(argv)
-    half = options.kills // 2
-    plan = AsyncPlan(
-        jobs=options.jobs,
-        workers=options.workers,
-        kills=options.kills,
-        stops=half,
-        cuts=half,
-        seed=options.seed,
-        timeout=options.timeout,
+    return cli(
+        argv,
+        plan=AsyncPlan,
+        campaign=AsyncCampaign,
+        database="async_steps",
+        defaults=(500, 3, 20),
+        description=__doc__.split("\n\n")[0],
     )
-    with own_database("async_steps") as procs:
-        report = AsyncCampaign(plan, procs).run()
-    print(report.text())
-    return 1 if report.violations else 0
 
 
 if __name__ == "__main__":

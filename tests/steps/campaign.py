@@ -168,16 +168,28 @@ def _stream_violations(job_id: Any) -> list[str]:
     return []
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--kills", type=int, default=40)
+def cli(
+    argv: list[str] | None,
+    *,
+    plan: type[StepsPlan],
+    campaign: type[StepsCampaign],
+    database: str,
+    defaults: tuple[int, int, int],
+    description: str,
+) -> int:
+    """A campaign from the command line (``--jobs``, ``--workers``, ``--kills`` with
+    ``defaults``, ``--seed``, ``--timeout``) on a database of its own; exit 1 on a
+    violation. Shared by this campaign and the async one."""
+    jobs, workers, kills = defaults
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--jobs", type=int, default=jobs)
+    parser.add_argument("--workers", type=int, default=workers)
+    parser.add_argument("--kills", type=int, default=kills)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3600.0)
     options = parser.parse_args(argv)
     half = options.kills // 2
-    plan = StepsPlan(
+    made = plan(
         jobs=options.jobs,
         workers=options.workers,
         kills=options.kills,
@@ -186,10 +198,21 @@ def main(argv: list[str] | None = None) -> int:
         seed=options.seed,
         timeout=options.timeout,
     )
-    with own_database("steps") as procs:
-        report = StepsCampaign(plan, procs).run()
+    with own_database(database) as procs:
+        report = campaign(made, procs).run()
     print(report.text())
     return 1 if report.violations else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(
+        argv,
+        plan=StepsPlan,
+        campaign=StepsCampaign,
+        database="steps",
+        defaults=(2000, 4, 40),
+        description=__doc__.split("\n\n")[0],
+    )
 
 
 if __name__ == "__main__":
