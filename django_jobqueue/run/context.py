@@ -77,6 +77,11 @@ class Context:
         self._settle_now: Callable[[Any], None] | None = None
         # This run's durable steps (``run.durable.StepBook``), set with ``_settle_now``.
         self._steps: Any = None
+        # Set while an ``async def`` task's run is awaited (``transactional.arun``): its
+        # sync durable calls are refused on the loop. Not a running loop alone: a sync
+        # task run by ``run_jobs`` in a thread that runs one (Playwright's, Jupyter's)
+        # is still a sync run.
+        self._async_run = False
         # The latest ctx.progress() value, and the one last written. A run starts with
         # none written: every settlement clears the columns (``PROGRESS_CLEARED``).
         self._progress: progress_.Progress | None = None
@@ -299,7 +304,7 @@ class Context:
                 f"this context ({self.kind}) belongs to none",
                 kind=self.kind,
             )
-        if not asynchronous and _on_event_loop():
+        if not asynchronous and self._async_run and _on_event_loop():
             twin = {
                 "ctx.step()": "ctx.astep()",
                 "ctx.wait_for()": "ctx.await_event()",

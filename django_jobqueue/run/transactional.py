@@ -201,6 +201,9 @@ def run(
     """Run one job on this thread: an atomic task in a transaction that its completion
     commits with, any other task as it is (``ctx.settle_now()`` works in both)."""
     settler, book = _begun(job, ctx, alias, worker_id, max_output_bytes)
+    # An async def task run here (run_jobs awaits it on a loop of its own): its sync
+    # durable calls are refused on that loop, as on the worker's.
+    ctx._async_run = defn is not None and defn.asynchronous
     try:
         if defn is not None and defn.atomic:
             result = _run_atomic(defn, job, ctx, settler, connections[alias], max_output_bytes)
@@ -226,6 +229,7 @@ async def arun(
     parking is committed by the time the run ends. ``settle_now`` is refused there."""
     settler, book = _begun(job, ctx, alias, worker_id, max_output_bytes)
     ctx._settle_now = None
+    ctx._async_run = True
     try:
         result = await aexecute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:

@@ -36,6 +36,7 @@ from django_jobqueue.task.registry import registry
 from django_jobqueue.worker import settling, startup
 from django_jobqueue.worker.claiming import KeyCursor
 from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.handlers import SignalWork
 from django_jobqueue.worker.listener import Listener
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
@@ -156,6 +157,7 @@ class Worker(Turns):
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT: graceful stop; a second one exits at once."""
+        self._signal_work = SignalWork("jobqueue-signal")
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
@@ -165,7 +167,7 @@ class Worker(Turns):
             logger.warning("second signal: exiting now; running jobs recover when leases expire")
             os._exit(1)
         logger.info("signal %s: stopping (send again to exit at once)", signum)
-        self.stop()
+        self._signal_work.soon(self.stop)  # not here: see worker.handlers
 
     def _on_notify(self, payload: str) -> None:
         if payload == store.LIMITS_CHANGED:

@@ -42,6 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
+from django_jobqueue.worker.handlers import SignalWork
+
 logger = logging.getLogger("django_jobqueue")
 
 # A child's exit status says why it ended, so the parent can tell a recycle from a crash.
@@ -141,6 +143,7 @@ class Supervisor:
     on_death: Callable[[int, str], None] | None = None
 
     def install_signal_handlers(self) -> None:
+        self._signal_work = SignalWork("jobqueue-signal")
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
@@ -151,7 +154,7 @@ class Supervisor:
             self._send(signal.SIGKILL)
             return
         logger.info("signal %s: stopping %d worker processes", signum, len(self.children))
-        self.stop()
+        self._signal_work.soon(self.stop)  # not here: see worker.handlers
 
     def stop(self) -> None:
         """Stop every child gracefully (each gets SIGTERM and its shutdown timeout)."""
@@ -361,6 +364,7 @@ class Supervised:
                 os.set_blocking(self._ping, False)
 
     def install(self) -> None:
+        self._signal_work = SignalWork("jobqueue-signal")
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         threading.Thread(target=self._watch, name="jobqueue-supervised", daemon=True).start()
@@ -373,7 +377,7 @@ class Supervised:
         if self._first_signal is None:
             self._first_signal = now
             logger.info("signal %s: stopping", signum)
-            self.stop()
+            self._signal_work.soon(self.stop)  # not here: see worker.handlers
         elif now - self._first_signal > DUPLICATE_SIGNAL:
             logger.warning("second signal: exiting now; running jobs recover when leases expire")
             os._exit(1)
