@@ -13,13 +13,14 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import fields, replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from bench import report
-from bench.config import FULL, QUICK, Config
+from bench.config import FULL, QUICK, Config, Sizes
 from bench.harness import Bench
 from bench.measures import measures
 from bench.pg import Server
@@ -70,7 +71,34 @@ def parser() -> argparse.ArgumentParser:
         help="django_jobqueue's per-run log capture: on (its default, INFO; the no-op logs "
         "nothing), off (RUN_LOGS None), lines (on, and each no-op logs two INFO lines)",
     )
+    p.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="override one of the sizes (bench.config.Sizes), e.g. --size drain=100000",
+    )
     return p
+
+
+def sized(base: Sizes, overrides: list[str]) -> Sizes:
+    """``base`` with the ``--size NAME=N`` overrides applied (a bad one is refused,
+    naming it and the sizes there are)."""
+    known = {f.name: f.type for f in fields(Sizes)}
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise ValueError(f"--size {item!r}: expected NAME=N, NAME one of {', '.join(known)}")
+        try:
+            value = float(text) if known[name] in (float, "float") else int(text)
+        except ValueError:
+            raise ValueError(f"--size {item!r}: {text!r} is not a number") from None
+        if value <= 0:
+            raise ValueError(f"--size {item!r}: must be positive")
+        changes[name] = value
+    return replace(base, **changes)
 
 
 def select_measures(names: str | None) -> frozenset[str]:
@@ -144,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(args.database_url)
         systems = select(args.only)
         chosen = select_measures(args.measures)
+        sizes = sized(QUICK if args.quick else FULL, args.size)
     except ValueError as exc:
         p.error(str(exc))
     try:
@@ -156,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"warning: another run's databases exist ({', '.join(others)}): if it is still")
         log("running, both share the CPUs and the numbers of each are disturbed")
     config = Config(
-        sizes=QUICK if args.quick else FULL,
+        sizes=sizes,
         reps=args.reps or (1 if args.quick else 3),
         concurrency=args.concurrency,
         systems=systems,

@@ -37,12 +37,13 @@ class Policy:
         option's name (None: neither is set). Every pool stops a run there, each by the
         strongest means it has (a killed child, a cancelled coroutine, an abandoned
         thread)."""
-        found = [
-            (value, name)
-            for value, name in ((self.time_limit, "time_limit"), (self.timeout, "timeout"))
-            if value is not None
-        ]
-        return min(found, key=lambda item: item[0]) if found else None
+        # Asked once per dispatched run: no list, no sort (a tie goes to time_limit).
+        limit, timeout = self.time_limit, self.timeout
+        if limit is None:
+            return None if timeout is None else (timeout, "timeout")
+        if timeout is None or limit <= timeout:
+            return (limit, "time_limit")
+        return (timeout, "timeout")
 
 
 @dataclass(frozen=True, slots=True)

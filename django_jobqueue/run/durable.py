@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
@@ -96,8 +97,18 @@ class StepBook:
         self.recorded: list[str] = []  # what this run recorded, for its journal note
         self.size = 0  # the records' total JSON size, counted once on load, then added to
         self.parking: Any = None  # the paused settlement a sleep or a wait wrote
-        self.sequence = Sequence(job.kind, job.id)  # where each step was recorded
-        self.stream = StreamWriter(self)  # ctx.stream: a step's writes go with its record
+
+    # Made on first use: most runs record no step and write no stream, and a book is
+    # made for every run (a no-op's run paid for both before a single step).
+    @cached_property
+    def sequence(self) -> Sequence:
+        """Where each step was recorded."""
+        return Sequence(self.job.kind, self.job.id)
+
+    @cached_property
+    def stream(self) -> StreamWriter:
+        """``ctx.stream``: a step's writes go with its record."""
+        return StreamWriter(self)
 
     # --- reading ---------------------------------------------------------------------
 

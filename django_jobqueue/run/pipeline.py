@@ -66,6 +66,8 @@ class Pipeline:
     max_output_bytes: int
     # The settings the runs read (RUN_LOGS...), when the pipeline is made.
     settings: conf.Settings = field(default_factory=conf.get, repr=False)
+    # Whether Sentry reports the runs (``sentry_sdk.init`` comes before a worker starts).
+    sentry_on: bool = field(default_factory=sentry.active, repr=False)
     # Each kind's policy, resolved once (settings are read when the pipeline is made).
     _policies: dict[str, Policy] = field(default_factory=dict, repr=False)
     # The trace spans of runs whose settlement is not written yet (only when tracing),
@@ -108,7 +110,7 @@ class Pipeline:
         guard.before_run()
         defn = registry.find(job.kind)
         lines = None
-        with sentry.running(job, worker_id=worker) as report:
+        with sentry.running(job, worker_id=worker, on=self.sentry_on) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines
@@ -160,7 +162,7 @@ class Pipeline:
         if span is not None:  # held from now, as run_one's
             self._spans[(job.id, job.run_count)] = span
         lines = None
-        with sentry.running(job, worker_id=worker) as report:
+        with sentry.running(job, worker_id=worker, on=self.sentry_on) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines

@@ -211,7 +211,7 @@ def run(
             result = execute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
         ctx._settle_now = ctx._steps = None
-    return _ended(result, settler, book, connections[alias])
+    return _ended(result, settler, book, alias)
 
 
 async def arun(
@@ -234,7 +234,7 @@ async def arun(
         result = await aexecute(defn, job, ctx, max_output_bytes=max_output_bytes)
     finally:
         ctx._steps = None
-    return _ended(result, settler, book, connections[alias])
+    return _ended(result, settler, book, alias)
 
 
 def _begun(
@@ -256,14 +256,12 @@ def _begun(
     return settler, book
 
 
-def _ended(
-    result: RunResult, settler: InTransaction, book: StepBook, conn: BaseDatabaseWrapper
-) -> RunResult:
+def _ended(result: RunResult, settler: InTransaction, book: StepBook, alias: str) -> RunResult:
     """The run's result once its settler's state is known: lost, settled in its own
     transaction (completed, or parked by a sleep or a wait), or left to the worker."""
     if settler.state == "lost":
         result.lost = True
-    elif settler.state != "open" and settler.done(conn):
+    elif settler.state != "open" and settler.done(connections[alias]):
         # What the job stores is the value settled, not what the run returned after.
         result = dataclasses.replace(
             result,

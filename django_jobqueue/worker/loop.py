@@ -299,7 +299,9 @@ class Worker(Turns):
 
     def _dispatch(self, job: Claimed) -> None:
         policy = self._pipe.policy(job.kind)
-        limit = None if self._pools.limited_from_start(job.kind) else policy.hard_limit()
+        limit = policy.hard_limit()
+        if limit is not None and self._pools.limited_from_start(job.kind):
+            limit = None
         running = Running(
             job=job,
             ctx=self._pipe.context(job),
