@@ -276,8 +276,11 @@ class DjangoTaskDef(TaskDef):
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StepsContext(TaskContext):  # type: ignore[misc, type-arg]
     """Django's ``TaskContext`` for a run on this queue, with the queue's durable steps
-    (``step``, ``sleep``, ``sleep_until``, ``wait_for``, as on ``Context``): a Django
-    task that sleeps or waits is parked, its result ``READY``, never ``FAILED``."""
+    as on ``Context`` (``step``, ``sleep``, ``sleep_until``, ``wait_for``, ``patched``,
+    ``deprecate_patch``, ``step_workflow``, ``stream``, and an ``async def`` task's
+    twins: ``astep``, ``asleep``, ``asleep_until``, ``await_event``, ``apatched``,
+    ``adeprecate_patch``, ``astep_workflow``): a Django task that sleeps or waits is
+    parked, its result ``READY``, never ``FAILED``."""
 
     jobqueue: Context
 
@@ -294,3 +297,39 @@ class StepsContext(TaskContext):  # type: ignore[misc, type-arg]
         self, name: str, *, key: str = "", timeout: timedelta | float | None = None
     ) -> Any:
         return self.jobqueue.wait_for(name, key=key, timeout=timeout)
+
+    def patched(self, change_id: str) -> bool:
+        return self.jobqueue.patched(change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        self.jobqueue.deprecate_patch(change_id)
+
+    def step_workflow(self, name: str, child: Any) -> Any:
+        return self.jobqueue.step_workflow(name, child)
+
+    @property
+    def stream(self) -> Any:
+        return self.jobqueue.stream
+
+    async def astep(self, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobqueue.astep(name, fn, *args, **kwargs)
+
+    async def asleep(self, duration: timedelta | float) -> None:
+        await self.jobqueue.asleep(duration)
+
+    async def asleep_until(self, moment: datetime) -> None:
+        await self.jobqueue.asleep_until(moment)
+
+    async def await_event(
+        self, name: str, *, key: str = "", timeout: timedelta | float | None = None
+    ) -> Any:
+        return await self.jobqueue.await_event(name, key=key, timeout=timeout)
+
+    async def apatched(self, change_id: str) -> bool:
+        return await self.jobqueue.apatched(change_id)
+
+    async def adeprecate_patch(self, change_id: str) -> None:
+        await self.jobqueue.adeprecate_patch(change_id)
+
+    async def astep_workflow(self, name: str, child: Any) -> Any:
+        return await self.jobqueue.astep_workflow(name, child)

@@ -104,9 +104,7 @@ class Pipeline:
         worker = self.worker_id
         if signals.job_started.receivers:
             announce.started(job, worker=worker)
-        span = tracing.start_run(job, worker_id=worker)
-        if span is not None:  # held from now: a timeout's settlement may come first
-            self._spans[(job.id, job.run_count)] = span
+        span = self._span(job)
         guard.before_run()
         defn = registry.find(job.kind)
         lines = None
@@ -126,6 +124,14 @@ class Pipeline:
                 result = _ours(job, exc)
             result = guard.after_run(result)
             return self._ended(result, span, report, lines)
+
+    def _span(self, job: Claimed) -> Any:
+        """The run's trace span (None when not tracing), held from now: a timeout's
+        settlement may come before the run ends."""
+        span = tracing.start_run(job, worker_id=self.worker_id)
+        if span is not None:
+            self._spans[(job.id, job.run_count)] = span
+        return span
 
     def _ended(self, result: RunResult, span: Any, report: Any, lines: Any) -> Ended:
         """A run as it ended: its span and its Sentry report told, its lines kept with it,
@@ -158,9 +164,7 @@ class Pipeline:
         if signals.job_started.receivers:
             await sync_to_async(announce.started)(job, worker=worker)
         defn = registry.find(job.kind)
-        span = tracing.start_run(job, worker_id=worker)
-        if span is not None:  # held from now, as run_one's
-            self._spans[(job.id, job.run_count)] = span
+        span = self._span(job)
         lines = None
         with sentry.running(job, worker_id=worker, on=self.sentry_on) as report:
             try:

@@ -140,3 +140,25 @@ def onboard_steps(context: Any, user: str) -> dict[str, Any]:
     context.sleep(3600)
     answer = context.wait_for("answered", key=user, timeout=7200)
     return {"greeted": greeted, "answer": answer}
+
+
+@task(takes_context=True)
+def streams_and_patches(context: Any, user: str) -> dict[str, Any]:
+    """The rest of the context's durable surface through the backend (a patch, a
+    stream write inside a step; tests/steps/test_django_tasks.py)."""
+    new_way = context.patched("shout")
+
+    def greet() -> str:
+        context.stream.write({"greeting": user})
+        return user.upper() if new_way else user
+
+    return {"greeted": context.step("greet", greet), "patched": new_way}
+
+
+@task(takes_context=True)
+async def async_onboard(context: Any, user: str) -> dict[str, Any]:
+    """An ``async def`` Django task's durable twins through the backend's context."""
+    greeted = await context.astep("greet", str.upper, user)
+    await context.asleep(3600)
+    answer = await context.await_event("answered", key=user, timeout=7200)
+    return {"greeted": greeted, "answer": answer}
