@@ -104,6 +104,7 @@ from django_jobqueue.store.tables import (
     TableHealth,
     describe,
     queue_tables,
+    refresh_statistics,
     table_health,
 )
 from django_jobqueue.store.terminating import (
@@ -194,6 +195,7 @@ __all__ = [
     "record_tick",
     "recover_expired",
     "recover_lost",
+    "refresh_statistics",
     "register_worker",
     "requeue",
     "requeue_many",

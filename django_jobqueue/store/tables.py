@@ -7,6 +7,7 @@ in ``notes``."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -99,3 +100,28 @@ def describe(h: Holder) -> str:
     if h.xid_age is not None:
         parts.append(f"{h.xid_age:,} transactions behind")
     return " ".join(parts)
+
+
+# The jobs table's planner statistics are gathered again once this many rows plus this
+# share of the table changed since they last were (autovacuum's own threshold is 50 rows
+# plus a tenth, looked at once a minute by default, and never with autovacuum off).
+STATISTICS_ROWS = 1000
+STATISTICS_SHARE = 0.1
+# One worker at a time gathers them (an advisory lock's two keys, the first naming ours).
+STATISTICS_LOCK = (zlib.crc32(b"django_jobqueue.statistics") - 2**31, 0)
+
+
+def refresh_statistics() -> bool:
+    """Gather the jobs table's planner statistics if they are stale; whether it did.
+
+    A claim is planned from them: a table bulk-loaded since its last ANALYZE looks
+    empty to the planner, which then claims 16 jobs by reading and sorting every
+    pending row (measured on PostgreSQL 15, 100,000 pending: 68 ms a claim, against
+    0.05 ms by the claim index once analyzed). Cheap to ask (one row of
+    ``pg_stat_user_tables``), and a no-op where the database keeps no such statistics.
+    """
+    d = sql.dialect()
+    table = sql.JOB
+    if not d.statistics_stale(table, rows=STATISTICS_ROWS, share=STATISTICS_SHARE):
+        return False
+    return d.gather_statistics(table, lock=STATISTICS_LOCK)

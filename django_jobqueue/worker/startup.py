@@ -24,6 +24,7 @@ from django_jobqueue.worker.services.progress import ProgressWrites
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.services.retention import Retention
 from django_jobqueue.worker.services.scheduler import Scheduler
+from django_jobqueue.worker.services.statistics import StatisticsKeeper
 from django_jobqueue.worker.services.timeouts import Timeouts
 
 logger = logging.getLogger("django_jobqueue")
@@ -161,6 +162,7 @@ def services(
             history=timedelta(days=settings.history_days),
         )
     )
+    found.append(StatisticsKeeper(db, interval=timings.statistics))
     if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
         found.append(HistorySampler(db, interval=timings.history))
     periodic = schedules()

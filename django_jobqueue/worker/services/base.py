@@ -1,7 +1,7 @@
 """What the worker's maintenance services share: their shape, their timings, the loop
 that drives them, and what the worker tells them of a running job. The services
 themselves are the package's other modules (recovery, leases, timeouts, cancels,
-heartbeat, retention, limits, scheduler, history).
+heartbeat, retention, limits, scheduler, history, statistics).
 
 Each is a small object of one shape (a ``name``, an ``interval`` in seconds and a
 ``run()``), driven by one ``Maintenance`` loop inside the worker; ``wake_in`` tells
@@ -48,6 +48,7 @@ class Timings:
     limits: float = limiting.REFRESH  # re-read the run-time limits (at once when told)
     schedules: float = 1.0  # at most this often, look for a periodic schedule's due tick
     history: float = 10.0  # add the tally's new runs to the run history's current minute
+    statistics: float = 2.0  # gather the jobs table's planner statistics if stale
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Timings:

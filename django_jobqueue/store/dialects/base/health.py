@@ -107,3 +107,16 @@ class HealthReadings(Primitives):
         """What has held back the cleanup of dead rows for longer than ``older_than``;
         None where the database cannot tell (SQLite has no such horizon)."""
         return None
+
+    def statistics_stale(self, table: str, *, rows: int, share: float) -> bool:
+        """Whether ``table`` has changed by more than ``rows`` plus ``share`` of its rows
+        since the planner's statistics of it were last gathered. Only PostgreSQL plans
+        from statistics that its autovacuum alone keeps (and only after a minute); here
+        the answer is False: SQLite's planner keeps none unless asked, and InnoDB
+        recounts a table's by itself once a tenth of it changed."""
+        return False
+
+    def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool:
+        """Gather ``table``'s planner statistics now, unless another session holds
+        ``lock`` (an advisory lock's two keys: one worker at a time); whether it did."""
+        return False

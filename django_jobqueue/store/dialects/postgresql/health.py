@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from django.db import transaction
+
 from django_jobqueue.store.dialects.base.health import HealthReadings, Holder, TableReading
 
 # The statistics and the sessions are read once per transaction and kept for the rest of
@@ -43,6 +45,15 @@ _PREPARED = (
     "SELECT gid, owner, extract(epoch FROM clock_timestamp() - prepared)::float8"
     " FROM pg_prepared_xacts WHERE database = current_database()"
     " AND prepared < clock_timestamp() - %s ORDER BY prepared"
+)
+
+
+# Changed rows since the last ANALYZE (manual or automatic) against the planner's
+# row count (-1 before the first: counted as none).
+_STALE = (
+    "SELECT s.n_mod_since_analyze > %s + %s * greatest(c.reltuples, 0)"
+    " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
+    " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
 
 
@@ -103,3 +114,15 @@ class PostgreSQLHealth(HealthReadings):
             for gid, owner, age in self.run(_PREPARED, [older_than])
         ]
         return found
+
+    def statistics_stale(self, table: str, *, rows: int, share: float) -> bool:
+        self.run(_FRESH, [])
+        found = self.run(_STALE, [rows, share, table])
+        return bool(found and found[0][0])
+
+    def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool:
+        with transaction.atomic(using=self.alias):  # the lock is the transaction's
+            if not self.run("SELECT pg_try_advisory_xact_lock(%s, %s)", list(lock))[0][0]:
+                return False
+            self.run(f"ANALYZE {self.conn.ops.quote_name(table)}", [])
+        return True

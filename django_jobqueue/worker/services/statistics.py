@@ -1,0 +1,28 @@
+"""The statistics keeper: gathers the jobs table's planner statistics when they have
+gone stale (``store.refresh_statistics``), so that a claim after a bulk load is planned
+on the table as it is, not as the last ANALYZE saw it.
+
+PostgreSQL's autovacuum does the same, but only once a minute at its defaults, and not
+at all where it is off; until it does, every claim of a table that was empty at its last
+ANALYZE reads and sorts every pending row. Every worker asks (one row of
+``pg_stat_user_tables``); an advisory lock lets one of them gather at a time, and the
+statistics it gathers answer the others' next question.
+"""
+
+from __future__ import annotations
+
+from django_jobqueue import store
+from django_jobqueue.worker.services.base import DbCall, Service
+
+
+class StatisticsKeeper(Service):
+    """Refresh the jobs table's planner statistics when stale, every ``interval`` s."""
+
+    name = "statistics"
+
+    def __init__(self, db: DbCall, *, interval: float) -> None:
+        self.db = db
+        self.interval = interval
+
+    def run(self) -> None:
+        self.db(store.refresh_statistics)

@@ -1,0 +1,120 @@
+"""The jobs table's planner statistics kept fresh by the workers (``StatisticsKeeper``,
+``store.refresh_statistics``): after a bulk load the claim is planned on the table as
+it is (by the claim index, no sort of every pending row), not as the last ANALYZE saw
+it; fresh statistics are left alone; one session gathers at a time; elsewhere than
+PostgreSQL nothing is asked of the database."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from django_jobqueue import store
+from django_jobqueue.models import Job
+from django_jobqueue.store import ClaimRequest, sql
+from django_jobqueue.store.tables import STATISTICS_LOCK
+from django_jobqueue.worker.loop import Worker
+from django_jobqueue.worker.services.base import Timings
+from django_jobqueue.worker.services.statistics import StatisticsKeeper
+from tests.helpers import is_postgres, postgres_only, wait_for
+from tests.taskapp import tasks
+
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+
+JOB_TABLE = Job._meta.db_table
+LOADED = 5_000
+BIG = 100_000
+
+
+def loaded(n: int = 5_000) -> None:
+    """``n`` jobs bulk-loaded into a table the planner has no statistics of (as after a
+    TRUNCATE, or a table created by the migrations), their counters flushed for the
+    statistics views (a backend reports them at most once a second otherwise)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {JOB_TABLE} CASCADE")
+        # And no column statistics of earlier tests' rows (TRUNCATE keeps them): the
+        # table as the migrations leave it (the tests connect as a superuser).
+        cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [JOB_TABLE])
+    tasks.noop.enqueue_many([{} for _ in range(n)])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()  # a new session: the flush is done, the snapshot is fresh
+
+
+def stale() -> bool:
+    return sql.dialect().statistics_stale(JOB_TABLE, rows=1000, share=0.1)
+
+
+def claim_plan() -> str:
+    statement, params = store.claim_statement(
+        worker_id="host:1", request=ClaimRequest(kinds=[tasks.noop.kind], limit=16)
+    ) or ("", [])
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {statement}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@postgres_only
+def test_a_bulk_load_makes_the_statistics_stale_and_one_refresh_gathers_them() -> None:
+    loaded()
+    wait_for(stale, timeout=30)
+    assert store.refresh_statistics() is True
+    assert not stale()
+    assert store.refresh_statistics() is False  # fresh: nothing gathered again
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT last_analyze IS NOT NULL, n_live_tup FROM pg_stat_user_tables"
+            " WHERE relname = %s",
+            [JOB_TABLE],
+        )
+        analyzed, live = cursor.fetchone()
+    assert analyzed
+    assert live == LOADED
+
+
+@postgres_only
+def test_after_a_large_load_the_claim_reads_every_pending_row_until_the_refresh() -> None:
+    # 100,000 rows: below some tens of thousands the planner's guess from the table's
+    # size alone still picks the claim index.
+    loaded(BIG)
+    before = claim_plan()
+    assert "Sort" in before, before  # every pending row read, then sorted for 16
+    wait_for(stale, timeout=30)
+    assert store.refresh_statistics() is True
+    after = claim_plan()
+    assert "jobqueue_job_claim" in after, after
+    assert "Sort" not in after, after  # the index read in order, 16 rows and done
+
+
+@postgres_only
+def test_a_second_session_holding_the_lock_is_left_to_gather_them() -> None:
+    loaded()
+    wait_for(stale, timeout=30)
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(STATISTICS_LOCK))
+        assert store.refresh_statistics() is False  # another gathers them
+        assert stale()
+    finally:
+        other.rollback()
+        other.close()
+    assert store.refresh_statistics() is True
+
+
+def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() -> None:
+    assert "statistics" in [s.name for s in Worker()._maintenance.services]
+    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    if is_postgres():
+        loaded()
+        wait_for(stale, timeout=30)
+        keeper.run()
+        assert not stale()
+        return
+    tasks.noop.enqueue_many([{} for _ in range(2000)])
+    with CaptureQueriesContext(connection) as queries:
+        keeper.run()
+    assert [q["sql"] for q in queries.captured_queries] == []
