@@ -20,6 +20,12 @@ The policy, as Celery's:
   a payload that no longer fits, as a message). A run that completes, pauses, sleeps,
   waits, is released or cancelled reports nothing (``Pause`` is control flow, as
   Celery's ``Retry``).
+- A run given up on past its task's hard limit (its ``timeout``, or its ``time_limit``
+  on the process pool, whose child is killed) is a failed run too, reported once by the
+  worker that gives up on it and settles it (``timed_out``), with a ``TimedOut``
+  exception whose message is the settlement's note; whatever the abandoned run itself
+  comes to later (a thread that returns, a coroutine cancelled, a child told to stop)
+  reports nothing, as an operator's terminate reports nothing.
 - A retried run's event has level ``error`` and tag ``jobqueue.outcome`` ``retried``;
   the run that makes its job dead has level ``fatal``, tags ``jobqueue.outcome`` ``dead``
   and ``jobqueue.dead`` ``yes``.
@@ -53,6 +59,11 @@ _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 LEVELS: dict[str, Any] = {"retried": "error", "dead": "fatal"}
 
 
+class TimedOut(Exception):
+    """A run given up on past its task's hard limit, as Sentry is told of it (Celery's
+    ``TimeLimitExceeded``): raised by nothing, it names the failure's type in the event."""
+
+
 def active() -> bool:
     """Whether ``sentry_sdk.init`` made an active client (False without the SDK)."""
     return sentry_sdk is not None and sentry_sdk.get_client().is_active()
@@ -78,14 +89,30 @@ def job_tags(job: Any) -> dict[str, str]:
     }
 
 
+def timed_out(job: Any, *, worker_id: str, outcome: str, note: str) -> None:
+    """Report a run the worker gave up on past its hard limit (settled ``outcome`` with
+    ``note``), from the worker's loop, in a scope of the run's own tags: the run's own
+    scope is on the thread (or in the child) that was abandoned."""
+    if not active():
+        return
+    with sentry_sdk.isolation_scope() as scope:
+        _tag(scope, job, worker_id)
+        Report(job).ended(outcome=outcome, error=TimedOut(note), note=note)
+
+
+def _tag(scope: Any, job: Any, worker_id: str) -> None:
+    """A run's scope: its own breadcrumbs only, the job's tags and context."""
+    scope.clear_breadcrumbs()
+    tags = job_tags(job)
+    for name, value in tags.items():
+        scope.set_tag(name, value)
+    scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
+
+
 @contextlib.contextmanager
 def _running(job: Any, worker_id: str) -> Iterator[Report]:
     with sentry_sdk.isolation_scope() as scope:
-        scope.clear_breadcrumbs()
-        tags = job_tags(job)
-        for name, value in tags.items():
-            scope.set_tag(name, value)
-        scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
+        _tag(scope, job, worker_id)
         report = Report(job)
         if not has_tracing_enabled(sentry_sdk.get_client().options):
             yield report
@@ -106,13 +133,20 @@ class Report:
         self.job = job
         self.transaction: Any = None
 
-    def ended(self, *, outcome: str, error: BaseException | None, note: str) -> None:
+    def ended(
+        self, *, outcome: str, error: BaseException | None, note: str, given_up: bool = False
+    ) -> None:
         """The run ended with ``outcome`` (a journal outcome; "" when it settled itself
-        or lost its claim): report a failure, and set the transaction's status."""
-        failed = outcome in LEVELS
+        or lost its claim): report a failure, and set the transaction's status. A run
+        ``given_up`` on (timed out, terminated) was settled by the worker, which reported
+        it then: what it came to since is dropped, and reports nothing."""
+        failed = outcome in LEVELS and not given_up
         if self.transaction is not None:
-            self.transaction.set_status("internal_error" if failed else "ok")
-            self.transaction.set_tag("jobqueue.outcome", outcome or "settled")
+            status = "aborted" if given_up else "internal_error" if failed else "ok"
+            self.transaction.set_status(status)
+            self.transaction.set_tag(
+                "jobqueue.outcome", "given-up" if given_up else outcome or "settled"
+            )
         if not failed:
             return
         client = sentry_sdk.get_client()
