@@ -36,12 +36,17 @@ The policy, as Celery's:
 - With tracing on (``traces_sample_rate`` or ``traces_sampler``), each run is a
   transaction named by its kind (op ``queue.task``, source ``task``; status
   ``internal_error`` for a failed run), the task's own spans inside it.
+- The enqueuing code's trace (its ``sentry-trace`` and ``baggage`` headers,
+  ``trace_headers``) is kept with the job, in its stored trace context beside
+  OpenTelemetry's, and every run of the job continues it, as Celery's integration
+  continues the trace of the code that sent the task: its transaction is a child of the
+  enqueuing span, and its events (tracing on or off) are in the enqueuer's trace.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -57,6 +62,11 @@ SYSTEM = "django_jobqueue"
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 # The journal outcomes of a failed run, and the level each is reported at.
 LEVELS: dict[str, Any] = {"retried": "error", "dead": "fatal"}
+# The keys of Sentry's trace headers in a job's stored trace context (``tracing``'s
+# carrier, beside OpenTelemetry's ``traceparent``): its baggage under a name of its
+# own, which OpenTelemetry's baggage propagator never reads as its own.
+TRACE_KEY = "sentry-trace"
+BAGGAGE_KEY = "sentry-baggage"
 
 
 class TimedOut(Exception):
@@ -69,12 +79,31 @@ def active() -> bool:
     return sentry_sdk is not None and sentry_sdk.get_client().is_active()
 
 
-def running(job: Any, *, worker_id: str) -> AbstractContextManager[Report | None]:
-    """The scope (and, with tracing, the transaction) one run of a claimed job runs in;
-    it yields the run's ``Report`` (None when Sentry is not active)."""
+def trace_headers() -> dict[str, str]:
+    """The current trace's headers as a job keeps them (``TRACE_KEY``, ``BAGGAGE_KEY``),
+    for the job's runs to continue; {} when Sentry is not active."""
+    if not active():
+        return {}
+    headers = {TRACE_KEY: sentry_sdk.get_traceparent(), BAGGAGE_KEY: sentry_sdk.get_baggage()}
+    return {key: value for key, value in headers.items() if value}
+
+
+def running(
+    job: Any, *, worker_id: str, carrier: Callable[[str], Mapping[str, str]]
+) -> AbstractContextManager[Report | None]:
+    """The scope (and, with tracing, the transaction) one run of a claimed job runs in,
+    continuing the trace the job was enqueued in; it yields the run's ``Report`` (None
+    when Sentry is not active). ``carrier`` reads the job's stored trace context (the
+    format is ``tracing``'s: ``tracing.carrier``), only when Sentry is active."""
     if not active():
         return _NOTHING
-    return _running(job, worker_id)
+    stored = carrier(getattr(job, "trace_context", "") or "")
+    headers = {
+        name: stored[key]
+        for name, key in (("sentry-trace", TRACE_KEY), ("baggage", BAGGAGE_KEY))
+        if key in stored
+    }
+    return _running(job, worker_id, headers)
 
 
 def job_tags(job: Any) -> dict[str, str]:
@@ -110,14 +139,17 @@ def _tag(scope: Any, job: Any, worker_id: str) -> None:
 
 
 @contextlib.contextmanager
-def _running(job: Any, worker_id: str) -> Iterator[Report]:
+def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report]:
     with sentry_sdk.isolation_scope() as scope:
         _tag(scope, job, worker_id)
         report = Report(job)
+        # The enqueuer's trace, continued (the scope's propagation context: its events
+        # are in that trace, tracing on or off); none kept, the run starts a trace.
+        continued = sentry_sdk.continue_trace(headers, op=OP, name=job.kind, source="task")
         if not has_tracing_enabled(sentry_sdk.get_client().options):
             yield report
             return
-        with sentry_sdk.start_transaction(op=OP, name=job.kind, source="task") as transaction:
+        with sentry_sdk.start_transaction(continued) as transaction:
             transaction.set_data("messaging.system", SYSTEM)
             transaction.set_data("messaging.message.id", str(job.id))
             transaction.set_data("messaging.destination.name", getattr(job, "queue", ""))

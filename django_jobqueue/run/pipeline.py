@@ -108,7 +108,7 @@ class Pipeline:
         guard.before_run()
         defn = registry.find(job.kind)
         lines = None
-        with sentry.running(job, worker_id=worker) as report:
+        with sentry.running(job, worker_id=worker, carrier=tracing.carrier) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines
@@ -163,7 +163,7 @@ class Pipeline:
         if span is not None:  # held from now, as run_one's
             self._spans[(job.id, job.run_count)] = span
         lines = None
-        with sentry.running(job, worker_id=worker) as report:
+        with sentry.running(job, worker_id=worker, carrier=tracing.carrier) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines

@@ -23,7 +23,7 @@ from sentry_sdk.envelope import Envelope
 from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
 
-from django_jobqueue import Status
+from django_jobqueue import Status, tracing
 from django_jobqueue.models import Job
 from tests.concurrency.procs import database_url
 from tests.helpers import WorkerThread, postgres_only
@@ -225,3 +225,49 @@ def test_a_run_killed_at_its_time_limit_on_the_process_pool_is_a_failed_runs_eve
     assert "(the task's time_limit)" in note, note
     assert "process-pool child" in note, note
     assert "killed" in note, note
+
+
+def test_each_run_continues_the_trace_its_job_was_enqueued_in(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    """With tracing on, the run's transaction is a child of the enqueuing span, on every
+    attempt (as Celery's integration continues a task's trace), and its events are in
+    that trace."""
+    transport = sentry(traces_sample_rate=1.0)
+    with (
+        sentry_sdk.start_transaction(op="http.server", name="POST /orders") as request,
+        sentry_sdk.start_span(op="enqueue") as enqueuing,
+    ):
+        failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    stored = Job.objects.get(id=failing.id).trace_context
+    assert tracing.trace_id(stored) == request.trace_id
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id], {Status.DEAD})
+    worker.stop()
+    sentry_sdk.flush()
+    runs = [t for t in transport.items("transaction") if t["transaction"] != "POST /orders"]
+    assert len(runs) == 3  # max_failures=3: every attempt continues the same trace
+    for run in runs:
+        assert run["contexts"]["trace"]["trace_id"] == request.trace_id
+        assert run["contexts"]["trace"]["parent_span_id"] == enqueuing.span_id
+    events = transport.items("event")
+    assert len(events) == 3
+    assert {e["contexts"]["trace"]["trace_id"] for e in events} == {request.trace_id}
+
+
+def test_with_tracing_off_a_runs_events_are_in_the_enqueuers_trace(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    """Without a transaction, the enqueuing scope's trace (its propagation context) is
+    kept and continued: the run's error events are linked to the enqueuer's."""
+    transport = sentry()
+    enqueuer = sentry_sdk.get_traceparent()
+    assert enqueuer
+    failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id], {Status.DEAD})
+    worker.stop()
+    sentry_sdk.flush()
+    events = transport.items("event")
+    assert len(events) == 3
+    assert {e["contexts"]["trace"]["trace_id"] for e in events} == {enqueuer.split("-")[0]}
