@@ -20,6 +20,12 @@ The policy, as Celery's:
   a payload that no longer fits, as a message). A run that completes, pauses, sleeps,
   waits, is released or cancelled reports nothing (``Pause`` is control flow, as
   Celery's ``Retry``).
+- A run given up on past its task's hard limit (its ``timeout``, or its ``time_limit``
+  on the process pool, whose child is killed) is a failed run too, reported once by the
+  worker that gives up on it and settles it (``timed_out``), with a ``TimedOut``
+  exception whose message is the settlement's note; whatever the abandoned run itself
+  comes to later (a thread that returns, a coroutine cancelled, a child told to stop)
+  reports nothing, as an operator's terminate reports nothing.
 - A retried run's event has level ``error`` and tag ``jobqueue.outcome`` ``retried``;
   the run that makes its job dead has level ``fatal``, tags ``jobqueue.outcome`` ``dead``
   and ``jobqueue.dead`` ``yes``.
@@ -30,12 +36,17 @@ The policy, as Celery's:
 - With tracing on (``traces_sample_rate`` or ``traces_sampler``), each run is a
   transaction named by its kind (op ``queue.task``, source ``task``; status
   ``internal_error`` for a failed run), the task's own spans inside it.
+- The enqueuing code's trace (its ``sentry-trace`` and ``baggage`` headers,
+  ``trace_headers``) is kept with the job, in its stored trace context beside
+  OpenTelemetry's, and every run of the job continues it, as Celery's integration
+  continues the trace of the code that sent the task: its transaction is a child of the
+  enqueuing span, and its events (tracing on or off) are in the enqueuer's trace.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -51,6 +62,16 @@ SYSTEM = "django_jobqueue"
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 # The journal outcomes of a failed run, and the level each is reported at.
 LEVELS: dict[str, Any] = {"retried": "error", "dead": "fatal"}
+# The keys of Sentry's trace headers in a job's stored trace context (``tracing``'s
+# carrier, beside OpenTelemetry's ``traceparent``): its baggage under a name of its
+# own, which OpenTelemetry's baggage propagator never reads as its own.
+TRACE_KEY = "sentry-trace"
+BAGGAGE_KEY = "sentry-baggage"
+
+
+class TimedOut(Exception):
+    """A run given up on past its task's hard limit, as Sentry is told of it (Celery's
+    ``TimeLimitExceeded``): raised by nothing, it names the failure's type in the event."""
 
 
 def active() -> bool:
@@ -58,16 +79,37 @@ def active() -> bool:
     return sentry_sdk is not None and sentry_sdk.get_client().is_active()
 
 
+def trace_headers() -> dict[str, str]:
+    """The current trace's headers as a job keeps them (``TRACE_KEY``, ``BAGGAGE_KEY``),
+    for the job's runs to continue; {} when Sentry is not active."""
+    if not active():
+        return {}
+    headers = {TRACE_KEY: sentry_sdk.get_traceparent(), BAGGAGE_KEY: sentry_sdk.get_baggage()}
+    return {key: value for key, value in headers.items() if value}
+
+
 def running(
-    job: Any, *, worker_id: str, on: bool | None = None
+    job: Any,
+    *,
+    worker_id: str,
+    carrier: Callable[[str], Mapping[str, str]],
+    on: bool | None = None,
 ) -> AbstractContextManager[Report | None]:
-    """The scope (and, with tracing, the transaction) one run of a claimed job runs in;
-    it yields the run's ``Report`` (None when Sentry is not active). ``on``: whether it
-    is, as the caller found it once (a worker's pipeline, when it is made: the check
-    cost each no-op's run 3 µs); None: look now."""
+    """The scope (and, with tracing, the transaction) one run of a claimed job runs in,
+    continuing the trace the job was enqueued in; it yields the run's ``Report`` (None
+    when Sentry is not active). ``carrier`` reads the job's stored trace context (the
+    format is ``tracing``'s: ``tracing.carrier``), only when Sentry is active. ``on``:
+    whether it is, as the caller found it once (a worker's pipeline, when it is made:
+    the check cost each no-op's run 3 µs); None: look now."""
     if not (active() if on is None else on):
         return _NOTHING
-    return _running(job, worker_id)
+    stored = carrier(getattr(job, "trace_context", "") or "")
+    headers = {
+        name: stored[key]
+        for name, key in (("sentry-trace", TRACE_KEY), ("baggage", BAGGAGE_KEY))
+        if key in stored
+    }
+    return _running(job, worker_id, headers)
 
 
 def job_tags(job: Any) -> dict[str, str]:
@@ -82,19 +124,38 @@ def job_tags(job: Any) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
-def _running(job: Any, worker_id: str) -> Iterator[Report]:
+def timed_out(job: Any, *, worker_id: str, outcome: str, note: str) -> None:
+    """Report a run the worker gave up on past its hard limit (settled ``outcome`` with
+    ``note``), from the worker's loop, in a scope of the run's own tags: the run's own
+    scope is on the thread (or in the child) that was abandoned."""
+    if not active():
+        return
     with sentry_sdk.isolation_scope() as scope:
-        scope.clear_breadcrumbs()
-        tags = job_tags(job)
-        for name, value in tags.items():
-            scope.set_tag(name, value)
-        scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
+        _tag(scope, job, worker_id)
+        Report(job).ended(outcome=outcome, error=TimedOut(note), note=note)
+
+
+def _tag(scope: Any, job: Any, worker_id: str) -> None:
+    """A run's scope: its own breadcrumbs only, the job's tags and context."""
+    scope.clear_breadcrumbs()
+    tags = job_tags(job)
+    for name, value in tags.items():
+        scope.set_tag(name, value)
+    scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
+
+
+@contextlib.contextmanager
+def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report]:
+    with sentry_sdk.isolation_scope() as scope:
+        _tag(scope, job, worker_id)
         report = Report(job)
+        # The enqueuer's trace, continued (the scope's propagation context: its events
+        # are in that trace, tracing on or off); none kept, the run starts a trace.
+        continued = sentry_sdk.continue_trace(headers, op=OP, name=job.kind, source="task")
         if not has_tracing_enabled(sentry_sdk.get_client().options):
             yield report
             return
-        with sentry_sdk.start_transaction(op=OP, name=job.kind, source="task") as transaction:
+        with sentry_sdk.start_transaction(continued) as transaction:
             transaction.set_data("messaging.system", SYSTEM)
             transaction.set_data("messaging.message.id", str(job.id))
             transaction.set_data("messaging.destination.name", getattr(job, "queue", ""))
@@ -110,13 +171,20 @@ class Report:
         self.job = job
         self.transaction: Any = None
 
-    def ended(self, *, outcome: str, error: BaseException | None, note: str) -> None:
+    def ended(
+        self, *, outcome: str, error: BaseException | None, note: str, given_up: bool = False
+    ) -> None:
         """The run ended with ``outcome`` (a journal outcome; "" when it settled itself
-        or lost its claim): report a failure, and set the transaction's status."""
-        failed = outcome in LEVELS
+        or lost its claim): report a failure, and set the transaction's status. A run
+        ``given_up`` on (timed out, terminated) was settled by the worker, which reported
+        it then: what it came to since is dropped, and reports nothing."""
+        failed = outcome in LEVELS and not given_up
         if self.transaction is not None:
-            self.transaction.set_status("internal_error" if failed else "ok")
-            self.transaction.set_tag("jobqueue.outcome", outcome or "settled")
+            status = "aborted" if given_up else "internal_error" if failed else "ok"
+            self.transaction.set_status(status)
+            self.transaction.set_tag(
+                "jobqueue.outcome", "given-up" if given_up else outcome or "settled"
+            )
         if not failed:
             return
         client = sentry_sdk.get_client()

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from django_jobqueue import sentry
+
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
@@ -71,30 +73,43 @@ def refresh() -> None:
 
 def capture_context() -> str:
     """The current trace context as the job stores it: the configured propagator's
-    carrier (W3C ``traceparent`` and ``tracestate`` by default) as JSON text, or ""
-    when tracing is off, there is no current span, or the carrier is too long.
+    carrier (W3C ``traceparent`` and ``tracestate`` by default) and Sentry's trace
+    headers (``sentry.trace_headers``), as JSON text; "" when neither is on, there is
+    no current span, or the carrier is too long.
 
     Every path that writes a new job calls this (enqueue, bulk enqueue, workflows)."""
-    if not active():
-        return ""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    if active():
+        propagate.inject(carrier)
+    carrier.update(sentry.trace_headers())
     if not carrier:
         return ""
     text = json.dumps(carrier, separators=(",", ":"), sort_keys=True)
     return text if len(text) <= CONTEXT_LIMIT else ""
 
 
+def carrier(stored: str) -> dict[str, str]:
+    """A job's stored context as its carrier ({} when there is none, or it cannot be
+    read). Needs no OpenTelemetry."""
+    try:
+        found = json.loads(stored) if stored else None
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): str(v) for k, v in found.items()}
+
+
 def trace_id(stored: str) -> str:
     """The trace id in a job's stored context ("" when none can be read), to find the
-    enqueuing request's trace in a tracing backend. Needs no OpenTelemetry."""
-    try:
-        carrier = json.loads(stored) if stored else None
-    except ValueError:
-        return ""
-    parent = carrier.get("traceparent") if isinstance(carrier, dict) else None
-    parts = parent.split("-") if isinstance(parent, str) else []
-    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+    enqueuing request's trace in a tracing backend: OpenTelemetry's, else Sentry's
+    (``sentry-trace`` is ``trace id-span id[-sampled]``). Needs no OpenTelemetry."""
+    headers = carrier(stored)
+    parts = headers.get("traceparent", "").split("-")
+    if len(parts) == 4 and len(parts[1]) == 32:
+        return parts[1]
+    parts = headers.get(sentry.TRACE_KEY, "").split("-")
+    return parts[0] if len(parts) in (2, 3) and len(parts[0]) == 32 else ""
 
 
 def _tracer() -> Any:
@@ -146,15 +161,8 @@ def enqueued(span: Any, *, job_id: Any, disposition: str) -> None:
 
 def _stored(text: str) -> Any:
     """The stored carrier as a context (None: there is none, or it cannot be read)."""
-    if not text:
-        return None
-    try:
-        carrier = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(carrier, dict):
-        return None
-    return propagate.extract({str(k): str(v) for k, v in carrier.items()})
+    found = carrier(text)
+    return propagate.extract(found) if found else None
 
 
 def start_run(job: Any, *, worker_id: str) -> Any:

@@ -34,6 +34,11 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
         for alias in connections:
             if connections[alias].vendor == "postgresql":
                 _end_other_sessions(alias)
+                # Closed here: in the browser tier the drop that follows left this one
+                # open (its own close seemingly reached another connection object, with
+                # Playwright's event loop in this thread), and it was the one session
+                # the DROP DATABASE found, every run.
+                connections[alias].close()
 
 
 def _end_other_sessions(alias: str) -> None:

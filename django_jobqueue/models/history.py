@@ -13,36 +13,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from django_jobqueue.models.runtime import TallyCounts
 from django_jobqueue.states import Outcome
-
-
-class TallyCounts(models.Model):
-    """The tally's counters: runs, timed runs, their summed microseconds, and the
-    cumulative duration buckets (one column per bound of
-    ``store.monitoring.DURATION_BUCKETS``, as ``RunTally``'s)."""
-
-    runs = models.PositiveBigIntegerField(default=0)
-    timed = models.PositiveBigIntegerField(default=0)
-    microseconds = models.PositiveBigIntegerField(default=0)
-    le_5ms = models.PositiveBigIntegerField(default=0)
-    le_10ms = models.PositiveBigIntegerField(default=0)
-    le_25ms = models.PositiveBigIntegerField(default=0)
-    le_50ms = models.PositiveBigIntegerField(default=0)
-    le_100ms = models.PositiveBigIntegerField(default=0)
-    le_250ms = models.PositiveBigIntegerField(default=0)
-    le_500ms = models.PositiveBigIntegerField(default=0)
-    le_1s = models.PositiveBigIntegerField(default=0)
-    le_2_5s = models.PositiveBigIntegerField(default=0)
-    le_5s = models.PositiveBigIntegerField(default=0)
-    le_10s = models.PositiveBigIntegerField(default=0)
-    le_30s = models.PositiveBigIntegerField(default=0)
-    le_1m = models.PositiveBigIntegerField(default=0)
-    le_5m = models.PositiveBigIntegerField(default=0)
-    le_15m = models.PositiveBigIntegerField(default=0)
-    le_1h = models.PositiveBigIntegerField(default=0)
-
-    class Meta:
-        abstract = True
 
 
 class RunMinute(TallyCounts):

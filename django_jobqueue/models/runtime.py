@@ -25,22 +25,13 @@ class QueuePause(models.Model):
         return self.queue
 
 
-class RunTally(models.Model):
-    """The runs of one kind that ended with one outcome: the metrics' counters.
+class TallyCounts(models.Model):
+    """The tally's counters, one definition for the three tables that hold them (the
+    tally, its per-minute history and the history's cursor): runs, timed runs, their
+    summed microseconds, and the cumulative duration buckets, one column per bound of
+    ``store.monitoring.DURATION_BUCKETS`` in the same order (timed runs that took at
+    most that long)."""
 
-    Every settlement adds its runs here in its own guarded write (the same statement or
-    transaction as the job's new state and its journal entry), so the metrics view reads
-    these few rows, never the journal, and a cleanup, which deletes journal entries,
-    leaves them as they are. A row per kind, outcome and ``shard``: each worker thread
-    adds to its own shard (``store.monitoring.shard_of``), so workers settling the same
-    kind at once seldom wait on one row; a read sums the shards. ``le_*`` are the
-    cumulative buckets of the run-duration histogram, one column per bound of
-    ``store.monitoring.DURATION_BUCKETS`` in the same order: timed runs that took at
-    most that long.
-    """
-
-    kind = models.CharField(max_length=200)
-    outcome = models.CharField(max_length=20, choices=Outcome.choices)
     runs = models.PositiveBigIntegerField(default=0)
     timed = models.PositiveBigIntegerField(default=0)  # runs with a recorded duration
     microseconds = models.PositiveBigIntegerField(default=0)  # their durations, summed
@@ -60,6 +51,25 @@ class RunTally(models.Model):
     le_5m = models.PositiveBigIntegerField(default=0)
     le_15m = models.PositiveBigIntegerField(default=0)
     le_1h = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class RunTally(TallyCounts):
+    """The runs of one kind that ended with one outcome: the metrics' counters.
+
+    Every settlement adds its runs here in its own guarded write (the same statement or
+    transaction as the job's new state and its journal entry), so the metrics view reads
+    these few rows, never the journal, and a cleanup, which deletes journal entries,
+    leaves them as they are. A row per kind, outcome and ``shard``: each worker thread
+    adds to its own shard (``store.monitoring.shard_of``), so workers settling the same
+    kind at once seldom wait on one row; a read sums the shards. Its counters (the
+    run-duration histogram's cumulative buckets among them) are ``TallyCounts``'.
+    """
+
+    kind = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
     shard = models.PositiveSmallIntegerField(default=0)
 
     class Meta:

@@ -89,6 +89,10 @@ class Context:
         # This run's log capture (``run.logs.Capture``; None: off), set by the pipeline:
         # a run the worker gives up on (its timeout) is settled with its lines so far.
         self._run_logs: Any = None
+        # Set by the worker when it gives up on this run (its hard limit, a terminate)
+        # and settles it itself: what the run comes to afterwards is dropped, and its
+        # Sentry report with it (the worker reported the run when it gave up on it).
+        self._given_up = False
 
     @classmethod
     def for_job(

@@ -108,7 +108,9 @@ class Pipeline:
         guard.before_run()
         defn = registry.find(job.kind)
         lines = None
-        with sentry.running(job, worker_id=worker, on=self.sentry_on) as report:
+        with sentry.running(
+            job, worker_id=worker, carrier=tracing.carrier, on=self.sentry_on
+        ) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines
@@ -123,7 +125,7 @@ class Pipeline:
             except BaseException as exc:  # the executor catches task errors; this is ours
                 result = _ours(job, exc)
             result = guard.after_run(result)
-            return self._ended(result, span, report, lines)
+            return self._ended(result, span, report, lines, given_up=ctx._given_up)
 
     def _span(self, job: Claimed) -> Any:
         """The run's trace span (None when not tracing), held from now: a timeout's
@@ -133,9 +135,12 @@ class Pipeline:
             self._spans[(job.id, job.run_count)] = span
         return span
 
-    def _ended(self, result: RunResult, span: Any, report: Any, lines: Any) -> Ended:
-        """A run as it ended: its span and its Sentry report told, its lines kept with it,
-        its settlement decided (none for a run that settled itself or lost its claim)."""
+    def _ended(
+        self, result: RunResult, span: Any, report: Any, lines: Any, *, given_up: bool
+    ) -> Ended:
+        """A run as it ended: its span and its Sentry report told (none for a run the
+        worker ``given_up`` on: it reported that), its lines kept with it, its settlement
+        decided (none for a run that settled itself or lost its claim)."""
         job = result.job
         if span is not None:
             tracing.ran(span, end=result.end, error=result.error, note=result.note)
@@ -148,7 +153,7 @@ class Pipeline:
         if report is not None:
             s = ended.settlement
             outcome = "" if s is None else s.outcome
-            report.ended(outcome=outcome, error=result.error, note=result.note)
+            report.ended(outcome=outcome, error=result.error, note=result.note, given_up=given_up)
         result.error = None  # its traceback's frames are not kept until the settlement
         return ended
 
@@ -166,7 +171,9 @@ class Pipeline:
         defn = registry.find(job.kind)
         span = self._span(job)
         lines = None
-        with sentry.running(job, worker_id=worker, on=self.sentry_on) as report:
+        with sentry.running(
+            job, worker_id=worker, carrier=tracing.carrier, on=self.sentry_on
+        ) as report:
             try:
                 with tracing.current(span), logs.capturing(_module(defn), self.settings) as lines:
                     ctx._run_logs = lines
@@ -183,7 +190,7 @@ class Pipeline:
                         )
             except BaseException as exc:  # the executor catches task errors; this is ours
                 result = _ours(job, exc)
-            return self._ended(result, span, report, lines)
+            return self._ended(result, span, report, lines, given_up=ctx._given_up)
 
     def died(self, job: Claimed, *, note: str) -> Ended:
         """A run whose process died under it (a process-pool child killed, out of

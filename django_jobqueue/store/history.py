@@ -35,7 +35,7 @@ from django.db.models.functions import TruncHour
 
 from django_jobqueue.errors import InvalidFilter, InvalidMarker
 from django_jobqueue.models import DeployMarker, RunHistoryCursor, RunMinute, RunTally
-from django_jobqueue.models.history import TallyCounts
+from django_jobqueue.models.runtime import TallyCounts
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import sql
 from django_jobqueue.store.monitoring import DURATION_BUCKETS, TALLY_BUCKETS

@@ -20,10 +20,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, JobNotFound
-from django_jobqueue.models import Job, JournalEntry, Outcome, Status
+from django_jobqueue.models import Job, Outcome, Status
 from django_jobqueue.states import UNFINISHED
-from django_jobqueue.store import joins, sql, steering, wakeups
-from django_jobqueue.store.reading import as_uuid
+from django_jobqueue.store import jobrow, joins, sql, steering, wakeups
 
 # The states a cancel ends at once (a claimed job is asked to stop instead): one fact for
 # cancel, its refusal, the bulk actions' rule and the batch cancel.
@@ -41,17 +40,17 @@ def cancel(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     """
     now = timezone.now()
     with transaction.atomic(using=sql.alias()):
-        job = _locked(job_id)
+        job = jobrow.locked(job_id)
         if job.status in CANCELLABLE:
             was = job.status
-            _save(job, status=Status.CANCELLED, finished_at=now)
-            _operator_entry(job, Outcome.CANCELLED, actor, f"cancelled while {was}", now)
+            jobrow.save(job, status=Status.CANCELLED, finished_at=now)
+            jobrow.operator_entry(job, Outcome.CANCELLED, actor, f"cancelled while {was}", now)
             wakeups.announce_settled([job.id])
             if job.workflow_id is not None:
                 joins.release([job.id], now=now)
         elif job.status == Status.CLAIMED:
             if not job.cancel_requested:
-                _save(job, cancel_requested=True, cancel_actor=actor)
+                jobrow.save(job, cancel_requested=True, cancel_actor=actor)
         elif job.status != Status.CANCELLED:
             raise InvalidTransition(cancel_refusal(job), job_id=job.id, status=job.status)
         if job.status == Status.CANCELLED or job.cancel_requested:
@@ -65,11 +64,11 @@ def requeue(*, job_id: uuid.UUID | str, force: bool = False, actor: str = "") ->
     The failure count is reset and the carry kept.
     """
     return sql.dialect().retrying_deadlocks(
-        lambda: _requeue(job_id, force=force, actor=actor, workflows=None)
+        lambda: requeue_one(job_id, force=force, actor=actor, workflows=None)
     )
 
 
-def _requeue(
+def requeue_one(
     job_id: uuid.UUID | str,
     *,
     force: bool,
@@ -77,20 +76,22 @@ def _requeue(
     workflows: set[uuid.UUID] | None,
     why: str = "",
 ) -> Job:
-    """``requeue``; with ``workflows``, a step's workflow is added there to be recounted
-    by the caller after its last requeue (see ``recount_all``), not here; ``why`` ends
-    its journal note (``rerun_from``'s discarded steps)."""
+    """``requeue`` of one job, for the operations that requeue as part of their own
+    (``requeue_many``, ``retry_dead_steps``, ``rerunning.rerun_from``): with
+    ``workflows``, a step's workflow is added there to be recounted by the caller after
+    its last requeue (see ``recount_all``), not here; ``why`` ends its journal note
+    (``rerun_from``'s discarded steps)."""
     alias = sql.alias()
     now = timezone.now()
     with transaction.atomic(using=alias):
-        job = _locked(job_id)
+        job = jobrow.locked(job_id)
         refusal = requeue_refusal(job, force=force)
         if refusal:
             raise InvalidTransition(refusal, job_id=job.id, status=job.status)
         previous = job.status
         try:
             with transaction.atomic(using=alias):
-                _save(job, **requeued(now))
+                jobrow.save(job, **requeued(now))
         except IntegrityError as exc:
             raise InvalidTransition(
                 f"Job {job.id} cannot be requeued: another active job holds its idempotency "
@@ -106,7 +107,7 @@ def _requeue(
                 workflows.add(job.workflow_id)
             if job.status == Status.WAITING:
                 note += " (waiting for its parents)"
-        _operator_entry(job, Outcome.REQUEUED, actor, note, now)
+        jobrow.operator_entry(job, Outcome.REQUEUED, actor, note, now)
         wakeups.notify(alias, job.queue)
     return job
 
@@ -164,7 +165,7 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
     done = [j.id for j in plain]
     sql.jobs().filter(id__in=done).update(**requeued(now))
     sql.journal_entries().bulk_create(
-        [_entry(j, Outcome.REQUEUED, actor, f"requeued from {j.status}", now) for j in plain]
+        [jobrow.entry(j, Outcome.REQUEUED, actor, f"requeued from {j.status}", now) for j in plain]
     )
     for queue in sorted({j.queue for j in plain}):
         wakeups.notify(sql.alias(), queue)
@@ -173,7 +174,7 @@ def _requeue_batch(ids: Sequence[uuid.UUID], force: bool, actor: str) -> list[uu
         if job.workflow_id is None and job.idempotency_key is None:
             continue
         try:
-            _requeue(job.id, force=force, actor=actor, workflows=workflows)
+            requeue_one(job.id, force=force, actor=actor, workflows=workflows)
         except InvalidTransition:
             continue
         done.append(job.id)
@@ -257,7 +258,10 @@ def _cancel_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
         status=Status.CANCELLED, finished_at=now
     )
     sql.journal_entries().bulk_create(
-        [_entry(j, Outcome.CANCELLED, actor, f"cancelled while {j.status}", now) for j in idle]
+        [
+            jobrow.entry(j, Outcome.CANCELLED, actor, f"cancelled while {j.status}", now)
+            for j in idle
+        ]
     )
     wakeups.announce_settled([j.id for j in idle])
     sql.jobs().filter(id__in=claimed, status=Status.CLAIMED, cancel_requested=False).update(
@@ -275,7 +279,7 @@ def _run_now_batch(ids: Sequence[uuid.UUID], *, actor: str) -> Batch:
     ).update(visible_at=now)
     sql.journal_entries().bulk_create(
         [
-            _entry(
+            jobrow.entry(
                 j,
                 Outcome.RUN_NOW,
                 actor,
@@ -295,13 +299,13 @@ def run_now(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     alias = sql.alias()
     now = timezone.now()
     with transaction.atomic(using=alias):
-        job = _locked(job_id)
+        job = jobrow.locked(job_id)
         refusal = run_now_refusal(job, now=now)
         if refusal:
             raise InvalidTransition(refusal, job_id=job.id, status=job.status)
         was = job.visible_at
-        _save(job, visible_at=now)
-        _operator_entry(
+        jobrow.save(job, visible_at=now)
+        jobrow.operator_entry(
             job, Outcome.RUN_NOW, actor, f"run now (was scheduled for {was.isoformat()})", now
         )
         wakeups.notify(alias, job.queue)
@@ -325,7 +329,7 @@ def retry_dead_steps(*, workflow_id: uuid.UUID | str, actor: str = "") -> list[u
     def retry() -> list[uuid.UUID]:
         with transaction.atomic(using=sql.alias()):
             for job_id in dead:
-                _requeue(job_id, force=False, actor=actor, workflows={wf.id})
+                requeue_one(job_id, force=False, actor=actor, workflows={wf.id})
             recount_all({wf.id})
         return dead
 
@@ -402,34 +406,4 @@ def acts_on(action: str, *, force: bool = False, now: datetime) -> Q:
         return ~Q(status__in=UNFINISHED)
     raise ValueError(
         f"No operator action {action!r}: cancel, terminate, requeue, run_now or delete"
-    )
-
-
-def _locked(job_id: uuid.UUID | str) -> Job:
-    try:
-        return sql.dialect().locked(sql.jobs().filter(id=as_uuid(job_id)), skip_locked=False).get()
-    except Job.DoesNotExist:
-        raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
-
-
-def _save(job: Job, **changes: object) -> None:
-    for name, value in changes.items():
-        setattr(job, name, value)
-    job.save(using=sql.alias(), update_fields=list(changes))
-
-
-def _operator_entry(job: Job, outcome: str, actor: str, note: str, now: datetime) -> None:
-    _entry(job, outcome, actor, note, now).save(using=sql.alias(), force_insert=True)
-
-
-def _entry(job: Job, outcome: str, actor: str, note: str, now: datetime) -> JournalEntry:
-    """An operator's journal entry for ``job`` (not yet written)."""
-    return JournalEntry(
-        job_id=job.id,
-        kind=job.kind,
-        run_no=job.run_count,
-        outcome=outcome,
-        recorded_at=now,
-        note=f"{note} by {actor}" if actor else note,
-        actor=actor,
     )

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidStep, InvalidTransition
 from django_jobqueue.models import Job, JournalEntry, Outcome, Status, StepRecord
-from django_jobqueue.store import operations, sql, steering, streams, wakeups
+from django_jobqueue.store import jobrow, operations, sql, steering, streams, wakeups
 from django_jobqueue.store.children import CHILD
 from django_jobqueue.store.durable import RECORDS
 
@@ -46,7 +46,7 @@ def rerun_from(*, job_id: uuid.UUID | str, step: str, actor: str = "") -> Job:
 
 def _rerun(job_id: uuid.UUID | str, step: str, actor: str) -> Job:
     with transaction.atomic(using=sql.alias()):
-        job = operations._locked(job_id)
+        job = jobrow.locked(job_id)
         refusal = rerun_refusal(job)
         if refusal:
             raise InvalidTransition(refusal, job_id=job.id, status=job.status)
@@ -63,14 +63,14 @@ def _rerun(job_id: uuid.UUID | str, step: str, actor: str) -> Job:
         detail += f"; {items} stream item(s))" if items else ")"
         if job.status == Status.PENDING:
             now = timezone.now()
-            operations._save(job, visible_at=now, delivered=None, **_UNPARKED)
+            jobrow.save(job, visible_at=now, delivered=None, **_UNPARKED)
             note = f"re-run from step {step!r} while pending {detail}"
-            operations._operator_entry(job, Outcome.REQUEUED, actor, note, now)
+            jobrow.operator_entry(job, Outcome.REQUEUED, actor, note, now)
             wakeups.notify(sql.alias(), job.queue)
             return job
         sql.jobs().filter(id=job.id).update(delivered=None, **_UNPARKED)
         why = f"; re-run from step {step!r} {detail}"
-        return operations._requeue(job.id, force=True, actor=actor, workflows=None, why=why)
+        return operations.requeue_one(job.id, force=True, actor=actor, workflows=None, why=why)
 
 
 def rerun_refusal(job: Job) -> str | None:

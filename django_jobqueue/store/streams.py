@@ -11,7 +11,7 @@ is. An item written outside any step carries its position among the run's writes
 outside steps (``write_no``, unique per job); the writer skips a position the job
 already holds (``positions``), and the unique constraint refuses a second one.
 
-On PostgreSQL each write notifies ``stream_wakeups.CHANNEL`` with the job id, delivered
+On PostgreSQL each write notifies ``wakeups.STREAM_CHANNEL`` with the job id, delivered
 on commit; readers elsewhere poll.
 """
 
@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from django_jobqueue import validation
 from django_jobqueue.models import Status, StreamItem
-from django_jobqueue.store import sql, stream_wakeups
+from django_jobqueue.store import sql, wakeups
 from django_jobqueue.store.dialects.base.settling import GUARD_PARAMS
 from django_jobqueue.store.dialects.base.storage import NewStreamItem
 
@@ -82,7 +82,7 @@ def append(*, job_id: uuid.UUID, run_no: int, worker_id: str, item: NewItem) -> 
         write_no=item.write_no,
         written_at=timezone.now(),
     )
-    return d.append_stream(guard=guard, item=new, channel=stream_wakeups.CHANNEL)
+    return d.append_stream(guard=guard, item=new, channel=wakeups.STREAM_CHANNEL)
 
 
 def insert_held(*, job_id: uuid.UUID, run_no: int, new: Sequence[NewItem]) -> list[int]:
@@ -106,7 +106,7 @@ def insert_held(*, job_id: uuid.UUID, run_no: int, new: Sequence[NewItem]) -> li
         for i, n in enumerate(new, start=1)
     ]
     items().bulk_create(rows)
-    stream_wakeups.notify(sql.alias(), job_id)
+    wakeups.announce_stream(sql.alias(), job_id)
     return [r.offset for r in rows]
 
 

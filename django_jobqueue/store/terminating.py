@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue.errors import InvalidTransition, JobNotFound
 from django_jobqueue.models import Job, Status, TerminateRequest
-from django_jobqueue.store import operations, sql
+from django_jobqueue.store import jobrow, operations, sql
 
 
 def terminate(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
@@ -29,7 +29,7 @@ def terminate(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
     and settle it ``cancelled``. Terminating a cancelled job is a no-op; completed and
     dead jobs cannot be terminated (``InvalidTransition``)."""
     with transaction.atomic(using=sql.alias()):
-        job = operations._locked(job_id)
+        job = jobrow.locked(job_id)
         if job.status == Status.CANCELLED:
             return job
         if job.status != Status.CLAIMED:
@@ -38,7 +38,7 @@ def terminate(*, job_id: uuid.UUID | str, actor: str = "") -> Job:
                 raise InvalidTransition(refusal, job_id=job.id, status=job.status)
             return operations.cancel(job_id=job.id, actor=actor)
         if not job.cancel_requested:
-            operations._save(job, cancel_requested=True, cancel_actor=actor)
+            jobrow.save(job, cancel_requested=True, cancel_actor=actor)
         TerminateRequest.objects.using(sql.alias()).update_or_create(
             job_id=job.id,
             defaults={"run_no": job.run_count, "actor": actor, "requested_at": timezone.now()},

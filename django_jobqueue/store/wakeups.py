@@ -11,10 +11,17 @@ pooler (PgBouncer) the jobs alias cannot LISTEN, since its session is lent to ot
 clients between transactions, so that setting names a direct connection to the same
 database.
 NOTIFY itself is transactional and goes through the jobs alias, pooled or not.
+
+The other channels reach the process's one listener (``store.listening``), not the
+workers: settlements and progress writes (the live pages, ``JobHandle.wait``), and a
+job's stream (``STREAM_CHANNEL``, payload the job id, one notification per write,
+delivered when it commits; ``announce_stream``): however many follow a stream, the
+process costs the database one connection. Where nothing notifies, readers poll.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 from django_jobqueue.store import sql
@@ -48,6 +55,11 @@ def announce_settled(ids: Iterable[object]) -> None:
 def announce_progress(ids: Iterable[object]) -> None:
     """Announce jobs whose live progress was just written."""
     sql.dialect().announce(PROGRESS_CHANNEL, ids)
+
+
+def announce_stream(alias: str, job_id: uuid.UUID) -> None:
+    """Announce new items of ``job_id``'s stream, when the current transaction commits."""
+    for_alias(alias).notify(STREAM_CHANNEL, str(job_id))
 
 
 def listen(alias: str) -> Wakeups:

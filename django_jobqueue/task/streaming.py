@@ -29,7 +29,7 @@ from asgiref.sync import sync_to_async
 
 from django_jobqueue.errors import InvalidArguments, JobNotFound
 from django_jobqueue.states import TERMINAL
-from django_jobqueue.store import listening, stream_wakeups
+from django_jobqueue.store import listening, wakeups
 from django_jobqueue.store import streams as stored
 
 BATCH = 500  # items read per query
@@ -111,7 +111,7 @@ class Stream:
         return note == listening.RESYNC or note.payload == str(self.job_id)
 
     def _subscribe(self) -> listening.Subscription:
-        return listening.subscribe([stream_wakeups.CHANNEL])
+        return listening.subscribe([wakeups.STREAM_CHANNEL])
 
     def _close(self) -> None:
         if self._listening is not None:

@@ -126,6 +126,7 @@ def _on_term(state: _State) -> None:
     state.terminating = True
     if state.current is None:
         os._exit(0)
+    state.current._given_up = True  # the worker settles (and reports) the run
     raise SystemExit("the run's process was told to stop (time limit or terminate)")
 
 

@@ -25,7 +25,7 @@ from types import FrameType
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from django_jobqueue import conf, store
+from django_jobqueue import conf, sentry, store
 from django_jobqueue.formatting import plural
 from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
@@ -328,6 +328,7 @@ class Worker(Turns):
         policy = self._pipe.policy(job.kind)
         del self._running[job.id]
         lines = captured(running.ctx._run_logs)  # what it logged before it was given up on
+        running.ctx._given_up = True  # reported below, not by the run
         running.ctx.cancelled.set()
         means = self._pools.abandon(running)
         logger.warning(
@@ -338,14 +339,16 @@ class Worker(Turns):
             (policy.hard_limit() or (policy.timeout, ""))[0],
             means,
         )
-        self._unsettled.append(
-            timed_out(
-                run_of(job, worker=self.worker_id, logs=lines),
-                failure_count=job.failure_count,
-                policy=policy,
-                now=timezone.now(),
-                means=means,
-            )
+        settlement = timed_out(
+            run_of(job, worker=self.worker_id, logs=lines),
+            failure_count=job.failure_count,
+            policy=policy,
+            now=timezone.now(),
+            means=means,
+        )
+        self._unsettled.append(settlement)
+        sentry.timed_out(
+            job, worker_id=self.worker_id, outcome=settlement.outcome, note=settlement.note
         )
 
     def _terminated(self, running: Running, actor: str) -> None:
@@ -353,6 +356,7 @@ class Worker(Turns):
         it cancelled now, the journal naming the operator and the means."""
         job = running.job
         del self._running[job.id]
+        running.ctx._given_up = True  # cancelled, not failed: nothing for Sentry
         running.ctx.cancelled.set()
         means = self._pools.abandon(running)
         logger.warning(

@@ -18,7 +18,7 @@ from django_jobqueue import Status, cancel, job
 from django_jobqueue.models import Job
 from django_jobqueue.testing import run_jobs
 from tests.browser.test_admin_flows import login
-from tests.browser.test_admin_why import WIDTH, fits, seed
+from tests.browser.test_admin_why import WIDTH, fits, seed, under_srv
 from tests.helpers import WorkerThread, postgres_only, wait_for
 from tests.taskapp import steps_tasks, tasks
 
@@ -71,6 +71,7 @@ def test_a_deep_orm_failure_shows_the_tasks_frame_without_unfolding(
     failed = tasks.duplicate_user.enqueue(username="ada")
     run_jobs(kinds=[tasks.duplicate_user], now=timezone.now())
     assert Job.objects.get(id=failed.id).status == Status.DEAD
+    under_srv(failed.id)
     base = live_server.url
     login(page, base)
     page.goto(f"{base}/admin/django_jobqueue/job/{failed.id}/change/")

@@ -62,11 +62,7 @@ def seed(settings: Any) -> Job:
     doomed = shop.charge_card.enqueue(order_id=7, fail_times=99)
     settings.JOBQUEUE = {**getattr(settings, "JOBQUEUE", {}), "MAX_FAILURES": 3}
     run_jobs(kinds=[shop.charge_card], now=timezone.now() + timedelta(days=1))
-    # The screenshots show the project's frames under a path of their own, not this
-    # checkout's (the library frames stay folded).
-    JournalEntry.objects.filter(job_id=doomed.id).update(
-        note=Replace("note", Value(f"{ROOT}/testproject/"), Value("/srv/app/testproject/"))
-    )
+    under_srv(doomed.id)
     running = shop.send_receipt.enqueue(order_id=8, email="now@example.com")
     Job.objects.filter(id=running.id).update(
         status=Status.CLAIMED,
@@ -77,6 +73,16 @@ def seed(settings: Any) -> Job:
     job = Job.objects.get(id=doomed.id)
     assert job.status == Status.DEAD
     return job
+
+
+def under_srv(job_id: Any) -> None:
+    """Show a job's failure notes with the project's frames (the example project's, the
+    test app's) under a path of their own, not this checkout's: the screenshots name no
+    machine's paths. The queue's own frames keep theirs, so they stay folded."""
+    note: Any = "note"
+    for tree in ("testproject", "tests"):
+        note = Replace(note, Value(f"{ROOT}/{tree}/"), Value(f"/srv/app/{tree}/"))
+    JournalEntry.objects.filter(job_id=job_id).update(note=note)
 
 
 def fits(page: Any) -> None:

@@ -331,6 +331,41 @@ def test_show_redacts_secret_fields_that_the_task_still_receives() -> None:
     assert handle.refresh().status == "completed"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_show_prints_the_last_items_of_the_jobs_stream_redacted_after_its_journal() -> None:
+    from django_jobqueue.management.subcommands.show import STREAM_SHOWN, VALUE_WIDTH
+    from tests.taskapp import stream_tasks
+
+    values = [{"n": n, "password": "hunter2"} for n in range(STREAM_SHOWN + 2)]
+    values.append({"text": "x" * (VALUE_WIDTH * 2)})
+    handle = stream_tasks.writes.enqueue(values=values)
+    quiet = tasks.record.enqueue(n=1)
+    run_burst()
+    assert handle.refresh().status == "completed"
+    out, _ = jobqueue("show", str(handle.id))
+    assert "hunter2" not in out
+    lines = out.splitlines()
+    [heading] = [line for line in lines if line.startswith("Stream (")]
+    assert heading.startswith(f"Stream ({len(values)} items, ")
+    assert heading.endswith(f"of JSON: the last {STREAM_SHOWN} shown):")
+    assert lines.index(heading) > lines.index("Journal (1 entry):")
+    header = lines[lines.index(heading) + 1]
+    assert header.split() == ["OFFSET", "RUN", "STEP", "WRITTEN", "VALUE"]
+    rows = lines[lines.index(heading) + 2 : lines.index(heading) + 2 + STREAM_SHOWN]
+    # The last items, oldest first: offsets 4 to 13 of 13.
+    assert [row.split()[0] for row in rows] == [str(o) for o in range(4, len(values) + 1)]
+    assert rows[0].split()[1:3] == ["1", "-"]  # run 1, written outside any step
+    assert rows[0].endswith('{"n": 3, "password": "********"}')
+    long = rows[-1].split(None, 5)[-1]
+    assert long.startswith('{"text": "xxx')
+    assert long.endswith("…")
+    assert len(long) == VALUE_WIDTH
+    # A job that wrote nothing prints no stream section.
+    assert not any(
+        line.startswith("Stream") for line in jobqueue("show", str(quiet.id))[0].splitlines()
+    )
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "args",

@@ -2,12 +2,16 @@
 PostgreSQL runs a job that fails until it is dead; the SDK, initialised with an
 in-memory transport (the SDK's ``Transport`` API, capturing each envelope), receives one
 event per failed run with the job's tags, the dead run marked, and with tracing on one
-transaction per run. A run that completes or pauses sends no event."""
+transaction per run. A run that completes or pauses sends no event. A run given up on
+past its hard limit (its thread abandoned, or its process-pool child killed) is one
+failed run's event too, sent by the worker that settles it; what the abandoned run
+comes to later sends nothing."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +23,9 @@ from sentry_sdk.envelope import Envelope
 from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
 
-from django_jobqueue import Status
+from django_jobqueue import Status, tracing
 from django_jobqueue.models import Job
+from tests.concurrency.procs import database_url
 from tests.helpers import WorkerThread, postgres_only
 from tests.taskapp import logging_tasks, tasks
 
@@ -156,3 +161,113 @@ def test_with_tracing_on_each_run_is_a_transaction_named_by_its_kind(
     # An event is in its run's trace.
     traces = {t["contexts"]["trace"]["trace_id"] for t in transactions}
     assert {e["contexts"]["trace"]["trace_id"] for e in events} <= traces
+
+
+def _timed_out_events(transport: MemoryTransport, job_id: Any, kind: str) -> list[dict[str, Any]]:
+    """The events of a job whose every run timed out, checked for what they all say; in
+    the order of their runs."""
+    events = sorted(transport.items("event"), key=lambda e: e["tags"]["jobqueue.attempt"])
+    for event in events:
+        assert event["tags"]["jobqueue.kind"] == kind
+        assert event["tags"]["jobqueue.job_id"] == str(job_id)
+        [exception] = event["exception"]["values"]
+        assert exception["type"] == "TimedOut"
+        assert exception["value"].startswith("timed out after "), exception
+        assert exception["mechanism"] == {"type": "django_jobqueue", "handled": False}
+        assert event["fingerprint"] == ["{{ default }}", "django_jobqueue", kind]
+    return events
+
+
+def test_a_run_past_its_timeout_is_one_failed_runs_event_and_its_own_late_failure_none(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    transport = sentry()
+    kind = logging_tasks.overruns_then_fails.kind
+    handle = logging_tasks.overruns_then_fails.enqueue()
+    worker = worker_thread(kinds=[kind], worker_id="sentry-test:2")
+    _settled([handle.id], {Status.DEAD})
+    # Each abandoned run raises once the worker gave up on it; its thread ends after its
+    # own (dropped) ending, which must have sent nothing.
+    threads = logging_tasks.RAN_ON[str(handle.id)]
+    assert len(threads) == 2
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive()
+    worker.stop()
+    sentry_sdk.flush()
+    events = _timed_out_events(transport, handle.id, kind)
+    assert [e["tags"]["jobqueue.attempt"] for e in events] == ["1", "2"]
+    assert [e["tags"]["jobqueue.outcome"] for e in events] == ["retried", "dead"]
+    assert [e["level"] for e in events] == ["error", "fatal"]
+    assert events[1]["tags"]["jobqueue.dead"] == "yes"
+    assert "(the task's timeout)" in events[0]["exception"]["values"][0]["value"]
+    assert events[0]["contexts"]["jobqueue"]["jobqueue.worker"] == "sentry-test:2"
+
+
+def test_a_run_killed_at_its_time_limit_on_the_process_pool_is_a_failed_runs_event(
+    sentry: Callable[..., MemoryTransport],
+    worker_thread: Callable[..., WorkerThread],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    transport = sentry()
+    # The pool's children are new interpreters: they find the test database by this.
+    monkeypatch.setenv("DATABASE_URL", database_url())
+    handle = tasks.runaway.enqueue(marker=str(tmp_path / "soft-limit-raised"))
+    worker = worker_thread(kinds=[tasks.runaway.kind], pool="process", concurrency=1)
+    _settled([handle.id], {Status.DEAD})
+    worker.stop()
+    sentry_sdk.flush()
+    [event] = _timed_out_events(transport, handle.id, tasks.runaway.kind)
+    assert event["tags"]["jobqueue.outcome"] == "dead"
+    assert event["level"] == "fatal"
+    note = event["exception"]["values"][0]["value"]
+    assert "(the task's time_limit)" in note, note
+    assert "process-pool child" in note, note
+    assert "killed" in note, note
+
+
+def test_each_run_continues_the_trace_its_job_was_enqueued_in(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    """With tracing on, the run's transaction is a child of the enqueuing span, on every
+    attempt (as Celery's integration continues a task's trace), and its events are in
+    that trace."""
+    transport = sentry(traces_sample_rate=1.0)
+    with (
+        sentry_sdk.start_transaction(op="http.server", name="POST /orders") as request,
+        sentry_sdk.start_span(op="enqueue") as enqueuing,
+    ):
+        failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    stored = Job.objects.get(id=failing.id).trace_context
+    assert tracing.trace_id(stored) == request.trace_id
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id], {Status.DEAD})
+    worker.stop()
+    sentry_sdk.flush()
+    runs = [t for t in transport.items("transaction") if t["transaction"] != "POST /orders"]
+    assert len(runs) == 3  # max_failures=3: every attempt continues the same trace
+    for run in runs:
+        assert run["contexts"]["trace"]["trace_id"] == request.trace_id
+        assert run["contexts"]["trace"]["parent_span_id"] == enqueuing.span_id
+    events = transport.items("event")
+    assert len(events) == 3
+    assert {e["contexts"]["trace"]["trace_id"] for e in events} == {request.trace_id}
+
+
+def test_with_tracing_off_a_runs_events_are_in_the_enqueuers_trace(
+    sentry: Callable[..., MemoryTransport], worker_thread: Callable[..., WorkerThread]
+) -> None:
+    """Without a transaction, the enqueuing scope's trace (its propagation context) is
+    kept and continued: the run's error events are linked to the enqueuer's."""
+    transport = sentry()
+    enqueuer = sentry_sdk.get_traceparent()
+    assert enqueuer
+    failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id], {Status.DEAD})
+    worker.stop()
+    sentry_sdk.flush()
+    events = transport.items("event")
+    assert len(events) == 3
+    assert {e["contexts"]["trace"]["trace_id"] for e in events} == {enqueuer.split("-")[0]}

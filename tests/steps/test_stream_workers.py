@@ -15,7 +15,7 @@ from django.db import connections
 
 from django_jobqueue import Status, chord, job
 from django_jobqueue.models import Job
-from django_jobqueue.store.stream_wakeups import CHANNEL
+from django_jobqueue.store.wakeups import STREAM_CHANNEL
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import recorded, wait_for
 from tests.taskapp import stream_tasks, tasks
@@ -56,7 +56,7 @@ def _stream_listeners() -> int:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND query = %s",
-            [f'LISTEN "{CHANNEL}"'],
+            [f'LISTEN "{STREAM_CHANNEL}"'],
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0

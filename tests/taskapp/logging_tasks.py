@@ -57,6 +57,20 @@ def overruns(ctx: Context) -> None:
     logger.info("after the worker gave up")
 
 
+@task(takes_context=True, timeout=timedelta(seconds=1), max_failures=2)
+def overruns_then_fails(ctx: Context) -> None:
+    """Waits past its timeout until the worker gives up on it, then fails: a failure the
+    worker drops (it settled the run when it gave up). Each run's thread is kept in
+    ``RAN_ON`` under its job's id, for a test to wait until the dropped run has ended."""
+    RAN_ON.setdefault(str(ctx.job_id), []).append(threading.current_thread())
+    ctx.cancelled.wait(60)
+    raise RuntimeError(f"overruns_then_fails failed after run {ctx.run_count} was given up")
+
+
+# The threads ``overruns_then_fails`` ran on, by job id.
+RAN_ON: dict[str, list[threading.Thread]] = {}
+
+
 @task(takes_context=True)
 def logs_then_waits(ctx: Context, key: str) -> None:
     """Logs, says so (``LOGGED[key]``), then holds on past the worker's shutdown timeout

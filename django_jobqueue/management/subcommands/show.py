@@ -1,8 +1,9 @@
 """``jobqueue show ID``: one job's fields, why it is not running (one line), a warning
-when no live worker would run it, and its journal; with ``--logs``, each kept run's own
-log lines, newest run first. Everything a task wrote (a step's name, a kind, an error, a
-log line) redacted and with its control characters escaped, never raw to the
-operator's terminal."""
+when no live worker would run it, its journal, and its stream's last items (for a job
+that wrote any); with ``--logs``, each kept run's own log lines, newest run first.
+Everything a task wrote (a step's name, a kind, an error, a log line, a stream's item)
+redacted and with its control characters escaped, never raw to the operator's
+terminal."""
 
 from __future__ import annotations
 
@@ -14,17 +15,25 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import store
 from django_jobqueue.errors import JobNotFound
-from django_jobqueue.formatting import fmt_seconds, plural, visible
+from django_jobqueue.formatting import fmt_bytes, fmt_seconds, plural, visible
 from django_jobqueue.management.arguments import parse_job_id
 from django_jobqueue.management.report import fmt_time, job_fields, json_default, table
 from django_jobqueue.models import Status
 from django_jobqueue.redaction import redact, redact_text
 from django_jobqueue.states import UNFINISHED
+from django_jobqueue.store import streams
 from django_jobqueue.task.explain import explain
 
 NAME = "show"
-HELP = "One job's fields and its journal (--logs: its runs' own log lines too)."
+HELP = (
+    "One job's fields, its journal and its stream's last items "
+    "(--logs: its runs' own log lines too)."
+)
 SKIP_CHECKS = False
+# The stream's last items ``show`` prints (the job page shows more; a terminal, a few),
+# and the width a value is cut to (its item's whole value: ``JobHandle.stream``).
+STREAM_SHOWN = 10
+VALUE_WIDTH = 80
 
 
 def arguments(p: ArgumentParser) -> None:
@@ -61,6 +70,7 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
     write(f"Journal ({plural(len(entries), 'entry', 'entries')}):")
     if entries:
         _journal(command, entries)
+    _stream(command, job.id)
     if options.get("logs"):
         _logs(command, store.run_logs(job_id=job.id))
 
@@ -81,6 +91,30 @@ def _logs(command: BaseCommand, runs: list[store.RunLines]) -> None:
             head = f"  {at} {line.level:<8} {line.logger}: "
             text = visible(line.message).replace("\n", "\n    ")
             write(visible(head, newlines=False) + text)
+
+
+def _stream(command: BaseCommand, job_id: Any) -> None:
+    """The stream's size and its last ``STREAM_SHOWN`` items, oldest first: offset, run,
+    the durable step that wrote it, when, and its value as compact JSON, redacted and cut
+    to ``VALUE_WIDTH``. Nothing for a job that wrote none, as on its admin page."""
+    found = streams.totals(job_id=job_id)
+    if not found.count:
+        return
+    items = streams.last(job_id=job_id, count=STREAM_SHOWN)
+    write = command.stdout.write
+    write("")
+    last = f": the last {len(items)} shown" if found.count > len(items) else ""
+    size = fmt_bytes(found.size)
+    write(f"Stream ({plural(found.count, 'item', 'items')}, {size} of JSON{last}):")
+    rows = []
+    for item in items:
+        value = visible(json.dumps(redact(item.value), default=json_default, sort_keys=True))
+        if len(value) > VALUE_WIDTH:
+            value = value[: VALUE_WIDTH - 1] + "…"
+        step = visible(item.step or "-", newlines=False)
+        rows.append([item.offset, item.run, step, fmt_time(item.written_at), value])
+    for line in table(["OFFSET", "RUN", "STEP", "WRITTEN", "VALUE"], rows):
+        write(line)
 
 
 def _journal(command: BaseCommand, entries: list[Any]) -> None:
