@@ -238,3 +238,9 @@ class InvalidEvent(JobQueueError, ValueError):
 class InvalidMarker(JobQueueError, ValueError):
     """mark() was given a label or author it cannot store (``argument`` names it);
     nothing was written."""
+
+
+class PartitionError(JobQueueError, RuntimeError):
+    """The journal's partitions could not be changed as asked (the database has none, the
+    journal is not, or is already, partitioned, or a period or date is wrong); the message
+    says which, and nothing was changed."""

@@ -372,7 +372,7 @@ class JobAdmin(ModelAdmin):
 
     def job_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
         now = timezone.now()
-        entries = store.journal(job_id=job.id, last=JOURNAL_SHOWN + 1)
+        entries = store.journal(job_id=job.id, last=JOURNAL_SHOWN + 1, since=job.created_at)
         allowed = [
             a
             for a in job_actions.ACTIONS.values()

@@ -67,6 +67,14 @@ from django_jobqueue.store.operations import (
     run_now_many,
     run_now_refusal,
 )
+from django_jobqueue.store.partitions import (
+    analyze_journal,
+    drop_older,
+    journal_layout,
+    make_ahead,
+    partition_journal,
+    unpartition_journal,
+)
 from django_jobqueue.store.pruning import cleanup, delete_finished, prune_merge_locks
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
 from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
@@ -144,6 +152,7 @@ __all__ = [
     "active_by_key",
     "acts_on",
     "add_marker",
+    "analyze_journal",
     "apply",
     "as_uuid",
     "beat",
@@ -164,6 +173,7 @@ __all__ = [
     "describe",
     "distinct_values",
     "divergent",
+    "drop_older",
     "enqueue",
     "enqueue_many",
     "exchange",
@@ -175,13 +185,16 @@ __all__ = [
     "history_count",
     "in_flight",
     "journal",
+    "journal_layout",
     "key_loads",
     "last_jobs",
     "limit_overrides",
+    "make_ahead",
     "mark_gone",
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
+    "partition_journal",
     "pause_queue",
     "paused_queues",
     "pending_kinds_except",
@@ -225,6 +238,7 @@ __all__ = [
     "terminate_requested",
     "throughput",
     "tick_key",
+    "unpartition_journal",
     "unserved_kinds",
     "write_progress",
 ]

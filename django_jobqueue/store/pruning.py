@@ -3,7 +3,9 @@
 Journal entries are deleted only through ``monitoring.delete_journal``. Their runs
 stay in the metrics' counters: the run tally counted them when they were settled. A
 job's durable-step records and stream items go with it, by the ORM's cascade of the
-job's delete (``_delete``).
+job's delete (``_delete``). When the journal is partitioned (PostgreSQL), retention's
+cleanup leaves the journal alone (``journal=False``): its entries go with their
+partition, dropped whole (``store.partitions``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models.deletion import Collector
 
 from django_jobqueue.errors import InvalidFilter
-from django_jobqueue.models import TERMINAL, Job
+from django_jobqueue.models import TERMINAL, Job, JournalEntry
 from django_jobqueue.store import sql
 from django_jobqueue.store.monitoring import delete_journal
 from django_jobqueue.store.reading import as_uuid, names, several
@@ -29,11 +32,13 @@ def cleanup(
     status: str | Sequence[str] | None = None,
     batch_size: int = 1000,
     dry_run: bool = False,
+    journal: bool = True,
 ) -> int:
     """Delete finished jobs (and their journal) in batches, each its own short transaction.
 
     Only completed, dead and cancelled jobs are ever deleted. Returns the count (with
-    ``dry_run``, the count that would be deleted).
+    ``dry_run``, the count that would be deleted). ``journal=False``: the jobs' journal
+    entries are left to go with their partitions.
     """
     if not isinstance(finished_before, datetime):
         raise InvalidFilter(
@@ -69,7 +74,7 @@ def cleanup(
                     :batch_size
                 ]
             )
-            return len(ids), _delete(ids, statuses) if ids else 0
+            return len(ids), _delete(ids, statuses, journal=journal) if ids else 0
 
     while True:
         found, deleted = d.retrying_deadlocks(batch)
@@ -77,12 +82,18 @@ def cleanup(
         if found < batch_size:
             break
     if whole:
-        total += cleanup_workflows(finished_before=finished_before, batch_size=batch_size)
+        total += cleanup_workflows(
+            finished_before=finished_before, batch_size=batch_size, journal=journal
+        )
     return total
 
 
 def cleanup_workflows(
-    *, finished_before: datetime, batch_size: int = 1000, dry_run: bool = False
+    *,
+    finished_before: datetime,
+    batch_size: int = 1000,
+    dry_run: bool = False,
+    journal: bool = True,
 ) -> int:
     """Delete workflows that finished before ``finished_before`` with their steps (and
     their journal) and edges, a few workflows per short transaction; never a step of a
@@ -110,7 +121,7 @@ def cleanup_workflows(
             ids = list(sql.jobs().filter(workflow_id__in=wfs).values_list("id", flat=True))
             deleted = 0
             for start in range(0, len(ids), batch_size):
-                deleted += _delete(ids[start : start + batch_size], list(TERMINAL))
+                deleted += _delete(ids[start : start + batch_size], list(TERMINAL), journal=journal)
             Workflow.objects.using(alias).filter(id__in=wfs).delete()
             return len(wfs), deleted
 
@@ -191,13 +202,28 @@ def _running_workflows() -> Any:
     return running.values("id")
 
 
-def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str]) -> int:
-    """Delete the jobs of ``ids`` still in ``statuses``, journal first, its runs tallied
-    (in the caller's transaction, with the rows locked); returns the jobs deleted."""
+class _JournalLeft(Collector):
+    """The ORM's delete of jobs, but for their journal entries: those go with their
+    partitions (the entries of a job whose row is gone are never read by job again)."""
+
+    def related_objects(self, related_model: Any, related_fields: Any, objs: Any) -> Any:
+        found = super().related_objects(related_model, related_fields, objs)
+        return found.none() if related_model is JournalEntry else found
+
+
+def _delete(ids: Sequence[uuid.UUID], statuses: Sequence[str], *, journal: bool = True) -> int:
+    """Delete the jobs of ``ids`` still in ``statuses``, journal first (unless not
+    ``journal``), its runs tallied (in the caller's transaction, with the rows locked);
+    returns the jobs deleted."""
     if not ids:
         return 0
+    jobs = sql.jobs().filter(id__in=ids, status__in=statuses)
+    if not journal:
+        collector = _JournalLeft(using=sql.alias(), origin=jobs)
+        collector.collect(jobs)
+        return collector.delete()[1].get(Job._meta.label, 0)
     delete_journal(job_ids=ids)
     # The ORM's delete, so that a project's own rows that point at a job cascade (or
     # protect it) as the project declared; the journal it would cascade to is gone.
-    _, per_model = sql.jobs().filter(id__in=ids, status__in=statuses).delete()
+    _, per_model = jobs.delete()
     return per_model.get(Job._meta.label, 0)

@@ -17,6 +17,7 @@ from django_jobqueue import validation
 from django_jobqueue.errors import InvalidFilter, JobNotFound, UnknownFilter
 from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.store import sql
+from django_jobqueue.store.partitions import CLOCK_SKEW
 
 
 def get_job(*, job_id: uuid.UUID | str) -> Job:
@@ -26,9 +27,16 @@ def get_job(*, job_id: uuid.UUID | str) -> Job:
         raise JobNotFound(f"No job with id {job_id}", job_id=job_id) from None
 
 
-def journal(*, job_id: uuid.UUID | str, last: int | None = None) -> list[JournalEntry]:
-    """A job's journal, oldest first; with ``last``, only its latest ``last`` entries."""
+def journal(
+    *, job_id: uuid.UUID | str, last: int | None = None, since: datetime | None = None
+) -> list[JournalEntry]:
+    """A job's journal, oldest first; with ``last``, only its latest ``last`` entries.
+    ``since``: the job's creation, when the caller has it: its entries are recorded from
+    then on (less CLOCK_SKEW), so a partitioned journal reads only the partitions from
+    there (the others are pruned from the plan)."""
     entries = sql.journal_entries().filter(job_id=as_uuid(job_id))
+    if since is not None:
+        entries = entries.filter(recorded_at__gte=since - CLOCK_SKEW)
     if last is None:
         return list(entries.order_by("id"))
     return list(reversed(entries.order_by("-id")[:last]))

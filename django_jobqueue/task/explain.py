@@ -392,7 +392,7 @@ def _set_by(job: Job, last: JournalEntry | None, now: datetime) -> str:
 
 
 def _last_entry(job: Job) -> JournalEntry | None:
-    found = store.journal(job_id=job.id, last=1)
+    found = store.journal(job_id=job.id, last=1, since=job.created_at)
     return found[-1] if found else None
 
 

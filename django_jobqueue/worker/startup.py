@@ -20,6 +20,7 @@ from django_jobqueue.worker.services.heartbeat import Heartbeat
 from django_jobqueue.worker.services.history import HistorySampler
 from django_jobqueue.worker.services.leases import LeaseExtension
 from django_jobqueue.worker.services.limits import LimitRefresh
+from django_jobqueue.worker.services.partitions import Partitions
 from django_jobqueue.worker.services.progress import ProgressWrites
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.services.retention import Retention
@@ -160,6 +161,16 @@ def services(
             keep=settings.retention,
             events=settings.event_retention,
             history=timedelta(days=settings.history_days),
+            journal=settings.journal_keep,
+        )
+    )
+    # Always: where the journal is one table it costs a catalog read per interval.
+    found.append(
+        Partitions(
+            db,
+            interval=timings.retention,
+            ahead=settings.journal_partitions_ahead,
+            analyze_every=settings.journal_analyze_interval,
         )
     )
     found.append(StatisticsKeeper(db, interval=timings.statistics))

@@ -49,7 +49,7 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
     write = command.stdout.write
     try:
         job = store.get_job(job_id=options["job_id"])
-        entries = store.journal(job_id=job.id)
+        entries = store.journal(job_id=job.id, since=job.created_at)
         steps = store.step_records(job_id=job.id)
     except JobNotFound as exc:
         raise CommandError(str(exc)) from exc

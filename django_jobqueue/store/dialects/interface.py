@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from django_jobqueue.models import JournalEntry
     from django_jobqueue.store.dialects.base.fragment import Fragment
     from django_jobqueue.store.dialects.base.health import Holder, TableReading
+    from django_jobqueue.store.dialects.base.partitions import JournalLayout
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
     from django_jobqueue.store.dialects.base.storage import NewRow, NewStep, NewStreamItem
@@ -152,6 +153,24 @@ class Interface(Protocol):
     def statistics_stale(self, table: str, *, rows: int, share: float) -> bool: ...
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool: ...
+
+    # --- the journal's partitions (PostgreSQL's; elsewhere none, and changes refused) --
+
+    def journal_layout(self) -> JournalLayout | None: ...
+
+    def partition_journal(
+        self, *, period: str, bounds: Sequence[tuple[datetime, datetime]], partitioned: bool
+    ) -> int: ...
+
+    def add_journal_partition(
+        self, lower: datetime, upper: datetime, *, wait: timedelta
+    ) -> bool: ...
+
+    def drop_journal_partition(self, name: str, *, wait: timedelta) -> bool: ...
+
+    def delete_default_journal(self, *, before: datetime) -> int: ...
+
+    def analyze_journal(self, *, unless_since: datetime) -> bool: ...
 
     # --- errors -------------------------------------------------------------------------
 

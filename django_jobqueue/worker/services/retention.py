@@ -1,6 +1,8 @@
 """Retention: finished jobs and journal entries past their retention, pruned, the
 events ``emit`` sent past EVENT_RETENTION, the run history's minutes and deploy markers
-past HISTORY_DAYS, and the merge locks no enqueue holds."""
+past HISTORY_DAYS, and the merge locks no enqueue holds. Where the journal is
+partitioned (PostgreSQL), its entries go by whole partitions past ``journal`` instead of
+with their jobs, row by row."""
 
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ from functools import partial
 from django.utils import timezone
 
 from django_jobqueue import store
-from django_jobqueue.worker.services.base import DbCall, Service
+from django_jobqueue.worker.services.base import DbCall, Service, logger
 
 
 class Retention(Service):
     """Delete finished jobs older than each status's ``RETENTION``, events older than
     ``events`` and the run history older than ``history`` (None: none), and the
     merge-lock rows no enqueue holds (always: a row per key ever merged would otherwise
-    stay forever)."""
+    stay forever). A partitioned journal's partitions older than ``journal`` are dropped
+    (None: none are)."""
 
     name = "retention"
 
@@ -30,16 +33,32 @@ class Retention(Service):
         keep: Mapping[str, timedelta],
         events: timedelta | None = None,
         history: timedelta | None = None,
+        journal: timedelta | None = None,
     ) -> None:
         self.db = db
         self.interval = interval
         self.keep = keep
         self.events = events
         self.history = history
+        self.journal = journal
 
     def run(self) -> None:
+        layout = self.db(store.journal_layout)
         for status, keep in self.keep.items():
-            self.db(partial(store.cleanup, finished_before=timezone.now() - keep, status=status))
+            self.db(
+                partial(
+                    store.cleanup,
+                    finished_before=timezone.now() - keep,
+                    status=status,
+                    journal=layout is None,
+                )
+            )
+        if layout is not None and self.journal is not None:
+            dropped = self.db(
+                partial(store.drop_older, before=timezone.now() - self.journal, layout=layout)
+            )
+            if dropped:
+                logger.info("journal partitions dropped: %s", ", ".join(dropped))
         if self.events is not None:
             self.db(partial(store.prune_events, emitted_before=timezone.now() - self.events))
         if self.history is not None:

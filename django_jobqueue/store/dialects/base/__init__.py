@@ -17,10 +17,11 @@ from typing import ClassVar
 
 from django_jobqueue.store.dialects.base.claiming import ClaimingStatements
 from django_jobqueue.store.dialects.base.health import HealthReadings
+from django_jobqueue.store.dialects.base.partitions import PartitionStatements
 from django_jobqueue.store.dialects.base.storage import StorageStatements
 
 
-class Dialect(ClaimingStatements, StorageStatements, HealthReadings):
+class Dialect(ClaimingStatements, StorageStatements, HealthReadings, PartitionStatements):
     """One database's way of running the queue's statements, for one connection alias."""
 
     vendor: ClassVar[str] = ""

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from django_jobqueue.store.dialects.base import Dialect
 from django_jobqueue.store.dialects.postgresql.claiming import PostgreSQLClaiming
 from django_jobqueue.store.dialects.postgresql.health import PostgreSQLHealth
+from django_jobqueue.store.dialects.postgresql.partitions import PostgreSQLPartitions
 from django_jobqueue.store.dialects.postgresql.storage import PostgreSQLStorage
 from django_jobqueue.store.pooling import pooled_reason
 
@@ -31,7 +32,9 @@ def _utc_times(conn: Any, raw: Any, cursor: Any) -> None:
     cursor.adapters.register_loader(oid, psycopg.adapters.get_loader(oid, Format.TEXT))
 
 
-class PostgreSQL(PostgreSQLClaiming, PostgreSQLStorage, PostgreSQLHealth, Dialect):
+class PostgreSQL(
+    PostgreSQLClaiming, PostgreSQLStorage, PostgreSQLHealth, PostgreSQLPartitions, Dialect
+):
     vendor: ClassVar[str] = "postgresql"
 
     @cached_property
