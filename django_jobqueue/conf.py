@@ -97,9 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "RUN_LOGS_LOGGERS": None,
     "RUN_LOGS_MAX_LINES": 100,
     "RUN_LOGS_RUNS": 5,
-    # The partitioned journal (PostgreSQL, opt-in: jobqueue partitions --convert): the
-    # period of a partition, how many periods are made ahead, how long entries are kept
-    # (None: the longest of RETENTION), and how often the parent is analyzed.
+    # The partitioned journal (PostgreSQL, opt-in: jobqueue partitions --convert).
     "JOURNAL_PERIOD": "day",
     "JOURNAL_PARTITIONS_AHEAD": 7,
     "JOURNAL_RETENTION": None,
@@ -172,19 +170,10 @@ class Settings:
     run_logs_loggers: tuple[str, ...] | None = None
     run_logs_max_lines: int = 100
     run_logs_runs: int = 5
-    #: The partitioned journal's period, periods made ahead, entries' retention (None:
-    #: the longest of ``retention``, or none) and the parent's ANALYZE interval.
     journal_period: str = "day"
     journal_partitions_ahead: int = 7
-    journal_retention: timedelta | None = None
+    journal_retention: timedelta | None = None  # resolved: RETENTION's longest if unset
     journal_analyze_interval: timedelta = timedelta(hours=1)
-
-    @property
-    def journal_keep(self) -> timedelta | None:
-        """How long a partitioned journal keeps its entries (None: forever)."""
-        if self.journal_retention is not None:
-            return self.journal_retention
-        return max(self.retention.values(), default=None)
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -249,19 +238,19 @@ def validate(raw: Any) -> Settings:
 
 
 def _journal(values: dict[str, Any]) -> dict[str, Any]:
-    """The partitioned journal's settings (read only where it is partitioned)."""
-    keep = values["JOURNAL_RETENTION"]
+    """The partitioned journal's settings (read only where it is partitioned); its
+    retention is JOURNAL_RETENTION, else the longest of RETENTION (None: forever)."""
+    keep, ahead, every = (
+        values[f"JOURNAL_{k}"] for k in ("RETENTION", "PARTITIONS_AHEAD", "ANALYZE_INTERVAL")
+    )
+    longest = max(_retention(values["RETENTION"]).values(), default=None)
     return {
         "journal_period": _choice("JOURNAL_PERIOD", values["JOURNAL_PERIOD"], JOURNAL_PERIODS),
-        "journal_partitions_ahead": _positive(
-            "JOURNAL_PARTITIONS_AHEAD", values["JOURNAL_PARTITIONS_AHEAD"]
-        ),
-        "journal_retention": (
-            None if keep is None else duration("JOURNAL_RETENTION", keep, allow_zero=False)
-        ),
-        "journal_analyze_interval": duration(
-            "JOURNAL_ANALYZE_INTERVAL", values["JOURNAL_ANALYZE_INTERVAL"], allow_zero=False
-        ),
+        "journal_partitions_ahead": _positive("JOURNAL_PARTITIONS_AHEAD", ahead),
+        "journal_retention": longest
+        if keep is None
+        else duration("JOURNAL_RETENTION", keep, allow_zero=False),
+        "journal_analyze_interval": duration("JOURNAL_ANALYZE_INTERVAL", every, allow_zero=False),
     }
 
 

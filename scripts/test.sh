@@ -50,7 +50,7 @@ suffixed() {
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other units.
 INPROCESS=(tests/unit tests/workflows tests/admin tests/security tests/model tests/fuzz
-  tests/conformance testproject)
+  tests/conformance tests/partitions testproject)
 FAULTS=(tests/chaos tests/browser)
 CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_a_big_cleanup_never_makes_a_busy_worker_wait_on_a_lock
@@ -171,7 +171,7 @@ EOF_ONE
   rm -rf "$work"
 }
 
-# MariaDB/MySQL: the conformance matrix (every claim rule × every way a job becomes
+# MariaDB/MySQL: the partitioned journal's refusal (the journal stays one table there), the conformance matrix (every claim rule × every way a job becomes
 # claimable, tests/conformance: it runs on every leg, the SQLite one by its marker), the
 # database and admin tiers, the durable steps (tests/steps: in-process
 # and runworker children; its chaos campaign is PostgreSQL's), the per-key limits and
@@ -194,6 +194,7 @@ except Exception as exc:
 '
 }
 MYSQL_REST=(tests/conformance tests/workflows tests/admin tests/steps "${SECURITY_EACH_DATABASE[@]}"
+  tests/partitions/test_other_databases.py
   tests/concurrency/test_drain.py tests/concurrency/test_crash_recovery.py
   tests/concurrency/test_progress.py tests/fairness)
 leg_mysql_db() {

@@ -34,12 +34,10 @@ def cleanup(
     dry_run: bool = False,
     journal: bool = True,
 ) -> int:
-    """Delete finished jobs (and their journal) in batches, each its own short transaction.
-
-    Only completed, dead and cancelled jobs are ever deleted. Returns the count (with
-    ``dry_run``, the count that would be deleted). ``journal=False``: the jobs' journal
-    entries are left to go with their partitions.
-    """
+    """Delete finished jobs (and their journal, unless not ``journal``: left to go with
+    their partitions) in batches, each its own short transaction. Only completed, dead
+    and cancelled jobs are ever deleted. Returns the count (with ``dry_run``, the count
+    that would be deleted)."""
     if not isinstance(finished_before, datetime):
         raise InvalidFilter(
             f"finished_before must be a datetime, got {finished_before!r}",

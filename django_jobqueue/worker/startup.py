@@ -161,7 +161,7 @@ def services(
             keep=settings.retention,
             events=settings.event_retention,
             history=timedelta(days=settings.history_days),
-            journal=settings.journal_keep,
+            journal=settings.journal_retention,
         )
     )
     # Always: where the journal is one table it costs a catalog read per interval.

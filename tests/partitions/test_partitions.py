@@ -77,7 +77,9 @@ def test_convert_keeps_every_entry_and_the_ids_going_and_revert_undoes_it() -> N
     entry = JournalEntry.objects.get(job_id=handle.id)
     assert entry.id > before[-1][0]
     with connection.cursor() as cursor:
-        cursor.execute(f'SELECT tableoid::regclass::text FROM "{JOURNAL}" WHERE id = %s', [entry.id])
+        cursor.execute(
+            f'SELECT tableoid::regclass::text FROM "{JOURNAL}" WHERE id = %s', [entry.id]
+        )
         assert cursor.fetchone()[0] == day_name(entry.recorded_at)
         cursor.execute(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
@@ -138,7 +140,8 @@ def test_the_parent_is_analyzed_on_schedule() -> None:
     first = _analyzed_at()
     assert first is not None
     layout = store.journal_layout()
-    assert layout is not None and layout.analyzed_at == first
+    assert layout is not None
+    assert layout.analyzed_at == first
 
     service.run()  # within the hour: not again
     assert _analyzed_at() == first
@@ -174,9 +177,7 @@ def test_retention_drops_whole_partitions_and_deletes_no_entry_row_by_row() -> N
     keep = timedelta(days=10)
 
     with CaptureQueriesContext(connection) as seen:
-        Retention(
-            call, interval=60, keep={"completed": keep}, journal=keep, history=None
-        ).run()
+        Retention(call, interval=60, keep={"completed": keep}, journal=keep, history=None).run()
 
     statements = _journal_statements(seen)
     drops = [s for s in statements if s.startswith("DROP TABLE")]
@@ -246,7 +247,8 @@ def test_the_admin_journal_pages_plan_reads_only_the_partitions_of_its_range(
     wanted = {day_name(since + n * DAY) for n in range(4)}
     for plan in plans:
         read = _partitions_in(plan)
-        assert read and read <= wanted | {f"{JOURNAL}_default"}, plan
+        assert read, plan
+        assert read <= wanted | {f"{JOURNAL}_default"}, plan
         assert day_name(now - 10 * DAY) not in read
 
 
@@ -307,7 +309,8 @@ def test_the_command_lists_converts_makes_drops_and_refuses_bad_options(
     call_command("jobqueue", "partitions")
     listed = capsys.readouterr().out
     assert "journal partitioned by week; parent analyzed: never" in listed
-    assert f"{JOURNAL}_archive" in listed and f"{JOURNAL}_default" in listed
+    assert f"{JOURNAL}_archive" in listed
+    assert f"{JOURNAL}_default" in listed
     call_command("jobqueue", "partitions", "--drop-older-than", "1d")
     assert f"partitions dropped: {JOURNAL}_archive" in capsys.readouterr().out
     call_command("jobqueue", "partitions", "--analyze")

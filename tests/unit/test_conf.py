@@ -70,6 +70,12 @@ def test_unknown_key_is_rejected_with_the_known_ones() -> None:
         ({"HEALTH_HORIZON_AGE": "soon"}, "HEALTH_HORIZON_AGE"),
         ({"HEALTH_DEAD_RATIO": 2}, "HEALTH_DEAD_RATIO"),
         ({"HEALTH_DEAD_RATIO": "20%"}, "HEALTH_DEAD_RATIO"),
+        ({"JOURNAL_PERIOD": "year"}, "JOURNAL_PERIOD"),
+        ({"JOURNAL_PARTITIONS_AHEAD": 0}, "JOURNAL_PARTITIONS_AHEAD"),
+        ({"JOURNAL_PARTITIONS_AHEAD": "7"}, "JOURNAL_PARTITIONS_AHEAD"),
+        ({"JOURNAL_RETENTION": 0}, "JOURNAL_RETENTION"),
+        ({"JOURNAL_RETENTION": "a month"}, "JOURNAL_RETENTION"),
+        ({"JOURNAL_ANALYZE_INTERVAL": 0}, "JOURNAL_ANALYZE_INTERVAL"),
     ],
 )
 def test_invalid_values_name_the_key(raw: dict[str, Any], key: str) -> None:
@@ -87,6 +93,16 @@ def test_history_and_health_settings_have_their_documented_defaults() -> None:
     assert chosen.history_days == 0
     assert chosen.health_horizon_age == timedelta(seconds=30)
     assert chosen.health_dead_ratio == 1.0
+
+
+def test_the_partitioned_journal_keeps_entries_for_the_longest_retention_unless_told() -> None:
+    assert conf.validate({}).journal_retention is None  # no RETENTION: kept forever
+    days = {"completed": timedelta(days=7), "dead": timedelta(days=30)}
+    assert conf.validate({"RETENTION": days}).journal_retention == timedelta(days=30)
+    told = conf.validate({"RETENTION": days, "JOURNAL_RETENTION": timedelta(days=90)})
+    assert told.journal_retention == timedelta(days=90)
+    assert (told.journal_period, told.journal_partitions_ahead) == ("day", 7)
+    assert told.journal_analyze_interval == timedelta(hours=1)
 
 
 def test_none_disables_priority_ratio_and_max_failures() -> None:

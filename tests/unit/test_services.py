@@ -25,6 +25,7 @@ from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.run.context import Context
 from django_jobqueue.store import ScheduleState
 from django_jobqueue.store.claim import Claimed
+from django_jobqueue.store.dialects.base.partitions import JournalLayout
 from django_jobqueue.store.schedules import TickResult
 from django_jobqueue.task import limiting
 from django_jobqueue.task.periodic import ScheduleDef
@@ -33,6 +34,7 @@ from django_jobqueue.worker.services.cancels import CancelChecks
 from django_jobqueue.worker.services.heartbeat import Heartbeat
 from django_jobqueue.worker.services.leases import LeaseExtension
 from django_jobqueue.worker.services.limits import LimitRefresh
+from django_jobqueue.worker.services.partitions import Partitions
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.services.retention import Retention
 from django_jobqueue.worker.services.scheduler import Scheduler
@@ -291,6 +293,35 @@ def test_retention_prunes_events_past_the_event_retention() -> None:
         <= call["emitted_before"]
         <= datetime.now(UTC) - timedelta(days=7)
     )
+
+
+LAYOUT = JournalLayout(period="day", partitions=[], analyzed_at=None)
+
+
+def test_retention_drops_a_partitioned_journals_old_partitions_and_leaves_its_rows() -> None:
+    db = Db({store.journal_layout: LAYOUT, store.cleanup: 0, store.drop_older: []})
+    before = datetime.now(UTC)
+    keep = timedelta(days=7)
+    Retention(db, interval=300.0, keep={"completed": keep}, journal=timedelta(days=30)).run()
+    [cleanup] = db.to(store.cleanup)
+    assert cleanup["journal"] is False  # the entries go with their partitions
+    [drop] = db.to(store.drop_older)
+    assert before - timedelta(days=30) <= drop["before"] <= datetime.now(UTC) - timedelta(days=30)
+    # One table: the entries go with their jobs, and no partition is asked for.
+    db = Db({store.journal_layout: None, store.cleanup: 0})
+    Retention(db, interval=300.0, keep={"completed": keep}, journal=timedelta(days=30)).run()
+    assert [c["journal"] for c in db.to(store.cleanup)] == [True]
+    assert db.to(store.drop_older) == []
+
+
+def test_partitions_service_does_nothing_more_where_the_journal_is_one_table() -> None:
+    db = Db({store.journal_layout: None})
+    Partitions(db, interval=300.0, ahead=7, analyze_every=timedelta(hours=1)).run()
+    assert [c.func for c in db.calls] == [store.journal_layout]
+    db = Db({store.journal_layout: LAYOUT, store.make_ahead: [], store.analyze_journal: False})
+    Partitions(db, interval=300.0, ahead=7, analyze_every=timedelta(hours=1)).run()
+    assert db.to(store.make_ahead) == [{"ahead": 7, "layout": LAYOUT}]
+    assert db.to(store.analyze_journal) == [{"every": timedelta(hours=1)}]
 
 
 # --- Run-time limits -------------------------------------------------------------------

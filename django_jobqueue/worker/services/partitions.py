@@ -33,7 +33,7 @@ class Partitions(Service):
         self.analyze_every = analyze_every
 
     def run(self) -> None:
-        layout = self.db(store.journal_layout)
+        layout = self.db(partial(store.journal_layout))
         if layout is None:
             return
         made = self.db(partial(store.make_ahead, ahead=self.ahead, layout=layout))

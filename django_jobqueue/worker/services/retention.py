@@ -43,7 +43,7 @@ class Retention(Service):
         self.journal = journal
 
     def run(self) -> None:
-        layout = self.db(store.journal_layout)
+        layout = self.db(partial(store.journal_layout))
         for status, keep in self.keep.items():
             self.db(
                 partial(
