@@ -43,7 +43,8 @@ class Retention(Service):
         self.journal = journal
 
     def run(self) -> None:
-        layout = self.db(partial(store.journal_layout))
+        # Nothing to keep or drop by: no catalog read.
+        layout = self.db(partial(store.journal_layout)) if self.keep or self.journal else None
         for status, keep in self.keep.items():
             self.db(
                 partial(
