@@ -51,6 +51,7 @@ from django_jobqueue.progress import Progress, live
 from django_jobqueue.redaction import redact_payload, redact_text
 from django_jobqueue.store import live as store_live
 from django_jobqueue.store import sql
+from django_jobqueue.store.partitions import CLOCK_SKEW
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:  # the stubs make ModelAdmin generic; at run time it is not subscriptable
@@ -165,8 +166,13 @@ class JobAdmin(ModelAdmin):
     # --- the changelist ------------------------------------------------------------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        # A job's entries are recorded from its creation on: a partitioned journal's
+        # older partitions are pruned from each row's lookups (store.journal's rule).
+        since = OuterRef("created_at") - CLOCK_SKEW
         last_run = (
-            JournalEntry.objects.filter(job=OuterRef("pk"), duration__isnull=False)
+            JournalEntry.objects.filter(
+                job=OuterRef("pk"), recorded_at__gte=since, duration__isnull=False
+            )
             .order_by("-id")
             .values("duration")[:1]
         )
@@ -174,7 +180,9 @@ class JobAdmin(ModelAdmin):
         # (one statement for the page, no query per row), through the journal's (job, id)
         # index, and only for a job whose failures are counted (a requeue resets them).
         last_error = (
-            JournalEntry.objects.filter(job=OuterRef("pk"), outcome__in=FAILURES)
+            JournalEntry.objects.filter(
+                job=OuterRef("pk"), recorded_at__gte=since, outcome__in=FAILURES
+            )
             .order_by("-id")
             .values(shown=Left("note", tracebacks.HOVER_LIMIT))[:1]
         )

@@ -278,6 +278,29 @@ def test_one_jobs_journal_reads_only_the_partitions_from_its_creation(
         assert f"{JOURNAL}_archive" not in read, plan
 
 
+def test_the_admin_job_lists_lookups_run_only_in_the_partitions_from_each_jobs_creation(
+    thirty_days: list[Job], staff_client: Callable[[], Client]
+) -> None:
+    """The list's last run and last failure are read per row, correlated to the job: the
+    server prunes at each execution (EXPLAIN ANALYZE shows the pruned partitions as
+    never executed)."""
+    since = timezone.localtime(timezone.now() - timedelta(days=2))
+    query = f"?created_at__range__gte_0={since:%Y-%m-%d}&created_at__range__gte_1={since:%H:%M:%S}"
+    with CaptureQueriesContext(connection) as seen:
+        page = staff_client().get(reverse("admin:django_jobqueue_job_changelist") + query)
+    assert page.status_code == 200
+    listing = [s for s in _journal_statements(seen) if s.lstrip().startswith("SELECT")]
+    assert listing, "the list read no journal"
+    old = {day_name(job.created_at) for job in thirty_days[:20]} | {f"{JOURNAL}_archive"}
+    with connection.cursor() as cursor:
+        for sql in listing:
+            cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + sql)
+            plan = [row[0] for row in cursor.fetchall()]
+            for partition in old:
+                scans = [line for line in plan if partition in line]
+                assert all("never executed" in line for line in scans), "\n".join(plan)
+
+
 def test_bad_requests_are_refused_and_change_nothing() -> None:
     with pytest.raises(PartitionError, match="period must be one of day, week, month, not 'year'"):
         store.partition_journal(period="year", ahead=1)
