@@ -347,3 +347,25 @@ def test_the_command_lists_converts_makes_drops_and_refuses_bad_options(
     with pytest.raises(CommandError, match="not partitioned"):
         call_command("jobqueue", "partitions", "--create-ahead", "2")
     assert Job.objects.filter(status=Status.PENDING).count() == 0
+
+
+def test_table_health_reads_a_partitioned_journal_as_its_partitions() -> None:
+    """A partitioned parent holds nothing itself (its own size is 0): table health reads
+    its partitions' sizes and rows, and the parent's own last ANALYZE."""
+    store.partition_journal(period="day", ahead=1)
+    for n in range(3):
+        finished_job_with_entries(timezone.now() - n * DAY)
+    store.analyze_journal(every=timedelta(0))
+    health = store.table_health(horizon_age=timedelta(hours=1), dead_ratio=1)
+    journal = {r.table: r for r in health.tables}[JOURNAL]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_total_relation_size(%s::regclass), sum(pg_total_relation_size(relid))"
+            " FROM pg_partition_tree(%s::regclass) WHERE isleaf",
+            [JOURNAL, JOURNAL],
+        )
+        own, leaves = cursor.fetchone()
+    assert own == 0
+    assert journal.size_bytes == leaves > 0
+    assert journal.rows is not None
+    assert journal.last_analyze is not None

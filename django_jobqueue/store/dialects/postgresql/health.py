@@ -17,10 +17,22 @@ from django_jobqueue.store.dialects.base.health import HealthReadings, Holder, T
 # The statistics and the sessions are read once per transaction and kept for the rest of
 # it: inside a transaction (a test's, ATOMIC_REQUESTS) a second look would see the first.
 _FRESH = "SELECT pg_stat_clear_snapshot()"
+# A partitioned table (the journal, once partitioned) holds nothing itself: its rows,
+# dead rows, vacuums and size are its partitions' (summed, the latest); its last manual
+# analyze is its own (the maintenance's scheduled ANALYZE of the parent).
 _TABLES = (
-    "SELECT c.relname, c.reltuples::bigint, s.n_live_tup, s.n_dead_tup, s.last_vacuum,"
-    " s.last_autovacuum, s.last_analyze, s.last_autoanalyze, pg_total_relation_size(c.oid)"
+    "SELECT c.relname, t.reltuples, t.live, t.dead, t.vac, t.autovac, s.last_analyze,"
+    " t.autoan, t.size"
     " FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
+    " CROSS JOIN LATERAL (SELECT CASE WHEN bool_and(k.reltuples < 0) THEN -1"
+    " ELSE sum(greatest(k.reltuples, 0)) END::bigint AS reltuples,"
+    " sum(p.n_live_tup) AS live, sum(p.n_dead_tup) AS dead, max(p.last_vacuum) AS vac,"
+    " max(p.last_autovacuum) AS autovac, max(p.last_autoanalyze) AS autoan,"
+    " coalesce(sum(pg_total_relation_size(k.oid)), 0) AS size"
+    " FROM (SELECT relid FROM pg_partition_tree(c.oid) WHERE isleaf"
+    " UNION ALL SELECT c.oid WHERE c.relkind = 'r') AS leaf"
+    " JOIN pg_class AS k ON k.oid = leaf.relid"
+    " LEFT JOIN pg_stat_user_tables AS p ON p.relid = leaf.relid) AS t"
     " WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%s) AND pg_table_is_visible(c.oid)"
 )
 # Client sessions of this database (a transaction elsewhere does not hold back this
