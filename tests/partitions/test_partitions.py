@@ -27,7 +27,8 @@ from django_jobqueue.models import Job, JournalEntry, Status
 from django_jobqueue.testing import run_jobs
 from django_jobqueue.worker.services.partitions import Partitions
 from django_jobqueue.worker.services.retention import Retention
-from tests.helpers import postgres_only
+from tests.db.test_command import manage
+from tests.helpers import manage_in_process, postgres_only
 from tests.partitions.conftest import DAY, finished_job_with_entries, midnight
 from tests.taskapp import tasks
 
@@ -369,3 +370,25 @@ def test_table_health_reads_a_partitioned_journal_as_its_partitions() -> None:
     assert journal.size_bytes == leaves > 0
     assert journal.rows is not None
     assert journal.last_analyze is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_as_a_process_exits_2_on_a_bad_option_and_1_on_a_refusal() -> None:
+    bad = manage_in_process("jobqueue", "partitions", "--convert", "--period", "fortnight")
+    assert bad.returncode == 2
+    assert "argument --period: invalid choice: 'fortnight'" in bad.stderr
+    refused = manage_in_process("jobqueue", "partitions", "--create-ahead", "2")
+    assert refused.returncode == 1
+    assert "the journal is not partitioned (jobqueue partitions --convert)" in refused.stderr
+    ahead = manage_in_process("jobqueue", "partitions", "--convert", "--period", "day")
+    assert ahead.returncode == 0, ahead.stderr
+    try:
+        negative = manage_in_process("jobqueue", "partitions", "--create-ahead", "-1")
+        assert negative.returncode == 1
+        assert "ahead must be a whole number of periods (0 or more), not -1" in negative.stderr
+        child = manage("partitions")  # a real child process reads what this one made
+        assert child.returncode == 0, child.stderr
+        assert "journal partitioned by day" in child.stdout
+    finally:
+        assert manage_in_process("jobqueue", "partitions", "--revert").returncode == 0
+    assert store.journal_layout() is None
