@@ -8,8 +8,11 @@ page and of one job's journal pruned to the partitions they need."""
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -185,8 +188,8 @@ def test_retention_drops_whole_partitions_and_deletes_no_entry_row_by_row() -> N
     # Every day from the conversion's to the one ending before the cut, and the archive.
     cut = midnight(now - keep)
     assert len(drops) == (cut - midnight(start)).days + 1
-    assert f'DROP TABLE "{JOURNAL}_archive"' in drops
-    assert f'DROP TABLE "{day_name(now - 39 * DAY)}"' in drops
+    assert f'DROP TABLE IF EXISTS "{JOURNAL}_archive"' in drops
+    assert f'DROP TABLE IF EXISTS "{day_name(now - 39 * DAY)}"' in drops
     assert not [s for s in statements if re.match(r"\s*(WITH .*\))?\s*DELETE\b", s, re.S)]
     assert _deleted_from_journal() == 0
     # The finished jobs past RETENTION went, their entries with their partitions.
@@ -392,3 +395,43 @@ def test_the_command_as_a_process_exits_2_on_a_bad_option_and_1_on_a_refusal() -
     finally:
         assert manage_in_process("jobqueue", "partitions", "--revert").returncode == 0
     assert store.journal_layout() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_making_the_same_partitions_at_once_make_each_once_and_both_go_on() -> None:
+    store.partition_journal(period="day", ahead=0)
+    try:
+        start = threading.Barrier(2)
+
+        def make() -> list[Any] | None:
+            start.wait()
+            try:
+                return store.make_ahead(ahead=10)
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda _: make(), range(2)))
+        # Each made some (or met the other's lock and left the rest for its next run).
+        assert all(r is None or isinstance(r, list) for r in results)
+        store.make_ahead(ahead=10)
+        now = timezone.now()
+        assert [n for n in names() if "_p" in n] == [day_name(now + n * DAY) for n in range(11)]
+    finally:
+        store.unpartition_journal()
+
+
+def test_a_failed_upkeep_is_logged_and_never_ends_the_worker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store.partition_journal(period="day", ahead=0)
+    with connection.cursor() as cursor:  # a period jobqueue never wrote
+        cursor.execute(
+            f'COMMENT ON TABLE "{JOURNAL}" IS %s', ["django_jobqueue partitions: fortnight"]
+        )
+    with caplog.at_level(logging.WARNING, logger="django_jobqueue"):
+        Partitions(call, interval=60, ahead=3, analyze_every=timedelta(hours=1)).run()
+        Retention(call, interval=60, keep={}, journal=timedelta(days=1)).run()
+    failed = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(failed) == 2
+    assert all("not by jobqueue (no period in its comment: 'fortnight')" in m for m in failed)

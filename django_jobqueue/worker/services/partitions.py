@@ -14,7 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import partial
 
+from django.db import DatabaseError
+
 from django_jobqueue import store
+from django_jobqueue.errors import PartitionError
 from django_jobqueue.worker.services.base import DbCall, Service, logger
 
 
@@ -36,8 +39,14 @@ class Partitions(Service):
         layout = self.db(partial(store.journal_layout))
         if layout is None:
             return
-        made = self.db(partial(store.make_ahead, ahead=self.ahead, layout=layout))
-        if made:
-            logger.info("journal partitions made from %s", ", ".join(f"{d:%Y-%m-%d}" for d in made))
-        if self.db(partial(store.analyze_journal, every=self.analyze_every)):
-            logger.info("journal's partitioned parent analyzed")
+        try:
+            made = self.db(partial(store.make_ahead, ahead=self.ahead, layout=layout))
+            if made:
+                days = ", ".join(f"{d:%Y-%m-%d}" for d in made)
+                logger.info("journal partitions made from %s", days)
+            if self.db(partial(store.analyze_journal, every=self.analyze_every)):
+                logger.info("journal's partitioned parent analyzed")
+        except (DatabaseError, PartitionError) as exc:
+            # Never the worker's end: the partitions are made periods ahead, and the
+            # next run (or jobqueue partitions) tries again.
+            logger.warning("journal partitions' upkeep failed, tried again later: %s", exc)

@@ -9,11 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from django_jobqueue import store
+from django_jobqueue.errors import PartitionError
 from django_jobqueue.worker.services.base import DbCall, Service, logger
+
+if TYPE_CHECKING:
+    from django_jobqueue.store.dialects.base.partitions import JournalLayout
 
 
 class Retention(Service):
@@ -55,13 +61,20 @@ class Retention(Service):
                 )
             )
         if layout is not None and self.journal is not None:
-            dropped = self.db(
-                partial(store.drop_older, before=timezone.now() - self.journal, layout=layout)
-            )
-            if dropped:
-                logger.info("journal partitions dropped: %s", ", ".join(dropped))
+            self._drop(layout, self.journal)
         if self.events is not None:
             self.db(partial(store.prune_events, emitted_before=timezone.now() - self.events))
         if self.history is not None:
             self.db(partial(store.prune_history, before=timezone.now() - self.history))
         self.db(partial(store.prune_merge_locks))
+
+    def _drop(self, layout: JournalLayout, keep: timedelta) -> None:
+        try:
+            dropped = self.db(
+                partial(store.drop_older, before=timezone.now() - keep, layout=layout)
+            )
+        except (DatabaseError, PartitionError) as exc:  # never the worker's end
+            logger.warning("journal partitions' retention failed, tried again later: %s", exc)
+            return
+        if dropped:
+            logger.info("journal partitions dropped: %s", ", ".join(dropped))

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import OperationalError, transaction
+from django.db import IntegrityError, OperationalError, ProgrammingError, transaction
 
 from django_jobqueue.errors import PartitionError
 from django_jobqueue.models import JournalEntry
@@ -259,17 +259,25 @@ class PostgreSQLPartitions(PartitionStatements):
 
         def drop() -> None:
             self._ddl(f"SET LOCAL lock_timeout = {int(wait.total_seconds() * 1000)}", [])
-            self._ddl(f"DROP TABLE {self._q(name)}", [])
+            # IF EXISTS: another worker's drop of it may have committed first.
+            self._ddl(f"DROP TABLE IF EXISTS {self._q(name)}", [])
 
         return self._within_lock_timeout(drop)
 
     def _within_lock_timeout(self, change: Any) -> bool:
+        """Run ``change`` in its own transaction; False when a lock was not had in time.
+        A partition another worker made at the same moment counts as made."""
         try:
             with transaction.atomic(using=self.alias):
                 change()
-        except OperationalError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) == "55P03":  # lock_not_available
+        except (OperationalError, ProgrammingError, IntegrityError) as exc:
+            state = getattr(exc.__cause__, "sqlstate", None)
+            if state == "55P03":  # lock_not_available
                 return False
+            # The table's name taken by another worker's, committed first: duplicate_table,
+            # or the catalog's unique_violation when both created it at once.
+            if state in ("42P07", "23505"):
+                return True
             raise
         return True
 
