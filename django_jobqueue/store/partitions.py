@@ -23,11 +23,15 @@ from django_jobqueue.conf import JOURNAL_PERIODS
 from django_jobqueue.errors import PartitionError
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects.base.partitions import JournalLayout, Partition
+from django_jobqueue.store.tables import STATISTICS_LOCK
 
 PERIODS = JOURNAL_PERIODS
 # How long making or dropping a partition waits for the journal's lock before leaving it
 # to the next run: the settlements queue behind a waiting DROP no longer than this.
 LOCK_WAIT = timedelta(milliseconds=500)
+# The advisory lock under which one worker at a time analyzes the journal's parent: the
+# statistics' own (``tables.STATISTICS_LOCK``), its second key the journal's.
+ANALYZE_LOCK = (STATISTICS_LOCK[0], 1)
 # A job's entries are recorded from its creation on; this much earlier is still read,
 # for hosts whose clocks disagree.
 CLOCK_SKEW = timedelta(hours=1)
@@ -149,10 +153,16 @@ def drop_older(*, before: datetime, layout: JournalLayout | None = None) -> list
     return dropped
 
 
-def analyze_journal(*, every: timedelta, now: datetime | None = None) -> bool:
+def analyze_journal(
+    *, every: timedelta, now: datetime | None = None, layout: JournalLayout | None = None
+) -> bool:
     """ANALYZE the partitioned journal's parent unless it was within ``every`` (or
-    another worker is at it): autovacuum analyzes the partitions, never the parent,
-    and a plan over several partitions without the parent's statistics can go badly
-    wrong. Whether this call did."""
+    another worker is at it: one at a time, as the jobs table's statistics are gathered,
+    ``gather_statistics``): autovacuum analyzes the partitions, never the parent, and a
+    plan over several partitions without the parent's statistics can go badly wrong.
+    Whether this call did."""
+    layout = _layout_of(layout)
     now = now or timezone.now()
-    return sql.dialect().analyze_journal(unless_since=now - every)
+    if layout.analyzed_at is not None and layout.analyzed_at >= now - every:
+        return False
+    return sql.dialect().gather_statistics(sql.JOURNAL, lock=ANALYZE_LOCK)

@@ -149,9 +149,7 @@ def test_the_parent_is_analyzed_on_schedule() -> None:
 
     service.run()  # within the hour: not again
     assert _analyzed_at() == first
-    with CaptureQueriesContext(connection) as seen:
-        Partitions(call, interval=60, ahead=1, analyze_every=timedelta(0)).run()
-    assert any(q["sql"].startswith(f'ANALYZE "{JOURNAL}"') for q in seen.captured_queries)
+    Partitions(call, interval=60, ahead=1, analyze_every=timedelta(0)).run()  # due at once
     assert _analyzed_at() > first
 
 

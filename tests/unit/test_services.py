@@ -321,7 +321,7 @@ def test_partitions_service_does_nothing_more_where_the_journal_is_one_table() -
     db = Db({store.journal_layout: LAYOUT, store.make_ahead: [], store.analyze_journal: False})
     Partitions(db, interval=300.0, ahead=7, analyze_every=timedelta(hours=1)).run()
     assert db.to(store.make_ahead) == [{"ahead": 7, "layout": LAYOUT}]
-    assert db.to(store.analyze_journal) == [{"every": timedelta(hours=1)}]
+    assert db.to(store.analyze_journal) == [{"every": timedelta(hours=1), "layout": LAYOUT}]
 
 
 # --- Run-time limits -------------------------------------------------------------------

@@ -75,8 +75,10 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
             dropped = store.drop_older(before=timezone.now() - age)
             _said(command, dropped, "dropped", dropped or [])
         elif options["analyze"]:
-            store.analyze_journal(every=timedelta(0))
-            command.stdout.write("journal's partitioned parent analyzed")
+            if store.analyze_journal(every=timedelta(0)):
+                command.stdout.write("journal's partitioned parent analyzed")
+            else:
+                command.stdout.write("another worker is analyzing the journal's parent now")
         else:
             _list(command)
     except PartitionError as exc:

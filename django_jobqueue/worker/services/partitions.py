@@ -44,7 +44,8 @@ class Partitions(Service):
             if made:
                 days = ", ".join(f"{d:%Y-%m-%d}" for d in made)
                 logger.info("journal partitions made from %s", days)
-            if self.db(partial(store.analyze_journal, every=self.analyze_every)):
+            analyzed = partial(store.analyze_journal, every=self.analyze_every, layout=layout)
+            if self.db(analyzed):
                 logger.info("journal's partitioned parent analyzed")
         except (DatabaseError, PartitionError) as exc:
             # Never the worker's end: the partitions are made periods ahead, and the

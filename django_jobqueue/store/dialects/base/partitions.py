@@ -67,6 +67,3 @@ class PartitionStatements(Primitives):
 
     def delete_default_journal(self, *, before: datetime) -> int:
         raise self._refuse()
-
-    def analyze_journal(self, *, unless_since: datetime) -> bool:
-        raise self._refuse()

@@ -55,8 +55,6 @@ _LAYOUT = (
 _BOUND = re.compile(r"FROM \((.+)\) TO \((.+)\)")
 _INDEXDEF = re.compile(r"^(CREATE (?:UNIQUE )?INDEX \S+ ON )(?:ONLY )?\S+( USING .*)$")
 _ANALYZED = "SELECT last_analyze FROM pg_stat_user_tables WHERE relid = %s::regclass"
-# One maintenance at a time analyzes (a lock taken with the transaction, never waited for).
-_ANALYZE_LOCK = 0x6A71_0A4E
 
 
 class PostgreSQLPartitions(PartitionStatements):
@@ -290,16 +288,3 @@ class PostgreSQLPartitions(PartitionStatements):
             [before],
         )
         return int(rows[0][0])
-
-    def analyze_journal(self, *, unless_since: datetime) -> bool:
-        """ANALYZE the journal's parent unless it was analyzed since ``unless_since`` or
-        another maintenance is analyzing it now; whether this one did."""
-        with transaction.atomic(using=self.alias):
-            if not self._ddl("SELECT pg_try_advisory_xact_lock(%s)", [_ANALYZE_LOCK])[0][0]:
-                return False
-            self._ddl("SELECT pg_stat_clear_snapshot()", [])
-            last = self._ddl(_ANALYZED, [JOURNAL])
-            if last and last[0][0] is not None and last[0][0] >= unless_since:
-                return False
-            self._ddl(f"ANALYZE {self._q(JOURNAL)}", [])
-        return True
