@@ -20,6 +20,7 @@ from django_jobqueue.admin import tracebacks
 from django_jobqueue.admin.common import age, badge, json_block, local
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.models import Job, JournalEntry, Status
+from django_jobqueue.rules.lifecycle import LATEST
 from django_jobqueue.store import streams
 from django_jobqueue.task.registry import registry
 
@@ -27,6 +28,14 @@ from django_jobqueue.task.registry import registry
 def scheduled(job: Job, now: datetime) -> bool:
     """A pending job that becomes runnable later (a delay, a backoff, a pause)."""
     return job.status == Status.PENDING and job.visible_at > now
+
+
+def no_time_set(job: Any) -> str | None:
+    """For a pending job whose time is the latest a row can hold (a wait for an event
+    with no timeout), what it waits for instead of that date; else None."""
+    if job.visible_at < LATEST:
+        return None
+    return "the event (no timeout)" if job.parked == "event" else "no time set"
 
 
 # What a pending job not yet runnable is waiting for, by its ``parked`` column: a
@@ -82,11 +91,12 @@ def state_rows(job: Job, now: datetime) -> list[tuple[str, str, str]]:
             )
         ]
     if scheduled(job, now):
+        unbounded = no_time_set(job)
         return [
             (
                 "scheduled",
                 "scheduled for",
-                f"{local(job.visible_at)} ({age(job.visible_at, now=now)})",
+                unbounded or f"{local(job.visible_at)} ({age(job.visible_at, now=now)})",
             )
         ]
     if job.status == Status.PENDING:

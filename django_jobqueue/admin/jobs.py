@@ -277,6 +277,9 @@ class JobAdmin(ModelAdmin):
     def scheduled(self, job: Job) -> SafeString | str:
         if store.run_now_refusal(job, now=timezone.now()) is not None:
             return ""  # not a pending job scheduled for later
+        unbounded = job_page.no_time_set(job)
+        if unbounded is not None:  # not "9999-01-01, in 2,911,739 days"
+            return format_html('<small class="quiet">{}</small>', unbounded)
         return moment(job.visible_at)
 
     @admin.display(description="runs / failures (last run)")

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django_jobqueue import store
 from django_jobqueue.admin.common import short_id
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.rules.lifecycle import LATEST
 from tests.admin.conftest import jobs_in_every_state, set_state
 from tests.taskapp import tasks
 
@@ -226,3 +227,17 @@ def test_script_in_payload_kind_note_and_attachment_is_escaped_on_every_page(
         text = client.get(url).content.decode()
         assert XSS not in text, url
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text, url
+
+
+def test_a_wait_for_an_event_without_timeout_shows_what_it_waits_for_not_a_date(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    client = client_for(viewer)
+    job = tasks.noop.enqueue()
+    set_state(job.id, visible_at=LATEST, parked="event", wait_name="answered")
+    listed = client.get(JOBS).content.decode()
+    assert "the event (no timeout)" in listed
+    assert "9999" not in listed
+    page = client.get(f"{JOBS}{job.id}/change/").content.decode()
+    assert "the event (no timeout)" in page
+    assert "9999" not in page
