@@ -19,6 +19,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from django_jobqueue import validation
+from django_jobqueue.databases_setting import QueueDatabases
+from django_jobqueue.databases_setting import parse as parse_databases
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.periodic_setting import PeriodicEntry, entries
 from django_jobqueue.rules.lifecycle import Policy
@@ -38,6 +40,7 @@ def _default_concurrency() -> int:
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "LISTEN_DATABASE": None,  # None: DATABASE itself
+    "DATABASES": None,  # several queue databases (databases_setting.py); None: DATABASE only
     "CONCURRENCY": None,  # DEFAULT_CONCURRENCY (8), whatever the CPUs
     "KIND_CONCURRENCY": {},
     "ASYNC_CONCURRENCY": 100,  # async def runs at once on a worker's event loop
@@ -165,6 +168,9 @@ class Settings:
     run_logs_loggers: tuple[str, ...] | None = None
     run_logs_max_lines: int = 100
     run_logs_runs: int = 5
+    #: Several queue databases and how a job picks one (None: DATABASE alone); with
+    #: them, ``database`` is their HOME.
+    databases: QueueDatabases | None = None
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -188,10 +194,15 @@ def validate(raw: Any) -> Settings:
         )
     concurrency = values["CONCURRENCY"]
     database = _database(values["DATABASE"])
+    databases = parse_databases(
+        values["DATABASES"], default=database, known=django_settings.DATABASES
+    )
+    database = database if databases is None else databases.home
     listen = values["LISTEN_DATABASE"]
     depth = _json_depth(values["MAX_JSON_DEPTH"])
     return Settings(
         database=database,
+        databases=databases,
         listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)

@@ -46,6 +46,7 @@ from django_jobqueue.store.limits import (
     take_tokens,
 )
 from django_jobqueue.store.limits import overrides as limit_overrides
+from django_jobqueue.store.locating import database_of_job, database_of_workflow
 from django_jobqueue.store.monitoring import (
     DURATION_BUCKETS,
     RunTotal,
@@ -158,6 +159,8 @@ __all__ = [
     "cleanup",
     "clear_limit",
     "count",
+    "database_of_job",
+    "database_of_workflow",
     "delete_finished",
     "delete_refusal",
     "describe",
