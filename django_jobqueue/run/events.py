@@ -15,6 +15,7 @@ from django_jobqueue.errors import InvalidEvent, InvalidStep
 from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
 from django_jobqueue.run.executor import output_problem
 from django_jobqueue.store import durable as stored
+from django_jobqueue.store.locating import on_database
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
 # name or key misspelt at the sender is otherwise silent (emit() returns 0 either way).
@@ -70,7 +71,7 @@ def emit(name: Any, *, key: Any = "", payload: Any = None, database: str | None 
         raise InvalidEvent(problem, argument="payload")
     released = 0
     for alias in _event_databases(key, database):
-        with routing.using(alias):
+        with on_database(alias):
             released += stored.emit(name=name, key=key, payload=payload, now=timezone.now())
     if not released:
         logger.info(

@@ -46,7 +46,7 @@ from django_jobqueue.store.limits import (
     take_tokens,
 )
 from django_jobqueue.store.limits import overrides as limit_overrides
-from django_jobqueue.store.locating import database_of_job, database_of_workflow
+from django_jobqueue.store.locating import database_of_job, database_of_workflow, on_database
 from django_jobqueue.store.monitoring import (
     DURATION_BUCKETS,
     RunTotal,
@@ -184,6 +184,7 @@ __all__ = [
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
+    "on_database",
     "pause_queue",
     "paused_queues",
     "pending_kinds_except",

@@ -23,7 +23,7 @@ def submit(request: EnqueueRequest) -> JobHandle:
         row, disposition = store.enqueue(request)
         handle = JobHandle(row, disposition)
     else:
-        with routing.using(database_of(request)) as alias:
+        with store.on_database(database_of(request)) as alias:
             row, disposition = store.enqueue(request)
             handle = JobHandle(row, disposition, database=alias)
     signalling.enqueued([request], [handle])
@@ -53,7 +53,7 @@ def _routed_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
         shares.setdefault(database_of(request), []).append(index)
     handles: list[JobHandle | None] = [None] * len(requests)
     for alias, indexes in shares.items():
-        with routing.using(alias):
+        with store.on_database(alias):
             written: list[tuple[Job | NewJob, Disposition]] = store.enqueue_many(
                 [requests[i] for i in indexes]
             )

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import routing, validation
+from django_jobqueue import routing, store, validation
 from django_jobqueue.errors import (
     DuplicateStep,
     EmptyWorkflow,
@@ -215,7 +215,7 @@ class Workflow:
             if root is None or not routing.several()
             else routing.target(kind=root.kind, queue=root.queue, key=root.job_key)
         )
-        with routing.using(database):  # the whole workflow on its root's database
+        with store.on_database(database):  # the whole workflow on its root's database
             wf, rows = enqueue_workflow(
                 name=self.name,
                 shape=self.shape,

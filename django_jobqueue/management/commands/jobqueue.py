@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_jobqueue import conf
+from django_jobqueue import conf, routing, store
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.management.subcommands import ALL, BY_NAME
 
@@ -22,6 +22,14 @@ class Command(BaseCommand):
     help = f"Inspect and steer the job queue: {', '.join(s.NAME for s in ALL)}."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
+        # Before the subcommand (``jobqueue --database jobs_b list``): it is every one's.
+        parser.add_argument(
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="The queue database to work on (default: the one holding the job or "
+            "workflow named; else, with several queue databases, each in turn).",
+        )
         sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
         for subcommand in ALL:
             subcommand.arguments(sub.add_parser(subcommand.NAME, help=subcommand.HELP))
@@ -37,4 +45,54 @@ class Command(BaseCommand):
             conf.get()
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
-        BY_NAME[options["subcommand"]].run(self, options)
+        chosen = BY_NAME[options["subcommand"]]
+        for alias in self._databases(options):
+            if alias is None:  # one queue database: as it always ran
+                chosen.run(self, options)
+                continue
+            with routing.using(alias):
+                self.stdout.write(f"== database {alias}")
+                chosen.run(self, options)
+
+    def _databases(self, options: dict[str, Any]) -> list[str | None]:
+        """Where the subcommand runs: ``--database``'s; the database holding the job or
+        workflow it names; each queue database in turn; with one database, that one
+        (None: as it always did, not a word more)."""
+        alias = options.get("database")
+        if alias is not None:
+            try:
+                return [routing.check(alias)]
+            except ConfigurationError as exc:
+                raise CommandError(f"--database: {exc}") from exc
+        if not routing.several() or options["subcommand"] in HOME_ONLY:
+            return [None if not routing.several() else conf.get().database]
+        found = located(options)
+        if found is not None:
+            return [found]
+        if options.get("json"):
+            raise CommandError(
+                "--json reads one queue database: name it with --database (the queue "
+                f"databases: {', '.join(routing.aliases())})"
+            )
+        return list(routing.aliases())
+
+
+# Subcommands about what lives on the schedules' home database only.
+HOME_ONLY = {"schedules", "import-celery-beat", "celery-check"}
+
+
+def located(options: dict[str, Any]) -> str | None:
+    """The database holding the one job or workflow the options name (None: they name
+    none, or no database holds it: each is then asked, and says so)."""
+    for name, find in (
+        ("job_id", store.database_of_job),
+        ("workflow_id", store.database_of_workflow),
+    ):
+        value = options.get(name)
+        if value is None:
+            continue
+        try:
+            return find(store.as_uuid(value))
+        except Exception:
+            return None
+    return None
