@@ -50,7 +50,7 @@ def _object_database(kwargs: dict[str, Any], workflows: bool) -> str | None:
 def serving(view: View, *, workflows: bool = False) -> View:
     """``view`` run on the chosen queue database (a page of one job or workflow: on the
     database holding it), its template rendered there too (a list's rows are read
-    while it renders), with the selector's choices in its context."""
+    while it renders)."""
 
     @wraps(view)
     def on_database(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -60,14 +60,18 @@ def serving(view: View, *, workflows: bool = False) -> View:
         with routing.using(alias):
             response = view(request, *args, **kwargs)
             if isinstance(response, TemplateResponse) and not response.is_rendered:
-                response.context_data = {
-                    **(response.context_data or {}),
-                    "queue_databases": {"current": alias, "all": routing.aliases()},
-                }
                 response.render()
             return response
 
     return on_database
+
+
+def choices() -> dict[str, Any] | None:
+    """The selector's context: the database shown and every queue database (None with
+    one: no selector)."""
+    if not routing.several():
+        return None
+    return {"current": routing.current(), "all": routing.aliases()}
 
 
 def served(patterns: list[Any], *, workflows: bool = False) -> list[Any]:

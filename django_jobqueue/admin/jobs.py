@@ -221,7 +221,11 @@ class JobAdmin(ModelAdmin):
             request, job_actions.ACTIONS[name]
         ):
             raise PermissionDenied
-        extra = {**(extra_context or {}), "can_cleanup": self.has_cleanup_permission(request)}
+        extra = {
+            **(extra_context or {}),
+            "can_cleanup": self.has_cleanup_permission(request),
+            "queue_databases": databases.choices(),
+        }
         token = why.listing()  # the rows' reasons share one read of what they share
         try:
             response = super().changelist_view(request, extra)
