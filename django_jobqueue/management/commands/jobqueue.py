@@ -46,35 +46,40 @@ class Command(BaseCommand):
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
         chosen = BY_NAME[options["subcommand"]]
-        for alias in self._databases(options):
+        for alias, own in self._databases(options):
             if alias is None:  # one queue database: as it always ran
-                chosen.run(self, options)
+                chosen.run(self, own)
                 continue
             with routing.using(alias):
                 self.stdout.write(f"== database {alias}")
-                chosen.run(self, options)
+                chosen.run(self, own)
 
-    def _databases(self, options: dict[str, Any]) -> list[str | None]:
-        """Where the subcommand runs: ``--database``'s; the database holding the job or
-        workflow it names; each queue database in turn; with one database, that one
+    def _databases(self, options: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+        """Where the subcommand runs, with its options there: ``--database``'s; the
+        database holding the job or workflow it names (the jobs it names by id: each
+        database its own ids); each queue database in turn; with one database, that one
         (None: as it always did, not a word more)."""
         alias = options.get("database")
         if alias is not None:
             try:
-                return [routing.check(alias)]
+                return [(routing.check(alias), options)]
             except ConfigurationError as exc:
                 raise CommandError(f"--database: {exc}") from exc
         if not routing.several() or options["subcommand"] in HOME_ONLY:
-            return [None if not routing.several() else conf.get().database]
+            return [(None if not routing.several() else conf.get().database, options)]
         found = located(options)
         if found is not None:
-            return [found]
+            return [(found, options)]
+        if options.get("job_ids"):
+            return [
+                (alias, {**options, "job_ids": ids}) for alias, ids in by_database(options).items()
+            ]
         if options.get("json"):
             raise CommandError(
                 "--json reads one queue database: name it with --database (the queue "
                 f"databases: {', '.join(routing.aliases())})"
             )
-        return list(routing.aliases())
+        return [(alias, options) for alias in routing.aliases()]
 
 
 # Subcommands about what lives on the schedules' home database only.
@@ -96,3 +101,16 @@ def located(options: dict[str, Any]) -> str | None:
         except Exception:
             return None
     return None
+
+
+def by_database(options: dict[str, Any]) -> dict[str, list[Any]]:
+    """The jobs named by id, by the database holding each (one none holds: HOME's, whose
+    run then says there is no such job)."""
+    shares: dict[str, list[Any]] = {}
+    for job_id in options["job_ids"]:
+        try:
+            alias = store.database_of_job(store.as_uuid(job_id))
+        except Exception:
+            alias = None
+        shares.setdefault(alias or conf.get().database, []).append(job_id)
+    return shares
