@@ -77,7 +77,8 @@ class JobQueueCollector(Collector):
         )
         for alias in routing.each():
             try:
-                families = [*self._runs(), *self._backlog()]
+                with routing.using(routing.read_alias()):  # its READ replica, if any
+                    families = [*self._runs(), *self._backlog()]
             except Exception as exc:
                 if not dialects.for_alias(alias).is_connection_error(exc):
                     raise

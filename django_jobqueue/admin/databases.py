@@ -25,6 +25,8 @@ from django_jobqueue import conf, routing, store
 from django_jobqueue.errors import ConfigurationError
 
 SESSION_KEY = "django_jobqueue_database"
+# The pages a READ replica serves (by their URL names' ends): the lists and the dashboard.
+READ_PAGES = ("_changelist", "_dashboard")
 View = Callable[..., HttpResponseBase]
 
 
@@ -47,7 +49,7 @@ def _object_database(kwargs: dict[str, Any], workflows: bool) -> str | None:
     return store.database_of_workflow(key) if workflows else store.database_of_job(key)
 
 
-def serving(view: View, *, workflows: bool = False) -> View:
+def serving(view: View, *, workflows: bool = False, reads: bool = False) -> View:
     """``view`` run on the chosen queue database (a page of one job or workflow: on the
     database holding it), its template rendered there too (a list's rows are read
     while it renders)."""
@@ -57,6 +59,11 @@ def serving(view: View, *, workflows: bool = False) -> View:
         if not routing.several():
             return view(request, *args, **kwargs)
         alias = _object_database(kwargs, workflows) or selected(request)
+        if reads and request.method in ("GET", "HEAD"):
+            # A list or the dashboard, only looked at: its READ replica, if it has one
+            # (an action's POST, even from a list, goes to the database itself).
+            with routing.using(alias):
+                alias = routing.read_alias()
         with routing.using(alias):
             response = view(request, *args, **kwargs)
             if isinstance(response, TemplateResponse) and not response.is_rendered:
@@ -78,7 +85,8 @@ def served(patterns: list[Any], *, workflows: bool = False) -> list[Any]:
     """Each of a ModelAdmin's URL patterns, its view run by ``serving``."""
     for pattern in patterns:
         if isinstance(pattern, URLPattern):
-            pattern.callback = serving(pattern.callback, workflows=workflows)
+            reads = (pattern.name or "").endswith(READ_PAGES)
+            pattern.callback = serving(pattern.callback, workflows=workflows, reads=reads)
     return patterns
 
 

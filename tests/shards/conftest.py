@@ -25,7 +25,7 @@ from tests.chaos import pgserver
 from tests.concurrency.procs import STARTUP_TIMEOUT, WorkerProcess, WorkerProcesses, database_url
 from tests.shards import layout
 
-DATABASES = ["default", *layout.ALIASES]
+DATABASES = ["default", *layout.ALIASES, layout.REPLICA]
 
 
 def _postgres() -> bool:
@@ -59,13 +59,18 @@ def clusters(
             }
             with django_db_blocker.unblock():  # type: ignore[attr-defined]
                 call_command("migrate", database=alias, verbosity=0)
+        settings.DATABASES[layout.REPLICA] = {
+            **settings.DATABASES[layout.ALIASES[0]],
+            "TEST": {"NAME": layout.NAME, "MIRROR": layout.ALIASES[0]},
+        }
         yield servers
     finally:
-        for alias, server in servers.items():
-            if alias in connections.settings:
+        for alias in [layout.REPLICA, *servers]:
+            if alias in settings.DATABASES:
                 connections[alias].close()
                 del connections[alias]
                 del settings.DATABASES[alias]
+        for server in servers.values():
             server.close()
 
 

@@ -11,6 +11,8 @@ ALIASES = ("shard_a", "shard_b")
 # Ports of their own (5510-5519 are this tier's), one cluster each.
 PORTS = (5512, 5513)
 NAME = "jq_shards"
+# A second alias of shard_a's database, standing for its READ replica (a test mirror).
+REPLICA = "shard_a_ro"
 # The queue pinned to shard_b whatever its jobs' keys ("by queue").
 PINNED_QUEUE = "mail"
 

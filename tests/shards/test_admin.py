@@ -5,9 +5,13 @@ on the database it lists."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.db import connections
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 
 from django_jobqueue import routing
 from django_jobqueue.admin.databases import SESSION_KEY
@@ -16,7 +20,10 @@ from tests.shards import layout
 from tests.shards.conftest import DATABASES
 from tests.taskapp import tasks
 
-pytestmark = [pytest.mark.shards, pytest.mark.django_db(transaction=True, databases=DATABASES)]
+pytestmark = [
+    pytest.mark.shards,
+    pytest.mark.django_db(transaction=True, databases=DATABASES),
+]
 
 JOBS = "/admin/django_jobqueue/job/"
 
@@ -75,3 +82,35 @@ def test_the_selector_refuses_a_database_that_is_not_a_queue_database(admin: Cli
     assert refused.status_code == 403
     assert SESSION_KEY not in admin.session
     assert admin.get(f"{JOBS}database/").status_code == 405
+
+
+@pytest.fixture
+def replica(sharded: object) -> Iterator[str]:
+    """shard_a read through its READ replica (``layout.REPLICA``: a second alias of the
+    same database, as a replica's rows would be; which alias a page reads through is
+    what the test looks at)."""
+    jobqueue = {"DATABASES": layout.queue_databases(READ={"shard_a": layout.REPLICA})}
+    with override_settings(JOBQUEUE=jobqueue):
+        yield layout.REPLICA
+
+
+def test_the_lists_and_the_dashboard_read_the_replica_and_actions_the_primary(
+    admin: Client, replica: str
+) -> None:
+    job = one_on("shard_a")
+    with (
+        CaptureQueriesContext(connections[replica]) as read,
+        CaptureQueriesContext(connections["shard_a"]) as primary,
+    ):
+        page = admin.get(JOBS).content.decode()
+        admin.get(f"{JOBS}dashboard/")
+    assert shown(job, page)
+    assert read.captured_queries  # the list and the dashboard through the replica
+    assert not [q for q in primary.captured_queries if "django_jobqueue_job" in q["sql"]]
+    with CaptureQueriesContext(connections[replica]) as read:
+        bulk = admin.post(
+            JOBS, {"action": "cancel", "_selected_action": [str(job.id)], "post": "yes"}
+        )
+    assert bulk.status_code == 302
+    assert not read.captured_queries  # the action decides and writes on the primary
+    assert Job.objects.using("shard_a").get(id=job.id).status == "cancelled"
