@@ -58,7 +58,7 @@ def serving(view: View, *, workflows: bool = False, reads: bool = False) -> View
     def on_database(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not routing.several():
             return view(request, *args, **kwargs)
-        alias = _object_database(kwargs, workflows) or selected(request)
+        alias = shown = _object_database(kwargs, workflows) or selected(request)
         if reads and request.method in ("GET", "HEAD"):
             # A list or the dashboard, only looked at: its READ replica, if it has one
             # (an action's POST, even from a list, goes to the database itself).
@@ -67,18 +67,30 @@ def serving(view: View, *, workflows: bool = False, reads: bool = False) -> View
         with routing.using(alias):
             response = view(request, *args, **kwargs)
             if isinstance(response, TemplateResponse) and not response.is_rendered:
+                # The selector's choices for a page that renders here (the workflows'
+                # and the journal's lists; the jobs list and the dashboard give them).
+                response.context_data = {
+                    "queue_databases": choices(shown),
+                    **(response.context_data or {}),
+                }
                 response.render()
             return response
 
     return on_database
 
 
-def choices() -> dict[str, Any] | None:
-    """The selector's context: the database shown and every queue database (None with
-    one: no selector)."""
+def choices(shown: str | None = None) -> dict[str, Any] | None:
+    """The selector's context: the database shown (default: the current one, unless
+    it is a READ replica: then the database it stands for) and every queue database
+    (None with one: no selector)."""
     if not routing.several():
         return None
-    return {"current": routing.current(), "all": routing.aliases()}
+    current = shown or routing.current()
+    if current not in routing.aliases():
+        replicas = conf.get().databases
+        found = [a for a, r in (replicas.read.items() if replicas else ()) if r == current]
+        current = found[0] if found else conf.get().database
+    return {"current": current, "all": routing.aliases()}
 
 
 def served(patterns: list[Any], *, workflows: bool = False) -> list[Any]:

@@ -66,6 +66,9 @@ def test_the_lists_show_each_database_and_the_actions_reach_the_right_one(admin:
     assert not shown(a, page)
     dashboard = admin.get(f"{JOBS}dashboard/").content.decode()
     assert 'id="jq-database"' in dashboard
+    for other_list in ("workflow", "journalentry"):  # the other lists have it too
+        listed = admin.get(f"/admin/django_jobqueue/{other_list}/").content.decode()
+        assert f'<option value="{other}" selected>' in listed, other_list
     # A job's page follows its id to its database, whichever one the list shows.
     assert admin.get(f"{JOBS}{a.id}/change/").status_code == 200
     act = admin.post(f"{JOBS}{a.id}/act/cancel/", {"post": "yes"})
@@ -105,6 +108,7 @@ def test_the_lists_and_the_dashboard_read_the_replica_and_actions_the_primary(
         page = admin.get(JOBS).content.decode()
         admin.get(f"{JOBS}dashboard/")
     assert shown(job, page)
+    assert '<option value="shard_a" selected>' in page  # the database, not its replica
     assert read.captured_queries  # the list and the dashboard through the replica
     assert not [q for q in primary.captured_queries if "django_jobqueue_job" in q["sql"]]
     with CaptureQueriesContext(connections[replica]) as read:
