@@ -109,3 +109,22 @@ def test_limits_with_several_databases_are_warned_of_as_per_database(sharded: ob
     assert "max_in_flight_per_key" in found[0].msg
     with override_settings(JOBQUEUE={"LIMITS": limits}):  # one database: nothing to say
         assert check_limits_across_databases() == []
+
+
+def test_health_reports_each_database_and_names_the_one_that_is_down(
+    sharded: dict[str, object],
+) -> None:
+    home, other = layout.ALIASES
+    server = sharded[other]
+    server.stop()  # type: ignore[attr-defined]
+    connections[other].close()
+    out, err = StringIO(), StringIO()
+    try:
+        with pytest.raises(CommandError, match=f"health failed on {other}$"):
+            call_command("jobqueue", "health", "--tables", stdout=out, stderr=err)
+    finally:
+        server.start()  # type: ignore[attr-defined]
+        connections[other].close()
+    assert f"== database {home}" in out.getvalue()  # read, and reported
+    assert f"== database {other}" in out.getvalue()
+    assert err.getvalue().startswith(f"{other}: ")

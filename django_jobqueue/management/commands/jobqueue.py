@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_jobqueue import conf, routing, store
-from django_jobqueue.errors import ConfigurationError
+from django_jobqueue.errors import ConfigurationError, QueueDatabaseUnavailable
 from django_jobqueue.management.subcommands import ALL, BY_NAME
 
 
@@ -46,13 +46,21 @@ class Command(BaseCommand):
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
         chosen = BY_NAME[options["subcommand"]]
+        failed: list[str] = []
         for alias, own in self._databases(options):
             if alias is None:  # one queue database: as it always ran
                 chosen.run(self, own)
                 continue
-            with routing.using(alias):
-                self.stdout.write(f"== database {alias}")
-                chosen.run(self, own)
+            self.stdout.write(f"== database {alias}")
+            try:
+                with store.on_database(alias):
+                    chosen.run(self, own)
+            except (CommandError, QueueDatabaseUnavailable) as exc:
+                # Said, and the next database still gets its turn (health reports each).
+                self.stderr.write(f"{alias}: {exc}")
+                failed.append(alias)
+        if failed:
+            raise CommandError(f"{options['subcommand']} failed on {', '.join(failed)}")
 
     def _databases(self, options: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
         """Where the subcommand runs, with its options there: ``--database``'s; the
