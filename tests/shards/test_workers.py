@@ -11,9 +11,10 @@ import zlib
 from datetime import datetime
 
 import pytest
+from django.core.management import call_command
 from django.db import connections
 
-from django_jobqueue import Status
+from django_jobqueue import Status, routing
 from django_jobqueue.errors import QueueDatabaseUnavailable
 from django_jobqueue.models import Job, Schedule
 from tests.shards import layout
@@ -167,3 +168,17 @@ def test_a_cluster_stopped_mid_drain_loses_nothing_and_the_other_keeps_draining(
     )
     assert serving(down) >= 1
     assert all(p.alive() for p in shard_workers.started)
+
+
+def test_runworker_database_serves_that_database_only(sharded: object) -> None:
+    jobs = {a: tasks.add.using(key=keyed(a)).enqueue(1, 2) for a in layout.ALIASES}
+    try:
+        call_command("runworker", "--database", "shard_b", "--burst", "--poll-interval", "0.2")
+    finally:
+        routing.serve(None)  # this process serves no database of its own again
+    assert jobs["shard_b"].refresh().status == Status.COMPLETED
+    assert jobs["shard_a"].refresh().status == Status.PENDING  # not its database
+
+
+def keyed(alias: str) -> str:
+    return next(k for k in (f"w{n}" for n in range(100)) if by_crc32(k) == alias)
