@@ -19,8 +19,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from django_jobqueue import validation
-from django_jobqueue.databases_setting import QueueDatabases
-from django_jobqueue.databases_setting import parse as parse_databases
+from django_jobqueue.databases_setting import QueueDatabases, alias, parse_databases
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.periodic_setting import PeriodicEntry, entries
 from django_jobqueue.rules.lifecycle import Policy
@@ -168,8 +167,7 @@ class Settings:
     run_logs_loggers: tuple[str, ...] | None = None
     run_logs_max_lines: int = 100
     run_logs_runs: int = 5
-    #: Several queue databases and how a job picks one (None: DATABASE alone); with
-    #: them, ``database`` is their HOME.
+    #: Several queue databases, how a job picks one (None: DATABASE alone), their HOME.
     databases: QueueDatabases | None = None
 
     def policy(self) -> Policy:
@@ -193,17 +191,14 @@ def validate(raw: Any) -> Settings:
             f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
         )
     concurrency = values["CONCURRENCY"]
-    database = _database(values["DATABASE"])
-    databases = parse_databases(
-        values["DATABASES"], default=database, known=django_settings.DATABASES
-    )
-    database = database if databases is None else databases.home
+    databases = parse_databases(values["DATABASES"], default=alias(values["DATABASE"]))
+    database = alias(values["DATABASE"]) if databases is None else databases.home
     listen = values["LISTEN_DATABASE"]
     depth = _json_depth(values["MAX_JSON_DEPTH"])
     return Settings(
         database=database,
         databases=databases,
-        listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
+        listen_database=database if listen is None else alias(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
@@ -334,15 +329,6 @@ def _processes(value: Any) -> int:
 
 def _default_processes() -> int:
     return max(1, os.cpu_count() or 1)
-
-
-def _database(database: Any, key: str = "DATABASE") -> str:
-    if not isinstance(database, str) or database not in django_settings.DATABASES:
-        raise ConfigurationError(
-            f"{key} must name an alias in settings.DATABASES, got {database!r}",
-            key=key,
-        )
-    return database
 
 
 def _kind_concurrency(caps: Any) -> dict[str, int]:

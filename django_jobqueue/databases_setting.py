@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
 from django_jobqueue.errors import ConfigurationError
@@ -40,6 +41,21 @@ class QueueDatabases:
     read: dict[str, str] = field(default_factory=dict)
     #: The ROUTE callable (``route`` is then its dotted path); None for a built-in one.
     router: Callable[..., Any] | None = None
+
+
+def alias(database: Any, key: str = "DATABASE") -> str:
+    """DATABASE (or LISTEN_DATABASE, ``key``): an alias of ``settings.DATABASES``."""
+    if not isinstance(database, str) or database not in django_settings.DATABASES:
+        raise ConfigurationError(
+            f"{key} must name an alias in settings.DATABASES, got {database!r}",
+            key=key,
+        )
+    return database
+
+
+def parse_databases(raw: Any, *, default: str) -> QueueDatabases | None:
+    """DATABASES checked against ``settings.DATABASES``: ``parse``."""
+    return parse(raw, default=default, known=django_settings.DATABASES)
 
 
 def parse(raw: Any, *, default: str, known: Any) -> QueueDatabases | None:
