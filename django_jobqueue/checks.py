@@ -32,7 +32,7 @@ from django_jobqueue import conf
 from django_jobqueue.errors import ConfigurationError, JobQueueError
 from django_jobqueue.store import dialects
 from django_jobqueue.task.periodic import schedules
-from django_jobqueue.task.registry import TaskDef, registry
+from django_jobqueue.task.registry import KEY_LIMITS, TaskDef, registry
 
 
 def _settings() -> conf.Settings | None:
@@ -66,8 +66,14 @@ def check_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     current = _settings()
     if current is None:
         return []
-    database = settings.DATABASES[current.database]
-    return database_warnings(current.database, database, concurrency=current.concurrency)
+    aliases = current.databases.aliases if current.databases else (current.database,)
+    return [
+        message
+        for alias in aliases  # each queue database
+        for message in database_warnings(
+            alias, settings.DATABASES[alias], concurrency=current.concurrency
+        )
+    ]
 
 
 def database_warnings(
@@ -450,3 +456,32 @@ def check_periodic_schedules(app_configs: Any = None, **kwargs: Any) -> list[Che
             )
         ]
     return []
+
+
+@register()
+def check_limits_across_databases(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W007: with several queue databases, a kind's global limits (``max_in_flight``,
+    ``rate_limit``, in LIMITS or on its task) hold on each database apart, and its
+    per-key limits too unless ROUTE keeps a key's jobs on one database ("key")."""
+    current = _settings()
+    if current is None or current.databases is None:
+        return []
+    count, by_key = len(current.databases.aliases), current.databases.route == "key"
+    found: dict[str, list[str]] = defaultdict(list)
+    for kind, entry in current.limits.items():
+        found[kind] += [n for n, v in entry.items() if v is not None]
+    for defn in registry:
+        found[defn.kind] += [n for n in ("max_in_flight", "rate_limit") if getattr(defn, n)]
+        if not by_key:
+            found[defn.kind] += [n for n in KEY_LIMITS if getattr(defn, n, None)]
+    return [
+        Warning(
+            f"{kind}: {', '.join(sorted(set(names)))} holds on each of the {count} queue "
+            "databases apart (up to that many times the limit in all)",
+            hint="Limits are per queue database: divide the limit, route the kind to one "
+            'database (DATABASES QUEUES), or keep ROUTE "key" for per-key limits.',
+            id="django_jobqueue.W007",
+        )
+        for kind, names in sorted(found.items())
+        if names
+    ]

@@ -19,6 +19,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from django_jobqueue import validation
+from django_jobqueue.databases_setting import QueueDatabases, alias, parse_databases
 from django_jobqueue.errors import ConfigurationError
 from django_jobqueue.periodic_setting import PeriodicEntry, entries
 from django_jobqueue.rules.lifecycle import Policy
@@ -38,6 +39,7 @@ def _default_concurrency() -> int:
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "LISTEN_DATABASE": None,  # None: DATABASE itself
+    "DATABASES": None,  # several queue databases (databases_setting.py); None: DATABASE only
     "CONCURRENCY": None,  # DEFAULT_CONCURRENCY (8), whatever the CPUs
     "KIND_CONCURRENCY": {},
     "ASYNC_CONCURRENCY": 100,  # async def runs at once on a worker's event loop
@@ -174,6 +176,8 @@ class Settings:
     journal_partitions_ahead: int = 7
     journal_retention: timedelta | None = None  # resolved: RETENTION's longest if unset
     journal_analyze_interval: timedelta = timedelta(hours=1)
+    #: Several queue databases, how a job picks one (None: DATABASE alone), their HOME.
+    databases: QueueDatabases | None = None
 
     def policy(self) -> Policy:
         """The failure and lease policy of a kind that sets none of its own."""
@@ -196,12 +200,14 @@ def validate(raw: Any) -> Settings:
             f"BACKOFF_CAP ({cap}) must not be below BACKOFF_BASE ({base})", key="BACKOFF_CAP"
         )
     concurrency = values["CONCURRENCY"]
-    database = _database(values["DATABASE"])
+    databases = parse_databases(values["DATABASES"], default=alias(values["DATABASE"]))
+    database = alias(values["DATABASE"]) if databases is None else databases.home
     listen = values["LISTEN_DATABASE"]
     depth = _json_depth(values["MAX_JSON_DEPTH"])
     return Settings(
         database=database,
-        listen_database=database if listen is None else _database(listen, "LISTEN_DATABASE"),
+        databases=databases,
+        listen_database=database if listen is None else alias(listen, "LISTEN_DATABASE"),
         concurrency=(
             _default_concurrency() if concurrency is None else _positive("CONCURRENCY", concurrency)
         ),
@@ -352,15 +358,6 @@ def _processes(value: Any) -> int:
 
 def _default_processes() -> int:
     return max(1, os.cpu_count() or 1)
-
-
-def _database(database: Any, key: str = "DATABASE") -> str:
-    if not isinstance(database, str) or database not in django_settings.DATABASES:
-        raise ConfigurationError(
-            f"{key} must name an alias in settings.DATABASES, got {database!r}",
-            key=key,
-        )
-    return database
 
 
 def _kind_concurrency(caps: Any) -> dict[str, int]:

@@ -150,6 +150,11 @@ class InvalidLimit(JobQueueError, ValueError):
     """A limit (max_in_flight, rate_limit) is out of range or names no known kind."""
 
 
+class QueueDatabaseUnavailable(JobQueueError, ConnectionError):
+    """A queue database cannot be reached (the message names its alias); nothing was
+    written to it. The other queue databases are not affected."""
+
+
 class JobNotFound(JobQueueError, LookupError):
     """No job has this id."""
 

@@ -43,7 +43,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "pip install 'django-jobqueue[metrics]' (or prometheus-client)"
     ) from exc
 
-from django_jobqueue import conf, store
+from django_jobqueue import conf, routing, store
+from django_jobqueue.store import dialects
 from django_jobqueue.task.registry import registry
 
 if TYPE_CHECKING:
@@ -58,8 +59,42 @@ class JobQueueCollector(Collector):
     """Reads the queue's numbers from the database on every ``collect()``."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._runs()
-        yield from self._backlog()
+        if not routing.several():
+            yield from self._runs()
+            yield from self._backlog()
+            return
+        yield from self._each_database()
+
+    def _each_database(self) -> Iterator[Metric]:
+        """With several queue databases: every sample once per database, labelled with
+        its alias (``database``), and ``jobqueue_database_up`` saying which answered (a
+        database that is down costs its own samples, not the scrape)."""
+        merged: dict[str, Metric] = {}
+        up = GaugeMetricFamily(
+            f"{PREFIX}_database_up",
+            "1 for each queue database this scrape read, 0 for one it could not reach.",
+            labels=["database"],
+        )
+        for alias in routing.each():
+            try:
+                with routing.using(routing.read_alias()):  # its READ replica, if any
+                    families = [*self._runs(), *self._backlog()]
+            except Exception as exc:
+                if not dialects.for_alias(alias).is_connection_error(exc):
+                    raise
+                up.add_metric([alias], 0)
+                continue
+            up.add_metric([alias], 1)
+            for family in families:
+                into = merged.setdefault(
+                    family.name,
+                    Metric(family.name, family.documentation, family.type, family.unit),
+                )
+                into.samples += [
+                    s._replace(labels={**s.labels, "database": alias}) for s in family.samples
+                ]
+        yield from merged.values()
+        yield up
 
     def _runs(self) -> Iterator[Metric]:
         runs = CounterMetricFamily(

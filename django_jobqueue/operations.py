@@ -7,13 +7,14 @@ module level."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
 from django.utils import timezone
 
-from django_jobqueue import store
+from django_jobqueue import routing, store
 from django_jobqueue.run import events
 from django_jobqueue.task import limiting
 from django_jobqueue.task.handle import HistoryPage, JobHandle
@@ -25,27 +26,49 @@ if TYPE_CHECKING:
     from django_jobqueue.store.snapshot import Stats
 
 
-def emit(name: str, *, key: str = "", payload: Any = None) -> int:
+def emit(name: str, *, key: str = "", payload: Any = None, database: str | None = None) -> int:
     """Send an event to the jobs waiting for it (``ctx.wait_for(name, key=key)``): it
     joins the caller's transaction on the jobs database, as ``enqueue`` does, and is
     kept for EVENT_RETENTION for a job that waits later; returns how many waiting jobs
-    it released. A bad name, key or payload raises ``InvalidEvent``, nothing written."""
-    return events.emit(name, key=key, payload=payload)
+    it released. A bad name, key or payload raises ``InvalidEvent``, nothing written.
+    With several queue databases it goes to ``database``, else where its waiters are
+    (the key's database under ROUTE "key", else every one)."""
+    return events.emit(name, key=key, payload=payload, database=database)
+
+
+@contextmanager
+def on_job_database(job_id: uuid.UUID | str) -> Iterator[str]:
+    """The block runs on the queue database holding ``job_id`` (with one database, on
+    it without a look; a job none holds: the current one, whose read then says so)."""
+    if not routing.several():
+        yield routing.current()
+        return
+    try:
+        key = store.as_uuid(job_id)
+    except Exception:
+        found = None
+    else:
+        found = store.database_of_job(key)
+    with routing.using(found or routing.current()) as alias:
+        yield alias
 
 
 def cancel(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
     """Cancel a pending job, or ask the worker running a claimed one to stop it."""
-    return JobHandle(store.cancel(job_id=job_id, actor=actor))
+    with on_job_database(job_id) as alias:
+        return JobHandle(store.cancel(job_id=job_id, actor=actor), database=alias)
 
 
 def requeue(job_id: uuid.UUID | str, force: bool = False, *, actor: str = "") -> JobHandle:
     """Send a dead or cancelled job (a completed one with ``force=True``) back to pending."""
-    return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor))
+    with on_job_database(job_id) as alias:
+        return JobHandle(store.requeue(job_id=job_id, force=force, actor=actor), database=alias)
 
 
 def run_now(job_id: uuid.UUID | str, *, actor: str = "") -> JobHandle:
     """Make a pending job that is scheduled for later runnable now."""
-    return JobHandle(store.run_now(job_id=job_id, actor=actor))
+    with on_job_database(job_id) as alias:
+        return JobHandle(store.run_now(job_id=job_id, actor=actor), database=alias)
 
 
 def pause_queue(name: str, *, actor: str = "") -> bool:
@@ -53,12 +76,15 @@ def pause_queue(name: str, *, actor: str = "") -> bool:
 
     Returns True if the queue was running until now.
     """
-    return store.pause_queue(queue=name, actor=actor)
+    # On every queue database (a queue's jobs may be on any); all of them, not the first.
+    changed = [store.pause_queue(queue=name, actor=actor) for _ in routing.each()]
+    return any(changed)
 
 
 def resume_queue(name: str) -> bool:
     """Let workers claim from queue ``name`` again; True if it was paused."""
-    return store.resume_queue(queue=name)
+    changed = [store.resume_queue(queue=name) for _ in routing.each()]
+    return any(changed)
 
 
 def mark(label: str, *, by: str = "", at: datetime | None = None) -> DeployMarker:
@@ -71,7 +97,8 @@ def mark(label: str, *, by: str = "", at: datetime | None = None) -> DeployMarke
 
 def job(job_id: uuid.UUID | str) -> JobHandle:
     """A handle on an existing job (``.status``, ``.result``, ``.journal()``)."""
-    return JobHandle(store.get_job(job_id=job_id))
+    with on_job_database(job_id) as alias:
+        return JobHandle(store.get_job(job_id=job_id), database=alias)
 
 
 def history(**filters: Unpack[HistoryFilters]) -> HistoryPage:

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from django_jobqueue import conf, store, validation
+from django_jobqueue import conf, routing, store, validation
 from django_jobqueue.models import Job
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Pipeline
@@ -135,7 +135,7 @@ def run_jobs(
     settings = conf.get()
     pipe = Pipeline(
         worker_id=f"testing:{os.getpid()}",
-        alias=settings.database,
+        alias=routing.current(),
         max_output_bytes=settings.max_output_bytes,
     )
     wanted = [_kind(k) for k in kinds] if kinds else registry.kinds()

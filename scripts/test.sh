@@ -44,7 +44,8 @@ suffixed() {
 # - the database tier (tests/db, less its big cleanup);
 # - the other in-process tiers;
 # - the fault campaigns and the browser;
-# - the real concurrency tier, PgBouncer, the durable steps and the per-key fairness
+# - the real concurrency tier, PgBouncer, the durable steps, the per-key fairness and
+#   the shards (several queue databases on two clusters of their own, ports 5512-5513)
 #   (runworker children and their chaos campaign's CI form);
 # - the admin on 500,000 jobs and the big cleanup (the two heaviest writers).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
@@ -52,7 +53,7 @@ suffixed() {
 INPROCESS=(tests/unit tests/workflows tests/admin tests/security tests/model tests/fuzz
   tests/conformance tests/partitions testproject)
 FAULTS=(tests/chaos tests/browser)
-CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness)
+CONCURRENCY=(tests/concurrency tests/pgbouncer tests/steps tests/fairness tests/shards)
 BIG_CLEANUP=tests/db/test_cleanup.py::test_a_big_cleanup_never_makes_a_busy_worker_wait_on_a_lock
 HEAVY=(tests/scale "$BIG_CLEANUP")
 leg_pg_db() {

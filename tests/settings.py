@@ -96,5 +96,17 @@ if os.environ.get("JOBQUEUE_TEST_LISTEN_URL"):
     DATABASES["direct"] = dict(dj_database_url.parse(os.environ["JOBQUEUE_TEST_LISTEN_URL"]))  # noqa: F405
     JOBQUEUE["LISTEN_DATABASE"] = "direct"
 
+# A runworker child of the shards tier (tests/shards): the two queue databases' aliases,
+# each the test's database on a cluster of its own (JSON: alias -> URL), and the
+# tier's DATABASES setting.
+if os.environ.get("JOBQUEUE_TEST_SHARDS"):
+    import dj_database_url
+
+    from tests.shards import layout
+
+    for _alias, _url in json.loads(os.environ["JOBQUEUE_TEST_SHARDS"]).items():
+        DATABASES[_alias] = dict(dj_database_url.parse(_url))  # noqa: F405
+    JOBQUEUE["DATABASES"] = layout.queue_databases()
+
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

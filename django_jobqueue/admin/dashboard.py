@@ -21,7 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
-from django_jobqueue.admin import history, table_health
+from django_jobqueue.admin import databases, history, table_health
 from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.chart import chart
 from django_jobqueue.admin.common import actor, badge, local, log
@@ -54,6 +54,7 @@ def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
             {
                 **modeladmin.admin_site.each_context(request),
                 "title": "Job queue dashboard",
+                "queue_databases": databases.choices(),
                 "opts": modeladmin.opts,
                 "at": local(now),
                 "cards": _cards(s),

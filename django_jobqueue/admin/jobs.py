@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 
 from django_jobqueue import store, tracing
 from django_jobqueue.admin import actions as job_actions
-from django_jobqueue.admin import cleanup, dashboard, guard, job_page, tracebacks, why
+from django_jobqueue.admin import cleanup, dashboard, databases, guard, job_page, tracebacks, why
 from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.common import (
     badge,
@@ -229,7 +229,11 @@ class JobAdmin(ModelAdmin):
             request, job_actions.ACTIONS[name]
         ):
             raise PermissionDenied
-        extra = {**(extra_context or {}), "can_cleanup": self.has_cleanup_permission(request)}
+        extra = {
+            **(extra_context or {}),
+            "can_cleanup": self.has_cleanup_permission(request),
+            "queue_databases": databases.choices(),
+        }
         token = why.listing()  # the rows' reasons share one read of what they share
         try:
             response = super().changelist_view(request, extra)
@@ -315,6 +319,9 @@ class JobAdmin(ModelAdmin):
     # --- the job page, its actions, and the other pages ----------------------------------
 
     def get_urls(self) -> list[URLPattern]:
+        return databases.served(self._urls())
+
+    def _urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
         name = f"{self.opts.app_label}_{self.opts.model_name}"
         return [
@@ -327,6 +334,7 @@ class JobAdmin(ModelAdmin):
                 name=f"{name}_live_stamp",
             ),
             path("cleanup/", wrap(cleanup.view(self)), name=f"{name}_cleanup"),
+            path("database/", wrap(databases.select_view(self)), name=f"{name}_database"),
             path("<path:object_id>/live/", wrap(self.live_view), name=f"{name}_job_live"),
             path(
                 "<path:object_id>/live/stamp/",

@@ -11,12 +11,12 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import URLPattern, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from django_jobqueue.admin import guard, tracebacks
+from django_jobqueue.admin import databases, guard, tracebacks
 from django_jobqueue.admin.common import (
     badge,
     duration,
@@ -99,6 +99,9 @@ class JobFilter(admin.SimpleListFilter):
 
 
 class JournalEntryAdmin(ModelAdmin):
+    def get_urls(self) -> list[URLPattern]:
+        return databases.served(super().get_urls())
+
     # Fits a 1,280 px window with the sidebar and the filters open: a run's start and
     # duration in one cell, its worker or the operator (an entry has one or the other)
     # in another.

@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobqueue.admin import guard, workflow_actions, workflow_bulk
+from django_jobqueue.admin import databases, guard, workflow_actions, workflow_bulk
 from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.common import COLOURS, age, badge, local, short_id
 from django_jobqueue.admin.graph import NODE_CAP, STATUS_ORDER, layout
@@ -134,8 +134,11 @@ class WorkflowAdmin(ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_act"
         act = self.admin_site.admin_view(self.action_view)
-        wrap = self.admin_site.admin_view
         page = f"{self.opts.app_label}_{self.opts.model_name}"
+        return databases.served([*self._urls(act, name, page), *super().get_urls()], workflows=True)
+
+    def _urls(self, act: Any, name: str, page: str) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
         return [
             path("<path:object_id>/act/<str:name>/", act, name=name),
             path("<path:object_id>/live/", wrap(self.live_view), name=f"{page}_live"),
@@ -144,7 +147,6 @@ class WorkflowAdmin(ModelAdmin):
                 wrap(self.live_stamp_view),
                 name=f"{page}_live_stamp",
             ),
-            *super().get_urls(),
         ]
 
     def live_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:

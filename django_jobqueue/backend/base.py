@@ -28,9 +28,8 @@ from django_jobqueue.backend.compat import (
 from django_jobqueue.backend.options import BackendOptions, JobQueueTask, check_retry_options, tier
 from django_jobqueue.backend.runner import DjangoTaskDef
 from django_jobqueue.errors import EnqueueError, InvalidArguments, JobNotFound
+from django_jobqueue.operations import on_job_database
 from django_jobqueue.rules.lifecycle import clamped
-from django_jobqueue.task import signalling
-from django_jobqueue.task.handle import JobHandle
 from django_jobqueue.task.options import (
     Options,
     build_request,
@@ -40,6 +39,7 @@ from django_jobqueue.task.options import (
 )
 from django_jobqueue.task.registry import registry
 from django_jobqueue.task.registry import validate_queue as check_queue
+from django_jobqueue.task.submit import submit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -93,8 +93,7 @@ class JobQueueBackend(BaseTaskBackend):
             priority=tier(task.priority), queue=task.queue_name, run_at=_run_after(task)
         )
         request = build_request(defn, payload, options, payload_json=text)
-        job, disposition = store.enqueue(request)
-        signalling.enqueued([request], [JobHandle(job, disposition)])
+        job = submit(request).job  # on its queue database, its receivers told
         result = results.build(job=results.JobView.of_job(job), entries=[], task=task)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -137,17 +136,19 @@ class JobQueueBackend(BaseTaskBackend):
         that is malformed, unknown, or a job that is not a Django task."""
         if not isinstance(result_id, str) or not result_id or len(result_id) > MAX_ID_LENGTH:
             raise TaskResultDoesNotExist(f"{result_id!r} is not a task result id")
-        try:
-            job = store.get_job(job_id=result_id)
-        except JobNotFound:
-            raise TaskResultDoesNotExist(result_id) from None
+        with on_job_database(result_id):
+            try:
+                job = store.get_job(job_id=result_id)
+            except JobNotFound:
+                raise TaskResultDoesNotExist(result_id) from None
+            entries = store.journal(job_id=job.id)
         defn = registry.find(job.kind)
         if not isinstance(defn, DjangoTaskDef):
             raise TaskResultDoesNotExist(
                 f"{result_id} is a job of kind {job.kind!r}, not a Django task this process "
                 "knows (is the module defining it imported?)"
             )
-        return defn.result(results.JobView.of_job(job), store.journal(job_id=job.id))
+        return defn.result(results.JobView.of_job(job), entries)
 
 
 def _normalized(name: str, value: Any, kind: str) -> Any:

@@ -40,7 +40,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from django_jobqueue import conf, validation
+from django_jobqueue import conf, routing, validation
 from django_jobqueue.errors import (
     ChildDepthExceeded,
     ChildFailed,
@@ -139,7 +139,8 @@ class Children:
             **book._when(),
             "seq": seq,
         }
-        with transaction.atomic(using=book.alias):
+        # On the parent's own database: its notify step settles the parent's wait.
+        with transaction.atomic(using=book.alias), routing.using(book.alias):
             flow.enqueue_with(last=(PARENT_STEP, notify), workflow_id=workflow_id)
             book._write(record)
         book.recorded.append(f"{name} (child workflow {workflow_id})")

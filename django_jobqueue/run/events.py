@@ -10,11 +10,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from django_jobqueue import conf, validation
+from django_jobqueue import conf, routing, validation
 from django_jobqueue.errors import InvalidEvent, InvalidStep
 from django_jobqueue.models.events import EVENT_KEY_MAX, EVENT_NAME_MAX
 from django_jobqueue.run.executor import output_problem
 from django_jobqueue.store import durable as stored
+from django_jobqueue.store.locating import on_database
 
 # An event no job waits for is kept for a job that waits later; said at INFO, since a
 # name or key misspelt at the sender is otherwise silent (emit() returns 0 either way).
@@ -54,17 +55,24 @@ def event_address(name: Any, key: Any) -> tuple[str, str]:
     return checked, key
 
 
-def emit(name: Any, *, key: Any = "", payload: Any = None) -> int:
+def emit(name: Any, *, key: Any = "", payload: Any = None, database: str | None = None) -> int:
     """Send an event: stored (kept for EVENT_RETENTION, for a job that waits later) and
     delivered to every job waiting for its name and key, in the caller's transaction
     on the jobs database if one is open (like ``enqueue``); returns how many waiting
     jobs it released. A name, key or payload that cannot be stored raises
-    ``InvalidEvent`` naming it, before anything is written."""
+    ``InvalidEvent`` naming it, before anything is written.
+
+    With several queue databases the event goes where its waiters are: ``database``
+    if given, else under ROUTE "key" the database of its key (where the jobs keyed
+    with the event's key wait), else every queue database (a waiter may be on any)."""
     name, key = event_address(name, key)
     problem = output_problem(payload, "the event payload", conf.get().max_payload_bytes)
     if problem is not None:
         raise InvalidEvent(problem, argument="payload")
-    released = stored.emit(name=name, key=key, payload=payload, now=timezone.now())
+    released = 0
+    for alias in _event_databases(key, database):
+        with on_database(alias):
+            released += stored.emit(name=name, key=key, payload=payload, now=timezone.now())
     if not released:
         logger.info(
             "emit(%r, key=%r): no job waits for this event now; it is kept for "
@@ -73,3 +81,14 @@ def emit(name: Any, *, key: Any = "", payload: Any = None) -> int:
             key,
         )
     return released
+
+
+def _event_databases(key: str, database: str | None) -> tuple[str, ...]:
+    if database is not None:
+        return (routing.check(database),)
+    settings = conf.get().databases
+    if settings is None:
+        return (routing.current(),)
+    if settings.route == "key":
+        return (routing.for_key(key),)
+    return routing.aliases()

@@ -46,6 +46,7 @@ from django_jobqueue.store.limits import (
     take_tokens,
 )
 from django_jobqueue.store.limits import overrides as limit_overrides
+from django_jobqueue.store.locating import database_of_job, database_of_workflow, on_database
 from django_jobqueue.store.monitoring import (
     DURATION_BUCKETS,
     RunTotal,
@@ -168,6 +169,8 @@ __all__ = [
     "cleanup",
     "clear_limit",
     "count",
+    "database_of_job",
+    "database_of_workflow",
     "delete_finished",
     "delete_refusal",
     "describe",
@@ -194,6 +197,7 @@ __all__ = [
     "merge_candidates",
     "next_wakeup",
     "oldest_due",
+    "on_database",
     "partition_journal",
     "pause_queue",
     "paused_queues",

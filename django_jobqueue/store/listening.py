@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from django_jobqueue import conf
+from django_jobqueue import routing
 from django_jobqueue.store import wakeups
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.dialects.base.wakeups import Wakeups
@@ -227,8 +227,9 @@ _hubs_lock = threading.Lock()
 
 
 def listen_alias() -> str:
-    """The alias the process listens through (``LISTEN_DATABASE``, else ``DATABASE``)."""
-    return conf.get().listen_database
+    """The alias the process listens through (``LISTEN_DATABASE``, else ``DATABASE``;
+    another queue database's own when it is current)."""
+    return routing.listen_alias()
 
 
 def supported() -> bool:

@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
-from django_jobqueue import conf, validation
+from django_jobqueue import routing, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
 from django_jobqueue.store.dialects import Interface as Interface
 from django_jobqueue.store.dialects import for_alias
@@ -28,7 +28,9 @@ PAUSED = QueuePause._meta.db_table
 
 
 def alias() -> str:
-    return conf.get().database
+    """The current queue database (``routing.current``): DATABASE unless a block, or
+    the worker process, chose another of DATABASES."""
+    return routing.current()
 
 
 def connection() -> BaseDatabaseWrapper:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import store
+from django_jobqueue import routing, store
 from django_jobqueue.models import Job
 from django_jobqueue.progress import Progress, live
 from django_jobqueue.task import waiting
@@ -27,12 +27,22 @@ class JobHandle:
     ``disposition`` says what an enqueue did (``inserted``, ``merged`` or ``reused``);
     it is None on a handle that no enqueue made. A bulk enqueue hands over only what
     it wrote (id, kind, pending): ``job`` then reads the row on first use.
+
+    ``database`` is the queue database the job lives on (with several, every read
+    and action of the handle goes there).
     """
 
-    def __init__(self, job: Job | NewJob, disposition: Disposition | None = None) -> None:
+    def __init__(
+        self,
+        job: Job | NewJob,
+        disposition: Disposition | None = None,
+        *,
+        database: str | None = None,
+    ) -> None:
         self._job = job
         self.id: uuid.UUID = job.id
         self.disposition: Disposition | None = disposition
+        self.database: str = routing.current() if database is None else database
 
     @property
     def job(self) -> Job:
@@ -90,7 +100,8 @@ class JobHandle:
         return live(job.status, job.progress_done, job.progress_total, job.progress_note)
 
     def refresh(self) -> JobHandle:
-        self._job = store.get_job(job_id=self.id)
+        with routing.using(self.database):
+            self._job = store.get_job(job_id=self.id)
         return self
 
     def wait(self, timeout: float | None = None, *, interval: float | None = None) -> JobHandle:
@@ -103,13 +114,15 @@ class JobHandle:
         milliseconds of the settlement's commit); on SQLite and MariaDB it polls, every
         ``interval`` seconds if given, else backing off from 50 ms to 1 s.
         """
-        waiting.Waiter(self.id, self._finished, timeout, interval).run()
+        with routing.using(self.database):
+            waiting.Waiter(self.id, self._finished, timeout, interval).run()
         return self
 
     async def await_result(self, timeout: float | None = None) -> Any:
         """``wait`` for async code (the event loop is never blocked: the reads run in a
         thread); returns the job's ``result``."""
-        await waiting.Waiter(self.id, self._finished, timeout, None).arun()
+        with routing.using(self.database):
+            await waiting.Waiter(self.id, self._finished, timeout, None).arun()
         return self.result
 
     def _finished(self) -> bool:
@@ -120,7 +133,8 @@ class JobHandle:
         its earlier steps replay from their records, ``step`` and what follows run anew
         (after a bug fix). Refused while a run holds the job (``InvalidTransition``);
         ``InvalidStep`` if it recorded no such step. Journalled with ``actor``."""
-        self._job = store.rerun_from(job_id=self.id, step=step, actor=actor)
+        with routing.using(self.database):
+            self._job = store.rerun_from(job_id=self.id, step=step, actor=actor)
         return self.refresh()
 
     def stream(self, *, after: int = 0, timeout: float | None = None) -> Stream:
@@ -129,7 +143,8 @@ class JobHandle:
         each once, with ``for`` or ``async for``, waiting for new ones until the job is
         finished and all are read, or until ``timeout`` seconds have passed (None: no
         limit; 0: only what is there). ``JobNotFound`` if the job is gone."""
-        return Stream(self.id, after=after, timeout=timeout)
+        with routing.using(self.database):
+            return Stream(self.id, after=after, timeout=timeout)
 
     def terminate(self, *, actor: str = "") -> JobHandle:
         """Stop this job now: a pending (or waiting) one is cancelled; a claimed one's
@@ -137,17 +152,21 @@ class JobHandle:
         process-pool child killed, its coroutine cancelled, its thread abandoned) and
         settles it ``cancelled``, the journal naming ``actor`` and the means. Raises
         ``InvalidTransition`` for a completed or dead job."""
-        self._job = store.terminate(job_id=self.id, actor=actor)
+        with routing.using(self.database):
+            self._job = store.terminate(job_id=self.id, actor=actor)
         return self
 
     def journal(self) -> list[JournalEntry]:
-        return store.journal(job_id=self.id)
+        with routing.using(self.database):
+            return store.journal(job_id=self.id)
 
     def explain(self) -> Explanation:
         """Why the job is where it is now, in one line (a reason code, its message, the
         place where it can be changed and the action that lifts it): the job is read
         again first, as the answer is about now."""
-        return explain(self.refresh().job)
+        job = self.refresh().job
+        with routing.using(self.database):
+            return explain(job)
 
     def __repr__(self) -> str:
         how = f" ({self.disposition})" if self.disposition else ""

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
 
-from django_jobqueue import conf, store, validation
+from django_jobqueue import conf, routing, store, validation
 from django_jobqueue.errors import (
     ConfigurationError,
     InvalidArguments,
@@ -315,10 +315,11 @@ def overview(*, now: datetime | None = None) -> list[ScheduleRow]:
 
     now = now or dj_timezone.now()
     defined = schedules()
-    states = store.schedule_states(names=[s.name for s in defined])
-    jobs = store.last_jobs(
-        job_ids=[st.last_job_id for st in states.values() if st.last_job_id is not None]
-    )
+    with routing.using(conf.get().database):  # the schedules' home, with several
+        states = store.schedule_states(names=[s.name for s in defined])
+        jobs = store.last_jobs(
+            job_ids=[st.last_job_id for st in states.values() if st.last_job_id is not None]
+        )
     rows = []
     for s in defined:
         state = states.get(s.name)

@@ -11,12 +11,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.dispatch import Signal
 
-from django_jobqueue import conf
 from django_jobqueue.signals import job_enqueued
 from django_jobqueue.task.registry import registry
 
@@ -96,7 +96,7 @@ def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -
         return
     pairs = list(zip(requests, handles, strict=True))
 
-    def send() -> None:
+    def send(pairs: list[tuple[EnqueueRequest, JobHandle]]) -> None:
         for request, handle in pairs:
             deliver(
                 job_enqueued,
@@ -108,4 +108,7 @@ def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -
                 disposition=handle.disposition,
             )
 
-    transaction.on_commit(send, using=conf.get().database, robust=True)
+    # Each job's receivers hear of it when its own queue database's transaction commits.
+    for alias in dict.fromkeys(handle.database for handle in handles):
+        mine = [(r, h) for r, h in pairs if h.database == alias]
+        transaction.on_commit(partial(send, mine), using=alias, robust=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from django_jobqueue import routing
 from django_jobqueue.errors import InvalidArguments, JobNotFound
 from django_jobqueue.states import TERMINAL
 from django_jobqueue.store import listening, wakeups
@@ -66,6 +67,7 @@ class Stream:
                 argument="timeout",
             )
         self.job_id = job_id
+        self.database = routing.current()  # the job's queue database: every look is there
         self.offset: int = after
         self.timeout: float | None = timeout
         self.finished = False  # the job finished and every item was read
@@ -76,10 +78,11 @@ class Stream:
     def _look(self) -> tuple[str, list[tuple[int, Any]]]:
         """The job's status, then the items after the offset (the status first, so a
         finished job's last items are among them)."""
-        status = stored.status_of(job_id=self.job_id)
-        if status is None:
-            raise JobNotFound(f"No job with id {self.job_id}", job_id=self.job_id)
-        return status, stored.read(job_id=self.job_id, after=self.offset, limit=BATCH)
+        with routing.using(self.database):
+            status = stored.status_of(job_id=self.job_id)
+            if status is None:
+                raise JobNotFound(f"No job with id {self.job_id}", job_id=self.job_id)
+            return status, stored.read(job_id=self.job_id, after=self.offset, limit=BATCH)
 
     def _took(self, status: str, rows: list[tuple[int, Any]]) -> list[StreamItem]:
         if rows:
@@ -111,7 +114,12 @@ class Stream:
         return note == listening.RESYNC or note.payload == str(self.job_id)
 
     def _subscribe(self) -> listening.Subscription:
-        return listening.subscribe([wakeups.STREAM_CHANNEL])
+        with routing.using(self.database):
+            return listening.subscribe([wakeups.STREAM_CHANNEL])
+
+    def _supported(self) -> bool:
+        with routing.using(self.database):
+            return listening.supported()
 
     def _close(self) -> None:
         if self._listening is not None:
@@ -136,7 +144,7 @@ class Stream:
                 left = self._left(deadline)
                 if self.finished or left <= 0:
                     return
-                if self._listening is None and listening.supported():
+                if self._listening is None and self._supported():
                     self._listening = self._subscribe()
                     continue  # look again now that no notification can be missed
                 if self._listening is not None:
@@ -167,7 +175,7 @@ class Stream:
                 left = self._left(deadline)
                 if self.finished or left <= 0:
                     return
-                if self._listening is None and await sync_to_async(listening.supported)():
+                if self._listening is None and await sync_to_async(self._supported)():
                     self._listening = await asyncio.to_thread(self._subscribe)
                     continue
                 if self._listening is not None:

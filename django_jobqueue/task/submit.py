@@ -1,10 +1,11 @@
-"""Handing validated enqueue requests to the store, and naming the bad item of a batch."""
+"""Handing validated enqueue requests to the store, each on its queue database, and
+naming the bad item of a batch."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django_jobqueue import store
+from django_jobqueue import routing, store
 from django_jobqueue.errors import (
     EnqueueError,
 )
@@ -12,23 +13,53 @@ from django_jobqueue.task import signalling
 from django_jobqueue.task.handle import JobHandle
 
 if TYPE_CHECKING:
-    from django_jobqueue.store import EnqueueRequest
+    from django_jobqueue.models import Job
+    from django_jobqueue.store import Disposition, EnqueueRequest, NewJob
     from django_jobqueue.task.handle import JobHandle
 
 
 def submit(request: EnqueueRequest) -> JobHandle:
-    # Imported here so that the task layer stays free of the database at import time.
-
-    row, disposition = store.enqueue(request)
-    handle = JobHandle(row, disposition)
+    if not routing.several():  # one database: not a statement, not a call more
+        row, disposition = store.enqueue(request)
+        handle = JobHandle(row, disposition)
+    else:
+        with store.on_database(database_of(request)) as alias:
+            row, disposition = store.enqueue(request)
+            handle = JobHandle(row, disposition, database=alias)
     signalling.enqueued([request], [handle])
     return handle
 
 
 def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
-    handles = [JobHandle(row, disposition) for row, disposition in store.enqueue_many(requests)]
+    if not routing.several():
+        handles = [JobHandle(row, d) for row, d in store.enqueue_many(requests)]
+    else:
+        handles = _routed_many(requests)
     signalling.enqueued(requests, handles)
     return handles
+
+
+def database_of(request: EnqueueRequest) -> str:
+    """The queue database ``request`` goes to (``routing.target``)."""
+    return routing.target(kind=request.kind, queue=request.queue, key=request.job_key)
+
+
+def _routed_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
+    """Each database's share of a batch in one ``enqueue_many`` of its own (one
+    transaction each: a batch over several databases is not atomic as a whole), the
+    handles back in the batch's order."""
+    shares: dict[str, list[int]] = {}
+    for index, request in enumerate(requests):
+        shares.setdefault(database_of(request), []).append(index)
+    handles: list[JobHandle | None] = [None] * len(requests)
+    for alias, indexes in shares.items():
+        with store.on_database(alias):
+            written: list[tuple[Job | NewJob, Disposition]] = store.enqueue_many(
+                [requests[i] for i in indexes]
+            )
+        for index, (row, disposition) in zip(indexes, written, strict=True):
+            handles[index] = JobHandle(row, disposition, database=alias)
+    return [h for h in handles if h is not None]
 
 
 def items_error(index: int, exc: EnqueueError) -> EnqueueError:

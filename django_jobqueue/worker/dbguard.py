@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from django_jobqueue import conf
+from django_jobqueue import routing
 from django_jobqueue.store.dialects import for_alias
 
 logger = logging.getLogger("django_jobqueue")
@@ -71,4 +71,4 @@ class DbGuard:
 def is_connection_error(exc: BaseException, *, alias: str | None = None) -> bool:
     """Whether ``exc`` is the connection's (or transient), as the dialect of database
     ``alias`` (the jobs database by default) classifies its errors."""
-    return for_alias(alias or conf.get().database).is_connection_error(exc)
+    return for_alias(alias or routing.current()).is_connection_error(exc)

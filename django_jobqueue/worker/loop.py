@@ -25,7 +25,7 @@ from types import FrameType
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from django_jobqueue import conf, sentry, store
+from django_jobqueue import conf, routing, sentry, store
 from django_jobqueue.formatting import plural
 from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
@@ -71,7 +71,7 @@ class Worker(Turns):
     ) -> None:
         settings = conf.get()
         self.pool = startup.pool(pool, settings)
-        self.alias = settings.database
+        self.alias = routing.current()
         self.queues = list(queues or [])
         self.kinds = startup.known_kinds(kinds)
         self.concurrency = startup.concurrency(concurrency, settings)
@@ -105,7 +105,7 @@ class Worker(Turns):
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._listener = Listener(settings.listen_database, self._on_notify)
+        self._listener = Listener(routing.listen_alias(), self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = self.claimed = 0

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.db import DatabaseError
 
-from django_jobqueue import conf, store, validation
+from django_jobqueue import conf, routing, store, validation
 from django_jobqueue.task.periodic import schedules
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import DbCall, Maintenance, Running, Service, Timings
@@ -177,6 +177,9 @@ def services(
     if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
         found.append(HistorySampler(db, interval=timings.history))
     periodic = schedules()
-    if periodic:  # none: no scheduler, so no cost
+    # None: no scheduler, so no cost. With several queue databases the schedules and
+    # their ticks live on HOME alone (each tick once across all of them): only the
+    # workers serving it schedule.
+    if periodic and routing.is_home():
         found.append(Scheduler(db, interval=timings.schedules, schedules=periodic))
     return Maintenance(found)

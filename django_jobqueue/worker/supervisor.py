@@ -141,6 +141,9 @@ class Supervisor:
     # Called (on a thread of its own) with a child's pid and why it died, for each child
     # that ended other than by a graceful stop or a recycle.
     on_death: Callable[[int, str], None] | None = None
+    # Each slot's own command line, cycled (a worker serving every queue database runs
+    # its processes for each): none, ``argv`` for every slot.
+    argvs: Sequence[Sequence[str]] = ()
 
     def install_signal_handlers(self) -> None:
         self._signal_work = SignalWork("jobqueue-signal")
@@ -183,7 +186,8 @@ class Supervisor:
         read, write = os.pipe()
         os.set_blocking(read, False)
         try:
-            popen = _spawn(self.argv, write)
+            argv = self.argvs[slot % len(self.argvs)] if self.argvs else self.argv
+            popen = _spawn(argv, write)
         except BaseException:
             os.close(read)
             raise
@@ -313,21 +317,29 @@ def recover_at_once(pid: int, cause: str) -> None:
     logged, never raised: the jobs then come back when their leases run out."""
     from django.db import connections
 
-    from django_jobqueue import conf, store
+    from django_jobqueue import routing, store
     from django_jobqueue.task.registry import policy_for
 
     host = socket.gethostname()
-    try:
-        found = store.recover_lost(worker_id=f"{host}:{pid}", cause=cause, policy_for=policy_for)
-        store.mark_gone(pid=pid, host=host)
-    except Exception:
-        logger.exception(
-            "could not recover the jobs of worker process %d: left to their leases", pid
+    # On every queue database (it served one of them; the others hold nothing of its).
+    for alias in routing.each():
+        try:
+            found = store.recover_lost(
+                worker_id=f"{host}:{pid}", cause=cause, policy_for=policy_for
+            )
+            store.mark_gone(pid=pid, host=host)
+        except Exception:
+            logger.exception(
+                "could not recover the jobs of worker process %d on %s: left to their leases",
+                pid,
+                alias,
+            )
+            continue
+        finally:
+            connections[alias].close()
+        logger.warning(
+            "worker process %d %s: %d of its jobs recovered at once on %s", pid, cause, found, alias
         )
-        return
-    finally:
-        connections[conf.get().database].close()
-    logger.warning("worker process %d %s: %d of its jobs recovered at once", pid, cause, found)
 
 
 def current_rss_mib() -> float:

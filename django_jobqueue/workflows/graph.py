@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django_jobqueue import validation
+from django_jobqueue import routing, store, validation
 from django_jobqueue.errors import (
     DuplicateStep,
     EmptyWorkflow,
@@ -209,12 +209,25 @@ class Workflow:
             specs.append(
                 StepSpec(name=step, request=sig.request, parents=parents, when=JoinWhen.FINISHED)
             )
-        wf, rows = enqueue_workflow(
-            name=self.name, shape=self.shape, steps=specs, workflow_id=workflow_id, output=output
+        root = specs[0].request if specs else None
+        database = (
+            routing.current()
+            if root is None or not routing.several()
+            else routing.target(kind=root.kind, queue=root.queue, key=root.job_key)
         )
-        handles = [JobHandle(row, "inserted") for row in rows]
-        signalling.enqueued([s.request for s in specs], handles)
-        return WorkflowHandle(wf, {s.name: h for s, h in zip(specs, handles, strict=True)})
+        with store.on_database(database):  # the whole workflow on its root's database
+            wf, rows = enqueue_workflow(
+                name=self.name,
+                shape=self.shape,
+                steps=specs,
+                workflow_id=workflow_id,
+                output=output,
+            )
+            handles = [JobHandle(row, "inserted") for row in rows]
+            signalling.enqueued([s.request for s in specs], handles)
+            return WorkflowHandle(
+                wf, {s.name: h for s, h in zip(specs, handles, strict=True)}, database=database
+            )
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r} ({self.shape}, {len(self._steps)} steps)>"

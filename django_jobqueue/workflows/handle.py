@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from django_jobqueue import store
+from django_jobqueue import routing, store
 from django_jobqueue.errors import (
     InvalidArguments,
     NoWorkflowOutput,
@@ -42,10 +42,18 @@ class WorkflowHandle:
     maps each step's name to its ``JobHandle``.
     """
 
-    def __init__(self, wf: Workflow, steps: dict[str, JobHandle] | None = None) -> None:
+    def __init__(
+        self,
+        wf: Workflow,
+        steps: dict[str, JobHandle] | None = None,
+        *,
+        database: str | None = None,
+    ) -> None:
         self._wf = wf
         self.id: uuid.UUID = wf.id
         self._steps = steps
+        #: The queue database the whole workflow lives on (its root's).
+        self.database: str = routing.current() if database is None else database
 
     @property
     def workflow(self) -> Workflow:
@@ -79,10 +87,11 @@ class WorkflowHandle:
     def steps(self) -> dict[str, JobHandle]:
         """Step name -> its job (read on first use, and again after ``refresh()``)."""
         if self._steps is None:
-            self._steps = {
-                job.step_name or str(job.id): JobHandle(job)
-                for job in stored.steps_of(workflow_id=self.id)
-            }
+            with routing.using(self.database):
+                self._steps = {
+                    job.step_name or str(job.id): JobHandle(job, database=self.database)
+                    for job in stored.steps_of(workflow_id=self.id)
+                }
         return self._steps
 
     @property
@@ -98,6 +107,10 @@ class WorkflowHandle:
         list of its members' results in order. Raises ``WorkflowNotFinished`` while it
         runs, ``WorkflowFailed`` when a step died or it was cancelled, and
         ``NoWorkflowOutput`` when it declares no output step."""
+        with routing.using(self.database):
+            return self._result()
+
+    def _result(self) -> Any:
         wf = self._wf
         if wf.status == WorkflowStatus.RUNNING:
             raise WorkflowNotFinished(
@@ -162,7 +175,8 @@ class WorkflowHandle:
         return TimeoutError(f"workflow {self.id} did not finish within {timeout} s")
 
     def refresh(self) -> WorkflowHandle:
-        found = stored.get_workflow(workflow_id=self.id)
+        with routing.using(self.database):
+            found = stored.get_workflow(workflow_id=self.id)
         if found is None:
             raise WorkflowNotFound(f"No workflow with id {self.id}", workflow_id=self.id)
         self._wf = found
@@ -172,12 +186,14 @@ class WorkflowHandle:
     def cancel(self, *, actor: str = "") -> WorkflowHandle:
         """Cancel every step that has not finished (a running one cooperatively, as
         ``cancel()`` does); the workflow ends ``cancelled``."""
-        store.cancel_workflow(workflow_id=self.id, actor=actor)
+        with routing.using(self.database):
+            store.cancel_workflow(workflow_id=self.id, actor=actor)
         return self.refresh()
 
     def retry_dead(self, *, actor: str = "") -> WorkflowHandle:
         """Requeue every dead step, re-arming the steps their deaths cancelled."""
-        store.retry_dead_steps(workflow_id=self.id, actor=actor)
+        with routing.using(self.database):
+            store.retry_dead_steps(workflow_id=self.id, actor=actor)
         return self.refresh()
 
     def __repr__(self) -> str:
@@ -212,7 +228,11 @@ def workflow(workflow_id: uuid.UUID | str) -> WorkflowHandle:
         raise WorkflowNotFound(
             f"No workflow with id {workflow_id!r}", workflow_id=workflow_id
         ) from None
-    found = stored.get_workflow(workflow_id=key)
+    database = store.database_of_workflow(key)
+    found = None
+    if database is not None:
+        with routing.using(database):
+            found = stored.get_workflow(workflow_id=key)
     if found is None:
         raise WorkflowNotFound(f"No workflow with id {workflow_id}", workflow_id=workflow_id)
-    return WorkflowHandle(found)
+    return WorkflowHandle(found, database=database)

@@ -64,14 +64,15 @@ def free_port() -> int:
 class ThrowawayPostgres:
     """``initdb`` + ``pg_ctl`` on a temporary directory and a free port."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None) -> None:
+        """``port``: the one to listen on (default: a free one)."""
         bindir = find_bindir()
         assert bindir is not None, unavailable()
         self.bindir = bindir
         self.root = Path(tempfile.mkdtemp(prefix="jobqueue-pg-"))
         self.data = self.root / "data"
         self.logfile = self.root / "server.log"
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             user = pwd.getpwnam("postgres")

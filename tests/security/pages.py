@@ -323,8 +323,24 @@ def _endpoints() -> Iterator[Endpoint]:
         pause,
         lambda w: "reports" not in paused(),
     )
+    yield Endpoint(
+        "database select",
+        lambda w: f"{base}database/",
+        lambda w: {"database": "default", "next": f"{base}dashboard/"},
+        VIEW_JOB,
+        _database_chosen,
+    )
     yield from _workflow_endpoints()
     yield from _refused_everywhere()
+
+
+def _database_chosen(w: World) -> bool:
+    """Some session now shows the chosen queue database (the selector's one change)."""
+    from django.contrib.sessions.models import Session
+
+    from django_jobqueue.admin.databases import SESSION_KEY
+
+    return any(s.get_decoded().get(SESSION_KEY) == "default" for s in Session.objects.all())
 
 
 def _step_status(name: str, step: str, status: str) -> Callable[[World], bool]:

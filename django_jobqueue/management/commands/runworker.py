@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_jobqueue import conf
+from django_jobqueue import conf, routing
 from django_jobqueue.errors import ConfigurationError, JobQueueError
 from django_jobqueue.management.arguments import (
     async_concurrency,
@@ -122,7 +122,14 @@ class Command(BaseCommand):
         self._process_arguments(parser)
 
     def _process_arguments(self, parser: ArgumentParser) -> None:
-        """How many worker processes, and when one is replaced by a new one."""
+        """Which database, how many worker processes, and when one is replaced."""
+        parser.add_argument(
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="Serve this queue database only (default: every one JOBQUEUE names: "
+            "DATABASE, or each of DATABASES, in worker processes of their own).",
+        )
         parser.add_argument(
             "--processes",
             type=processes,
@@ -171,6 +178,11 @@ class Command(BaseCommand):
             known = ", ".join(registry.kinds())
             raise CommandError(f"{', '.join(unknown)}: no such task kind. Known: {known}")
         _log_to_stderr(options["verbosity"])
+        if options["database"] is not None:
+            try:
+                routing.serve(options["database"])
+            except ConfigurationError as exc:
+                raise CommandError(f"--database: {exc}") from exc
         count = options["processes"] or settings.processes
         pool = options["pool"] or settings.pool
         if options["max_tasks_per_child"] is not None and pool != "process":
@@ -183,7 +195,7 @@ class Command(BaseCommand):
         per_child = options["max_jobs_per_child"] or memory
         if options["supervised"]:
             sys.exit(self._child(options))
-        if count > 1 or per_child:
+        if count > 1 or per_child or (options["database"] is None and routing.several()):
             self._supervise(count, options, settings)
             return
         worker = self._worker(options, max_jobs=options["max_jobs"])
@@ -239,9 +251,16 @@ class Command(BaseCommand):
         # Checked here, not first in a child that would fail at every restart.
         self._worker(options, max_jobs=None)
         timeout = options["shutdown_timeout"]
+        # Without --database, each queue database gets ``count`` processes of its own: a
+        # process serves one database, so one that is down stops only its own loops.
+        served: list[str | None] = [options["database"]]
+        if options["database"] is None and routing.several():
+            served = list(routing.aliases())
+        argvs = [child_argv({**options, "database": alias}) for alias in served]
         sup = supervisor.Supervisor(
-            argv=child_argv(options),
-            count=count,
+            argv=argvs[0],
+            argvs=argvs if len(argvs) > 1 else (),
+            count=count * len(argvs),
             shutdown_timeout=(
                 settings.shutdown_timeout.total_seconds() if timeout is None else timeout
             ),
@@ -266,6 +285,8 @@ def child_argv(options: dict[str, Any]) -> list[str]:
         argv += ["--cap", f"{kind}={cap}"]
     if options["burst"]:
         argv.append("--burst")
+    if options.get("database") is not None:
+        argv += ["--database", options["database"]]
     for name in (
         "concurrency",
         "async_concurrency",
