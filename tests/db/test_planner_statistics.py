@@ -118,3 +118,9 @@ def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() 
     with CaptureQueriesContext(connection) as queries:
         keeper.run()
     assert [q["sql"] for q in queries.captured_queries] == []
+
+
+def test_the_keeper_never_wakes_an_idle_worker() -> None:
+    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    assert keeper.wake_in(0.0) is None
+    assert keeper.wake_in(3600.0) is None
