@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 
 from django_jobqueue.formatting import fmt_age, fmt_seconds
@@ -76,6 +77,17 @@ def actor(request: HttpRequest) -> str:
     user = request.user
     name = user.get_username() if user.is_authenticated else "anonymous"
     return f"admin:{name}"
+
+
+def back_to(request: HttpRequest, fallback: str) -> str:
+    """Where a POST's ``next`` asks to go back to, if it is a page of this site (never
+    an open redirect), else ``fallback``."""
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
 
 
 def log(request: HttpRequest, *, what: str, flag: int, message: str) -> None:

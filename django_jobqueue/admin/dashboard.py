@@ -17,14 +17,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import store
 from django_jobqueue.admin import databases, history, table_health
 from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.chart import chart
-from django_jobqueue.admin.common import actor, badge, local, log
+from django_jobqueue.admin.common import actor, back_to, badge, local, log
 from django_jobqueue.admin.listing import QueueFilter
 from django_jobqueue.errors import JobQueueError
 from django_jobqueue.formatting import fmt_age, fmt_seconds
@@ -257,11 +257,8 @@ def queue_view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
             messages.success(request, text)
             log(request, what=f"queue {name}", flag=CHANGE, message=text)
         # Back to the page the button was on (a job page's resume), if it is one of ours.
-        back = request.POST.get("next", "")
-        if not url_has_allowed_host_and_scheme(
-            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-        ):
-            back = reverse("admin:django_jobqueue_job_dashboard")
-        return HttpResponseRedirect(back)
+        return HttpResponseRedirect(
+            back_to(request, reverse("admin:django_jobqueue_job_dashboard"))
+        )
 
     return pause_or_resume

@@ -18,10 +18,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from django_jobqueue import conf, routing, store
+from django_jobqueue.admin.common import back_to
 from django_jobqueue.errors import ConfigurationError
 
 SESSION_KEY = "django_jobqueue_database"
@@ -115,11 +115,8 @@ def select_view(modeladmin: Any) -> View:
         except ConfigurationError as exc:
             raise PermissionDenied(str(exc)) from None
         request.session[SESSION_KEY] = alias
-        target = request.POST.get("next", "")
-        if not url_has_allowed_host_and_scheme(
-            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-        ):
-            target = reverse("admin:django_jobqueue_job_changelist")
-        return HttpResponseRedirect(target)
+        return HttpResponseRedirect(
+            back_to(request, reverse("admin:django_jobqueue_job_changelist"))
+        )
 
     return select_database

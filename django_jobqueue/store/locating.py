@@ -36,19 +36,20 @@ def on_database(alias: str) -> Iterator[str]:
 
 def database_of_job(job_id: uuid.UUID) -> str | None:
     """The queue database holding job ``job_id`` (None: none does)."""
-    if not routing.several():
-        return routing.current()
-    for alias in routing.aliases():
-        if Job.objects.using(alias).filter(id=job_id).exists():
-            return alias
-    return None
+    return _holding(Job, job_id)
 
 
 def database_of_workflow(workflow_id: uuid.UUID) -> str | None:
     """The queue database holding workflow ``workflow_id`` (None: none does)."""
+    return _holding(Workflow, workflow_id)
+
+
+def _holding(model: type[Job] | type[Workflow], row_id: uuid.UUID) -> str | None:
+    """The queue database whose ``model`` table holds ``row_id`` (with one database,
+    that one, unasked)."""
     if not routing.several():
         return routing.current()
     for alias in routing.aliases():
-        if Workflow.objects.using(alias).filter(id=workflow_id).exists():
+        if model.objects.using(alias).filter(id=row_id).exists():
             return alias
     return None
