@@ -84,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
 def sized(base: Sizes, overrides: list[str]) -> Sizes:
     """``base`` with the ``--size NAME=N`` overrides applied (a bad one is refused,
     naming it and the sizes there are)."""
-    known = {f.name: f.type for f in fields(Sizes)}
+    known = [f.name for f in fields(Sizes)]
     changes: dict[str, Any] = {}
     for item in overrides:
         name, sep, text = item.partition("=")
@@ -92,7 +92,8 @@ def sized(base: Sizes, overrides: list[str]) -> Sizes:
         if not sep or name not in known:
             raise ValueError(f"--size {item!r}: expected NAME=N, NAME one of {', '.join(known)}")
         try:
-            value = float(text) if known[name] in (float, "float") else int(text)
+            # The size's own type, read off its value (the annotations are text here).
+            value = type(getattr(base, name))(text)
         except ValueError:
             raise ValueError(f"--size {item!r}: {text!r} is not a number") from None
         if value <= 0:
