@@ -10,7 +10,9 @@ over the rounds of each bucket in µs per job for both, and their difference:
 - **enqueue** (the web process's side): the total of one ``noop.enqueue()`` in
   autocommit, its statement's round trip (inside psycopg's ``Cursor.execute``), and the
   Python time split by module (validation, tracing / Sentry, ids, inserting, the
-  dialect, the task API, Django, the rest);
+  dialect, the task API, Django, the rest), and, in a loop of 100,000, what each
+  enqueue asks of the optional features (``tracing.capture_context``,
+  ``tracing.enqueue_span``);
 - **worker** (one ``runworker --burst --processes 1`` on a preloaded backlog): the
   elapsed time per job, then each step's own time per job: the turn's Python and its
   statement (guarded settlement, journal rows, tally and the claim are one statement on
@@ -135,10 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.drop(template)
     enqueue = {m: medians([enqueue_rows(r["enqueue"]) for r in runs[m]]) for m in MODES}
     worker = {m: medians([worker_rows(r["worker"]) for r in runs[m]]) for m in MODES}
+    optional = {m: medians([r["optional_us"] for r in runs[m]]) for m in MODES}
     print(f"µs per job, median of {args.rounds} round(s); installed: sentry_sdk and ")
     print("opentelemetry importable, neither configured; absent: both unimportable")
     print()
     print(render(f"enqueue, N={args.enqueues:,}", enqueue))
+    print()
+    print(render("each enqueue's optional-feature calls, in a loop", optional))
     print()
     print(render(f"worker, {args.jobs:,} no-ops, runworker --burst", worker))
     if args.json:

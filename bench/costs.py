@@ -130,12 +130,18 @@ def worker_steps() -> list[tuple[Any, str, str | None]]:
     from django_jobqueue import store
     from django_jobqueue.run.pipeline import Pipeline
     from django_jobqueue.worker.loop import Worker
-    from django_jobqueue.worker.services.base import Maintenance
+    from django_jobqueue.worker.services.base import Maintenance, Service
 
+    services: list[tuple[Any, str, str | None]] = [
+        (cls, "run", f"maintenance: {getattr(cls, 'name', '') or cls.__name__}")
+        for cls in _subclasses(Service)
+        if "run" in vars(cls)
+    ]
     return [
+        *services,
         (Worker, "_register", "start: register the worker"),
         (Worker, "_loop", "loop: its own Python"),
-        (Maintenance, "run_due", "loop: maintenance services"),
+        (Maintenance, "run_due", "maintenance: scheduling"),
         (Worker, "_collect", "collect ended runs (to_write)"),
         (Worker, "_gather", "wait for runs about to end (gather)"),
         (Worker, "_wait", "wait for a wake-up or a result"),
@@ -146,6 +152,14 @@ def worker_steps() -> list[tuple[Any, str, str | None]]:
         (psycopg.Cursor, "execute", None),
         (psycopg.Cursor, "executemany", None),
     ]
+
+
+def _subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    sub: type
+    for sub in cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
 
 
 # --- the two parts ------------------------------------------------------------------------------
@@ -246,6 +260,25 @@ def worker_part(n: int) -> dict[str, Any]:
     }
 
 
+def optional_part(n: int = 100_000) -> dict[str, float]:
+    """µs per call of what every enqueue asks of the optional features, in a loop: the
+    stored trace context (``tracing.capture_context``: OpenTelemetry's and Sentry's) and
+    the enqueue span (``tracing.enqueue_span``, entered and left)."""
+    from django_jobqueue import tracing
+
+    def per_call(call: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        return (time.perf_counter() - start) * 1e6 / n
+
+    def span() -> None:
+        with tracing.enqueue_span(kind="bench.noop", queue="default"):
+            pass
+
+    return {"capture_context": per_call(tracing.capture_context), "enqueue_span": per_call(span)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.costs")
     p.add_argument("--enqueues", type=int, default=2_000)
@@ -265,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sentry": getattr(sentry, "sentry_sdk", None) is not None,
             "tracing": getattr(tracing, "trace", None) is not None,
         },
+        "optional_us": optional_part(),
         "enqueue": enqueue_part(args.enqueues),
         "worker": worker_part(args.jobs),
     }
