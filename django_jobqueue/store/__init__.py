@@ -112,10 +112,12 @@ from django_jobqueue.store.stranded import (
 from django_jobqueue.store.tables import (
     DEAD_MIN_ROWS,
     TableHealth,
+    dead_rows_piling,
     describe,
     queue_tables,
     refresh_statistics,
     table_health,
+    vacuum_jobs,
 )
 from django_jobqueue.store.terminating import (
     terminate,
@@ -173,6 +175,7 @@ __all__ = [
     "count",
     "database_of_job",
     "database_of_workflow",
+    "dead_rows_piling",
     "delete_finished",
     "delete_refusal",
     "describe",
@@ -246,5 +249,6 @@ __all__ = [
     "tick_key",
     "unpartition_journal",
     "unserved_kinds",
+    "vacuum_jobs",
     "write_progress",
 ]
