@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 from django.core.checks import CheckMessage
@@ -164,20 +165,35 @@ class StorageStatements(WakeupStatements):
     statement_bytes: ClassVar[int | None] = None
 
     def insert_sql(self, rows: int) -> str:
-        """An INSERT of ``rows`` new jobs, each bound as ``row_params``."""
+        """An INSERT of ``rows`` new jobs, each bound as ``row_params`` (one row's, an
+        enqueue's, made once)."""
+        if rows == 1:
+            return self._insert_one
+        return f"INSERT INTO {JOB} ({COLUMN_LIST}) VALUES " + ", ".join([self._row_marks] * rows)
+
+    @cached_property
+    def _row_marks(self) -> str:
         marks = ["%s"] * len(ROW_COLUMNS)
         marks[ROW_COLUMNS.index("payload")] = self.json_mark
-        one = "(" + ", ".join([*marks, *(value for _, value in FRESH_COLUMNS)]) + ")"
-        return f"INSERT INTO {JOB} ({COLUMN_LIST}) VALUES " + ", ".join([one] * rows)
+        return "(" + ", ".join([*marks, *(value for _, value in FRESH_COLUMNS)]) + ")"
+
+    @cached_property
+    def _insert_one(self) -> str:
+        return f"INSERT INTO {JOB} ({COLUMN_LIST}) VALUES {self._row_marks}"
 
     def row_params(self, row: NewRow) -> list[Any]:
         """``row``'s values in ``ROW_COLUMNS`` order, as this database binds them."""
+        return [bind(getattr(row, name)) for name, bind in self._binders]
+
+    @cached_property
+    def _binders(self) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+        """Each of ``ROW_COLUMNS`` with how this database binds its value."""
         bind: dict[str, Callable[[Any], Any]] = {
             "id": self.job_id,
             "created_at": self.dt,
             "visible_at": self.dt,
         }
-        return [bind.get(name, _as_is)(getattr(row, name)) for name in ROW_COLUMNS]
+        return tuple((name, bind.get(name, _as_is)) for name in ROW_COLUMNS)
 
     def insert_jobs(self, rows: Sequence[NewRow]) -> None:
         """Insert plain new jobs (no idempotency key): multi-row VALUES, in statements
