@@ -228,7 +228,7 @@ class BoundCall:
         encoder = payload_encoder(kind)
         requests = []
         for index, item in enumerate(items):
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):  # a dict: no ABC
                 raise InvalidArguments(
                     f"item {index}: {kind} takes a dict of keyword arguments, "
                     f"not {type(item).__name__}",
