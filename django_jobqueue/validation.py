@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
 
+from django_jobqueue import jsontext
+
 ErrorFactory = Callable[[str], Exception]
 
 
@@ -163,9 +165,6 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-# ``json.dumps`` with these arguments, its encoder made once (``dumps`` made one per
-# value: a third of a bulk enqueue's encoding of an empty payload).
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 _TEXT_ONLY = {str}  # the keys' types an object may have: ``str`` itself, no subclass
 
 # In JSON text, a NUL or a UTF-16 surrogate escape: only then are the strings looked at.
@@ -193,7 +192,7 @@ def dumps(
     allowed cannot be nested too deeply.
     """
     try:
-        text = _encode(value)
+        text = jsontext.encode(value)
     except RecursionError:
         if max_depth is not None:
             _check_depth(value, max_depth, own_level, limit_name)
@@ -215,7 +214,7 @@ def dumps_records(records: Sequence[Mapping[str, Any]], *, open_fields: Iterable
     values), but for ``open_fields``, which hold any value (a run's result, its carry):
     only those are walked, the rest checked on the text (a turn's settlement document
     walked all of each of its records, every turn). Raises as ``dumps`` does."""
-    text = _encode(records)
+    text = jsontext.encode(records)
     whole = _SUSPECT.search(text) is not None
     try:
         for i, record in enumerate([] if whole else records):
