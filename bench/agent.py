@@ -17,6 +17,9 @@ ACTIONS = (
     "install",
     "enqueue_each",
     "enqueue_bulk",
+    "enqueue_requests",
+    # the raw limit only (bench/limit.py)
+    "enqueue_copy",
     "preload",
     "stamp_series",
     # django_jobqueue's workflow measures only (bench/workflows.py)

@@ -23,7 +23,9 @@ checkpoint of theirs lands in the middle of a drain.
 Drains are timed from outside, the same way for all systems: the harness polls the
 database every 100 ms for the jobs not yet done; the clock starts at the first poll
 that sees fewer than N left and stops at the first that sees none, and the rate is
-the jobs done in between over that time. Worker start-up is thus never timed. The
+the jobs done in between over that time. Worker start-up is thus never timed by that
+clock; beside it, the drains of a preloaded backlog also report the whole run, the
+steady rate and the start-up from the settlements' own timestamps (bench/phases.py). The
 poll is slow on purpose: a count every 20 ms took a tenth of a core from the
 systems under test on two cores; the last poll's lateness (at most 100 ms) makes
 every rate a slight underestimate, the same for all. The quick form (CI's, which
@@ -35,6 +37,7 @@ a full run refuses it instead.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import time
@@ -45,6 +48,7 @@ from typing import Any
 from bench.config import Config
 from bench.errors import BenchError
 from bench.pg import Conn, other_backends
+from bench.phases import Phases
 from bench.procs import Worker, child_env, run_agent
 from bench.proxy import CountingProxy
 from bench.results import Drained
@@ -228,8 +232,10 @@ class Bench:
         n: int,
         workers: int,
         before: Callable[[Conn], None] | None = None,
+        argv: list[str] | None = None,
     ) -> Drained:
-        """Preload ``n`` jobs (untimed), optionally ``before(conn)``, then drain them."""
+        """Preload ``n`` jobs (untimed), optionally ``before(conn)``, then drain them
+        (with ``argv`` instead of the system's worker command, if given)."""
         with self.server.connect(db) as conn:
             self.preload(system, db, conn, n)
             if before is not None:
@@ -237,8 +243,24 @@ class Bench:
             # Flush what the preload (and the measures before) left dirty, so that no
             # checkpoint of theirs lands in this drain and slows its commits.
             conn.execute("CHECKPOINT")
-            with self.workers(system, db, workers) as procs:
-                return self.drain(system, conn, n, procs)
+            with self.workers(system, db, workers, argv=argv) as procs:
+                drained = self.drain(system, conn, n, procs)
+            return self.with_phases(drained, system, conn, procs)
+
+    def with_phases(
+        self, drained: Drained, system: System, conn: Conn, workers: list[Worker]
+    ) -> Drained:
+        """``drained`` with its whole run, steady rate and start-up (bench/phases.py),
+        read from the settlements' timestamps, counted from the first worker's start:
+        for a drain whose workers started on its preloaded backlog."""
+        settled = system.settlements(conn)
+        if settled is None or not workers:
+            return drained
+        try:
+            phases = Phases(min(w.started_at for w in workers), settled)
+        except ValueError as exc:
+            raise BenchError(f"{system.key}: a drain's timestamps make no sense: {exc}") from exc
+        return dataclasses.replace(drained, phases=phases)
 
     def wait_stamps(self, path: Path, labels: set[str], workers: list[Worker]) -> dict[str, float]:
         deadline = time.monotonic() + STAMP_TIMEOUT

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from bench.config import Sizes
 from bench.harness import WARMUP_STAMPS, Bench
 from bench.keyed import keyed_measures
+from bench.limit import limit_measures
 from bench.pg import Conn
-from bench.results import Measure, Rep, Row
+from bench.results import Measure, Rep, Row, phase_rows
 from bench.steps import steps_measures
 from bench.systems import System
 from bench.workflows import workflow_measures
@@ -25,6 +26,25 @@ def enqueue_each(b: Bench, s: System) -> Rep:
     return Rep({"rate": n / seconds}, {"n": n, "seconds": seconds})
 
 
+# The Django setting each row of enqueue_request runs at (BENCH_CONN_MAX_AGE).
+CONN_MAX_AGES = {"conn0": "0", "persistent": "none"}
+
+
+def enqueue_request(b: Bench, s: System) -> Rep:
+    """One enqueue per simulated web request, at Django's default ``CONN_MAX_AGE`` (0: a
+    connection opened and closed per request) and with persistent connections."""
+    n = b.sizes.enqueue
+    values: dict[str, float] = {}
+    raw: dict[str, object] = {"n": n}
+    with b.fresh(s) as db:
+        for name, age in CONN_MAX_AGES.items():
+            env = {"BENCH_CONN_MAX_AGE": age}
+            seconds = float(b.agent(s, db, "enqueue_requests", env, n=n))
+            values[name] = n / seconds
+            raw[name] = {"seconds": seconds, "conn_max_age": age}
+    return Rep(values, raw)
+
+
 def enqueue_bulk(b: Bench, s: System) -> Rep:
     n = b.sizes.bulk
     with b.fresh(s) as db:
@@ -36,7 +56,7 @@ def drain_with(workers: int) -> Callable[[Bench, System], Rep]:
     def drain(b: Bench, s: System) -> Rep:
         with b.fresh(s) as db:
             drained = b.timed_drain(s, db, b.sizes.drain, workers)
-        return Rep({"rate": drained.rate}, {**drained.raw(), "workers": workers})
+        return Rep(drained.values(), {**drained.raw(), "workers": workers})
 
     return drain
 
@@ -120,27 +140,42 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
             "enqueue_each",
             (Row("rate", f"enqueue, 1 tx per job, N={sz.enqueue:,} (jobs/s)"),),
             enqueue_each,
+            limit=True,
+        ),
+        Measure(
+            "enqueue_request",
+            (
+                Row("conn0", "enqueue, 1 per request, CONN_MAX_AGE=0 (Django's default)"),
+                Row("persistent", "enqueue, 1 per request, CONN_MAX_AGE=None (persistent)"),
+            ),
+            enqueue_request,
+            applies=lambda s: s.settings_module is not None or s.is_limit,
+            limit=True,
+            # The backend's enqueue path is measured by enqueue_each; one Django peer.
+            quick_systems=frozenset({"django_jobqueue", "django-tasks-db", "limit"}),
         ),
         Measure(
             "enqueue_bulk",
             (Row("rate", f"bulk enqueue, N={sz.bulk:,} (jobs/s)"),),
             enqueue_bulk,
             applies=lambda s: s.has_bulk,
+            limit=True,
         ),
         Measure(
             "drain_1",
-            (Row("rate", f"drain {sz.drain:,} no-ops, 1 worker (jobs/s)"),),
+            (Row("rate", f"drain {sz.drain:,} no-ops, 1 worker (jobs/s)"), *phase_rows()),
             drain_with(1),
         ),
         Measure(
             "drain_2",
-            (Row("rate", f"drain {sz.drain:,} no-ops, 2 workers (jobs/s)"),),
+            (Row("rate", f"drain {sz.drain:,} no-ops, 2 workers (jobs/s)"), *phase_rows()),
             drain_with(2),
             # drain_1's code path with a second worker: the quick form runs it for ours
             # and pgqueuer only (two more runs of workers at full speed, django-tasks-db's
             # polling at interval 0, for no code path that drain_1 did not run).
             quick_systems=frozenset({"django_jobqueue", "pgqueuer"}),
         ),
+        *limit_measures(sz),
         Measure(
             "statements",
             (

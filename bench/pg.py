@@ -13,6 +13,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
+from bench.phases import Settlements
+
 Conn = psycopg.Connection[Any]
 
 
@@ -114,3 +116,18 @@ def other_backends(conn: Conn) -> list[str]:
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
     ).fetchall()
     return [str(row[0]) for row in rows]
+
+
+def read_settlements(conn: Conn, table: str, column: str, where: str) -> Settlements | None:
+    """The settlement timestamps of the rows ``where`` picks from ``table`` (by their
+    ``column``), for bench/phases.py; None when there are none. ``table``, ``column``
+    and ``where`` are the systems' constants, never input."""
+    row = conn.execute(
+        f"SELECT count(*), extract(epoch FROM min({column})), extract(epoch FROM max({column})),"  # noqa: S608 (constants)
+        f" count(*) FILTER (WHERE {column} > (SELECT min({column}) FROM {table} WHERE {where}))"
+        f" FROM {table} WHERE {where}"
+    ).fetchone()
+    if row is None or not row[0]:
+        return None
+    jobs, first, last, after = row
+    return Settlements(int(jobs), float(first), float(last), int(after))

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,6 +48,7 @@ class Worker:
         self.argv = argv
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
+        self.started_at = time.time()  # a drain's start-up counts from here (bench/phases.py)
         self.popen = subprocess.Popen(
             argv,
             cwd=REPO_ROOT,

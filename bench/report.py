@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import Config
+from bench.limit import LIMIT, limit_of
 from bench.measures import measures
+from bench.phases import fraction
 from bench.procs import REPO_ROOT
 from bench.results import Outcome, Results, Row
 from bench.systems import SYSTEMS
@@ -59,7 +61,10 @@ class Summary:
 def summary(outcome: Outcome | None, value: str) -> Summary | None:
     if outcome is None or outcome.error is not None or not outcome.reps:
         return None
-    return Summary.of([rep.values[value] for rep in outcome.reps])
+    # A value some repetitions lack (a drain's phases where its store showed none) is
+    # summarised over those that have it.
+    values = [rep.values[value] for rep in outcome.reps if value in rep.values]
+    return Summary.of(values) if values else None
 
 
 def number(x: float) -> str:
@@ -98,16 +103,27 @@ def _ratio(results: Results, mine: str, peer: str, measure: str, row: Row) -> st
 
 def ratio_columns() -> dict[str, tuple[str, str]]:
     """Column title -> (numerator, denominator) system keys."""
-    natives = [s.key for s in SYSTEMS if s.key not in (OURS, OURS_BACKEND)]
+    natives = [s.key for s in SYSTEMS if s.key not in (OURS, OURS_BACKEND) and not s.is_limit]
     columns = {f"ours/{peer.removeprefix('django-')}": (OURS, peer) for peer in natives}
     columns["backend/tasks-db"] = (OURS_BACKEND, TASKS_DB)
     columns["backend/ours"] = (OURS_BACKEND, OURS)
     return columns
 
 
+def _of_limit(results: Results, measure: str, row: Row) -> str:
+    """Our median as a fraction of the raw limit's matching median (bench/limit.py)."""
+    match = limit_of(measure, row.value)
+    if match is None:
+        return DASH
+    ours = summary(results.get(OURS, {}).get(measure), row.value)
+    limit = summary(results.get(LIMIT, {}).get(match[0]), match[1])
+    share = fraction(ours.median, limit.median) if ours and limit else None
+    return DASH if share is None else f"{share:.2f}"
+
+
 def table(config: Config, results: Results) -> str:
     ratios = ratio_columns()
-    header = ["measure", *[s.key for s in SYSTEMS], *ratios]
+    header = ["measure", *[s.key for s in SYSTEMS], *ratios, "ours/limit"]
     lines: list[list[str]] = [header]
     for m in measures(config.sizes):
         if config.only_measures and m.key not in config.only_measures:
@@ -119,6 +135,7 @@ def table(config: Config, results: Results) -> str:
                     f"{arrow} {row.label}",
                     *[_cell(results, s.key, m.key, row) for s in SYSTEMS],
                     *[_ratio(results, mine, peer, m.key, row) for mine, peer in ratios.values()],
+                    _of_limit(results, m.key, row),
                 ]
             )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -137,6 +154,11 @@ def table(config: Config, results: Results) -> str:
         "both enqueued and run through django.tasks; backend/ours: that API's cost on ours",
         "statements per job: all 'Q' + 'E' messages one worker sent, start to last job done, "
         "idle polling not subtracted (the idle row shows that rate)",
+        "limit: raw psycopg with the queue's guarantees (bench/rawlimit.py); ours/limit: ours "
+        "÷ the matching limit (enqueue ÷ insert per job, bulk ÷ unnest bulk, every no-op "
+        "drain ÷ the 2-process batch-100 limit drain's same figure)",
+        "drains: the polled rate, then from the settlements' timestamps the whole run, the "
+        "steady rate (first settlement to last) and the start-up (workers' start to first)",
     ]
     rule = "-" * len(fmt(header))
     return "\n".join([*notes, rule, fmt(header), rule, *[fmt(line) for line in lines[1:]], rule])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import BenchError
+from bench.phases import Phases
 from bench.systems import System
 
 if TYPE_CHECKING:
@@ -40,6 +41,10 @@ class Drained:
     counted: int  # jobs done between the clock's start and stop
     seconds: float
     polls: int
+    # The whole run, steady rate and start-up from the settlements' own timestamps
+    # (bench/phases.py), where the system shows them and the workers started on a
+    # preloaded backlog; None otherwise.
+    phases: Phases | None = None
 
     @property
     def rate(self) -> float:
@@ -53,7 +58,12 @@ class Drained:
             "seconds": self.seconds,
             "polls": self.polls,
             **({"rate": self.rate} if self.seconds else {}),  # an untimed drain has none
+            **({"phases": self.phases.raw()} if self.phases else {}),
         }
+
+    def values(self) -> dict[str, float]:
+        """The table's values of a drain: the polled rate, and the phases where known."""
+        return {"rate": self.rate, **(self.phases.values() if self.phases else {})}
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,15 @@ class Row:
     value: str
     label: str
     lower_is_better: bool = False
+
+
+def phase_rows() -> tuple[Row, ...]:
+    """A drain's rows from its settlement timestamps (bench/phases.py), under its rate."""
+    return (
+        Row("whole", "  whole run: jobs / (last settlement - workers' start) (jobs/s)"),
+        Row("steady", "  steady: first settlement to last (jobs/s)"),
+        Row("startup", "  start-up: workers' start to first settlement (s)", True),
+    )
 
 
 def _always(system: System) -> bool:
@@ -78,6 +97,15 @@ class Measure:
     # In the quick form (CI's smoke run) only these systems run it (None: all it applies
     # to): a measure that repeats another's code path for a peer need not run it twice.
     quick_systems: frozenset[str] | None = None
+    # Whether the raw limit (bench/systems/limit.py) runs it too: it is not a queue, so
+    # it runs only the measures that say so (and ``applies`` still has the last word).
+    limit: bool = False
+
+    def runs_for(self, system: System) -> bool:
+        """Whether this measure applies to ``system``."""
+        if system.is_limit and not self.limit:
+            return False
+        return self.applies(system)
 
 
 Results = dict[str, dict[str, Outcome | None]]  # system key -> measure key -> outcome

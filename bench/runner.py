@@ -37,7 +37,7 @@ def run(config: Config, bench: Bench, progress: Callable[[str], None]) -> Result
             continue
         for s in config.systems:
             skipped = config.quick and m.quick_systems is not None and s.key not in m.quick_systems
-            results[s.key][m.key] = Outcome() if m.applies(s) and not skipped else None
+            results[s.key][m.key] = Outcome() if m.runs_for(s) and not skipped else None
         for rep in range(1, config.reps + 1):
             for s in config.systems:
                 outcome = results[s.key][m.key]

@@ -40,7 +40,7 @@ from bench.errors import BenchError
 from bench.harness import READY_TIMEOUT
 from bench.pg import Conn, scalar
 from bench.procs import Worker
-from bench.results import Measure, Rep, Row
+from bench.results import Measure, Rep, Row, phase_rows
 from bench.systems import System
 
 if TYPE_CHECKING:
@@ -197,6 +197,8 @@ def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tu
                 load()
             result = b.drain(s, conn, run.n, procs, watch=watch)
             watch()
+        if not run.ready:  # the workers started on the backlog: their start-up is theirs
+            result = b.with_phases(result, s, conn, procs)
     return result, watch
 
 
@@ -215,7 +217,7 @@ def wait_listening(
 
 def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:
     return Rep(
-        {"rate": result.rate, "rss": watch.rss_mib},
+        {**result.values(), "rss": watch.rss_mib},
         {
             **result.raw(),
             "peak_rss_mib": watch.rss_mib,
@@ -364,6 +366,7 @@ def _drain_measures(sz: Sizes) -> tuple[Measure, ...]:
             "drain_defaults",
             (
                 Row("rate", f"drain {sz.drain:,} no-ops, {WORKERS} workers at defaults (jobs/s)"),
+                *phase_rows(),
                 _rss("no-op drain at defaults"),
             ),
             drain_defaults,
@@ -371,7 +374,7 @@ def _drain_measures(sz: Sizes) -> tuple[Measure, ...]:
         ),
         Measure(
             "drain_best",
-            (Row("rate", best), _rss(f"no-op drain at {BEST_CONCURRENCY}")),
+            (Row("rate", best), *phase_rows(), _rss(f"no-op drain at {BEST_CONCURRENCY}")),
             drain_best,
             applies=_ours_and_pgq,
         ),

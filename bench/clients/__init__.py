@@ -2,7 +2,9 @@
 
 Every module offers the same functions: ``install()``, ``enqueue_each(n)`` and
 ``enqueue_bulk(n)`` (seconds taken), ``preload(n)`` (untimed, the fastest path) and
-``stamp_series(count, gap, warmup)`` (label -> time.time() right after the commit).
+``stamp_series(count, gap, warmup)`` (label -> time.time() right after the commit); the
+Django systems' also ``enqueue_requests(n)``, one enqueue per simulated request
+(``per_request``), at the ``CONN_MAX_AGE`` that BENCH_CONN_MAX_AGE sets.
 """
 
 from __future__ import annotations
@@ -39,3 +41,20 @@ def paced(count: int, gap: float, warmup: int, submit: Callable[[str], None]) ->
         submit(label)
         committed[label] = time.time()
     return committed
+
+
+def per_request(call: Callable[[], object], n: int) -> float:
+    """``timed_calls`` of ``call`` each inside one simulated web request: Django's
+    ``request_started`` and ``request_finished`` signals around it, whose handlers close
+    the connection at ``CONN_MAX_AGE`` 0 (Django's default), as a web process's request
+    does, and keep it when persistent."""
+    from django.core.signals import request_finished, request_started
+
+    def one() -> None:
+        request_started.send(sender=None)
+        try:
+            call()
+        finally:
+            request_finished.send(sender=None)
+
+    return timed_calls(one, n)

@@ -7,7 +7,7 @@ import time
 from django.core.management import call_command
 
 from bench.benchapp.tasks import noop, stamp, ten_steps
-from bench.clients import WARMUP, paced, timed_calls
+from bench.clients import WARMUP, paced, per_request, timed_calls
 
 
 def install() -> None:
@@ -17,6 +17,11 @@ def install() -> None:
 def enqueue_each(n: int) -> float:
     """``noop.enqueue()`` ``n`` times, each call its own transaction."""
     return timed_calls(noop.enqueue, n)
+
+
+def enqueue_requests(n: int) -> float:
+    """``noop.enqueue()`` once per simulated request (``per_request``)."""
+    return per_request(noop.enqueue, n)
 
 
 def enqueue_bulk(n: int) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management import call_command
 
-from bench.clients import paced, timed_calls
+from bench.clients import paced, per_request, timed_calls
 from bench.djtasksapp.tasks import noop, stamp
 from django_jobqueue import store
 from django_jobqueue.backend import JobQueueBackend, tier
@@ -19,6 +19,11 @@ def install() -> None:
 def enqueue_each(n: int) -> float:
     """``noop.enqueue()`` through the django.tasks API, each call its own transaction."""
     return timed_calls(noop.enqueue, n)
+
+
+def enqueue_requests(n: int) -> float:
+    """``noop.enqueue()`` once per simulated request (``per_request``)."""
+    return per_request(noop.enqueue, n)
 
 
 def enqueue_bulk(n: int) -> float:

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult, get_date_max
 
-from bench.clients import paced, timed_calls
+from bench.clients import paced, per_request, timed_calls
 from bench.tasksdbapp.tasks import noop, stamp
 
 
@@ -23,6 +23,11 @@ def install() -> None:
 def enqueue_each(n: int) -> float:
     """``noop.enqueue()`` ``n`` times, each call its own transaction."""
     return timed_calls(noop.enqueue, n)
+
+
+def enqueue_requests(n: int) -> float:
+    """``noop.enqueue()`` once per simulated request (``per_request``)."""
+    return per_request(noop.enqueue, n)
 
 
 def enqueue_bulk(n: int) -> float:

@@ -6,10 +6,18 @@ from bench.systems.base import System
 from bench.systems.celery import CeleryRedis
 from bench.systems.jobqueue import JobQueue
 from bench.systems.jobqueue_tasks import JobQueueTasks
+from bench.systems.limit import RawLimit
 from bench.systems.pgq import PgQueuer
 from bench.systems.tasks_db import TasksDb
 
-SYSTEMS: tuple[System, ...] = (JobQueue(), JobQueueTasks(), TasksDb(), PgQueuer(), CeleryRedis())
+SYSTEMS: tuple[System, ...] = (
+    JobQueue(),
+    JobQueueTasks(),
+    TasksDb(),
+    PgQueuer(),
+    CeleryRedis(),
+    RawLimit(),
+)
 
 
 def select(names: str | None) -> tuple[System, ...]:

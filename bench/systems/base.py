@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from bench.pg import Conn
+from bench.phases import Settlements
 
 
 class System(ABC):
@@ -25,6 +26,7 @@ class System(ABC):
     has_workflows: ClassVar[bool] = False  # the chord and chain measures apply
     listen_prefix: ClassVar[str | None] = None  # its worker's LISTEN, as pg_stat_activity shows
     uses_postgres: ClassVar[bool] = True  # its workers' statements can be counted
+    is_limit: ClassVar[bool] = False  # the raw limit, not a queue: runs only measures for it
 
     def ready(self, conn: Conn, workers: int) -> bool | None:
         """Whether ``workers`` workers are ready, for a system whose workers the database
@@ -42,6 +44,11 @@ class System(ABC):
     @abstractmethod
     def remaining(self, conn: Conn, n: int) -> int:
         """Of the ``n`` jobs enqueued for a drain, how many are not done yet."""
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        """The drained jobs' settlement timestamps, as its store shows them (None: it
+        shows none the harness can read)."""
+        return None
 
     def add_filler(self, conn: Conn, *, total_pending: int, runnable: int) -> None:
         """Pad the table with pending rows no worker will take now (big-table measure)."""

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from bench.pg import Conn
+from bench.phases import Settlements
 from bench.systems.base import System
 
 URL = os.environ.get("BENCH_CELERY_REDIS", "redis://127.0.0.1:6379/13")
@@ -43,3 +44,15 @@ class CeleryRedis(System):
 
     def remaining(self, conn: Conn, n: int) -> int:
         return n - int(_redis().get("bench:done") or 0)
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        # bench.celeryapp's task_postrun handler: the first time any child finished a
+        # task, and each child's latest. Redis keeps no time per task, so "after the
+        # first" counts every job but one.
+        client = _redis()
+        done = int(client.get("bench:done") or 0)
+        first = client.get("bench:first")
+        lasts = [float(client.get(key) or 0) for key in client.scan_iter("bench:last:*")]
+        if not done or first is None or not lasts:
+            return None
+        return Settlements(done, float(first), max(lasts), done - 1)

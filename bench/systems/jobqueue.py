@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from bench.pg import Conn, scalar
+from bench.pg import Conn, read_settlements, scalar
+from bench.phases import Settlements
 from bench.systems.base import System
 
 NOOP_KIND = "bench.benchapp.tasks.noop"
@@ -53,6 +54,9 @@ class JobQueue(System):
         # is an index scan over the few completed ones instead of a full scan every 20 ms.
         done = scalar(conn, "SELECT count(*) FROM django_jobqueue_job WHERE status = 'completed'")
         return n - int(done)
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        return read_settlements(conn, "django_jobqueue_job", "finished_at", "status = 'completed'")
 
     def add_filler(self, conn: Conn, *, total_pending: int, runnable: int) -> None:
         count = total_pending - runnable

@@ -5,6 +5,7 @@ JobQueueBackend (TaskResult, signals and all)."""
 from __future__ import annotations
 
 from bench.pg import Conn
+from bench.phases import Settlements
 from bench.systems.base import System
 from bench.systems.jobqueue import JobQueue
 
@@ -28,3 +29,6 @@ class JobQueueTasks(System):
 
     def remaining(self, conn: Conn, n: int) -> int:
         return _OURS.remaining(conn, n)
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        return _OURS.settlements(conn)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from bench.pg import Conn, scalar
+from bench.pg import Conn, read_settlements, scalar
+from bench.phases import Settlements
 from bench.systems.base import System
 
 
@@ -37,3 +38,8 @@ class PgQueuer(System):
 
     def remaining(self, conn: Conn, n: int) -> int:
         return int(scalar(conn, "SELECT count(*) FROM pgqueuer"))
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        # Its log's 'successful' rows, ``created`` by the statement that logs a job done
+        # (and deletes it from the queue): the settlement as far as the database shows.
+        return read_settlements(conn, "pgqueuer_log", "created", "status = 'successful'")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from bench.pg import Conn, scalar
+from bench.pg import Conn, read_settlements, scalar
+from bench.phases import Settlements
 from bench.systems.base import System
 
 TABLE = "django_tasks_database_dbtaskresult"  # app label django_tasks_database
@@ -42,3 +43,7 @@ class TasksDb(System):
     def remaining(self, conn: Conn, n: int) -> int:
         done = scalar(conn, f"SELECT count(*) FROM {TABLE} WHERE status = 'SUCCESSFUL'")  # noqa: S608 (a constant)
         return n - int(done)
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        # finished_at: set by the worker (timezone.now()) as it marks the result done.
+        return read_settlements(conn, TABLE, "finished_at", "status = 'SUCCESSFUL'")

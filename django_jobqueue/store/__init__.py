@@ -31,6 +31,7 @@ from django_jobqueue.store.inserting import (
     EnqueueRequest,
     MergePlan,
     NewJob,
+    WrittenJob,
     active_by_key,
     enqueue,
     merge_candidates,
@@ -111,10 +112,12 @@ from django_jobqueue.store.stranded import (
 from django_jobqueue.store.tables import (
     DEAD_MIN_ROWS,
     TableHealth,
+    dead_rows_piling,
     describe,
     queue_tables,
     refresh_statistics,
     table_health,
+    vacuum_jobs,
 )
 from django_jobqueue.store.terminating import (
     terminate,
@@ -150,6 +153,7 @@ __all__ = [
     "Slot",
     "TableHealth",
     "TickResult",
+    "WrittenJob",
     "active_by_key",
     "acts_on",
     "add_marker",
@@ -171,6 +175,7 @@ __all__ = [
     "count",
     "database_of_job",
     "database_of_workflow",
+    "dead_rows_piling",
     "delete_finished",
     "delete_refusal",
     "describe",
@@ -244,5 +249,6 @@ __all__ = [
     "tick_key",
     "unpartition_journal",
     "unserved_kinds",
+    "vacuum_jobs",
     "write_progress",
 ]

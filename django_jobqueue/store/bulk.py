@@ -28,13 +28,16 @@ from django_jobqueue.store.inserting import (
     Disposition,
     EnqueueRequest,
     NewJob,
+    WrittenJob,
     lock_merges,
     take_rate_tokens,
     write_request,
 )
 
 
-def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob, Disposition]]:
+def enqueue_many(
+    requests: Sequence[EnqueueRequest],
+) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
     """Write many jobs in one transaction: the plain ones as one stream of rows.
 
     Requests with an idempotency key or a merge go through ``write_request`` one by one in
@@ -59,9 +62,9 @@ def enqueue_many(requests: Sequence[EnqueueRequest]) -> list[tuple[Job | NewJob,
 
 def _enqueue_many(
     requests: Sequence[EnqueueRequest], context: str
-) -> list[tuple[Job | NewJob, Disposition]]:
+) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
     now = timezone.now()
-    out: list[tuple[Job | NewJob, Disposition] | None] = [None] * len(requests)
+    out: list[tuple[Job | NewJob | WrittenJob, Disposition] | None] = [None] * len(requests)
     plain: list[int] = []
     alias = sql.alias()
     ids = uuid7_many(len(requests))  # drawn first: the plain rows' ids follow item order

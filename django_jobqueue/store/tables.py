@@ -125,3 +125,25 @@ def refresh_statistics() -> bool:
     if not d.statistics_stale(table, rows=STATISTICS_ROWS, share=STATISTICS_SHARE):
         return False
     return d.gather_statistics(table, lock=STATISTICS_LOCK)
+
+
+# The jobs table is vacuumed once this many dead row versions plus this share of its
+# rows pile up. A claim walks, from the front of the claim index, past the entries of
+# every row claimed since the last vacuum (a claimed row leaves the index's condition,
+# but its entry stays until a vacuum): 100,000 drained made a claim of an empty queue
+# read 1,044 pages (1.3 ms, against 0.05 ms), and a drain of 100,000 a fifth slower
+# than one of 10,000. 10,000 entries are about a hundred pages; the share keeps the
+# vacuum's own cost (it reads each index whole) a small part of the work that made them.
+VACUUM_ROWS = 10_000
+VACUUM_SHARE = 0.05
+
+
+def dead_rows_piling() -> bool:
+    """Whether the jobs table is due a vacuum (and this session may vacuum it); one row
+    of ``pg_stat_user_tables``, a no-op where the database keeps no dead versions."""
+    return sql.dialect().dead_rows_piling(sql.JOB, rows=VACUUM_ROWS, share=VACUUM_SHARE)
+
+
+def vacuum_jobs() -> bool:
+    """Vacuum the jobs table now (outside any transaction); whether it did."""
+    return sql.dialect().vacuum_table(sql.JOB)

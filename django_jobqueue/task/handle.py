@@ -17,7 +17,7 @@ from django_jobqueue.task.streaming import Stream
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job, JournalEntry
-    from django_jobqueue.store import Disposition, NewJob
+    from django_jobqueue.store import Disposition, NewJob, WrittenJob
 
 
 class JobHandle:
@@ -26,7 +26,9 @@ class JobHandle:
 
     ``disposition`` says what an enqueue did (``inserted``, ``merged`` or ``reused``);
     it is None on a handle that no enqueue made. A bulk enqueue hands over only what
-    it wrote (id, kind, pending): ``job`` then reads the row on first use.
+    it wrote (id, kind, pending): ``job`` then reads the row on first use. One
+    enqueue hands over the values it wrote: ``job`` makes the model instance of them on
+    first use, without a read.
 
     ``database`` is the queue database the job lives on (with several, every read
     and action of the handle goes there).
@@ -34,7 +36,7 @@ class JobHandle:
 
     def __init__(
         self,
-        job: Job | NewJob,
+        job: Job | NewJob | WrittenJob,
         disposition: Disposition | None = None,
         *,
         database: str | None = None,
@@ -46,7 +48,9 @@ class JobHandle:
 
     @property
     def job(self) -> Job:
-        if not isinstance(self._job, Job):
+        if isinstance(self._job, store.WrittenJob):
+            self._job = self._job.model(self.database)
+        elif not isinstance(self._job, Job):
             self.refresh()
         assert isinstance(self._job, Job)
         return self._job

@@ -14,7 +14,7 @@ from django_jobqueue.task.handle import JobHandle
 
 if TYPE_CHECKING:
     from django_jobqueue.models import Job
-    from django_jobqueue.store import Disposition, EnqueueRequest, NewJob
+    from django_jobqueue.store import Disposition, EnqueueRequest, NewJob, WrittenJob
     from django_jobqueue.task.handle import JobHandle
 
 
@@ -55,7 +55,7 @@ def _routed_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     handles: list[JobHandle | None] = [None] * len(requests)
     for alias, indexes in shares.items():
         with store.on_database(alias):
-            written: list[tuple[Job | NewJob, Disposition]] = store.enqueue_many(
+            written: list[tuple[Job | NewJob | WrittenJob, Disposition]] = store.enqueue_many(
                 [requests[i] for i in indexes]
             )
         for index, (row, disposition) in zip(indexes, written, strict=True):

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import models
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -85,6 +86,27 @@ def test_a_claim_takes_no_more_than_its_slots_and_its_kinds(d: Dialect) -> None:
     adds = [tasks.add.enqueue(0, n) for n in range(3)]
     tasks.noop.enqueue()
     assert claimed_ids(d, spec_of(limit=2, kinds=[ADD])) == [adds[0].id, adds[1].id]
+
+
+# Names a list parameter must carry intact: PostgreSQL sends a list of names as the text
+# of one array (``text_array``), where a quote, a backslash, a comma, a brace, a space or
+# the word NULL each mean something.
+AWKWARD = ['we"ird', "back\\slash", "a,b", "{brace}", "two words", "NULL", "", 'é"\\,']
+
+
+def test_a_claim_takes_kinds_and_queues_by_their_exact_names(d: Dialect) -> None:
+    made = {
+        name: tasks.add.using(queue=f"q-{name}").enqueue(0, i) for i, name in enumerate(AWKWARD)
+    }
+    Job.objects.filter(id__in=[h.id for h in made.values()]).update(kind=models.F("queue"))
+    kinds = [f"q-{name}" for name in AWKWARD]
+    # Each name claims its own job and no other's, as kind and as queue.
+    for name, handle in made.items():
+        assert claimed_ids(d, spec_of(limit=5, kinds=[f"q-{name}", "q-none"])) == [handle.id]
+    assert claimed_ids(d, spec_of(limit=20, kinds=kinds)) == []
+    Job.objects.filter(id__in=[h.id for h in made.values()]).update(status=Status.PENDING)
+    got = claimed_ids(d, spec_of(limit=20, kinds=kinds, queues=kinds[:3]))
+    assert sorted(got) == sorted(made[name].id for name in AWKWARD[:3])
 
 
 def test_a_kind_with_its_own_lease_gets_its_own_expiry(d: Dialect) -> None:

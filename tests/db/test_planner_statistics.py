@@ -1,14 +1,20 @@
-"""The jobs table's planner statistics kept fresh by the workers (``StatisticsKeeper``,
-``store.refresh_statistics``): after a bulk load the claim is planned on the table as
-it is (by the claim index, no sort of every pending row), not as the last ANALYZE saw
-it; fresh statistics are left alone; one session gathers at a time; elsewhere than
-PostgreSQL nothing is asked of the database."""
+"""The jobs table kept fit for the claim by the workers (``StatisticsKeeper``): its
+planner statistics (``store.refresh_statistics``): after a bulk load the claim is
+planned on the table as it is (by the claim index, no sort of every pending row), not
+as the last ANALYZE saw it; fresh statistics are left alone; one session gathers at a
+time. And its dead row versions (``store.vacuum_jobs``): once a drain's pile up, a
+vacuum takes their entries out of the claim index, which a claim would otherwise walk
+past, all of them, every turn. Elsewhere than PostgreSQL nothing is asked of the
+database."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.models import Job
@@ -25,6 +31,7 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 JOB_TABLE = Job._meta.db_table
 LOADED = 5_000
 BIG = 100_000
+DRAINED = 20_000  # past VACUUM_ROWS (10,000) plus its share of the table
 
 
 def loaded(n: int = 5_000) -> None:
@@ -105,6 +112,73 @@ def test_a_second_session_holding_the_lock_is_left_to_gather_them() -> None:
     assert store.refresh_statistics() is True
 
 
+def drained(n: int) -> None:
+    """``n`` jobs loaded, then finished (one dead version each), their counters flushed."""
+    loaded(n)
+    Job.objects.update(status="completed", finished_at=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+
+
+def claim_pages() -> int:
+    """Pages a claim of an empty queue reads (after a first claim has marked the dead
+    entries it met as such, as every later claim finds them)."""
+    statement, params = store.claim_statement(
+        worker_id="host:1", request=ClaimRequest(kinds=[tasks.noop.kind], limit=16)
+    ) or ("", [])
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params)
+        (plan,) = cursor.fetchone()
+    top = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+
+
+@postgres_only
+def test_a_drains_dead_rows_are_vacuumed_out_of_the_claim_index() -> None:
+    drained(DRAINED)
+    wait_for(store.dead_rows_piling, timeout=30)
+    walked = claim_pages()
+    assert store.vacuum_jobs() is True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+    wait_for(lambda: not store.dead_rows_piling(), timeout=30)
+    # 20,000 dead entries are some hundred pages; without them, a handful.
+    assert claim_pages() * 10 < walked, walked
+
+
+@postgres_only
+def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> None:
+    loaded(LOADED)  # a few dead rows: not yet
+    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    before = vacuums()
+    keeper.run()
+    assert not keeper.vacuuming()
+    assert vacuums() == before
+    drained(DRAINED)
+    wait_for(store.dead_rows_piling, timeout=30)
+    keeper.run()
+    wait_for(lambda: not keeper.vacuuming(), timeout=60)
+    wait_for(lambda: vacuums() == before + 1, timeout=30)
+
+
+def vacuums() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s", [JOB_TABLE]
+        )
+        return int(cursor.fetchone()[0])
+
+
+@postgres_only
+def test_no_vacuum_inside_a_transaction() -> None:
+    with transaction.atomic():
+        assert store.vacuum_jobs() is False
+
+
 def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() -> None:
     assert "statistics" in [s.name for s in Worker()._maintenance.services]
     keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
@@ -115,8 +189,11 @@ def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() 
         assert not stale()
         return
     tasks.noop.enqueue_many([{} for _ in range(2000)])
+    Job.objects.update(status="completed")
     with CaptureQueriesContext(connection) as queries:
         keeper.run()
+        assert store.vacuum_jobs() is False
+    assert not keeper.vacuuming()
     assert [q["sql"] for q in queries.captured_queries] == []
 
 

@@ -120,3 +120,14 @@ class HealthReadings(Primitives):
         """Gather ``table``'s planner statistics now, unless another session holds
         ``lock`` (an advisory lock's two keys: one worker at a time); whether it did."""
         return False
+
+    def dead_rows_piling(self, table: str, *, rows: int, share: float) -> bool:
+        """Whether ``table`` holds more than ``rows`` plus ``share`` of its rows in dead
+        row versions, and this session may vacuum it. False here: SQLite rewrites a
+        row in place, and InnoDB's purge thread removes old versions by itself."""
+        return False
+
+    def vacuum_table(self, table: str) -> bool:
+        """Remove ``table``'s dead row versions and their index entries now, unless
+        another session is vacuuming it; whether it did. Outside any transaction."""
+        return False

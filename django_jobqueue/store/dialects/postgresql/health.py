@@ -68,6 +68,15 @@ _STALE = (
     " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
 
+# Dead row versions past the threshold, in a table this session may vacuum (its owner's
+# member, or a superuser: another role's VACUUM would only warn and skip it).
+_PILING = (
+    "SELECT s.n_dead_tup > %s + %s * greatest(c.reltuples, 0)"
+    " AND pg_has_role(c.relowner, 'USAGE')"
+    " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
+    " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
+)
+
 
 class PostgreSQLHealth(HealthReadings):
     health_notes: tuple[str, ...] = ()
@@ -137,4 +146,19 @@ class PostgreSQLHealth(HealthReadings):
             if not self.run("SELECT pg_try_advisory_xact_lock(%s, %s)", list(lock))[0][0]:
                 return False
             self.run(f"ANALYZE {self.conn.ops.quote_name(table)}", [])
+        return True
+
+    def dead_rows_piling(self, table: str, *, rows: int, share: float) -> bool:
+        self.run(_FRESH, [])
+        found = self.run(_PILING, [rows, share, table])
+        return bool(found and found[0][0])
+
+    def vacuum_table(self, table: str) -> bool:
+        """``SKIP_LOCKED``: a table another session is vacuuming (another worker, or
+        autovacuum) is left to it. ``INDEX_CLEANUP ON``: the index entries are what this
+        vacuum is for, and PostgreSQL would otherwise skip the indexes when the dead
+        rows sit on under 2 % of the table's pages (a drain's do, in a big table)."""
+        if self.conn.in_atomic_block:
+            return False  # VACUUM cannot run in a transaction
+        self.run(f"VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {self.conn.ops.quote_name(table)}", [])
         return True
