@@ -12,6 +12,8 @@ import time
 import uuid
 
 _lock = threading.Lock()
+_UUID, _UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
+_new, _setattr = object.__new__, object.__setattr__
 _last = 0
 
 
@@ -39,6 +41,11 @@ def uuid7_many(count: int) -> list[uuid.UUID]:
                 # Same instant (or a clock step back): keep strict order by bumping past it.
                 value = last + 1
             last = value
-            ids.append(uuid.UUID(int=value))
+            # What ``UUID(int=value)`` ends with, without its checks of a value made
+            # right here (a third of a bulk enqueue's cost of its ids).
+            made = _new(_UUID)
+            _setattr(made, "int", value)
+            _setattr(made, "is_safe", _UNKNOWN)
+            ids.append(made)
         _last = last
     return ids

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, overload
 
+from django_jobqueue import jsontext
+
 ErrorFactory = Callable[[str], Exception]
 
 
@@ -163,6 +165,8 @@ def text_problem(text: str) -> str | None:
     return None
 
 
+_TEXT_ONLY = {str}  # the keys' types an object may have: ``str`` itself, no subclass
+
 # In JSON text, a NUL or a UTF-16 surrogate escape: only then are the strings looked at.
 _SUSPECT = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
@@ -188,7 +192,7 @@ def dumps(
     allowed cannot be nested too deeply.
     """
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = jsontext.encode(value)
     except RecursionError:
         if max_depth is not None:
             _check_depth(value, max_depth, own_level, limit_name)
@@ -198,11 +202,7 @@ def dumps(
         _check_depth(value, max_depth, own_level, limit_name)
     top = type(value) is dict
     try:
-        if (
-            opened > top
-            or (top and not all(type(key) is str for key in value))
-            or _SUSPECT.search(text)
-        ):
+        if opened > top or (top and not {*map(type, value)} <= _TEXT_ONLY) or _SUSPECT.search(text):
             _check(value, "")
     except RecursionError:
         raise Unstorable("is nested too deeply to encode") from None
@@ -214,7 +214,7 @@ def dumps_records(records: Sequence[Mapping[str, Any]], *, open_fields: Iterable
     values), but for ``open_fields``, which hold any value (a run's result, its carry):
     only those are walked, the rest checked on the text (a turn's settlement document
     walked all of each of its records, every turn). Raises as ``dumps`` does."""
-    text = json.dumps(records, allow_nan=False, separators=(",", ":"))
+    text = jsontext.encode(records)
     whole = _SUSPECT.search(text) is not None
     try:
         for i, record in enumerate([] if whole else records):

@@ -11,6 +11,7 @@ change writes its journal entry in the same transaction.
 from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
+from django_jobqueue.store.bulk import enqueue_many
 from django_jobqueue.store.claim import Claimed, ClaimRequest, claim_jobs, claim_statement
 from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.durable import prune_events
@@ -33,7 +34,6 @@ from django_jobqueue.store.inserting import (
     WrittenJob,
     active_by_key,
     enqueue,
-    enqueue_many,
     merge_candidates,
 )
 from django_jobqueue.store.keys import KeyLoad, busiest_keys, key_loads

@@ -1,9 +1,10 @@
-"""Writing new jobs: one statement per enqueue, one per bulk batch, and merge-on-enqueue.
+"""Writing new jobs: one statement per enqueue, and merge-on-enqueue (many at once:
+``bulk``).
 
 An enqueue outside a transaction is a single INSERT in autocommit; inside the
 caller's ``transaction.atomic()`` it joins it. On PostgreSQL a statement-level
-trigger (migration 0002) sends one NOTIFY per queue per statement, delivered on
-commit, so a bulk insert wakes the workers once.
+trigger (migration 0002) sends one NOTIFY per queue per statement (a COPY is one),
+delivered on commit, so a bulk insert wakes the workers once.
 
 A request of a rate-limited kind first takes its token from the kind's bucket
 (``limits.take_tokens``) in the same transaction as its row: an enqueue over the rate
@@ -27,7 +28,7 @@ from django.utils import timezone
 
 from django_jobqueue import tracing
 from django_jobqueue.errors import KeyContended, RateLimited
-from django_jobqueue.ids import uuid7, uuid7_many
+from django_jobqueue.ids import uuid7
 from django_jobqueue.models import ACTIVE, Job, Outcome, Status
 from django_jobqueue.rules.lifecycle import later
 from django_jobqueue.store import sql, wakeups
@@ -38,8 +39,9 @@ from django_jobqueue.validation import Rate
 
 Disposition = Literal["inserted", "merged", "reused"]
 
-# Above this many rows a bulk insert is split, to keep each statement's text and the
-# server's memory for it modest.
+# Above this many rows a workflow's insert is split, to keep each statement's text and
+# the server's memory for it modest (a bulk enqueue's plain jobs go to the dialect all
+# at once: PostgreSQL streams them in one COPY, the others split by their own limits).
 BULK_BATCH = 5000
 
 # The model's partial unique constraint that lets one active job hold an idempotency key:
@@ -88,6 +90,17 @@ class EnqueueRequest:
     # "drop": merge into a running sibling when no pending one takes it ("wait": held by
     # the kind's per-key limit of one, the key being the dedup key; None: neither)
     while_running: str | None = None
+
+    def varied(
+        self, payload: dict[str, Any], payload_json: str, job_key: str | None
+    ) -> EnqueueRequest:
+        """This request with another payload and key: a bulk enqueue's items share all
+        else. The fields are copied, not passed through the frozen dataclass's
+        ``__init__`` again (a fifth of the cost, per item of a bulk)."""
+        new = object.__new__(EnqueueRequest)
+        new.__dict__.update(self.__dict__, payload=payload, payload_json=payload_json)
+        new.__dict__["job_key"] = job_key
+        return new
 
     def visible_at(self, now: datetime) -> datetime:
         if self.debounce is not None:
@@ -165,7 +178,7 @@ def enqueue(request: EnqueueRequest) -> tuple[Job | WrittenJob, Disposition]:
 def _limited(request: EnqueueRequest) -> tuple[Job | WrittenJob, Disposition]:
     buckets = _buckets(request)
     if not buckets:
-        return _enqueue(request)
+        return write_request(request)
     alias = sql.alias()
     joined = sql.connection().in_atomic_block
     # In the caller's transaction the token joins it (no savepoint: a RateLimited leaves
@@ -175,7 +188,7 @@ def _limited(request: EnqueueRequest) -> tuple[Job | WrittenJob, Disposition]:
             wait = take_tokens(kind=bucket, rate=rate, count=1)
             if wait is not None:
                 raise rate_limited(request.kind, rate, 1, wait, key=key)
-        return _enqueue(request)
+        return write_request(request)
 
 
 def key_bucket(kind: str, key: str) -> str:
@@ -235,7 +248,9 @@ def rate_limited(
     )
 
 
-def _enqueue(request: EnqueueRequest) -> tuple[Job | WrittenJob, Disposition]:
+def write_request(request: EnqueueRequest) -> tuple[Job | WrittenJob, Disposition]:
+    """Write one request whose rate tokens are taken (``enqueue``'s, or one of a bulk's
+    keyed or merging requests): reuse its idempotency key's job, merge, or insert."""
     now = timezone.now()
     if request.idempotency_key is not None:
         existing = active_by_key(request.idempotency_key)
@@ -324,75 +339,6 @@ def _insert_keyed(job: WrittenJob, request: EnqueueRequest) -> tuple[Job | Writt
         # The holder finished between the two statements: the key is free again.
     raise KeyContended(
         f"idempotency key {key!r} kept changing hands; try again", key=key, kind=request.kind
-    )
-
-
-def enqueue_many(
-    requests: Sequence[EnqueueRequest],
-) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
-    """Write many jobs in one transaction: plain ones with one INSERT per batch.
-
-    Requests with an idempotency key or a merge go through ``enqueue`` one by one in
-    the same transaction (in order, so a key repeated in the batch is reused).
-    Returns a (row, disposition) per request, in order.
-
-    Rate-limited kinds take the batch's tokens first, all of a kind at once: if any kind
-    has too few, ``RateLimited`` and nothing of the batch is written. Traced, the batch
-    is one PRODUCER span, whose context every job of it keeps.
-    """
-    if not requests:
-        return []
-    kinds = {r.kind for r in requests}
-    queues = {r.queue for r in requests}
-    with tracing.enqueue_span(
-        kind=next(iter(kinds)) if len(kinds) == 1 else "(several)",
-        queue=next(iter(queues)) if len(queues) == 1 else "(several)",
-        count=len(requests),
-    ):
-        return _enqueue_many(requests, tracing.capture_context())
-
-
-def _enqueue_many(
-    requests: Sequence[EnqueueRequest], context: str
-) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
-    now = timezone.now()
-    out: list[tuple[Job | NewJob | WrittenJob, Disposition] | None] = [None] * len(requests)
-    plain: list[tuple[int, NewJob, EnqueueRequest]] = []
-    alias = sql.alias()
-    ids = iter(uuid7_many(len(requests)))
-    with transaction.atomic(using=alias):
-        take_rate_tokens(requests)
-        lock_merges(requests)  # all at once, in one order, before any of them
-        for i, request in enumerate(requests):
-            if request.idempotency_key is not None or (
-                request.dedup_key is not None and request.merge is not None
-            ):
-                out[i] = _enqueue(request)
-            else:
-                plain.append((i, NewJob(id=next(ids), kind=request.kind), request))
-        d = sql.dialect()
-        for start in range(0, len(plain), BULK_BATCH):
-            chunk = plain[start : start + BULK_BATCH]
-            d.insert_jobs([_bulk_row(row.id, request, now, context) for _, row, request in chunk])
-            for i, row, _ in chunk:
-                out[i] = (row, "inserted")
-    return [item for item in out if item is not None]
-
-
-def _bulk_row(job_id: uuid.UUID, request: EnqueueRequest, now: datetime, context: str) -> NewRow:
-    payload = (
-        request.payload_json if request.payload_json is not None else sql.dumps(request.payload)
-    )
-    return NewRow(
-        id=job_id,
-        kind=request.kind,
-        queue=request.queue,
-        payload=payload,
-        priority=request.priority,
-        created_at=now,
-        visible_at=request.visible_at(now),
-        trace_context=context,
-        job_key=request.job_key,
     )
 
 
@@ -535,10 +481,11 @@ __all__ = [
     "WrittenJob",
     "active_by_key",
     "enqueue",
-    "enqueue_many",
     "key_bucket",
     "lock_merges",
     "merge_candidates",
     "merge_lock_name",
     "rate_limited",
+    "take_rate_tokens",
+    "write_request",
 ]

@@ -20,12 +20,12 @@ from django_jobqueue import tracing
 from django_jobqueue.ids import uuid7, uuid7_many
 from django_jobqueue.models import Job, Status, Workflow
 from django_jobqueue.store import sql
+from django_jobqueue.store.bulk import bulk_rows
 from django_jobqueue.store.dialects.base.storage import NewStep
 from django_jobqueue.store.inserting import (
     BULK_BATCH,
     EnqueueRequest,
     NewJob,
-    _bulk_row,
     take_rate_tokens,
 )
 from django_jobqueue.store.joins import edges, workflows
@@ -72,9 +72,10 @@ def enqueue_workflow(
             output=output,
         )
         wf.save(using=alias, force_insert=True)
+        news = list(bulk_rows([spec.request for spec in steps], ids, now, context))
         rows = [
             NewStep(
-                row=_bulk_row(ids[i], spec.request, now, context),
+                row=news[i],
                 workflow_id=wf.id,
                 step_name=spec.name,
                 join_when=spec.when,
@@ -179,7 +180,7 @@ def add_to_batch(*, workflow_id: uuid.UUID, request: EnqueueRequest) -> NewJob:
             )
         job_id = uuid7()
         step = NewStep(
-            row=_bulk_row(job_id, request, now, tracing.capture_context()),
+            row=next(bulk_rows([request], [job_id], now, tracing.capture_context())),
             workflow_id=workflow_id,
             step_name=str(job_id),
             join_when="completed",

@@ -25,8 +25,8 @@ from django_jobqueue.states import Priority
 from django_jobqueue.task.options import (
     Options,
     build_request,
-    encode_payload,
     job_key,
+    payload_encoder,
     waiting_key,
 )
 from django_jobqueue.task.periodic import periodic
@@ -116,15 +116,20 @@ class FunctionTask(TaskDef):
         return self.encode(args, kwargs)[0]
 
     def encode(
-        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        encoder: Callable[[dict[str, Any]], str] | None = None,
     ) -> tuple[dict[str, Any], str]:
-        """The payload of a call and its JSON text."""
+        """The payload of a call and its JSON text (through ``encoder``, this kind's
+        ``payload_encoder``, when a bulk enqueue made one for all of its items)."""
+        encode = payload_encoder(self.kind) if encoder is None else encoder
         if not args and self._binds_as_is(kwargs):
             # The bulk API's usual case: no signature.bind needed.
             given = dict(kwargs)
-            return given, encode_payload(given, kind=self.kind)
+            return given, encode(given)
         payload = self.bind(args, dict(kwargs))
-        return payload, encode_payload(payload, kind=self.kind)
+        return payload, encode(payload)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Bind a call to the signature: parameter names to values (not yet JSON)."""
@@ -217,14 +222,13 @@ class BoundCall:
         before anything is written, and all are written in one transaction (joining the
         caller's). Returns the handles in order."""
         kind = self.defn.kind
-        # The options are the same for every item: resolved once, copied per item.
+        # The options are the same for every item: resolved once, copied per item, and
+        # so are the payload's limits.
         one = build_request(self.defn, {}, self.options, keyed=False)
-        request = type(one)
-        head = (one.queue, one.priority, one.delay, one.run_at, one.idempotency_key, one.dedup_key)
-        tail = (one.rate_per_key, one.debounce, one.max_wait, one.while_running)
+        encoder = payload_encoder(kind)
         requests = []
         for index, item in enumerate(items):
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):  # a dict: no ABC
                 raise InvalidArguments(
                     f"item {index}: {kind} takes a dict of keyword arguments, "
                     f"not {type(item).__name__}",
@@ -232,7 +236,7 @@ class BoundCall:
                     index=index,
                 )
             try:
-                payload, text = self.defn.encode((), item)
+                payload, text = self.defn.encode((), item, encoder)
             except EnqueueError as exc:
                 raise items_error(index, exc) from exc
             key = (
@@ -243,9 +247,7 @@ class BoundCall:
                     key = waiting_key(self.defn, key, one.dedup_key)
                 except EnqueueError as exc:
                     raise items_error(index, exc) from exc
-            requests.append(
-                request(one.kind, payload, *head, one.merge, text, one.rate, key, *tail)
-            )
+            requests.append(one.varied(payload, text, key))
         return submit_many(requests)
 
 

@@ -89,21 +89,35 @@ def encode_payload(payload: dict[str, Any], *, kind: str) -> str:
     """The payload as JSON text, encoded once; a value that cannot be is named, and so
     is a payload over ``MAX_PAYLOAD_BYTES`` (or nested deeper than ``MAX_JSON_DEPTH``,
     the payload's own object not counted)."""
-    try:
-        depth, limit_name = depth_limit(own_level=True)
-        text = validation.dumps(payload, max_depth=depth, own_level=True, limit_name=limit_name)
-    except (TypeError, ValueError) as exc:
-        for name, value in payload.items():
-            check_json(name, value, kind=kind)
-        raise InvalidPayload(f"{kind}: the payload cannot be stored ({exc})", kind=kind) from None
+    return payload_encoder(kind)(payload)
+
+
+def payload_encoder(kind: str) -> Callable[[dict[str, Any]], str]:
+    """``encode_payload`` for ``kind`` with the settings it checks against read once:
+    a bulk enqueue encodes each of its items with one (the same checks, the limits not
+    looked up again for every item)."""
+    depth, limit_name = depth_limit(own_level=True)
     limit = conf.get().max_payload_bytes
-    if len(text) > limit:  # ASCII: JSON escapes everything else
-        raise InvalidPayload(
-            f"{kind}: the payload is {len(text):,} bytes of JSON, over MAX_PAYLOAD_BYTES "
-            f"({limit:,})",
-            kind=kind,
-        )
-    return text
+    dumps = validation.dumps
+
+    def encode(payload: dict[str, Any]) -> str:
+        try:
+            text = dumps(payload, max_depth=depth, own_level=True, limit_name=limit_name)
+        except (TypeError, ValueError) as exc:
+            for name, value in payload.items():
+                check_json(name, value, kind=kind)
+            raise InvalidPayload(
+                f"{kind}: the payload cannot be stored ({exc})", kind=kind
+            ) from None
+        if len(text) > limit:  # ASCII: JSON escapes everything else
+            raise InvalidPayload(
+                f"{kind}: the payload is {len(text):,} bytes of JSON, over MAX_PAYLOAD_BYTES "
+                f"({limit:,})",
+                kind=kind,
+            )
+        return text
+
+    return encode
 
 
 def validate_key(name: str, value: Any) -> str | None:

@@ -32,7 +32,8 @@ def submit(request: EnqueueRequest) -> JobHandle:
 
 def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     if not routing.several():
-        handles = [JobHandle(row, d) for row, d in store.enqueue_many(requests)]
+        alias = routing.current()  # looked up once, not by each of the handles
+        handles = [JobHandle(row, d, database=alias) for row, d in store.enqueue_many(requests)]
     else:
         handles = _routed_many(requests)
     signalling.enqueued(requests, handles)

@@ -140,6 +140,7 @@ LAYERS: list[set[str]] = [
         "states",
         "errors",
         "validation",
+        "jsontext",
         "ids",
         "formatting",
         "rules.backoff",

@@ -1,20 +1,27 @@
-"""PostgreSQL's bulk, workflow-step and edge inserts carry their rows as JSON arrays,
-each in its document's order of column names (``BULK_ORDER``, ``STEP_ORDER``,
-``EDGE_ORDER``), from which the statements are built: every element a document writes
-is the row's value of the column its order names there (read back by that name, so the
-builders and the statements cannot drift apart), and an optional column left out reads
-as NULL or its default."""
+"""PostgreSQL's workflow-step and edge inserts carry their rows as JSON arrays, each in
+its document's order of column names (``STEP_ORDER``, ``EDGE_ORDER``), from which the
+statements are built: every element a document writes is the row's value of the column
+its order names there (read back by that name, so the builders and the statements
+cannot drift apart), and an optional column left out reads as NULL or its default.
+Plain jobs go in by COPY (``copying``): each line's fields, read back by the COPY's
+column names as the server reads them, are the row's values."""
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django_jobqueue.store.dialects.base.storage import ROW_COLUMNS, STEP_COLUMNS, NewRow, NewStep
-from django_jobqueue.store.dialects.postgresql import storage
+from django_jobqueue.store.dialects.base.storage import (
+    FRESH_COLUMNS,
+    ROW_COLUMNS,
+    STEP_COLUMNS,
+    NewRow,
+    NewStep,
+)
+from django_jobqueue.store.dialects.postgresql import copying, storage
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 EMPTY = {"dedup_key": None, "idempotency_key": None, "trace_context": "", "job_key": None}
@@ -53,33 +60,56 @@ def _by_name(order: tuple[str, ...], written: list[Any]) -> dict[str, Any]:
 
 
 def test_the_orders_name_every_column_of_their_insert_once() -> None:
-    assert sorted(storage.BULK_ORDER) == sorted(ROW_COLUMNS)
     assert sorted(storage.STEP_ORDER) == sorted(
         {*ROW_COLUMNS, *STEP_COLUMNS} - {"dedup_key", "idempotency_key"}
     )
-    assert storage.BULK_ORDER[-len(storage.OPTIONAL) :] == storage.OPTIONAL  # the tail
+    fresh = [name for name, _ in FRESH_COLUMNS]
+    assert sorted(copying.COPY_COLUMNS) == sorted([*ROW_COLUMNS, *fresh])
 
 
-def test_a_full_row_is_written_in_its_order_with_its_own_values() -> None:
-    row = _row()
-    (written,) = json.loads(storage._bulk_document([row]))
-    expected = {f.name: _as_written(f.name, getattr(row, f.name)) for f in fields(NewRow)}
-    assert _by_name(storage.BULK_ORDER, written) == expected
+_UNESCAPE = {"\\\\": "\\", "\\t": "\t", "\\n": "\n", "\\r": "\r"}
 
 
-def test_a_row_without_the_optional_columns_leaves_them_out() -> None:
-    row = _row(**EMPTY)
-    (written,) = json.loads(storage._bulk_document([row]))
-    assert set(_by_name(storage.BULK_ORDER, written)) == set(ROW_COLUMNS) - set(storage.OPTIONAL)
+def _copied(line: str) -> dict[str, Any]:
+    """A COPY text line read back by the COPY's column names, as the server reads it."""
+    assert line.endswith("\n")
+    assert line.count("\n") == 1
+    values: dict[str, Any] = {}
+    for name, text in zip(copying.COPY_COLUMNS, line[:-1].split("\t"), strict=True):
+        if text == "\\N":
+            values[name] = None
+            continue
+        values[name] = re.sub(r"\\[\\tnr]", lambda m: _UNESCAPE[m.group()], text)
+    return values
 
 
-def test_each_optional_column_alone_is_written_under_its_own_name() -> None:
-    for name in storage.OPTIONAL:
-        row = _row(**{**EMPTY, name: getattr(_row(), name)})
-        (written,) = json.loads(storage._bulk_document([row]))
-        read = _by_name(storage.BULK_ORDER, written)
-        assert read[name] == getattr(row, name)
-        assert all(read.get(other) in (None, "") for other in storage.OPTIONAL if other != name)
+def test_a_full_row_is_copied_under_its_column_names_with_its_own_values() -> None:
+    row = _row(kind="shop.tasks.tab\there", trace_context='{"a": "back\\\\slash\nline"}')
+    (piece,) = copying.lines([row])
+    read = _copied(piece)
+    assert uuid.UUID(read.pop("id")) == row.id  # as 32 hex digits
+    for name in set(ROW_COLUMNS) - {"id"}:
+        value = getattr(row, name)
+        expected = value.isoformat() if isinstance(value, datetime) else str(value)
+        assert read[name] == expected, name
+    assert json.loads(read["payload"]) == {"order": 7, "note": 'caf\u00e9 "quoted"'}
+    for name, literal in FRESH_COLUMNS:  # 'pending', '', 0, '{}', false as SQL
+        assert read[name] == literal.strip("'"), name
+
+
+def test_a_row_without_the_optional_columns_copies_null_and_the_empty_context() -> None:
+    read = _copied(next(copying.lines([_row(**EMPTY)])))
+    assert {name: read[name] for name in EMPTY} == {**EMPTY, "trace_context": ""}
+
+
+def test_rows_are_copied_in_pieces_in_their_order() -> None:
+    rows = [_row(priority=n % 3) for n in range(copying.PIECE + 5)]
+    pieces = list(copying.lines(rows))
+    assert [piece.count("\n") for piece in pieces] == [copying.PIECE, 5]
+    read = [_copied(line + "\n") for piece in pieces for line in piece.splitlines()]
+    assert [(uuid.UUID(r["id"]), r["priority"]) for r in read] == [
+        (w.id, str(w.priority)) for w in rows
+    ]
 
 
 def test_a_workflow_step_is_written_in_the_steps_order_with_its_key() -> None:

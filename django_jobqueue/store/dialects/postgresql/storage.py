@@ -17,9 +17,7 @@ from django_jobqueue import validation
 from django_jobqueue.models import Job, JournalEntry, StepEdge
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.storage import (
-    COLUMN_LIST,
     EDGE,
-    FRESH_COLUMNS,
     JOB,
     RECORD,
     ROW_COLUMNS,
@@ -33,22 +31,25 @@ from django_jobqueue.store.dialects.base.storage import (
     StorageStatements,
 )
 from django_jobqueue.store.dialects.base.wakeups import Wakeups, id_notes
+from django_jobqueue.store.dialects.postgresql.copying import copy_jobs
 from django_jobqueue.store.pooling import pooled_reason
 
-# One statement whatever the count, and one parameter: the rows as a JSON array of
-# arrays written straight from each payload's JSON text (nothing encoded twice), each
-# array's elements in its document's order (``BULK_ORDER``, ``STEP_ORDER``,
-# ``EDGE_ORDER``: column names). The statements are built from those orders and the
-# insert's column lists, each element read as its model field's type, a column the
-# order lacks as NULL: no position is written by hand (arrays, not objects by name,
-# because a bulk of 50,000 rows as objects took 15-18 % longer to insert, as columns 9 %).
-# An element past the end of a row's array is NULL: the optional ones come last, left
-# out when a row has none (``OPTIONAL``), and one whose absence means a default (the
-# trace context's "") is read through ``coalesce``.
-OPTIONAL: tuple[str, ...] = ("dedup_key", "idempotency_key", "trace_context", "job_key")
-_FIRST = tuple(name for name in ROW_COLUMNS if name not in OPTIONAL)
-BULK_ORDER: tuple[str, ...] = (*_FIRST, *OPTIONAL)
+# A workflow's steps and edges: one statement whatever the count, and one parameter:
+# the rows as a JSON array of arrays written straight from each payload's JSON text
+# (nothing encoded twice), each array's elements in its document's order
+# (``STEP_ORDER``, ``EDGE_ORDER``: column names). The statements are built from those
+# orders and the insert's column lists, each element read as its model field's type, a
+# column the order lacks as NULL: no position is written by hand (arrays, not objects
+# by name, because a bulk of 50,000 rows as objects took 15-18 % longer to insert, as
+# columns 9 %). An element past the end of a row's array is NULL: the optional ones come
+# last, left out when a row has none, and one whose absence means a default (the trace
+# context's "") is read through ``coalesce``. (Plain jobs go in by COPY: ``copying``.)
 # A step has no dedup or idempotency key.
+_FIRST = tuple(
+    name
+    for name in ROW_COLUMNS
+    if name not in ("dedup_key", "idempotency_key", "trace_context", "job_key")
+)
 STEP_ORDER: tuple[str, ...] = (*_FIRST, *STEP_COLUMNS, "trace_context", "job_key")
 EDGE_ORDER: tuple[str, ...] = ("workflow_id", "parent_id", "child_id")
 _EMPTY = {f.name: f.default for f in fields(NewRow) if isinstance(f.default, str)}
@@ -77,19 +78,15 @@ def _fresh(defaults: Sequence[tuple[str, str]]) -> str:
 
 
 _ROWS = " FROM jsonb_array_elements(%s::jsonb) AS r"
-_STATEMENTS: list[tuple[str, str, str]] = []
+_STATEMENTS: list[tuple[str, str]] = []
 
 
-def _statements(conn: Any) -> tuple[str, str, str]:
-    """The bulk insert, the steps' insert and the edges' insert, built on first use (a
-    column's type is the same on every PostgreSQL connection)."""
+def _statements(conn: Any) -> tuple[str, str]:
+    """The steps' insert and the edges' insert, built on first use (a column's type is
+    the same on every PostgreSQL connection)."""
     if _STATEMENTS:
         return _STATEMENTS[0]
     steps = (*ROW_COLUMNS, *STEP_COLUMNS)
-    bulk = (
-        f"INSERT INTO {JOB} ({COLUMN_LIST}) SELECT {_select(conn, Job, BULK_ORDER, ROW_COLUMNS)},"
-        f" {_fresh(FRESH_COLUMNS)}{_ROWS}"
-    )
     step = (
         f"INSERT INTO {JOB} ({STEP_COLUMN_LIST}) SELECT {_select(conn, Job, STEP_ORDER, steps)},"
         f" {_fresh(STEP_FRESH)}{_ROWS}"
@@ -98,8 +95,8 @@ def _statements(conn: Any) -> tuple[str, str, str]:
         f"INSERT INTO {EDGE} ({', '.join(EDGE_ORDER)})"
         f" SELECT {_select(conn, StepEdge, EDGE_ORDER, EDGE_ORDER)}{_ROWS}"
     )
-    _STATEMENTS.append((bulk, step, edge))
-    return bulk, step, edge
+    _STATEMENTS.append((step, edge))
+    return step, edge
 
 
 # SQLSTATEs a new connection may get past: serialization_failure, deadlock_detected.
@@ -125,12 +122,18 @@ class PostgreSQLStorage(StorageStatements):
     def listens(cls) -> bool:
         return True
 
-    def insert_jobs(self, rows: Sequence[NewRow]) -> None:
-        """One row (an enqueue's) as VALUES; more in one statement whatever the count."""
-        if len(rows) == 1:
+    def insert_jobs(self, rows: Iterable[NewRow]) -> None:
+        """One row (an enqueue's) as VALUES; more in one ``COPY`` whatever the count
+        (``copying``), on Django's connection's psycopg connection, in its transaction:
+        rows that come from a generator are sent as they are made, while the server
+        inserts those before them."""
+        if isinstance(rows, Sequence) and len(rows) <= 1:
             super().insert_jobs(rows)
-        elif rows:
-            self.run(_statements(self.conn)[0], [_bulk_document(rows)])
+        else:
+            conn = self.conn
+            conn.ensure_connection()
+            with conn.wrap_database_errors, conn.connection.cursor() as cursor:
+                copy_jobs(cursor, rows)
 
     def append_record(
         self, *, guard: Fragment, clear: str | None, job_id: uuid.UUID, record: str
@@ -177,11 +180,11 @@ class PostgreSQLStorage(StorageStatements):
     def insert_steps(self, steps: Sequence[NewStep]) -> None:
         """In one statement whatever the count (a step has no dedup or idempotency key)."""
         if steps:
-            self.run(_statements(self.conn)[1], [_steps_document(steps)])
+            self.run(_statements(self.conn)[0], [_steps_document(steps)])
 
     def insert_edges(self, edges: Sequence[tuple[Any, Any, Any]]) -> None:
         if edges:
-            self.run(_statements(self.conn)[2], [_edges_document(edges)])
+            self.run(_statements(self.conn)[1], [_edges_document(edges)])
 
     def insert_graph(
         self, steps: Sequence[NewStep], edges: Sequence[tuple[Any, Any, Any]], *, batch: int
@@ -192,7 +195,7 @@ class PostgreSQLStorage(StorageStatements):
         for start in range(0, max(len(steps), len(edges)), batch):
             some, links = steps[start : start + batch], edges[start : start + batch]
             if some and links:
-                _, step, edge = _statements(self.conn)
+                step, edge = _statements(self.conn)
                 graph = f"WITH steps AS ({step}) {edge}"
                 self.run(graph, [_steps_document(some), _edges_document(links)])
             else:
@@ -280,50 +283,6 @@ class _Listening:
 
     def close(self) -> None:
         self._raw.close()
-
-
-def _bulk_document(rows: Sequence[NewRow]) -> str:
-    """``[[id, kind, queue, payload, priority, created_at, visible_at, dedup_key,
-    idempotency_key, trace_context, key], …]`` as JSON text (the keys and the trace
-    context left out when there are none)."""
-    quoted: dict[str, str] = {}
-
-    def q(text: str) -> str:
-        found = quoted.get(text)
-        if found is None:
-            found = quoted[text] = validation.dumps(text)
-        return found
-
-    stamps: dict[Any, str] = {}
-
-    def stamp(moment: Any) -> str:
-        found = stamps.get(moment)
-        if found is None:
-            found = stamps[moment] = moment.isoformat()
-        return found
-
-    def keys(r: NewRow) -> str:
-        if r.job_key is not None:
-            tail: tuple[str | None, ...] = (
-                r.dedup_key,
-                r.idempotency_key,
-                r.trace_context,
-                r.job_key,
-            )
-        elif r.trace_context:
-            tail = (r.dedup_key, r.idempotency_key, r.trace_context)
-        elif r.dedup_key is None and r.idempotency_key is None:
-            return ""  # r->>7, r->>8 and r->>9 past the end are NULL
-        else:
-            tail = (r.dedup_key, r.idempotency_key)
-        return "," + ",".join("null" if k is None else q(k) for k in tail)
-
-    parts = [
-        f'["{r.id}",{q(r.kind)},{q(r.queue)},{r.payload},{r.priority},'
-        f'"{stamp(r.created_at)}","{stamp(r.visible_at)}"{keys(r)}]'
-        for r in rows
-    ]
-    return "[" + ",".join(parts) + "]"
 
 
 def _step_tail(row: NewRow, q: Callable[[str], str]) -> str:

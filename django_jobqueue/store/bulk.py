@@ -1,0 +1,121 @@
+"""Writing many jobs in one transaction (``enqueue_many``, and a workflow's steps' rows).
+
+The plain requests of a batch (no idempotency key, no merge) go to the dialect as one
+stream of rows, made as they are written: PostgreSQL loads them with one ``COPY``
+(``dialects.postgresql.copying``), the other databases with multi-row INSERTs within
+their limits. The others go through ``inserting.enqueue`` one by one in the same
+transaction, in order. Every check a single enqueue makes has been made by then (the
+task layer's, per item), and the rate tokens and merge locks are taken for the whole
+batch first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from django_jobqueue import tracing
+from django_jobqueue.ids import uuid7_many
+from django_jobqueue.models import Job
+from django_jobqueue.store import sql
+from django_jobqueue.store.dialects.base.storage import NewRow
+from django_jobqueue.store.inserting import (
+    Disposition,
+    EnqueueRequest,
+    NewJob,
+    WrittenJob,
+    lock_merges,
+    take_rate_tokens,
+    write_request,
+)
+
+
+def enqueue_many(
+    requests: Sequence[EnqueueRequest],
+) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
+    """Write many jobs in one transaction: the plain ones as one stream of rows.
+
+    Requests with an idempotency key or a merge go through ``write_request`` one by one in
+    the same transaction (in order, so a key repeated in the batch is reused).
+    Returns a (row, disposition) per request, in order.
+
+    Rate-limited kinds take the batch's tokens first, all of a kind at once: if any kind
+    has too few, ``RateLimited`` and nothing of the batch is written. Traced, the batch
+    is one PRODUCER span, whose context every job of it keeps.
+    """
+    if not requests:
+        return []
+    kinds = {r.kind for r in requests}
+    queues = {r.queue for r in requests}
+    with tracing.enqueue_span(
+        kind=next(iter(kinds)) if len(kinds) == 1 else "(several)",
+        queue=next(iter(queues)) if len(queues) == 1 else "(several)",
+        count=len(requests),
+    ):
+        return _enqueue_many(requests, tracing.capture_context())
+
+
+def _enqueue_many(
+    requests: Sequence[EnqueueRequest], context: str
+) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
+    now = timezone.now()
+    out: list[tuple[Job | NewJob | WrittenJob, Disposition] | None] = [None] * len(requests)
+    plain: list[int] = []
+    alias = sql.alias()
+    ids = uuid7_many(len(requests))  # drawn first: the plain rows' ids follow item order
+    with transaction.atomic(using=alias):
+        take_rate_tokens(requests)
+        lock_merges(requests)  # all at once, in one order, before any of them
+        for i, request in enumerate(requests):
+            if request.idempotency_key is not None or (
+                request.dedup_key is not None and request.merge is not None
+            ):
+                out[i] = write_request(request)
+            else:
+                plain.append(i)
+        fresh = ids[: len(plain)]
+        if plain:
+            # All in one call, made as they are written: each database's dialect sizes
+            # its own statements (PostgreSQL one COPY, the others multi-row VALUES within
+            # their limits).
+            rows = bulk_rows([requests[i] for i in plain], fresh, now, context)
+            sql.dialect().insert_jobs(rows)
+        for job_id, i in zip(fresh, plain, strict=True):
+            out[i] = (NewJob(id=job_id, kind=requests[i].kind), "inserted")
+    return [item for item in out if item is not None]
+
+
+def bulk_rows(
+    requests: Sequence[EnqueueRequest], ids: Sequence[uuid.UUID], now: datetime, context: str
+) -> Iterator[NewRow]:
+    """The new rows of a bulk's plain requests (or a workflow's steps), one per id, made
+    as they are read; when each becomes visible is worked out once per distinct delay,
+    run_at and debounce (a bulk's items usually share them)."""
+    visible: dict[tuple[Any, ...], datetime] = {}
+    for job_id, request in zip(ids, requests, strict=True):
+        timing = (request.delay, request.run_at, request.debounce)
+        at = visible.get(timing)
+        if at is None:
+            at = visible[timing] = request.visible_at(now)
+        payload = request.payload_json
+        yield (
+            NewRow(
+                id=job_id,
+                kind=request.kind,
+                queue=request.queue,
+                payload=sql.dumps(request.payload) if payload is None else payload,
+                priority=request.priority,
+                created_at=now,
+                visible_at=at,
+                trace_context=context,
+                job_key=request.job_key,
+            )
+        )
+
+
+__all__ = ["bulk_rows", "enqueue_many"]
