@@ -128,8 +128,9 @@ class Tally:
     restarts: int = 0
     seconds: float = 0.0
     bad_exits: list[str] = field(default_factory=list)
-    # Several databases: each fault's kind and target ("kill@shard_a"), and the jobs
-    # enqueued to each database.
+    # Several databases: each fault's kind and target ("kill@shard_a"; of them, SIGKILLs
+    # of a no-flag worker's process: "process-kill@shard_a"), and the jobs enqueued to
+    # each database.
     aimed: Counter[str] = field(default_factory=Counter)
     enqueued: Counter[str] = field(default_factory=Counter)
 
@@ -374,12 +375,13 @@ class Campaign:
 
     def supervised(self, what: str, target: str | None) -> bool:
         """Whether this SIGKILL hits a supervisor's worker process (not a worker): always
-        under ``--processes``; with several databases, when a supervisor is drawn among
-        the workers serving the target (each as likely as a ``--database`` worker)."""
+        under ``--processes``; with several databases, every other round of kills over
+        the databases (a ``--database`` worker of each, then a no-flag worker's process
+        serving each, ...), so both kinds are hit on every database, however few kills."""
         if what != "kill" or not self.plan.databases:
             return what == "kill" and self.plan.processes > 1
-        choices = [w for w in self.working if self.serves(w, target)]
-        return bool(choices) and self.supervises(self.rng.choice(choices))
+        rounds = self.tally.kills // len(self.plan.databases)
+        return rounds % 2 == 1 and any(self.supervises(w) for w in self.working)
 
     def signal(self, what: str, target: str | None) -> bool:
         """SIGKILL or SIGTERM a worker (serving ``target``, if given) and start another
@@ -423,6 +425,8 @@ class Campaign:
             os.kill(self.rng.choice(ready), signal.SIGKILL)
         self.tally.kills += 1
         self.tally.process_kills += 1
+        if target is not None:
+            self.tally.aimed[f"process-kill@{target}"] += 1
         return True
 
     def reap(self, *, wait: bool) -> None:
