@@ -44,9 +44,10 @@ suffixed() {
 # - the database tier (tests/db, less its big cleanup);
 # - the other in-process tiers;
 # - the fault campaigns and the browser;
-# - the real concurrency tier, PgBouncer, the durable steps, the per-key fairness and
-#   the shards (several queue databases on two clusters of their own, ports 5512-5513)
-#   (runworker children and their chaos campaign's CI form);
+# - the real concurrency tier (runworker children and their chaos campaign's CI form),
+#   PgBouncer, the durable steps, the per-key fairness and the shards (several queue
+#   databases on two clusters of their own, ports 5512-5513; the chaos campaign over
+#   both among its tests);
 # - the admin on 500,000 jobs and the big cleanup (the two heaviest writers).
 # A tier in none of the lists runs with the in-process tiers, and the log says so: a
 # tier that starts processes or waits on timers belongs in one of the other units.

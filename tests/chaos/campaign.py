@@ -29,12 +29,21 @@ constraint, and then works. There the check is exactly-once effects: whatever th
 did to the runs (more than one run per job on average), each job has exactly one row,
 written by its completing run.
 
-At the end (see ``check``): every job completed; exactly one ``completed`` journal entry
-per job; each job's run entries numbered 1, 2, … up to its run count, without gap or
-repeat, the last one ``completed``; every execution other than the completing one
-explained by a ``stale-recovered`` or ``released`` entry of its run (or a ``retried``
-one whose note is a lost connection: the task's commit reached the server but its
-answer did not); no claimed row left; every stopped worker exited cleanly.
+With ``Plan.databases`` (several queue databases, ``tests/shards/test_chaos.py``) each
+job has a key of its own, routed to its database; the workers are spread over them
+(``runworker --database`` for each, and workers with no flag, which supervise a worker
+process per database); each fault aims at one database's workers in turn (a SIGKILL of
+a no-flag worker's process serving it, which its supervisor replaces; a cut of that
+database's connections only), and ``Plan.restarts`` restarts one cluster in turn.
+
+At the end (``tests/chaos/guarantees.py``), on each queue database: as many jobs as
+were enqueued to it, each where its key routes it, no claimed row left; and over them
+all: every job completed; exactly one ``completed`` journal entry per job; each job's
+run entries numbered 1, 2, … up to its run count, without gap or repeat, the last one
+``completed``; every execution other than the completing one explained by a
+``stale-recovered`` or ``released`` entry of its run (or a ``retried`` one whose note
+is a lost connection: the task's commit reached the server but its answer did not);
+every stopped worker exited cleanly.
 """
 
 from __future__ import annotations
@@ -48,10 +57,11 @@ import signal
 import subprocess
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tests.chaos.guarantees import check, check_database, completing_run, read_database
 from tests.chaos.scripting import own_database
 
 if TYPE_CHECKING:  # imported when used: the script sets Django up first
@@ -59,11 +69,6 @@ if TYPE_CHECKING:  # imported when used: the script sets Django up first
 
 KIND = "tests.chaos"
 ATOMIC_KIND = "tests.chaos_atomic"
-# A run-ending journal entry: one per claim of the job.
-RUN_ENDINGS = {"completed", "retried", "stale-recovered", "released", "paused", "dead"}
-EXPLAINS_REPEAT = {"stale-recovered", "released"}
-# A ``retried`` note that says the run lost its connection, not that the task failed.
-CONNECTION_LOST = ("OperationalError", "InterfaceError", "terminat", "connection")
 
 
 @dataclass
@@ -91,6 +96,19 @@ class Plan:
     # Where each worker runs its jobs (``--pool``): on ``process``, a child process per
     # slot; a SIGKILL of the worker ends its children with it.
     pool: str = "thread"
+    # Several queue databases (the aliases JOBQUEUE DATABASES names, routed by key):
+    # each job gets a key of its own, the workers are spread over the databases
+    # (``layout``), and each fault aims at the workers of one database, in turn; a cut
+    # cuts that database's connections only. Empty: the one queue database.
+    databases: tuple[str, ...] = ()
+    restarts: int = 0  # of one cluster in turn (``Campaign``'s ``restart``), several only
+
+    @property
+    def layout(self) -> list[str | None]:
+        """Each first worker's ``--database`` (None: none, it serves every database):
+        the databases in turn, and every one-more-th worker with no flag."""
+        cycle = [*self.databases, None] if self.databases else [None]
+        return [cycle[i % len(cycle)] for i in range(self.workers)]
 
     @property
     def kind(self) -> str:
@@ -102,12 +120,19 @@ class Tally:
     """What the campaign did, and what it saw."""
 
     kills: int = 0
+    process_kills: int = 0  # of them, of a supervisor's worker process
     stops: int = 0
     cuts: int = 0
     backends_terminated: int = 0
     workers_started: int = 0
+    restarts: int = 0
     seconds: float = 0.0
     bad_exits: list[str] = field(default_factory=list)
+    # Several databases: each fault's kind and target ("kill@shard_a"; of them, SIGKILLs
+    # of a no-flag worker's process: "process-kill@shard_a"), and the jobs enqueued to
+    # each database.
+    aimed: Counter[str] = field(default_factory=Counter)
+    enqueued: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -136,8 +161,18 @@ class Report:
             f" {p.workers} workers x {p.processes} processes x {p.concurrency} slots"
             f" ({p.pool} pool),"
             f" {t.seconds:.1f} s",
-            f"faults: {t.kills} SIGKILL, {t.stops} SIGTERM, {t.cuts} connection cuts"
-            f" ({t.backends_terminated} backends terminated); {t.workers_started} workers started",
+            f"faults: {t.kills} SIGKILL ({t.process_kills} of a supervised worker process),"
+            f" {t.stops} SIGTERM, {t.cuts} connection cuts"
+            f" ({t.backends_terminated} backends terminated), {t.restarts} restarts;"
+            f" {t.workers_started} workers started",
+            *(
+                [
+                    f"jobs by database: {dict(sorted(t.enqueued.items()))};"
+                    f" faults by target: {dict(sorted(t.aimed.items()))}"
+                ]
+                if p.databases
+                else []
+            ),
             f"{what}: {total} for {p.jobs} jobs ({total / max(p.jobs, 1):.4f} per job)",
             f"{what} per job (runs: jobs): {per_job}",
             f"journal outcomes: {dict(sorted(self.outcomes.items()))}",
@@ -153,15 +188,29 @@ class Report:
 
 
 class Campaign:
-    """Runs one plan with the given worker starter (``WorkerProcesses``)."""
+    """Runs one plan with the given worker starter (``WorkerProcesses``); ``restart``
+    restarts the cluster of a queue database (its alias), for ``Plan.restarts``."""
 
-    def __init__(self, plan: Plan, procs: WorkerProcesses) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        procs: WorkerProcesses,
+        restart: Callable[[str], None] | None = None,
+    ) -> None:
+        if plan.restarts and (restart is None or not plan.databases):
+            raise ValueError("Plan.restarts needs several databases and a restart callable")
+        if plan.databases and (plan.atomic or plan.processes > 1):
+            # The atomic task's Effect row is on the project's database, not in its run's
+            # transaction on a queue database; a no-flag worker is the supervised one.
+            raise ValueError("Plan.databases runs plain jobs on one-process workers")
         self.plan = plan
         self.procs = procs
+        self.restart = restart
         self.rng = random.Random(plan.seed)
         self.tally = Tally()
         self.working: list[WorkerProcess] = []  # started, not signalled
         self.stopping: list[tuple[WorkerProcess, float]] = []  # SIGTERMed, since when
+        self.flags: dict[WorkerProcess, str | None] = {}  # each worker's --database
 
     def args(self) -> list[str]:
         p = self.plan
@@ -178,9 +227,26 @@ class Campaign:
             *(["--pool", p.pool] if p.pool != "thread" else []),
         ]
 
-    def start_worker(self) -> None:
-        self.working.append(self.procs.start(*self.args()))
+    def start_worker(self, database: str | None = None) -> WorkerProcess:
+        """Start one more worker (``--database``: that one)."""
+        flag = ["--database", database] if database is not None else []
+        worker = self.procs.start(*self.args(), *flag)
+        self.flags[worker] = database
+        self.working.append(worker)
         self.tally.workers_started += 1
+        return worker
+
+    def start_fleet(self) -> None:
+        """The first workers: identical, ready and listening; with several databases,
+        spread over them (``Plan.layout``), each ready (registered) in turn."""
+        p = self.plan
+        if not p.databases:
+            self.working = self.procs.start_ready(*self.args(), count=p.workers)
+            self.flags = dict.fromkeys(self.working)
+            self.tally.workers_started += p.workers
+            return
+        for worker in [self.start_worker(database) for database in p.layout]:
+            worker.wait_registered()
 
     def run(self) -> Report:
         self.execute()
@@ -190,9 +256,9 @@ class Campaign:
         """Start the workers, inject every fault while the work drains, stop them all."""
         p = self.plan
         began = time.monotonic()
-        self.working = self.procs.start_ready(*self.args(), count=p.workers)
-        self.tally.workers_started += p.workers
+        self.start_fleet()
         faults = ["kill"] * p.kills + ["stop"] * p.stops + ["cut"] * p.cuts
+        faults += ["restart"] * p.restarts
         self.rng.shuffle(faults)
         self.drive(faults, deadline=began + p.timeout)
         for proc in self.working:
@@ -210,7 +276,9 @@ class Campaign:
 
     def done(self) -> int:
         """How many units are done so far."""
-        return completed_count(self.plan.kind)
+        from django_jobqueue import routing
+
+        return sum(completed_count(self.plan.kind, alias) for alias in routing.aliases())
 
     def waves(self, count: int) -> list[range]:
         """The job numbers (1-based) split into ``count`` waves of nearly equal size."""
@@ -224,10 +292,14 @@ class Campaign:
         from tests.taskapp.tasks import chaos_atomic, chaos_step
 
         p = self.plan
+        seconds = [p.long_work if i % p.long_every == 0 else p.work for i in wave]
+        if p.databases:  # a key each, routed to its database (a transaction each)
+            for i, s in zip(wave, seconds, strict=True):
+                handle = chaos_step.using(key=f"chaos:{i}").enqueue(seconds=s)
+                self.tally.enqueued[handle.database] += 1
+            return len(wave)
         with transaction.atomic():
-            (chaos_atomic if p.atomic else chaos_step).enqueue_many(
-                {"seconds": p.long_work if i % p.long_every == 0 else p.work} for i in wave
-            )
+            (chaos_atomic if p.atomic else chaos_step).enqueue_many({"seconds": s} for s in seconds)
         return len(wave)
 
     def drive(self, faults: list[str], *, deadline: float) -> None:
@@ -253,19 +325,78 @@ class Campaign:
                 enqueued += newest
             time.sleep(0.05)
 
+    def aim(self, what: str) -> str | None:
+        """The queue database the next fault of kind ``what`` aims at: each in turn,
+        so every kind hits the workers of every database (None: the one database)."""
+        databases = self.plan.databases
+        if not databases:
+            return None
+        dealt = sum(n for aimed, n in self.tally.aimed.items() if aimed.startswith(f"{what}@"))
+        return databases[dealt % len(databases)]
+
     def fault(self, what: str) -> bool:
         """Inject one fault; False if no worker is ready for it yet."""
-        if what == "cut":
-            from tests.concurrency.procs import terminate_other_backends
+        target = self.aim(what)
+        if what in ("cut", "restart"):
+            self.cut(what, target)
+        elif not (
+            self.kill_child(target) if self.supervised(what, target) else self.signal(what, target)
+        ):
+            return False
+        if target is not None:
+            self.tally.aimed[f"{what}@{target}"] += 1
+        return True
 
-            self.tally.backends_terminated += terminate_other_backends()
-            self.tally.cuts += 1
-            return True
+    def cut(self, what: str, target: str | None) -> None:
+        """Cut every worker connection (of the target database only), or restart its
+        cluster; the test's own connection to it is dropped after a restart."""
+        from django.db import connections
+
+        from tests.concurrency.procs import terminate_other_backends
+
+        if what == "restart":
+            assert self.restart is not None
+            assert target is not None
+            self.restart(target)
+            connections[target].close()
+            self.tally.restarts += 1
+            return
+        self.tally.backends_terminated += terminate_other_backends(target or "default")
+        self.tally.cuts += 1
+
+    def serves(self, worker: WorkerProcess, target: str | None) -> bool:
+        """Whether ``worker`` serves the ``target`` database (None: the one there is)."""
+        return target is None or self.flags[worker] in (None, target)
+
+    def supervises(self, worker: WorkerProcess) -> bool:
+        """Whether ``worker`` is a supervisor of worker processes: under ``--processes``,
+        and with several databases when it has no ``--database`` (a process each)."""
+        return self.plan.processes > 1 or (bool(self.plan.databases) and self.flags[worker] is None)
+
+    def supervised(self, what: str, target: str | None) -> bool:
+        """Whether this SIGKILL hits a supervisor's worker process (not a worker): always
+        under ``--processes``; with several databases, every other round of kills over
+        the databases (a ``--database`` worker of each, then a no-flag worker's process
+        serving each, ...), so both kinds are hit on every database, however few kills."""
+        if what != "kill" or not self.plan.databases:
+            return what == "kill" and self.plan.processes > 1
+        rounds = self.tally.kills // len(self.plan.databases)
+        return rounds % 2 == 1 and any(self.supervises(w) for w in self.working)
+
+    def signal(self, what: str, target: str | None) -> bool:
+        """SIGKILL or SIGTERM a worker (serving ``target``, if given) and start another
+        in its place, serving what it served."""
         # A registered worker is past start-up (its signal handlers are in place) and has
         # had a moment to claim.
-        if what == "kill" and self.plan.processes > 1:
-            return self.kill_child()
-        ready = [w for w in self.working if w.alive() and w.age() >= 1.0 and w.registered()]
+        ready = [
+            w
+            for w in self.working
+            if w.alive()
+            and w.age() >= 1.0
+            and self.serves(w, target)
+            and (what == "stop" or not self.supervises(w))  # a supervisor: its process
+            and w.registered()
+        ]
         if not ready:
             return False
         victim = self.rng.choice(ready)
@@ -277,22 +408,25 @@ class Campaign:
             victim.send(signal.SIGTERM)
             self.stopping.append((victim, time.monotonic()))
             self.tally.stops += 1
-        self.start_worker()
+        self.start_worker(self.flags[victim])
         return True
 
-    def kill_child(self) -> bool:
-        """SIGKILL one registered worker process of a supervisor; its supervisor starts
-        another in its place, and the lease recovery takes back its jobs."""
-        from django_jobqueue.models import WorkerHeartbeat
+    def kill_child(self, target: str | None = None) -> bool:
+        """SIGKILL one registered worker process of a supervisor (serving ``target``, if
+        given); its supervisor starts another in its place, and the lease recovery
+        takes back its jobs."""
+        from tests.concurrency.procs import registered_pids
 
         pids = [pid for w in self.working if w.alive() for pid in w.children()]
-        live = WorkerHeartbeat.objects.filter(pid__in=pids, stopped_at__isnull=True)
-        ready = sorted(set(live.values_list("pid", flat=True)))
+        ready = registered_pids(pids, None if target is None else (target,))
         if not ready:
             return False
         with contextlib.suppress(ProcessLookupError):  # it died meanwhile: still a kill
             os.kill(self.rng.choice(ready), signal.SIGKILL)
         self.tally.kills += 1
+        self.tally.process_kills += 1
+        if target is not None:
+            self.tally.aimed[f"process-kill@{target}"] += 1
         return True
 
     def reap(self, *, wait: bool) -> None:
@@ -313,26 +447,29 @@ class Campaign:
         self.stopping = still
 
 
-def completed_count(kind: str = KIND) -> int:
+def completed_count(kind: str = KIND, alias: str = "default") -> int:
     from django_jobqueue.models import Job
 
-    return Job.objects.filter(kind=kind, status="completed").count()
+    return Job.objects.using(alias).filter(kind=kind, status="completed").count()
 
 
 def build_report(plan: Plan, tally: Tally) -> Report:
-    """Read jobs, journal and executions (atomic: effects) back and check every guarantee."""
-    from django_jobqueue.models import Job, JournalEntry
+    """Read jobs, journal and executions (atomic: effects) back and check every guarantee:
+    on each queue database, then over all of them."""
+    from django_jobqueue import routing
     from tests.taskapp.models import Effect, Execution
 
     kind = plan.kind
-    jobs = {j["id"]: j for j in Job.objects.filter(kind=kind).values("id", "status", "run_count")}
+    jobs: dict[Any, dict[str, Any]] = {}
     journal: dict[Any, list[tuple[int, str, str]]] = defaultdict(list)
-    for job_id, run_no, outcome, note in (
-        JournalEntry.objects.filter(kind=kind)
-        .order_by("id")
-        .values_list("job_id", "run_no", "outcome", "note")
-    ):
-        journal[job_id].append((run_no, outcome, note))
+    violations: list[str] = []
+    for alias in routing.aliases():
+        found = read_database(alias, kind, journal)
+        violations += check_database(alias, found, tally.enqueued, kind)
+        violations += [
+            f"job {i}: on {jobs[i]['database']} and on {alias}" for i in found if i in jobs
+        ]
+        jobs.update(found)
     executions: dict[Any, list[int]] = defaultdict(list)
     rows = (
         Effect.objects.filter(job_id__in=list(jobs))
@@ -341,7 +478,8 @@ def build_report(plan: Plan, tally: Tally) -> Report:
     )
     for job_id, run_no in rows.values_list("job_id", "run_no"):
         executions[job_id].append(run_no)
-    violations, explained_by = check(plan, tally, jobs, journal, executions)
+    broken, explained_by = check(plan, tally, jobs, journal, executions)
+    violations += broken
     if plan.atomic:
         violations += [
             f"job {job_id}: effect rows of runs {sorted(executions[job_id])}, expected exactly"
@@ -362,70 +500,6 @@ def build_report(plan: Plan, tally: Tally) -> Report:
         violations=violations,
         effects_per_job=Counter(len(executions[j]) for j in jobs) if plan.atomic else None,
     )
-
-
-def completing_run(entries: list[tuple[int, str, str]]) -> int | None:
-    """The run number of a job's ``completed`` entry (None: none or several)."""
-    runs = [run_no for run_no, outcome, _ in entries if outcome == "completed"]
-    return runs[0] if len(runs) == 1 else None
-
-
-def check(
-    plan: Plan,
-    tally: Tally,
-    jobs: Mapping[Any, Mapping[str, Any]],
-    journal: dict[Any, list[tuple[int, str, str]]],
-    executions: dict[Any, list[int]],
-) -> tuple[list[str], Counter[str]]:
-    """The guarantees, as a list of what broke them, and what explained repeat runs."""
-    violations = [f"worker did not stop cleanly: {e}" for e in tally.bad_exits]
-    if len(jobs) != plan.jobs:
-        violations.append(f"{len(jobs)} jobs in the table, {plan.jobs} enqueued")
-    statuses = Counter(j["status"] for j in jobs.values())
-    if statuses["claimed"]:
-        violations.append(f"{statuses['claimed']} rows left claimed")
-    if set(statuses) != {"completed"}:
-        violations.append(f"not every job completed: {dict(statuses)}")
-    explained_by: Counter[str] = Counter()
-    for job_id, job in jobs.items():
-        violations += check_job(job_id, job, journal[job_id], executions[job_id], explained_by)
-    return violations, explained_by
-
-
-def check_job(
-    job_id: Any,
-    job: Mapping[str, Any],
-    entries: list[tuple[int, str, str]],
-    runs: list[int],
-    explained_by: Counter[str],
-) -> list[str]:
-    """One job's journal against its run count and its executions."""
-    out = []
-    ends = [(run_no, outcome, note) for run_no, outcome, note in entries if outcome in RUN_ENDINGS]
-    numbers = [run_no for run_no, _, _ in ends]
-    if numbers != list(range(1, job["run_count"] + 1)):
-        out.append(f"job {job_id}: run entries numbered {numbers}, run count {job['run_count']}")
-    completions = [run_no for run_no, outcome, _ in ends if outcome == "completed"]
-    if len(completions) != 1:
-        out.append(f"job {job_id}: {len(completions)} completed entries")
-    elif ends[-1][1] != "completed":
-        out.append(f"job {job_id}: an entry after completion: {ends[-1][:2]}")
-    if len(runs) != len(set(runs)):
-        out.append(f"job {job_id}: a run number executed twice: {sorted(runs)}")
-    by_run = {run_no: (outcome, note) for run_no, outcome, note in ends}
-    for run_no in sorted(set(runs)):
-        outcome, note = by_run.get(run_no, ("none", ""))
-        if completions and run_no == completions[0]:
-            continue
-        if outcome in EXPLAINS_REPEAT:
-            explained_by[outcome] += 1
-        elif outcome == "retried" and any(word in note for word in CONNECTION_LOST):
-            explained_by["retried (connection lost)"] += 1
-        else:
-            out.append(f"job {job_id}: execution of run {run_no} unexplained (entry: {outcome})")
-    if completions and completions[0] not in runs:
-        out.append(f"job {job_id}: the completing run {completions[0]} left no execution")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,9 +548,10 @@ if __name__ == "__main__":
 
 def assert_unbroken_under_every_fault(report: Any, plan: Any) -> None:
     """What every campaign checks first (the plain, atomic, workflow and steps ones): no
-    guarantee broken, and each planned fault (SIGKILLs, SIGTERMs, cut connections)
-    really dealt, so that the rest of its checks saw them."""
+    guarantee broken, and each planned fault (SIGKILLs, SIGTERMs, cut connections,
+    cluster restarts) really dealt, so that the rest of its checks saw them."""
     assert report.violations == [], report.text()
     assert report.tally.kills == plan.kills, report.text()
     assert report.tally.stops == plan.stops, report.text()
     assert report.tally.cuts == plan.cuts, report.text()
+    assert report.tally.restarts == plan.restarts, report.text()

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tests.chaos.campaign import Campaign, Plan, Tally, check_job
+from tests.chaos.campaign import Campaign, Plan, Tally
+from tests.chaos.guarantees import check_job
 from tests.chaos.scripting import own_database
 
 MEMBER_KIND = "tests.wf_chaos"

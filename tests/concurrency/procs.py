@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connections
 
+from django_jobqueue import routing
 from django_jobqueue.models import WorkerHeartbeat
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -68,9 +69,20 @@ def listening_backends(since: datetime) -> int:
     return int(row[0]) if row else 0
 
 
-def terminate_other_backends() -> int:
-    """``pg_terminate_backend`` every other connection to the test database; how many."""
-    with connections["default"].cursor() as cursor:
+def registered_pids(pids: list[int], aliases: tuple[str, ...] | None = None) -> list[int]:
+    """Those of ``pids`` with a live heartbeat row (a worker loop started, not stopped)
+    on a queue database of ``aliases`` (default: every one), sorted."""
+    found: set[int] = set()
+    for alias in routing.aliases() if aliases is None else aliases:
+        live = WorkerHeartbeat.objects.using(alias).filter(pid__in=pids, stopped_at__isnull=True)
+        found.update(live.values_list("pid", flat=True))
+    return sorted(found)
+
+
+def terminate_other_backends(alias: str = "default") -> int:
+    """``pg_terminate_backend`` every other connection to the test database (or to the
+    database ``alias`` points at); how many."""
+    with connections[alias].cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -156,9 +168,9 @@ class WorkerProcess:
 
     def registered(self) -> bool:
         """Whether the child has registered its heartbeat row (its loop has started); for
-        ``--processes``, whether one of its worker processes has."""
-        pids = [self.pid, *self.children()]
-        return WorkerHeartbeat.objects.filter(pid__in=pids, stopped_at__isnull=True).exists()
+        ``--processes`` (or several queue databases), whether one of its worker processes
+        has, on any queue database."""
+        return bool(registered_pids([self.pid, *self.children()]))
 
     def wait_registered(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Wait until the child has registered its heartbeat row (its loop is starting)."""

@@ -5,11 +5,13 @@ project's own ``default`` beside them holding no queue."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 ALIASES = ("shard_a", "shard_b")
-# Ports of their own (5510-5519 are this tier's), one cluster each.
-PORTS = (5512, 5513)
+# Ports of their own (5510-5519 are this tier's), one cluster each;
+# ``JOBQUEUE_TEST_SHARD_PORTS`` ("5531,5532") moves them, for two checkouts testing at once.
+PORTS = tuple(int(p) for p in os.environ.get("JOBQUEUE_TEST_SHARD_PORTS", "5512,5513").split(","))
 NAME = "jq_shards"
 # A second alias of shard_a's database, standing for its READ replica (a test mirror).
 REPLICA = "shard_a_ro"
