@@ -276,11 +276,14 @@ def first_refused(
     if not _walked(value, containers):
         return None
     stack = [_parts(value)]
+    # The containers being walked: a circle (the encoder's words name it) is not re-entered.
+    walking = [id(value)]
     path: list[str] = []
     while stack:
         part = next(stack[-1], None)
         if part is None:
             stack.pop()
+            walking.pop()
             if path:
                 path.pop()
             continue
@@ -290,9 +293,10 @@ def first_refused(
                 return [*path, label], key
         if refused(item):
             return [*path, label], item
-        if _walked(item, containers):
+        if _walked(item, containers) and id(item) not in walking:
             path.append(label)
             stack.append(_parts(item))
+            walking.append(id(item))
     return None
 
 

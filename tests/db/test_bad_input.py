@@ -26,6 +26,16 @@ from tests.taskapp.models import Execution
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
+def circle(container: Any = None) -> Any:
+    """A list (or the dict given) that holds itself, one level down."""
+    if container is None:
+        container = []
+        container.append([container])
+    else:
+        container["again"] = {"inner": container}
+    return container
+
+
 CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
     "unknown kind": (
         lambda: enqueue("no.such.kind", 1),
@@ -52,6 +62,18 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
         lambda: tasks.record.enqueue(n={"when": {1, 2}}),
         InvalidPayload,
         "argument 'n' is not JSON-serialisable",
+    ),
+    # A value that holds itself: named, not walked forever (the check that names the
+    # bad part once walked a circle until memory ran out).
+    "a list holding itself": (
+        lambda: tasks.add.enqueue(circle(), 2),
+        InvalidPayload,
+        "argument 'a' is not JSON-serialisable (Circular reference detected)",
+    ),
+    "a dict holding itself, in a bulk": (
+        lambda: tasks.record.enqueue_many([{"n": 1}, {"n": {"ok": [1], "me": circle({})}}]),
+        InvalidPayload,
+        "item 1: tests.taskapp.tasks.record: argument 'n' is not JSON-serialisable (Circular",
     ),
     "NaN is not JSON": (
         lambda: tasks.add.enqueue(1, float("nan")),
