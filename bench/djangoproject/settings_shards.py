@@ -1,6 +1,6 @@
 """django_jobqueue with the benchmark's tasks and two queue databases: ``default`` (from
 DATABASE_URL) and ``shard_b`` (from BENCH_SHARD_B_URL), jobs routed by key; one
-runworker serves both (``bench.shards``)."""
+``runworker`` serves both, a worker process each (``bench.shards``)."""
 
 from __future__ import annotations
 
