@@ -168,16 +168,18 @@ def _cell(value: float | None, ref: float | None, fmt: str) -> str:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    """A column per database (a layout's empty one, then its full one with, in brackets,
-    its ratio to the empty one's figure)."""
+    """A column per database (a layout's empty one, then its full one with, for the drain
+    and the pickup latency, its ratio to the empty one's figure in brackets)."""
     columns = [(layout, which) for layout in results for which in ("empty", "full")]
     lines = [f"{'':46}" + "".join(f"{f'{layout}, {which}':>22}" for layout, which in columns)]
 
-    def row(label: str, path: tuple[str, ...], fmt: str, scale: float = 1.0) -> None:
+    def row(
+        label: str, path: tuple[str, ...], fmt: str, scale: float = 1.0, ratio: bool = False
+    ) -> None:
         cells, flag = [], ""
         for layout, which in columns:
             value = _get(results[layout][which], path)
-            ref = _get(results[layout]["empty"], path) if which == "full" else None
+            ref = _get(results[layout]["empty"], path) if which == "full" and ratio else None
             value = value / scale if value is not None else None
             ref = ref / scale if ref else None
             cells.append(_cell(value, ref, fmt))
@@ -192,9 +194,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         row(f"  {part} (s)", ("load", f"{part}_seconds"), ",.0f")
     for size in ("jobs_total", "journal_total", "journal_heap", "database"):
         row(f"size, {size} (MiB)", ("load", "sizes", size), ",.0f", 2**20)
-    row("drain, 2 workers (jobs/s)", ("drain", "values", "rate"), ".0f")
+    row("drain, 2 workers (jobs/s)", ("drain", "values", "rate"), ".0f", ratio=True)
     for q in ("p50", "p95", "p99"):
-        row(f"pickup latency {q} (ms)", ("pickup", "values", q), ".1f")
+        row(f"pickup latency {q} (ms)", ("pickup", "values", q), ".1f", ratio=True)
     pages = next(iter(results.values()))["full"].get("pages", {})
     for name in pages:
         row(f"page: {name} (ms)", ("pages", name, "median_ms"), ".1f")
