@@ -1,6 +1,7 @@
 """The million-job tables filled at the speed of a bulk load: the queue tables' secondary
-indexes dropped, the rows inserted by ``bench.admin_pages``'s statements, the indexes
-built again from their own definitions, then ANALYZE.
+indexes set aside (``bench.history.indexes_aside``), the rows inserted by
+``bench.admin_pages``'s statements, the indexes built again from their own definitions,
+then ANALYZE.
 
 Building an index over rows already there is one sort; keeping fourteen of them up to
 date row by row is most of a fill's time (and the journal's foreign key, checked row by
@@ -13,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
-
 from bench.admin_pages import JOBS_SQL, JOURNAL_SQL
+from bench.history import indexes_aside
 from django_jobqueue.models import Job, JournalEntry
 
 TABLES = (Job._meta.db_table, JournalEntry._meta.db_table)
@@ -25,25 +25,8 @@ def fill_fast(cursor: Any, *, jobs: int) -> None:
     """``bench.admin_pages.fill`` into empty tables, in one transaction (a failure leaves
     the tables and every index as they were)."""
     names = {"jobs": TABLES[0], "journal": TABLES[1]}
-    with transaction.atomic():
-        cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
-            " AND tablename = ANY(%s) AND indexname NOT IN"
-            " (SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u', 'x'))",
-            [list(TABLES)],
-        )
-        secondary = cursor.fetchall()
-        for name, _ in secondary:
-            cursor.execute(f'DROP INDEX "{name}"')
-        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-        (superuser,) = cursor.fetchone()
-        if superuser:  # foreign-key triggers off for this transaction's inserts
-            cursor.execute("SET LOCAL session_replication_role = replica")
+    with indexes_aside(cursor, TABLES):
         cursor.execute(JOBS_SQL.format(**names), {"n": jobs})
         cursor.execute(JOURNAL_SQL.format(**names))
-        if superuser:
-            cursor.execute("SET LOCAL session_replication_role = DEFAULT")
-        for _, definition in secondary:
-            cursor.execute(definition)
     for table in TABLES:
         cursor.execute(f"ANALYZE {table}")
