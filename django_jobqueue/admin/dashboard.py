@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from django_jobqueue import store
+from django_jobqueue import conf, store
 from django_jobqueue.admin import databases, history, table_health
 from django_jobqueue.admin import live as live_pages
 from django_jobqueue.admin.chart import chart
@@ -44,9 +44,14 @@ def view(modeladmin: JobPages) -> Callable[[HttpRequest], HttpResponse]:
         if not modeladmin.has_view_permission(request):
             raise PermissionDenied
         now = timezone.now()
-        s = store.stats(window=WINDOW, now=now)
-        hour = store.throughput(since=now - timedelta(hours=1), bucket="minute", now=now)
-        day = store.throughput(since=now - WINDOW, bucket="hour", now=now)
+        # The run history when it is kept: a read that does not grow with the runs of
+        # the day, as the journal's does (seconds, with a few hundred thousand a day).
+        kept = conf.get().history_days > 0
+        s = store.stats(window=WINDOW, now=now, history=kept)
+        hour = store.throughput(
+            since=now - timedelta(hours=1), bucket="minute", now=now, history=kept
+        )
+        day = store.throughput(since=now - WINDOW, bucket="hour", now=now, history=kept)
         schedules, schedules_error = _schedules(now)
         return TemplateResponse(
             request,

@@ -39,6 +39,7 @@ from django_jobqueue.models.runtime import TallyCounts
 from django_jobqueue.states import Outcome
 from django_jobqueue.store import sql
 from django_jobqueue.store.monitoring import DURATION_BUCKETS, TALLY_BUCKETS
+from django_jobqueue.store.snapshot import KindRuns
 
 COUNTS: tuple[str, ...] = ("runs", "timed", "microseconds", *TALLY_BUCKETS)
 # How the chart stacks the outcomes: each journal outcome of a run, in one group.
@@ -254,6 +255,42 @@ def read_history(
         DeployMarker.objects.using(alias).filter(at__gte=start, at__lte=until).order_by("at")
     )
     return History(since=start, step=step, slots=slots, kinds=per_kind, markers=markers)
+
+
+def kind_runs(
+    *, since: datetime, until: datetime, outcomes: Sequence[str], failed: Sequence[str]
+) -> dict[str, KindRuns]:
+    """Per kind, the runs of ``outcomes`` counted in the history from ``since`` to
+    ``until`` (whole minutes), by outcome, with p50/p95 seconds from the buckets of the
+    timed outcomes and the share of ``failed`` ones: ``run_stats`` read from a few rows
+    per kind and minute instead of every journal entry of the window (a day of a busy
+    queue's journal made the dashboard take seconds)."""
+    rows: Any = (
+        RunMinute.objects.using(sql.alias())
+        .filter(minute__gte=_minute(since), minute__lte=until, outcome__in=list(outcomes))
+        .values("kind", "outcome")
+        .annotate(**{c: Sum(c) for c in COUNTS})
+    )
+    counts: dict[str, dict[str, int]] = {}
+    timed: dict[str, Slot] = {}
+    for row in rows.order_by("kind"):
+        counts.setdefault(row["kind"], {})[row["outcome"]] = int(row["runs"])
+        if row["outcome"] in GROUPS:
+            timed.setdefault(row["kind"], Slot(at=since)).add(row["outcome"], _counts(row))
+    result = {}
+    for kind, by_outcome in counts.items():
+        runs = sum(by_outcome.values())
+        if not runs:
+            continue
+        histogram = timed.get(kind)
+        result[kind] = KindRuns(
+            runs=runs,
+            outcomes=by_outcome,
+            p50=histogram.percentile(0.5) if histogram else None,
+            p95=histogram.percentile(0.95) if histogram else None,
+            failure_rate=sum(by_outcome.get(o, 0) for o in failed) / runs,
+        )
+    return result
 
 
 def add_marker(*, label: str, by: str, at: datetime) -> DeployMarker:

@@ -24,6 +24,7 @@ from django_jobqueue.models import (
 )
 from django_jobqueue.store import sql
 from django_jobqueue.store.durable import parked_counts
+from django_jobqueue.store.history import Slot, kind_runs, read_history
 from django_jobqueue.store.snapshot import (
     Gauges,
     KindRuns,
@@ -36,17 +37,26 @@ from django_jobqueue.store.snapshot import (
 WORKER_GONE_AFTER = timedelta(seconds=60)
 
 
-def stats(*, window: timedelta = timedelta(hours=24), now: datetime | None = None) -> Stats:
+def stats(
+    *, window: timedelta = timedelta(hours=24), now: datetime | None = None, history: bool = False
+) -> Stats:
     """A snapshot of the queue: backlog, waiting workflow steps, claims, failures, workers,
     paused queues and recent run statistics. Every count reads only the rows of its status
     (a partial index each); the run statistics and ``unclaimed_kinds`` read the journal
-    over their window."""
+    over their window, or with ``history`` the run statistics read the run history
+    (``store.history``: counts a few seconds late, percentiles from buckets), whose cost
+    does not grow with the runs in the window: what a page shown often reads."""
     now = now or timezone.now()
     snapshot = gauges(now=now)
+    since = now - window
     return Stats(
         **{f.name: getattr(snapshot, f.name) for f in dataclasses.fields(Gauges)},
         unclaimed_kinds=tuple(_unclaimed_kinds(set(snapshot.oldest_pending_seconds), now=now)),
-        runs=run_stats(since=now - window),
+        runs=(
+            kind_runs(since=since, until=now, outcomes=_RUN_OUTCOMES, failed=_FAILED_OUTCOMES)
+            if history
+            else run_stats(since=since)
+        ),
         window_seconds=window.total_seconds(),
     )
 
@@ -213,12 +223,12 @@ def _percentiles(qs: QuerySet[JournalEntry]) -> dict[str, tuple[float | None, fl
 
 
 def throughput(
-    *, since: datetime, bucket: str, now: datetime | None = None
+    *, since: datetime, bucket: str, now: datetime | None = None, history: bool = False
 ) -> list[dict[str, Any]]:
     """Completed and failed runs per ``bucket`` ("minute" or "hour") from ``since`` to
     ``now``, oldest first, every bucket present (zero where nothing ran); ``dead``
     counts the failed runs that left their job dead. Reads the journal's time index
-    over the window only."""
+    over the window only; with ``history``, the run history instead (as ``stats``)."""
     truncs = {
         "minute": (TruncMinute, timedelta(minutes=1)),
         "hour": (TruncHour, timedelta(hours=1)),
@@ -227,6 +237,9 @@ def throughput(
         raise InvalidFilter(f"bucket is minute or hour, got {bucket!r}", argument="bucket")
     trunc, step = truncs[bucket]
     now = now or timezone.now()
+    if history:
+        slots = read_history(since=since, until=now, step=step).slots
+        return [_from_slot(slot) for slot in slots]
     counted: dict[datetime, dict[str, int]] = {}
     rows = (
         sql.journal_entries()
@@ -249,6 +262,18 @@ def throughput(
         buckets.append({"at": at, **slot})
         at += step
     return buckets
+
+
+def _from_slot(slot: Slot) -> dict[str, Any]:
+    """A history slot as a throughput bucket: its retried (and recovered) and dead runs
+    are the failed ones."""
+    dead = slot.counts["dead"]
+    return {
+        "at": slot.at,
+        "completed": slot.counts["completed"],
+        "failed": slot.counts["retried"] + dead,
+        "dead": dead,
+    }
 
 
 def _floor(moment: datetime, step: timedelta) -> datetime:

@@ -7,13 +7,15 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.models import Job, JournalEntry, QueuePause, WorkerHeartbeat
+from django_jobqueue.testing import run_jobs
 from tests.admin.conftest import OPERATOR_PERMS, jobs_in_every_state, make_user, set_state
 from tests.taskapp import tasks
 
@@ -108,6 +110,12 @@ def test_cleanup_needs_its_permission(client_for: Callable[..., Client]) -> None
 def test_dashboard_cards_kinds_chart_and_workers(
     viewer: User, client_for: Callable[..., Client]
 ) -> None:
+    """Without a run history (``HISTORY_DAYS`` 0), the runs are read from the journal."""
+    with override_settings(JOBQUEUE={**settings.JOBQUEUE, "HISTORY_DAYS": 0}):
+        journal_read_dashboard(viewer, client_for)
+
+
+def journal_read_dashboard(viewer: User, client_for: Callable[..., Client]) -> None:
     jobs = jobs_in_every_state()
     now = timezone.now()
     for minutes, outcome in ((3, "completed"), (3, "completed"), (3, "retried"), (90, "dead")):
@@ -154,6 +162,39 @@ def test_dashboard_cards_kinds_chart_and_workers(
     assert '<noscript><meta http-equiv="refresh" content="30"></noscript>' in text
     assert [w["id"] for w in page.context["live"]] == ["h:1"]
     assert [w["id"] for w in page.context["gone"]] == ["h:2"]
+
+
+def test_with_a_run_history_the_dashboard_reads_it_not_the_journal(
+    viewer: User, client_for: Callable[..., Client]
+) -> None:
+    """With the run history kept (the default), the kinds' runs and the charts are read
+    from it: they stay when the journal entries are gone, and a journal entry the
+    history has not counted is not shown."""
+    now = timezone.now()
+    store.sample_history(now=now - timedelta(minutes=3), min_gap=timedelta(seconds=1))
+    tasks.add.enqueue_many([{"a": n, "b": n} for n in range(3)])
+    tasks.permanent.enqueue()  # dead at its first failure
+    run_jobs(kinds=[tasks.add, tasks.permanent])
+    store.sample_history(now=now, min_gap=timedelta(seconds=1))
+    JournalEntry.objects.all().delete()
+    JournalEntry.objects.create(  # not in the history: not shown
+        job_id=jobs_in_every_state()["completed"].id,
+        kind=tasks.add.kind,
+        outcome="completed",
+        worker="w:1",
+        duration=timedelta(seconds=1),
+        recorded_at=now - timedelta(minutes=1),
+    )
+    page = client_for(viewer).get(DASHBOARD)
+    rows = {row["kind"]: row for row in page.context["kinds"]}
+    assert rows[tasks.add.kind]["runs"] == 3
+    assert rows[tasks.add.kind]["failure_rate"] == "0.0%"
+    assert rows[tasks.add.kind]["p50"] != "-"  # from the history's duration buckets
+    dead = rows[tasks.permanent.kind]
+    assert (dead["runs"], dead["failure_rate"]) == (1, "100.0%")
+    assert page.context["hour"]["total_completed"] == 3
+    assert page.context["hour"]["total_failed"] == 1
+    assert page.context["day"]["total_dead"] == 1
 
 
 def test_a_worker_gone_for_a_day_is_forgotten_when_the_next_one_starts(
