@@ -18,7 +18,7 @@ import contextlib
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -142,21 +142,9 @@ class WrittenJob:
     result: Any = None
 
     def model(self, database: str) -> Job:
-        """The row as a model instance of ``database``'s (saved, as it is)."""
-        job = Job(
-            id=self.id,
-            kind=self.kind,
-            queue=self.queue,
-            payload=self.payload,
-            priority=self.priority,
-            status=self.status,
-            created_at=self.created_at,
-            visible_at=self.visible_at,
-            dedup_key=self.dedup_key,
-            idempotency_key=self.idempotency_key,
-            trace_context=self.trace_context,
-            key=self.key,
-        )
+        """The row as a model instance of ``database``'s (saved, as it is): each of this
+        class's fields is the model field of its name."""
+        job = Job(**{f.name: getattr(self, f.name) for f in fields(self)})
         job._state.adding = False
         job._state.db = database
         return job
