@@ -114,9 +114,11 @@ from django_jobqueue.store.tables import (
     TableHealth,
     dead_rows_piling,
     describe,
+    gather_statistics,
     queue_tables,
     refresh_statistics,
     table_health,
+    upkeep_due,
     vacuum_jobs,
 )
 from django_jobqueue.store.terminating import (
@@ -187,6 +189,7 @@ __all__ = [
     "exchange",
     "extend_leases",
     "freshest_heartbeat",
+    "gather_statistics",
     "gauges",
     "get_job",
     "history",
@@ -249,6 +252,7 @@ __all__ = [
     "tick_key",
     "unpartition_journal",
     "unserved_kinds",
+    "upkeep_due",
     "vacuum_jobs",
     "write_progress",
 ]

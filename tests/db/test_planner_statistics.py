@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.models import Job
-from django_jobqueue.store import ClaimRequest, sql
+from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.tables import STATISTICS_LOCK
 from django_jobqueue.worker.loop import Worker
 from django_jobqueue.worker.services.base import Timings
@@ -50,7 +50,7 @@ def loaded(n: int = 5_000) -> None:
 
 
 def stale() -> bool:
-    return sql.dialect().statistics_stale(JOB_TABLE, rows=1000, share=0.1)
+    return store.upkeep_due().analyze
 
 
 def claim_plan() -> str:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from django_jobqueue.models import JournalEntry
     from django_jobqueue.store.dialects.base.fragment import Fragment
-    from django_jobqueue.store.dialects.base.health import Holder, TableReading
+    from django_jobqueue.store.dialects.base.health import Holder, TableReading, Upkeep
     from django_jobqueue.store.dialects.base.partitions import JournalLayout
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
@@ -150,11 +150,11 @@ class Interface(Protocol):
 
     def horizon_holders(self, older_than: timedelta) -> list[Holder] | None: ...
 
-    def statistics_stale(self, table: str, *, rows: int, share: float) -> bool: ...
+    def upkeep_due(
+        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
+    ) -> Upkeep: ...
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool: ...
-
-    def dead_rows_piling(self, table: str, *, rows: int, share: float) -> bool: ...
 
     def vacuum_table(self, table: str) -> bool: ...
 

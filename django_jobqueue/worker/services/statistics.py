@@ -1,5 +1,5 @@
 """The statistics keeper: keeps the jobs table fit for the claim. It gathers the table's
-planner statistics when they have gone stale (``store.refresh_statistics``), so that a
+planner statistics when they have gone stale (``store.gather_statistics``), so that a
 claim after a bulk load is planned on the table as it is, not as the last ANALYZE saw
 it; and it vacuums the table when dead row versions pile up (``store.vacuum_jobs``),
 so that a claim does not walk past the index entries of every job drained since.
@@ -8,9 +8,10 @@ PostgreSQL's autovacuum does both, but only once a minute at its defaults (and o
 once a fifth of the table is dead), and not at all where it is off; until it does, a
 claim of a table that was empty at its last ANALYZE reads and sorts every pending row,
 and a deep backlog drains slower the more of it is done. Every worker asks (one row
-of ``pg_stat_user_tables`` each), at most every ``interval`` seconds of its turns (it
-never wakes an idle worker); an advisory lock lets one of them gather at a time, and
-a vacuum already going (another worker's, or autovacuum's) is left to finish.
+of ``pg_stat_user_tables``, ``store.upkeep_due``, for both), at most every ``interval``
+seconds of its turns (it never wakes an idle worker); an advisory lock lets one of them
+gather at a time, and a vacuum already going (another worker's, or autovacuum's) is
+left to finish.
 
 The vacuum runs on a thread and a connection of its own: it reads every index of the
 table whole (a tenth of a second for a hundred thousand rows, more for more), and the
@@ -43,8 +44,12 @@ class StatisticsKeeper(Service):
         self._vacuum: threading.Thread | None = None
 
     def run(self) -> None:
-        self.db(store.refresh_statistics)
-        if self.vacuuming() or not self.db(store.dead_rows_piling):
+        due = self.db(store.upkeep_due)  # None: the database is away, ask next time
+        if due is None:
+            return
+        if due.analyze:
+            self.db(store.gather_statistics)
+        if not due.vacuum or self.vacuuming():
             return
         self._vacuum = threading.Thread(
             target=self._vacuum_jobs, name="jobqueue-vacuum", daemon=True

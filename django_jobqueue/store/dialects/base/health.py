@@ -21,6 +21,18 @@ from django_jobqueue.store.dialects.base.primitives import Primitives
 
 
 @dataclass(frozen=True)
+class Upkeep:
+    """What a table is due, by its statistics: its planner statistics gathered again
+    (``analyze``) and its dead row versions vacuumed away (``vacuum``)."""
+
+    analyze: bool
+    vacuum: bool
+
+
+NOTHING_DUE = Upkeep(analyze=False, vacuum=False)
+
+
+@dataclass(frozen=True)
 class TableReading:
     """One table as its database sees it; None: the database does not say."""
 
@@ -108,23 +120,22 @@ class HealthReadings(Primitives):
         None where the database cannot tell (SQLite has no such horizon)."""
         return None
 
-    def statistics_stale(self, table: str, *, rows: int, share: float) -> bool:
-        """Whether ``table`` has changed by more than ``rows`` plus ``share`` of its rows
-        since the planner's statistics of it were last gathered. Only PostgreSQL plans
-        from statistics that its autovacuum alone keeps (and only after a minute); here
-        the answer is False: SQLite's planner keeps none unless asked, and InnoDB
-        recounts a table's by itself once a tenth of it changed."""
-        return False
+    def upkeep_due(
+        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
+    ) -> Upkeep:
+        """What ``table`` is due, each threshold being rows plus a share of the table:
+        ``analyze`` once that many rows changed since its planner statistics were
+        gathered; ``vacuum`` once that many dead row versions are in it and this session
+        may vacuum it. Nothing here: only PostgreSQL plans from statistics that its
+        autovacuum alone keeps (and only after a minute), SQLite's planner keeps none
+        unless asked, and InnoDB recounts a table's by itself once a tenth of it
+        changed; SQLite rewrites a row in place, and InnoDB's purge thread removes old
+        versions by itself."""
+        return NOTHING_DUE
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool:
         """Gather ``table``'s planner statistics now, unless another session holds
         ``lock`` (an advisory lock's two keys: one worker at a time); whether it did."""
-        return False
-
-    def dead_rows_piling(self, table: str, *, rows: int, share: float) -> bool:
-        """Whether ``table`` holds more than ``rows`` plus ``share`` of its rows in dead
-        row versions, and this session may vacuum it. False here: SQLite rewrites a
-        row in place, and InnoDB's purge thread removes old versions by itself."""
         return False
 
     def vacuum_table(self, table: str) -> bool:

@@ -12,7 +12,13 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from django_jobqueue.store.dialects.base.health import HealthReadings, Holder, TableReading
+from django_jobqueue.store.dialects.base.health import (
+    NOTHING_DUE,
+    HealthReadings,
+    Holder,
+    TableReading,
+    Upkeep,
+)
 
 # The statistics and the sessions are read once per transaction and kept for the rest of
 # it: inside a transaction (a test's, ATOMIC_REQUESTS) a second look would see the first.
@@ -62,17 +68,13 @@ _PREPARED = (
 
 # Changed rows since the last ANALYZE (manual or automatic) against the planner's
 # row count (-1 before the first: counted as none).
-_STALE = (
-    "SELECT s.n_mod_since_analyze > %s + %s * greatest(c.reltuples, 0)"
-    " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
-    " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
-)
-
-# Dead row versions past the threshold, in a table this session may vacuum (its owner's
-# member, or a superuser: another role's VACUUM would only warn and skip it).
-_PILING = (
-    "SELECT s.n_dead_tup > %s + %s * greatest(c.reltuples, 0)"
-    " AND pg_has_role(c.relowner, 'USAGE')"
+# What the jobs table is due, in one row: its statistics are stale once more rows than
+# the first threshold changed since the last ANALYZE; its dead row versions are past
+# the second, and this session may vacuum it (its owner's member, or a superuser:
+# another role's VACUUM would only warn and skip it).
+_UPKEEP = (
+    "SELECT s.n_mod_since_analyze > %s + %s * greatest(c.reltuples, 0),"
+    " s.n_dead_tup > %s + %s * greatest(c.reltuples, 0) AND pg_has_role(c.relowner, 'USAGE')"
     " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
     " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
@@ -136,10 +138,18 @@ class PostgreSQLHealth(HealthReadings):
         ]
         return found
 
-    def statistics_stale(self, table: str, *, rows: int, share: float) -> bool:
-        self.run(_FRESH, [])
-        found = self.run(_STALE, [rows, share, table])
-        return bool(found and found[0][0])
+    def upkeep_due(
+        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
+    ) -> Upkeep:
+        """One statement, and a second only inside a transaction (where the statistics
+        read first would be kept for the rest of it; a worker asks in autocommit)."""
+        if self.conn.in_atomic_block:
+            self.run(_FRESH, [])
+        found = self.run(_UPKEEP, [*analyze, *vacuum, table])
+        if not found:
+            return NOTHING_DUE
+        stale, piling = found[0]
+        return Upkeep(analyze=bool(stale), vacuum=bool(piling))
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool:
         with transaction.atomic(using=self.alias):  # the lock is the transaction's
@@ -147,11 +157,6 @@ class PostgreSQLHealth(HealthReadings):
                 return False
             self.run(f"ANALYZE {self.conn.ops.quote_name(table)}", [])
         return True
-
-    def dead_rows_piling(self, table: str, *, rows: int, share: float) -> bool:
-        self.run(_FRESH, [])
-        found = self.run(_PILING, [rows, share, table])
-        return bool(found and found[0][0])
 
     def vacuum_table(self, table: str) -> bool:
         """``SKIP_LOCKED``: a table another session is vacuuming (another worker, or
