@@ -80,6 +80,8 @@ class SoakConfig:
     storage: tuple[str, ...] = ()
     # Server settings ("autovacuum_naptime=10", …) on top of initdb's defaults.
     server: tuple[str, ...] = ()
+    # The journal partitioned by day (``jobqueue partitions --convert``) before the run.
+    partitioned: bool = False
 
 
 @dataclass
@@ -104,7 +106,8 @@ class SoakReport:
             f"autovacuum soak: {c.seconds:.0f} s at {c.rate:.0f} jobs/s, {c.workers} workers"
             f" x {c.concurrency}, RETENTION {c.keep:.0f} s every {c.prune_every:.0f} s,"
             f" warm-up {c.warmup:.0f} s, storage {list(c.storage) or 'default'},"
-            f" server {list(c.server) or 'default'}; {self.server}"
+            f" server {list(c.server) or 'default'},"
+            f" journal {'partitioned' if c.partitioned else 'one table'}; {self.server}"
         )
         tail = [
             f"sent {self.sent} (producer lag at most {self.producer_lag:.2f} s),"
@@ -136,9 +139,10 @@ def query(conn: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple
     return rows
 
 
-def migrate(url: str) -> None:
+def migrate(url: str, *command: str) -> None:
+    """``manage.py migrate`` on ``url``'s database, or another ``command``."""
     done = subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+        [sys.executable, "-m", "django", *(command or ("migrate", "--verbosity", "0"))],
         cwd=REPO_ROOT,
         env=child_env(url),
         capture_output=True,
@@ -146,7 +150,7 @@ def migrate(url: str) -> None:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"migrate failed:\n{done.stdout}\n{done.stderr}")
+        raise RuntimeError(f"{command or 'migrate'} failed:\n{done.stdout}\n{done.stderr}")
 
 
 def start_workers(url: str, config: SoakConfig, log_dir: Path) -> list[subprocess.Popen[bytes]]:
@@ -224,8 +228,10 @@ def take_sample(conn: Any, start: Any, since: Any, phase: str) -> tuple[Sample, 
     [sizes] = query(
         conn,
         "SELECT pg_relation_size(%s), pg_indexes_size(%s), pg_total_relation_size(%s),"
-        " pg_total_relation_size(%s)",
-        (JOB, JOB, JOB, JOURNAL),
+        # A partitioned journal's size is its partitions' (the parent has no storage).
+        " (SELECT coalesce(sum(pg_total_relation_size(relid)) FILTER (WHERE isleaf),"
+        " pg_total_relation_size(%s)) FROM pg_partition_tree(%s))",
+        (JOB, JOB, JOB, JOURNAL, JOURNAL),
     )
     stats = {
         name: row
@@ -241,7 +247,7 @@ def take_sample(conn: Any, start: Any, since: Any, phase: str) -> tuple[Sample, 
         f"SELECT count(*) FILTER (WHERE status = 'pending'),"
         f" count(*) FILTER (WHERE status = 'claimed') FROM {JOB}",
     )
-    job, journal = stats[JOB], stats[JOURNAL]
+    job, journal = stats[JOB], stats.get(JOURNAL, [0] * 6)
     return Sample(
         phase=phase,
         t0=(since - start).total_seconds(),
@@ -424,6 +430,8 @@ def run_soak(config: SoakConfig, log_dir: Path) -> SoakReport:
         pg.create_database(DBNAME)
         url = pg.url(DBNAME)
         migrate(url)
+        if config.partitioned:
+            migrate(url, "jobqueue", "partitions", "--convert")
         drive(url, config, log_dir, report)
     finally:
         with contextlib.suppress(OSError):
@@ -444,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", action="append", default=[], help="e.g. fillfactor=90")
     parser.add_argument("--server", action="append", default=[], help="e.g. autovacuum_naptime=10")
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds; 0: none")
+    parser.add_argument("--partitioned", action="store_true", help="the journal by day")
     parser.add_argument("--json", type=Path, default=Path("autovacuum-soak.json"))
     parser.add_argument("--logs", type=Path, default=None, help="worker logs (default: a temp dir)")
     options = parser.parse_args(argv)
@@ -463,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         storage=tuple(options.storage),
         server=tuple(options.server),
         warmup=options.warmup,
+        partitioned=options.partitioned,
     )
     import tempfile
 
