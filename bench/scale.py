@@ -41,7 +41,8 @@ from bench.config import FULL, Config
 from bench.errors import BenchError
 from bench.harness import Bench
 from bench.measures import drain_with, pickup_latency
-from bench.pg import Conn, Server, scalar
+from bench.pg import Conn, Server, read_settlements, scalar
+from bench.phases import Settlements
 from bench.procs import REPO_ROOT, child_env, tail
 from bench.systems.base import System
 from bench.systems.jobqueue import JobQueue
@@ -60,10 +61,20 @@ NOT_DONE = (
 class History(JobQueue):
     """Ours, its drains counted by the jobs not yet done (a count over the pending and
     claimed rows' own partial indexes), not by the completed ones: the history holds
-    millions of those."""
+    millions of those; and a drain's phases read from the jobs settled since ``since``
+    (a Unix time: the rep's start), not the history's nor an earlier rep's."""
+
+    def __init__(self, since: float = 0.0) -> None:
+        super().__init__()
+        self.since = float(since)
 
     def remaining(self, conn: Conn, n: int) -> int:
         return int(scalar(conn, NOT_DONE))
+
+    def settlements(self, conn: Conn) -> Settlements | None:
+        since = f"to_timestamp({self.since!r})"  # a float of ours, never input
+        where = f"status = 'completed' AND finished_at >= {since}"
+        return read_settlements(conn, "django_jobqueue_job", "finished_at", where)
 
 
 class OnDatabase(Bench):
@@ -122,7 +133,7 @@ def _on(b: OnDatabase, db: str, run: Any) -> dict[str, Any]:
     b.target = db
     # The pickup measure's stamps go to a file named after the database: a rep's own.
     (b.workdir / f"{db}-stamps.txt").unlink(missing_ok=True)
-    rep = run(b, History())
+    rep = run(b, History(since=time.time()))
     return {"values": rep.values, "raw": rep.raw}
 
 
@@ -139,8 +150,11 @@ def measure(b: OnDatabase, layout: str, args: argparse.Namespace) -> dict[str, A
     empty, full = f"{b.prefix}_{layout}_empty", f"{b.prefix}_{layout}"
     out: dict[str, dict[str, Any]] = {"empty": {}, "full": {}}
     try:
-        out["empty"]["load"] = _load(b, empty, layout, 0, 0)
-        out["full"]["load"] = _load(b, full, layout, args.journal, args.jobs)
+        if args.reuse:  # what a --keep run left: measured again, not loaded again
+            log(f"{layout}: measuring {empty} and {full} as they are")
+        else:
+            out["empty"]["load"] = _load(b, empty, layout, 0, 0)
+            out["full"]["load"] = _load(b, full, layout, args.journal, args.jobs)
         for name, run in (("drain", drain_with(2)), ("pickup", pickup_latency)):
             reps: dict[str, list[dict[str, Any]]] = {"empty": [], "full": []}
             for rep in range(args.reps):
@@ -235,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default="bench_scale", help="the databases' names' start")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     p.add_argument("--keep", action="store_true", help="keep the filled databases")
+    p.add_argument(
+        "--reuse", action="store_true", help="measure the databases a --keep run left, no load"
+    )
     return p
 
 
