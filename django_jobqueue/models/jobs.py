@@ -88,9 +88,13 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(priority__in=Priority.values), name="jobqueue_job_priority_valid"
             ),
-            # Step names are unique in their workflow (NULLs never collide: plain jobs).
+            # Step names are unique in their workflow. Partial: a plain job (no workflow)
+            # has no entry, so enqueuing, claiming and settling one never writes to it
+            # (MySQL keeps the whole index of migration 0012: no conditions there).
             models.UniqueConstraint(
-                fields=["workflow", "step_name"], name="jobqueue_job_step_name_unique"
+                fields=["workflow", "step_name"],
+                condition=Q(workflow__isnull=False),
+                name="jobqueue_job_step_name_unique",
             ),
             models.UniqueConstraint(
                 fields=["idempotency_key"],
