@@ -134,6 +134,20 @@ def test_next_wakeup_reads_the_claim_index_a_priority_at_a_time(queues: list[str
     assert "jobqueue_job_lease" in plan, plan  # the earliest expiry
 
 
+@mysql_only
+def test_next_wakeup_on_mariadb_reads_the_status_led_claim_index_a_priority_at_a_time() -> None:
+    statement = next_wakeup_statement(kinds=KINDS(), queues=None, now=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + statement.sql, list(statement.params))
+        columns = [c[0] for c in cursor.description]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    firsts = [r for r in rows if r["key"] == "jobqueue_job_claim"]
+    assert len(firsts) == len(Priority.values), rows
+    for row in firsts:
+        assert row["type"] in ("ref", "range"), rows  # entered at its status and priority
+        assert "filesort" not in (row["Extra"] or ""), rows  # read in visible_at order
+
+
 @postgres_only
 def test_next_wakeup_finds_the_first_scheduled_job_of_any_priority() -> None:
     now = timezone.now()
