@@ -88,9 +88,13 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(priority__in=Priority.values), name="jobqueue_job_priority_valid"
             ),
-            # Step names are unique in their workflow (NULLs never collide: plain jobs).
+            # Step names are unique in their workflow. Partial: a plain job (no workflow)
+            # has no entry, so enqueuing, claiming and settling one never writes to it
+            # (MySQL keeps the whole index of migration 0012: no conditions there).
             models.UniqueConstraint(
-                fields=["workflow", "step_name"], name="jobqueue_job_step_name_unique"
+                fields=["workflow", "step_name"],
+                condition=Q(workflow__isnull=False),
+                name="jobqueue_job_step_name_unique",
             ),
             models.UniqueConstraint(
                 fields=["idempotency_key"],
@@ -100,14 +104,13 @@ class Job(models.Model):
         ]
         indexes = [
             # Claim: pending rows in claim order (priority, then when they became runnable).
+            # Also every other read of pending rows by visible_at (an idle worker's next
+            # wake-up, the oldest due, the scheduled count), a priority at a time
+            # (store.sql.PRIORITIES): no index on visible_at alone (migration 0028).
             models.Index(
                 fields=["priority", "visible_at", "id"],
                 condition=Q(status="pending"),
                 name="jobqueue_job_claim",
-            ),
-            # Next scheduled wake-up for an idle worker.
-            models.Index(
-                fields=["visible_at"], condition=Q(status="pending"), name="jobqueue_job_next"
             ),
             # Merge candidate: oldest pending job of a kind and dedup key.
             models.Index(

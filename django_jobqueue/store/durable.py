@@ -268,7 +268,12 @@ def parked_counts(*, now: datetime) -> dict[str, int]:
     an event (counted apart from the pending backlog)."""
     rows = (
         sql.jobs()
-        .filter(status=Status.PENDING, parked__in=("sleep", "event"), visible_at__gt=now)
+        .filter(
+            sql.EVERY_PRIORITY,
+            status=Status.PENDING,
+            parked__in=("sleep", "event"),
+            visible_at__gt=now,
+        )
         .values("parked")
         .annotate(n=Count("id"))
         .order_by()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max, Min
+from django.db.models import Max
 
 from django_jobqueue.models import QueuePause, RunTally, Status, WorkerHeartbeat
 from django_jobqueue.store import sql
@@ -197,7 +197,11 @@ def oldest_due(
     if queues:
         pending = pending.filter(queue__in=list(queues))
     paused = QueuePause.objects.using(sql.alias()).values("queue")
-    result: datetime | None = pending.exclude(queue__in=paused).aggregate(at=Min("visible_at"))[
-        "at"
+    pending = pending.exclude(queue__in=paused).order_by("visible_at")
+    # The first of each priority, by the claim index (``sql.PRIORITIES``).
+    firsts = [
+        first
+        for p in sql.PRIORITIES
+        for first in pending.filter(priority=p).values_list("visible_at", flat=True)[:1]
     ]
-    return result
+    return min(firsts, default=None)

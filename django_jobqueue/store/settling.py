@@ -355,24 +355,37 @@ def next_wakeup(
     backed-off, paused) job of its kinds becomes runnable, and when the earliest lease
     runs out (the next stale-recovery chance)."""
     d = sql.dialect()
-    now = now or timezone.now()
-    if not kinds:
-        visible_sql, params = "NULL", list[Any]()
-    else:
-        kind_sql, params = d.in_list("kind", kinds)
-        visible_sql = (
-            f"(SELECT min(visible_at) FROM {sql.JOB} WHERE status = 'pending'"
-            f" AND visible_at > %s AND {kind_sql}"
-        )
-        params = [d.dt(now), *params]
+    statement = next_wakeup_statement(kinds=kinds, queues=queues, now=now or timezone.now())
+    *firsts, expiry = d.run(*statement.statement())[0]
+    times = [t for t in (d.read_dt(f) for f in firsts) if t is not None]
+    return min(times, default=None), d.read_dt(expiry)
+
+
+def next_wakeup_statement(
+    *, kinds: Sequence[str], queues: Sequence[str] | None, now: datetime
+) -> Fragment:
+    """``next_wakeup``'s query: the first scheduled job of each priority, by the claim
+    index (``sql.PRIORITIES``; none without kinds), and the earliest lease expiry."""
+    d = sql.dialect()
+    firsts: list[Fragment] = []
+    if kinds:
+        rest = Fragment(*d.in_list("kind", kinds))
         if queues:
-            queue_sql, queue_params = d.in_list("queue", queues)
-            visible_sql += f" AND {queue_sql}"
-            params += queue_params
-        visible_sql += ")"
-    statement = (
-        f"SELECT {visible_sql}, (SELECT min(claim_expires_at) FROM {sql.JOB}"
-        " WHERE status = 'claimed')"
+            rest = Fragment.concat(rest, " AND ", Fragment(*d.in_list("queue", queues)))
+        firsts = [
+            Fragment.concat(
+                Fragment(
+                    f"(SELECT visible_at FROM {sql.JOB} WHERE status = 'pending'"
+                    " AND priority = %s AND visible_at > %s AND ",
+                    [p, d.dt(now)],
+                ),
+                rest,
+                " ORDER BY visible_at LIMIT 1), ",
+            )
+            for p in sql.PRIORITIES
+        ]
+    return Fragment.concat(
+        "SELECT ",
+        *firsts,
+        f"(SELECT min(claim_expires_at) FROM {sql.JOB} WHERE status = 'claimed')",
     )
-    [(visible, expiry)] = d.run(statement, params)
-    return d.read_dt(visible), d.read_dt(expiry)

@@ -14,10 +14,11 @@ from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from django_jobqueue import routing, validation
 from django_jobqueue.models import Job, JournalEntry, QueuePause
+from django_jobqueue.states import Priority
 from django_jobqueue.store.dialects import Interface as Interface
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.dialects.base.fragment import Fragment as Fragment
@@ -25,6 +26,15 @@ from django_jobqueue.store.dialects.base.fragment import Fragment as Fragment
 JOB = Job._meta.db_table
 JOURNAL = JournalEntry._meta.db_table
 PAUSED = QueuePause._meta.db_table
+
+# Every priority: the pending rows' only index on visible_at is the claim index,
+# (priority, visible_at, id), so a read of pending rows by visible_at goes one priority
+# at a time (each an ordered range of that index) or names them all (EVERY_PRIORITY, a
+# condition that always holds: jobqueue_job_priority_valid), never the whole index.
+# (Their index on visible_at alone, jobqueue_job_next, cost every pending row an entry;
+# migration 0028 dropped it, issue 36.)
+PRIORITIES = tuple(Priority.values)
+EVERY_PRIORITY = Q(priority__in=PRIORITIES)
 
 
 def alias() -> str:

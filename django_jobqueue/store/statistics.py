@@ -86,7 +86,7 @@ def gauges(*, now: datetime | None = None) -> Gauges:
         pending=pending_by,
         pending_total=sum(row.count for row in pending_by),
         oldest_pending_seconds=oldest,
-        scheduled=jobs.filter(status=Status.PENDING, visible_at__gt=now).count()
+        scheduled=jobs.filter(sql.EVERY_PRIORITY, status=Status.PENDING, visible_at__gt=now).count()
         - parked["sleep"]
         - parked["event"],
         waiting=_waiting(jobs),

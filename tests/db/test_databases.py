@@ -202,13 +202,18 @@ def test_mariadb_has_the_generated_key_column_and_status_led_indexes() -> None:
     with connections["default"].cursor() as cursor:
         cursor.execute("SHOW INDEX FROM django_jobqueue_job")
         columns: dict[str, list[str]] = {}
-        for row in cursor.fetchall():  # Key_name, Seq_in_index, Column_name
+        rows = cursor.fetchall()  # Non_unique, Key_name, Seq_in_index, Column_name
+        for row in rows:
             columns.setdefault(row[2], []).append(row[4])
+    unique = {row[2] for row in rows if not row[1]}
     assert columns["jobqueue_job_idempotency_active"] == ["idempotency_active"]
     assert columns["jobqueue_job_claim"] == ["status", "priority", "visible_at", "id"]
-    assert columns["jobqueue_job_next"] == ["status", "visible_at"]
+    assert "jobqueue_job_next" not in columns  # dropped by migration 0028
     assert columns["jobqueue_job_lease"] == ["status", "claim_expires_at"]
     assert columns["jobqueue_job_dedup"] == ["status", "kind", "dedup_key", "created_at"]
+    # Whole, as migration 0012 built it: no partial indexes here (0027 leaves it).
+    assert columns["jobqueue_job_step_name_unique"] == ["workflow_id", "step_name"]
+    assert "jobqueue_job_step_name_unique" in unique
 
 
 @pytest.mark.skipif(is_mysql(), reason="checks the other databases")

@@ -23,14 +23,15 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobqueue import Status, chord, store
+from django_jobqueue import Priority, Status, chord, store
 from django_jobqueue.models import Job
 from django_jobqueue.rules.lifecycle import Run, Settlement, completed
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.exchanging import turn_statement
-from django_jobqueue.store.settling import settle_statement
+from django_jobqueue.store.settling import next_wakeup_statement, settle_statement
 from django_jobqueue.task.registry import registry
 from tests.helpers import mysql_only, postgres_only
 from tests.taskapp import tasks
@@ -40,7 +41,7 @@ KINDS = registry.kinds
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("realistic_table")]
 
 
-def _plan(sql: str, params: Sequence[object]) -> str:
+def _plan(sql: str, params: Sequence[object] | None) -> str:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -114,15 +115,91 @@ def test_claim_keeps_the_claim_index_while_a_queue_is_paused() -> None:
 
 
 @postgres_only
-def test_recovery_and_next_visible_use_their_indexes() -> None:
+def test_recovery_uses_the_lease_index() -> None:
     expired = Job.objects.filter(status=Status.CLAIMED, claim_expires_at__lt=timezone.now())
     sql, params = expired.order_by("claim_expires_at")[:500].query.sql_with_params()
     assert "jobqueue_job_lease" in _plan(sql, params)
-    nxt = Job.objects.filter(status=Status.PENDING, visible_at__gt=timezone.now()).order_by(
-        "visible_at"
-    )[:1]
-    sql, params = nxt.query.sql_with_params()
-    assert "jobqueue_job_next" in _plan(sql, params)
+
+
+@postgres_only
+@pytest.mark.parametrize("queues", [None, ["default"]], ids=["any-queue", "one-queue"])
+def test_next_wakeup_reads_the_claim_index_a_priority_at_a_time(queues: list[str] | None) -> None:
+    # No index on visible_at alone (migration 0028): each priority's first scheduled job
+    # is the first entry past now of its range of the claim index, no sort, no scan.
+    statement = next_wakeup_statement(kinds=KINDS(), queues=queues, now=timezone.now())
+    plan = _plan(*statement.statement())
+    assert plan.count("jobqueue_job_claim") == len(Priority.values), plan
+    assert "Sort" not in plan, plan
+    assert "Seq Scan on django_jobqueue_job" not in plan, plan
+    assert "jobqueue_job_lease" in plan, plan  # the earliest expiry
+
+
+@mysql_only
+def test_next_wakeup_on_mariadb_reads_the_status_led_claim_index_a_priority_at_a_time() -> None:
+    statement = next_wakeup_statement(kinds=KINDS(), queues=None, now=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + statement.sql, list(statement.params))
+        columns = [c[0] for c in cursor.description]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    firsts = [r for r in rows if r["key"] == "jobqueue_job_claim"]
+    assert len(firsts) == len(Priority.values), rows
+    for row in firsts:
+        assert row["type"] in ("ref", "range"), rows  # entered at its status and priority
+        assert "filesort" not in (row["Extra"] or ""), rows  # read in visible_at order
+
+
+@postgres_only
+def test_next_wakeup_finds_the_first_scheduled_job_of_any_priority() -> None:
+    now = timezone.now()
+    visible, _ = store.next_wakeup(kinds=KINDS(), now=now)
+    first = (
+        Job.objects.filter(status=Status.PENDING, visible_at__gt=now, kind__in=KINDS())
+        .order_by("visible_at")
+        .values_list("visible_at", flat=True)[:1]
+    )
+    assert visible == first[0]
+    soon = now + timedelta(minutes=1)  # before every scheduled job of the table
+    Job.objects.create(kind=tasks.add.kind, priority=Priority.LOW, visible_at=soon)
+    assert store.next_wakeup(kinds=KINDS(), now=now)[0] == soon
+    assert store.next_wakeup(kinds=[tasks.add.kind], queues=["nowhere"], now=now)[0] is None
+
+
+@postgres_only
+def test_the_oldest_due_job_and_the_scheduled_counts_read_the_claim_index() -> None:
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as oldest:
+        due = store.oldest_due(now=now, kinds=KINDS())
+    expected = (
+        Job.objects.filter(status=Status.PENDING, visible_at__lte=now, kind__in=KINDS())
+        .order_by("visible_at")
+        .values_list("visible_at", flat=True)[:1]
+    )
+    assert due == expected[0]
+    with CaptureQueriesContext(connection) as gauges:
+        store.gauges(now=now)
+    # The scheduled count and the parked counts: the pending rows past now.
+    scheduled = [q for q in gauges.captured_queries if '"visible_at" >' in q["sql"]]
+    assert len(scheduled) == 2, gauges.captured_queries
+    for query in [*oldest.captured_queries, *scheduled]:
+        plan = _plan(query["sql"], None)
+        assert "jobqueue_job_claim" in plan, plan
+        assert "Seq Scan on django_jobqueue_job" not in plan, plan
+    assert len(oldest.captured_queries) == len(Priority.values)
+
+
+@postgres_only
+def test_a_workflow_steps_lookup_by_name_reads_the_partial_unique_index() -> None:
+    chord([tasks.wf_value.s(x=1)], tasks.wf_total.s()).enqueue()
+    step = Job.objects.filter(workflow__isnull=False).latest("created_at")
+    lookup = Job.objects.filter(workflow_id=step.workflow_id, step_name=step.step_name)
+    plan = _plan(*lookup.query.sql_with_params())
+    assert "jobqueue_job_step_name_unique" in plan, plan
+    with connection.cursor() as cursor:  # a plain job has no entry in it (migration 0027)
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobqueue_job_step_name_unique'"
+        )
+        [(definition,)] = cursor.fetchall()
+    assert definition.endswith("WHERE (workflow_id IS NOT NULL)"), definition
 
 
 @postgres_only

@@ -58,7 +58,9 @@ class Primitives:
         if value is None:
             return None
         if isinstance(value, datetime):
-            return value
+            # Naive where SQLite's driver converts a column's declared type itself (a
+            # scalar subquery's): UTC, as the text below.
+            return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         parsed = parse_datetime(str(value))
         if parsed is not None and parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
