@@ -112,6 +112,8 @@ class Turns:
         return got
 
     def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
+        if wanted is not None:
+            self._pools.found(wanted.kinds, len(claimed))
         self._slot += len(claimed)
         self._keys.served(claimed, wanted.per_key if wanted else ())
         for job in claimed:
