@@ -43,9 +43,9 @@ def test_the_group_whose_last_claim_found_work_goes_first() -> None:
 
 def test_each_group_still_claims_for_its_own_room_whatever_the_order() -> None:
     p = pools(async_kinds={"c.async"})
-    before = dict((kinds[0], room) for kinds, room in p.groups({}, set(), extra=4))
+    before = {kinds[0]: room for kinds, room in p.groups({}, set(), extra=4)}
     p.found(["a.sync"], 2)
-    after = dict((kinds[0], room) for kinds, room in p.groups({}, set(), extra=4))
+    after = {kinds[0]: room for kinds, room in p.groups({}, set(), extra=4)}
     assert before == after == {"a.sync": 12, "c.async": 100}
 
 
