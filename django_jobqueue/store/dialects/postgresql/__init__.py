@@ -36,7 +36,7 @@ def _utc_times(conn: Any, raw: Any, cursor: Any) -> None:
 _MARK = re.compile(r"%(.)", re.DOTALL)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)  # a few shapes a process; a claim's is some 15 KiB
 def numbered(statement: str, count: int) -> str | None:
     """``statement`` with its ``count`` ``%s`` placeholders as PostgreSQL's own ``$1``,
     ``$2``… (and ``%%`` as ``%``), for psycopg's ``RawCursor``, made once per statement
