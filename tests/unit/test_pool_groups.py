@@ -1,5 +1,6 @@
-"""Which pool a worker's turn claims for first, when it runs both sync and async kinds:
-the group whose last claim found work, else the roomier one (``Pools.groups``)."""
+"""Which pool a worker's turn claims for first, when it runs both sync and async kinds
+(``Pools.groups``): in a turn that only claims, the group whose last claim found work,
+else the roomier one; in a turn that settles, the roomier one, with the settlements."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def pools(*, async_kinds: set[str]) -> Pools:
     )
 
 
-def firsts(p: Pools) -> list[str]:
-    return [kinds[0] for kinds, _ in p.groups({}, set())]
+def firsts(p: Pools, *, settles: bool = False) -> list[str]:
+    return [kinds[0] for kinds, _ in p.groups({}, set(), settles=settles)]
 
 
 def test_the_roomier_group_goes_first_until_a_claim_finds_work() -> None:
@@ -39,6 +40,13 @@ def test_the_group_whose_last_claim_found_work_goes_first() -> None:
     assert firsts(p) == ["a.sync", "c.async"], "an empty claim of the other keeps the order"
     p.found(["c.async"], 1)
     assert firsts(p) == ["c.async", "a.sync"]
+
+
+def test_a_turn_that_settles_claims_for_the_roomier_group_first_whatever_was_found() -> None:
+    p = pools(async_kinds={"c.async"})
+    p.found(["a.sync", "b.sync"], 3)
+    assert firsts(p) == ["a.sync", "c.async"]
+    assert firsts(p, settles=True) == ["c.async", "a.sync"]
 
 
 def test_each_group_still_claims_for_its_own_room_whatever_the_order() -> None:
