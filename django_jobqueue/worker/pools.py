@@ -6,6 +6,15 @@ threads alone: one group of every kind, as many as there are free slots. With bo
 claims each group for its own free room (``groups``), so a full set of slot threads never
 holds back async runs, nor a thousand free awaits bring in a thousand sync jobs. Each
 pool has a claim buffer of its own (``sizing``), sized from its own runs' durations.
+
+The two claims of a turn are two round trips, and the jobs of the second start one
+round trip later. A turn that only claims (a wake-up: nothing ended to settle) claims
+first for the group whose last claim found work (``found``), so a job of a steady
+stream of one kind of run is not made to wait behind an empty claim for the other. A
+turn that settles claims first for the roomier group, its settlements in the same
+statement: under a backlog, settlements written with a claim for many keyed kinds
+cost the server more than the two apart (a probe at 1,000 jobs/s: 63 ms a turn
+against 30 and 21).
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ class Pools:
         # The slot threads' claim buffer, and the event loop's, sized by what each measures.
         self.sizing = Sizing()
         self.loop_sizing = Sizing()
+        # Whether the last claim that found work was the event loop's (None: none yet).
+        self._found_async: bool | None = None
         self.loop = (
             EventLoop(
                 run=pipe.arun_one,
@@ -116,6 +127,11 @@ class Pools:
         self.sizing.turned(seconds)
         self.loop_sizing.turned(seconds)
 
+    def found(self, kinds: Collection[str], got: int) -> None:
+        """A claim for ``kinds`` (one group of ``groups``) got ``got`` jobs."""
+        if got and self.loop is not None and kinds:
+            self._found_async = next(iter(kinds)) in self.async_kinds
+
     def going(self, running: Mapping[uuid.UUID, Running]) -> int:
         """How many of the slot threads' runs (queued or running) have not ended yet."""
         aside = self.async_kinds
@@ -135,10 +151,13 @@ class Pools:
         settling: Collection[uuid.UUID],
         *,
         extra: int = 0,
+        settles: bool = False,
     ) -> list[tuple[list[str], int]]:
-        """(kinds, free room) to claim for, the roomiest first; runs being settled this
-        turn free their room already; ``extra`` is the slot threads' buffer (``sizing``),
-        the event loop's is added here (``loop_sizing``)."""
+        """(kinds, free room) to claim for, in the order to claim: for a turn that
+        ``settles``, the roomiest first; else the group whose last claim found work
+        first (then the roomiest). Runs being settled this turn free their room
+        already; ``extra`` is the slot threads' buffer (``sizing``), the event loop's
+        is added here (``loop_sizing``)."""
         busy = [r for job_id, r in running.items() if job_id not in settling]
         if self.loop is None:
             return [(self.all_kinds, self.concurrency + extra - len(busy))]
@@ -151,4 +170,10 @@ class Pools:
             (sorted(self.async_kinds), self.async_concurrency + loop_extra - in_loop),
         ]
         found = [(kinds, free) for kinds, free in found if kinds]
-        return sorted(found, key=lambda group: -group[1])
+        first = None if settles else self._found_async
+
+        def order(group: tuple[list[str], int]) -> tuple[bool, int]:
+            kinds, free = group
+            return (first is not None and (kinds[0] in self.async_kinds) != first, -free)
+
+        return sorted(found, key=order)

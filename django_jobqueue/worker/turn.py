@@ -70,7 +70,9 @@ class Turns:
         one_writer = for_alias(self.alias).one_writer
         claim = claim and not (one_writer and atomic_going(self._running, self._atomic_kinds))
         buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
-        groups = self._pools.groups(self._running, {s.job_id for s in batch}, extra=buffer)
+        groups = self._pools.groups(
+            self._running, {s.job_id for s in batch}, extra=buffer, settles=bool(batch)
+        )
         free = sum(max(room, 0) for _, room in groups)
         (kinds, room), others = groups[0], groups[1:]
         wanted = self._claim_request(room, kinds) if claim else None
@@ -112,6 +114,8 @@ class Turns:
         return got
 
     def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
+        if wanted is not None:
+            self._pools.found(wanted.kinds, len(claimed))
         self._slot += len(claimed)
         self._keys.served(claimed, wanted.per_key if wanted else ())
         for job in claimed:

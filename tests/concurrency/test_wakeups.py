@@ -62,8 +62,13 @@ class QuietWorker:
     """A worker thread (30 s poll ceiling) whose lease sweep is pushed out to an hour,
     recording when each NOTIFY reaches it."""
 
-    def __init__(self) -> None:
-        self.thread = WorkerThread(concurrency=1, poll_interval=30, timings=Timings(recover=3600))
+    def __init__(self, concurrency: int = 1) -> None:
+        self.thread = WorkerThread(
+            concurrency=concurrency,
+            poll_interval=30,
+            timings=Timings(recover=3600),
+            shutdown_timeout=1,
+        )
         self.notes: list[tuple[float, str]] = []
         listener = self.thread.worker._listener
         deliver = listener.on_notify
@@ -86,11 +91,11 @@ class QuietWorker:
 
 
 @pytest.fixture
-def quiet_worker() -> Iterator[Callable[[], QuietWorker]]:
+def quiet_worker() -> Iterator[Callable[..., QuietWorker]]:
     started: list[QuietWorker] = []
 
-    def start() -> QuietWorker:
-        w = QuietWorker()
+    def start(concurrency: int = 1) -> QuietWorker:
+        w = QuietWorker(concurrency)
         started.append(w)
         return w.start()
 
@@ -127,6 +132,24 @@ def test_notify_alone_wakes_an_idle_worker_and_next_visible_at_alone_starts_a_de
     due = Job.objects.get(id=delayed.id).visible_at
     late = (started_at(delayed.id).started_at - due).total_seconds()
     assert 0 <= late < 1.0, f"started {late:.3f}s after it was due"
+
+
+def test_a_job_arriving_while_the_worker_is_busy_starts_without_waiting_for_the_busy_run(
+    quiet_worker: Callable[..., QuietWorker],
+) -> None:
+    """A busy worker (one slot running a long job) takes a new job at its NOTIFY: the
+    other behaviours would be the busy run's end (20 s) or the poll ceiling (30 s)."""
+    w = quiet_worker(concurrency=2)
+    busy = tasks.timed_sleep.enqueue(seconds=20)
+    started_at(busy.id)
+    time.sleep(0.5)  # busy now: one run going, nothing else to wait for
+
+    before = time.monotonic()
+    fresh = tasks.record.enqueue(n=1)
+    latency = (started_at(fresh.id).started_at - fresh.job.created_at).total_seconds()
+    assert latency < 5.0, f"started {latency:.3f}s after enqueue, not at its NOTIFY"
+    assert w.queue_notes(since=before)
+    assert Job.objects.get(id=busy.id).status == Status.CLAIMED, "the busy run still going"
 
 
 def test_rolled_back_enqueue_leaves_no_job_and_never_wakes_the_worker(
