@@ -4,8 +4,8 @@ run reported with the job's facts, and a run a transaction when tracing is on.
 Optional twice over, as ``tracing``: nothing here imports ``sentry-sdk`` (the ``sentry``
 extra), so while the application has not imported it (it must, to call ``init``),
 ``running`` is a no-op; once it has, nothing is done until it calls ``sentry_sdk.init``
-(an active client): ``active()`` is the one check each run pays. No integration is to be listed in ``init``: the worker's runs are
-reported whenever the SDK is initialised.
+(an active client): ``active()`` is the one check each run pays. No integration is to
+be listed in ``init``: the worker's runs are reported whenever the SDK is initialised.
 
 The policy, as Celery's:
 

@@ -1,13 +1,20 @@
 """``runworker --processes N``: one parent that keeps N worker processes running.
 
-The parent holds no database connection and runs no task: it starts each child as a
-fresh interpreter (``python -m django runworker … --supervised``, so nothing the parent
-opened is inherited), restarts one that dies, with a backoff so a crash loop does not
-spin, and says why it died; forwards SIGTERM/SIGINT for a graceful stop of all; and
-starts a new child in place of one that recycled itself (after ``--max-jobs-per-child``
-jobs, or above ``--max-memory-per-child`` MiB), which exits like a stopped worker: its
-runs finish or are released, never lost. Each child is a worker of its own, with its own
-heartbeat row (host and pid), so the admin's worker list shows every one.
+The parent holds no database connection and runs no task. Its first children are forked
+from it (``start``, under ``runworker``): at that point it has set Django up and checked
+the options, and holds no thread, no connection and no lock, so a child starts with
+Django already set up instead of setting it up again beside its sibling (half a second
+or more of CPU each, which on a two-core machine delayed the first run of
+``--processes 2`` by about that much against ``--processes 1``). Every child started
+later (a restart, a recycle) is a fresh interpreter (``python -m django runworker …
+--supervised``, so nothing the parent opened since is inherited): by then the parent has
+threads, which a fork must not copy mid-use. The parent restarts a child that dies, with
+a backoff so a crash loop does not spin, and says why it died; forwards SIGTERM/SIGINT
+for a graceful stop of all; and starts a new child in place of one that recycled itself
+(after ``--max-jobs-per-child`` jobs, or above ``--max-memory-per-child`` MiB), which
+exits like a stopped worker: its runs finish or are released, never lost. Each child is
+a worker of its own, with its own heartbeat row (host and pid), so the admin's worker
+list shows every one.
 
 A child that is alive but no longer answers (stopped by SIGSTOP, or frozen so that not
 even its watcher thread runs) is not dead to ``poll()``: each child pings its parent
@@ -38,9 +45,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Protocol
 
 from django_jobqueue.worker.handlers import SignalWork
 
@@ -90,12 +99,63 @@ def reason(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+class Process(Protocol):
+    """What the supervisor uses of a child process: ``subprocess.Popen``'s or ``Forked``'s."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class Forked:
+    """A child forked from the supervisor, as ``Popen`` shows a spawned one: its exit
+    status once reaped (``poll``), ``wait``, and signals only while it has not been
+    reaped (its pid is not yet anyone else's)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self.returncode = 1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker process {self.pid}", timeout or 0.0)
+            time.sleep(0.02)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 @dataclass
 class Child:
     """One worker process the supervisor runs, in the place (``slot``) it keeps filled."""
 
     slot: int
-    popen: subprocess.Popen[bytes]
+    popen: Process
     ping: int  # the read end of the pipe the child pings through (non-blocking)
     started: float = field(default_factory=time.monotonic)
     last_ping: float | None = None  # None: it has not pinged yet
@@ -144,6 +204,10 @@ class Supervisor:
     # Each slot's own command line, cycled (a worker serving every queue database runs
     # its processes for each): none, ``argv`` for every slot.
     argvs: Sequence[Sequence[str]] = ()
+    # Runs a child's command line in a process forked from this one, returning its exit
+    # status (``start`` forks while this process has no other thread); None: every child
+    # is a fresh interpreter.
+    run_forked: Callable[[Sequence[str]], int] | None = None
 
     def install_signal_handlers(self) -> None:
         self._signal_work = SignalWork("jobqueue-signal")
@@ -165,12 +229,20 @@ class Supervisor:
             self._stopping.set()
             self._send(signal.SIGTERM)
 
+    def start(self) -> None:
+        """Start every child not started yet: forked (with ``run_forked``) while this
+        process has no thread but its main one, else as fresh interpreters. Called
+        before ``install_signal_handlers``, whose thread would rule the fork out."""
+        if not self.children:
+            logger.info("supervisor %d starting %d worker processes", os.getpid(), self.count)
+        for slot in range(self.count):
+            if slot not in self.children:
+                self._start(slot, fork=threading.active_count() == 1)
+
     def run(self) -> int:
         """Run until stopped (or, for a burst, until every child is done); returns how many
         children were started in place of others."""
-        logger.info("supervisor %d starting %d worker processes", os.getpid(), self.count)
-        for slot in range(self.count):
-            self._start(slot)
+        self.start()
         while not self._stopping.is_set():
             self._reap()
             self._kill_silent()
@@ -182,12 +254,16 @@ class Supervisor:
         logger.info("supervisor %d stopped (%d restarts)", os.getpid(), self.restarts)
         return self.restarts
 
-    def _start(self, slot: int) -> None:
+    def _start(self, slot: int, *, fork: bool = False) -> None:
         read, write = os.pipe()
         os.set_blocking(read, False)
         try:
             argv = self.argvs[slot % len(self.argvs)] if self.argvs else self.argv
-            popen = _spawn(argv, write)
+            if fork and self.run_forked is not None:
+                others = [child.ping for child in self.children.values()]
+                popen: Process = _fork(self.run_forked, argv, write, closed=[read, *others])
+            else:
+                popen = _spawn(argv, write)
         except BaseException:
             os.close(read)
             raise
@@ -281,12 +357,11 @@ class Supervisor:
         for child in list(self.children.values()):
             pid = child.pid
             try:
-                child.popen.wait(max(deadline - time.monotonic(), 0))
+                code = child.popen.wait(max(deadline - time.monotonic(), 0))
             except subprocess.TimeoutExpired:
                 logger.error("worker process %d (pid %d) did not stop: killed", child.slot, pid)
                 child.popen.kill()
-                child.popen.wait()
-            code = child.popen.returncode
+                code = child.popen.wait()
             child.close()
             logger.info("worker process %d (pid %d) stopped: %s", child.slot, pid, reason(code))
         self.children.clear()
@@ -309,6 +384,42 @@ def _spawn(argv: Sequence[str], ping_fd: int) -> subprocess.Popen[bytes]:
         close_fds=True,
         pass_fds=(ping_fd,),
     )
+
+
+def _fork(
+    run: Callable[[Sequence[str]], int], argv: Sequence[str], ping_fd: int, *, closed: list[int]
+) -> Forked:
+    """Fork a child that runs ``argv`` through ``run`` and exits with its status: as
+    ``_spawn``'s, in a session of its own, stdin on /dev/null, pinging through
+    ``ping_fd``; ``closed``: the parent's descriptors it must not hold (the read ends of
+    the pings, its own and its siblings'). It leaves by ``os._exit``: the parent's exit
+    handlers are the parent's."""
+    pid = os.fork()
+    if pid:
+        return Forked(pid)
+    code = 1
+    try:
+        os.setsid()
+        for fd in closed:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.environ[PING_FD_ENV] = str(ping_fd)
+        code = run(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 def recover_at_once(pid: int, cause: str) -> None:
