@@ -14,7 +14,8 @@ concurrencies, on I/O-bound and CPU-bound work, each rate beside the workers' pe
 - **cpu** (ours): jobs each using ``cpu_ms`` of CPU in pure Python, drained by one
   ``runworker --processes 1`` and by one ``--processes 2`` (``CPU_CONCURRENCY`` threads
   per process, as the docs say for CPU-bound work) in four segments of half of
-  ``cpu_jobs``, in the order 1, 2, 2, 1, each on a fresh database.
+  ``cpu_jobs``, in the order 1, 2, 2, 1, each on a fresh database, its workers started
+  on its preloaded jobs: beside the polled rate, the whole run (start-up included).
 - **many_async** (ours): ``many_async`` async jobs each waiting ``many_async_ms``, one
   worker process with ``--async-concurrency`` as high; how many ran at once at most and
   the process's most threads show that no job had a thread.
