@@ -1,13 +1,20 @@
 """``runworker --processes N``: one parent that keeps N worker processes running.
 
-The parent holds no database connection and runs no task: it starts each child as a
-fresh interpreter (``python -m django runworker … --supervised``, so nothing the parent
-opened is inherited), restarts one that dies, with a backoff so a crash loop does not
-spin, and says why it died; forwards SIGTERM/SIGINT for a graceful stop of all; and
-starts a new child in place of one that recycled itself (after ``--max-jobs-per-child``
-jobs, or above ``--max-memory-per-child`` MiB), which exits like a stopped worker: its
-runs finish or are released, never lost. Each child is a worker of its own, with its own
-heartbeat row (host and pid), so the admin's worker list shows every one.
+The parent holds no database connection and runs no task. Its first children are forked
+from it (``start``, under ``runworker``): at that point it has set Django up and checked
+the options, and holds no thread, no connection and no lock, so a child starts with
+Django already set up instead of setting it up again beside its sibling (half a second
+or more of CPU each, which on a two-core machine delayed the first run of
+``--processes 2`` by about that much against ``--processes 1``). Every child started
+later (a restart, a recycle) is a fresh interpreter (``python -m django runworker …
+--supervised``, so nothing the parent opened since is inherited): by then the parent has
+threads, which a fork must not copy mid-use. The parent restarts a child that dies, with
+a backoff so a crash loop does not spin, and says why it died; forwards SIGTERM/SIGINT
+for a graceful stop of all; and starts a new child in place of one that recycled itself
+(after ``--max-jobs-per-child`` jobs, or above ``--max-memory-per-child`` MiB), which
+exits like a stopped worker: its runs finish or are released, never lost. Each child is
+a worker of its own, with its own heartbeat row (host and pid), so the admin's worker
+list shows every one.
 
 A child that is alive but no longer answers (stopped by SIGSTOP, or frozen so that not
 even its watcher thread runs) is not dead to ``poll()``: each child pings its parent
@@ -43,6 +50,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from django_jobqueue.worker.handlers import SignalWork
+from django_jobqueue.worker.spawning import PING_FD_ENV, Process, fork, spawn
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -68,8 +76,6 @@ DUPLICATE_SIGNAL = 1.0
 # with a bound under LIVENESS_FLOOR, so scheduler hiccups on a loaded host kill nothing.
 PING_INTERVAL = 1.0
 LIVENESS_FLOOR = 5 * PING_INTERVAL
-# The environment variable naming the pipe a child pings through.
-PING_FD_ENV = "JOBQUEUE_SUPERVISOR_PING_FD"
 
 
 def liveness_bound(lease_seconds: float) -> float:
@@ -95,7 +101,7 @@ class Child:
     """One worker process the supervisor runs, in the place (``slot``) it keeps filled."""
 
     slot: int
-    popen: subprocess.Popen[bytes]
+    popen: Process
     ping: int  # the read end of the pipe the child pings through (non-blocking)
     started: float = field(default_factory=time.monotonic)
     last_ping: float | None = None  # None: it has not pinged yet
@@ -144,6 +150,10 @@ class Supervisor:
     # Each slot's own command line, cycled (a worker serving every queue database runs
     # its processes for each): none, ``argv`` for every slot.
     argvs: Sequence[Sequence[str]] = ()
+    # Runs a child's command line in a process forked from this one, returning its exit
+    # status (``start`` forks while this process has no other thread); None: every child
+    # is a fresh interpreter.
+    run_forked: Callable[[Sequence[str]], int] | None = None
 
     def install_signal_handlers(self) -> None:
         self._signal_work = SignalWork("jobqueue-signal")
@@ -165,12 +175,20 @@ class Supervisor:
             self._stopping.set()
             self._send(signal.SIGTERM)
 
+    def start(self) -> None:
+        """Start every child not started yet: forked (with ``run_forked``) while this
+        process has no thread but its main one, else as fresh interpreters. Called
+        before ``install_signal_handlers``, whose thread would rule the fork out."""
+        if not self.children:
+            logger.info("supervisor %d starting %d worker processes", os.getpid(), self.count)
+        for slot in range(self.count):
+            if slot not in self.children:
+                self._start(slot, forked=threading.active_count() == 1)
+
     def run(self) -> int:
         """Run until stopped (or, for a burst, until every child is done); returns how many
         children were started in place of others."""
-        logger.info("supervisor %d starting %d worker processes", os.getpid(), self.count)
-        for slot in range(self.count):
-            self._start(slot)
+        self.start()
         while not self._stopping.is_set():
             self._reap()
             self._kill_silent()
@@ -182,12 +200,16 @@ class Supervisor:
         logger.info("supervisor %d stopped (%d restarts)", os.getpid(), self.restarts)
         return self.restarts
 
-    def _start(self, slot: int) -> None:
+    def _start(self, slot: int, *, forked: bool = False) -> None:
         read, write = os.pipe()
         os.set_blocking(read, False)
         try:
             argv = self.argvs[slot % len(self.argvs)] if self.argvs else self.argv
-            popen = _spawn(argv, write)
+            if forked and self.run_forked is not None:
+                others = [child.ping for child in self.children.values()]
+                popen: Process = fork(self.run_forked, argv, write, closed=[read, *others])
+            else:
+                popen = spawn(argv, write)
         except BaseException:
             os.close(read)
             raise
@@ -281,34 +303,14 @@ class Supervisor:
         for child in list(self.children.values()):
             pid = child.pid
             try:
-                child.popen.wait(max(deadline - time.monotonic(), 0))
+                code = child.popen.wait(max(deadline - time.monotonic(), 0))
             except subprocess.TimeoutExpired:
                 logger.error("worker process %d (pid %d) did not stop: killed", child.slot, pid)
                 child.popen.kill()
-                child.popen.wait()
-            code = child.popen.returncode
+                code = child.popen.wait()
             child.close()
             logger.info("worker process %d (pid %d) stopped: %s", child.slot, pid, reason(code))
         self.children.clear()
-
-
-def _spawn(argv: Sequence[str], ping_fd: int) -> subprocess.Popen[bytes]:
-    """Start a child in a session of its own (a terminal's Ctrl-C reaches the parent,
-    which forwards it once), with the parent's import path, logging to the parent's
-    stderr; no file descriptor but the standard three and its ping pipe is inherited."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-        PING_FD_ENV: str(ping_fd),
-    }
-    return subprocess.Popen(
-        list(argv),
-        env=env,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        pass_fds=(ping_fd,),
-    )
 
 
 def recover_at_once(pid: int, cause: str) -> None:

@@ -66,6 +66,10 @@ def children_of(supervisor: WorkerProcess, count: int, timeout: float = 60) -> s
     return found
 
 
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
 def _parent(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -95,9 +99,12 @@ def database_sockets(pid: int, port: int) -> int:
 
 
 def test_a_sigkilled_child_is_replaced_and_its_job_recovered(supervisors: WorkerProcesses) -> None:
-    """Also: the supervisor holds no database connection, its children do."""
+    """Also: the supervisor holds no database connection, its children do; its first
+    children are forks of it (its own command line), the one in the killed one's place
+    a fresh interpreter (``--supervised``)."""
     sup = supervisors.start("--processes", "2", "--concurrency", "1", "--poll-interval", "0.5")
     first = children_of(sup, 2)
+    assert all(_cmdline(pid) == _cmdline(sup.pid) for pid in first), "not forked"
     if connection.vendor == "postgresql":
         port = int(connection.settings_dict.get("PORT") or 5432)
         assert all(database_sockets(pid, port) >= 1 for pid in first), "each child connects"
@@ -111,6 +118,8 @@ def test_a_sigkilled_child_is_replaced_and_its_job_recovered(supervisors: Worker
     now = children_of(sup, 2)
     assert run.pid not in now, "the killed child is not listed as running"
     assert len(now - first) == 1, "exactly one new child took the killed one's place"
+    (replacement,) = now - first
+    assert "--supervised" in _cmdline(replacement), "a restart is a fresh interpreter"
     stale, completed = journal_of(handle.id)
     assert (stale.outcome, completed.outcome) == ("stale-recovered", "completed")
     assert completed.worker != stale.worker

@@ -4,8 +4,12 @@ trace headers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from types import SimpleNamespace
+
+import pytest
 
 from django_jobqueue import sentry, tracing
 
@@ -42,3 +46,26 @@ def test_a_stored_contexts_trace_id_is_opentelemetrys_else_sentrys() -> None:
     assert tracing.trace_id(unsampled) == "771a43a4192642f0b136d5159a501700"
     for unreadable in ("", "not json", "[1]", '{"sentry-trace": "short-b7ad6b7169203331-1"}'):
         assert tracing.trace_id(unreadable) == ""
+
+
+def test_the_sdk_is_not_imported_until_the_application_imports_it() -> None:
+    """A worker whose application never imported ``sentry_sdk`` (so never called its
+    ``init``) does not import it either (about 19 MiB a process); once the application
+    has, its client is asked, and an SDK imported but not initialised reports nothing."""
+    pytest.importorskip("sentry_sdk")
+    code = (
+        "import sys\n"
+        "from django_jobqueue import sentry, tracing\n"
+        "assert not sentry.active() and 'sentry_sdk' not in sys.modules\n"
+        "assert sentry.trace_headers() == {} and 'sentry_sdk' not in sys.modules\n"
+        "import sentry_sdk\n"
+        "assert not sentry.active() and sentry.sentry_sdk is sentry_sdk\n"
+        "sentry_sdk.init(dsn='https://public@sentry.example.com/1', default_integrations=False)\n"
+        "assert sentry.active()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import sys
 from argparse import SUPPRESS, ArgumentParser, ArgumentTypeError
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from django_jobqueue import conf, routing
 from django_jobqueue.errors import ConfigurationError, JobQueueError
@@ -267,9 +269,24 @@ class Command(BaseCommand):
             burst=options["burst"],
             liveness=supervisor.liveness_bound(settings.lease.total_seconds()),
             on_death=supervisor.recover_at_once,
+            run_forked=run_forked,
         )
+        # The first children are forked from this process (Django set up, the options
+        # checked): it must hold no connection to hand down, and no thread yet.
+        connections.close_all()
+        sup.start()
         sup.install_signal_handlers()
         sup.run()
+
+
+def run_forked(argv: Sequence[str]) -> int:
+    """Run a supervised child's command line (``child_argv``'s) in a child the supervisor
+    forked: as the fresh interpreter would run it, but with Django set up already and
+    without the system checks this command just ran on the same code. Its exit status
+    (``handle`` exits with it)."""
+    args = list(argv)
+    Command().run_from_argv(["django", *args[args.index("runworker") :], "--skip-checks"])
+    return supervisor.EXIT_STOPPED
 
 
 def child_argv(options: dict[str, Any]) -> list[str]:
