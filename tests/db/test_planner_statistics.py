@@ -10,6 +10,7 @@ database."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from django.db import connection, connections, transaction
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from django_jobqueue import store
 from django_jobqueue.models import Job
-from django_jobqueue.store import ClaimRequest
+from django_jobqueue.store import ClaimRequest, tables
 from django_jobqueue.store.tables import STATISTICS_LOCK
 from django_jobqueue.worker.loop import Worker
 from django_jobqueue.worker.services.base import Timings
@@ -147,6 +148,29 @@ def test_a_drains_dead_rows_are_vacuumed_out_of_the_claim_index() -> None:
     wait_for(lambda: not store.dead_rows_piling(), timeout=30)
     # 20,000 dead entries are some hundred pages; without them, a handful.
     assert claim_pages() * 10 < walked, walked
+
+
+@postgres_only
+def test_a_finished_history_raises_the_vacuums_threshold_only_up_to_its_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The share of the table's rows counts them up to ``VACUUM_SHARE_OF``: the dead
+    entries a claim walks past come from the drain, not from the history kept beside
+    it. Scaled down: 5,000 rows and 250 dead, due with the share of 1,000 rows
+    (100 + 50), not with the share of all 5,000 (100 + 250)."""
+    monkeypatch.setattr(tables, "VACUUM_ROWS", 100)
+    loaded(LOADED)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {JOB_TABLE}")  # the table's rows known, none dead
+    ids = list(Job.objects.values_list("id", flat=True)[:250])
+    Job.objects.filter(id__in=ids).update(status="completed", finished_at=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+    monkeypatch.setattr(tables, "VACUUM_SHARE_OF", math.inf)
+    assert not store.upkeep_due().vacuum
+    monkeypatch.setattr(tables, "VACUUM_SHARE_OF", 1_000)
+    assert store.upkeep_due().vacuum
 
 
 @postgres_only

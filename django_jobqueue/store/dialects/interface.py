@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from django_jobqueue.models import JournalEntry
     from django_jobqueue.store.dialects.base.fragment import Fragment
-    from django_jobqueue.store.dialects.base.health import Holder, TableReading, Upkeep
+    from django_jobqueue.store.dialects.base.health import Holder, TableReading, Threshold, Upkeep
     from django_jobqueue.store.dialects.base.partitions import JournalLayout
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
@@ -150,9 +150,7 @@ class Interface(Protocol):
 
     def horizon_holders(self, older_than: timedelta) -> list[Holder] | None: ...
 
-    def upkeep_due(
-        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
-    ) -> Upkeep: ...
+    def upkeep_due(self, table: str, *, analyze: Threshold, vacuum: Threshold) -> Upkeep: ...
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool: ...
 

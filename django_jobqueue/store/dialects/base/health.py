@@ -31,6 +31,10 @@ class Upkeep:
 
 NOTHING_DUE = Upkeep(analyze=False, vacuum=False)
 
+# A threshold of rows: this many, plus this share of the table's rows counted up to at
+# most this many (``math.inf``: all of them).
+Threshold = tuple[int, float, float]
+
 
 @dataclass(frozen=True)
 class TableReading:
@@ -120,10 +124,9 @@ class HealthReadings(Primitives):
         None where the database cannot tell (SQLite has no such horizon)."""
         return None
 
-    def upkeep_due(
-        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
-    ) -> Upkeep:
-        """What ``table`` is due, each threshold being rows plus a share of the table:
+    def upkeep_due(self, table: str, *, analyze: Threshold, vacuum: Threshold) -> Upkeep:
+        """What ``table`` is due, each threshold being rows plus a share of the table's
+        rows (up to a number, a ``Threshold``):
         ``analyze`` once that many rows changed since its planner statistics were
         gathered; ``vacuum`` once that many dead row versions are in it and this session
         may vacuum it. Nothing here: only PostgreSQL plans from statistics that its

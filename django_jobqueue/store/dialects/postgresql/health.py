@@ -17,6 +17,7 @@ from django_jobqueue.store.dialects.base.health import (
     HealthReadings,
     Holder,
     TableReading,
+    Threshold,
     Upkeep,
 )
 
@@ -73,8 +74,9 @@ _PREPARED = (
 # the second, and this session may vacuum it (its owner's member, or a superuser:
 # another role's VACUUM would only warn and skip it).
 _UPKEEP = (
-    "SELECT s.n_mod_since_analyze > %s + %s * greatest(c.reltuples, 0),"
-    " s.n_dead_tup > %s + %s * greatest(c.reltuples, 0) AND pg_has_role(c.relowner, 'USAGE')"
+    "SELECT s.n_mod_since_analyze > %s + %s * least(greatest(c.reltuples, 0), %s),"
+    " s.n_dead_tup > %s + %s * least(greatest(c.reltuples, 0), %s)"
+    " AND pg_has_role(c.relowner, 'USAGE')"
     " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
     " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
@@ -138,9 +140,7 @@ class PostgreSQLHealth(HealthReadings):
         ]
         return found
 
-    def upkeep_due(
-        self, table: str, *, analyze: tuple[int, float], vacuum: tuple[int, float]
-    ) -> Upkeep:
+    def upkeep_due(self, table: str, *, analyze: Threshold, vacuum: Threshold) -> Upkeep:
         """One statement, and a second only inside a transaction (where the statistics
         read first would be kept for the rest of it; a worker asks in autocommit)."""
         if self.conn.in_atomic_block:
