@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import uuid
@@ -12,16 +11,7 @@ from typing import Any, ClassVar
 
 from django_jobqueue import progress as progress_
 from django_jobqueue.errors import SettleError, StepError
-
-
-def _on_event_loop() -> bool:
-    """Whether this thread runs an event loop (the caller is a coroutine's code)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
+from django_jobqueue.loops import on_event_loop
 
 # The logger every task's ``ctx.logger`` is a child of; a run captures it by default.
 TASK_LOGGER = "django_jobqueue.task"
@@ -308,7 +298,7 @@ class Context:
                 f"this context ({self.kind}) belongs to none",
                 kind=self.kind,
             )
-        if not asynchronous and self._async_run and _on_event_loop():
+        if not asynchronous and self._async_run and on_event_loop():
             twin = {
                 "ctx.step()": "ctx.astep()",
                 "ctx.wait_for()": "ctx.await_event()",

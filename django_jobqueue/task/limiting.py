@@ -16,17 +16,21 @@ PostgreSQL). Enforcement is in ``store``: the claim counts, the enqueue takes to
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.core.signals import setting_changed
+from django.db import connections
 from django.dispatch import receiver
 
 from django_jobqueue import conf, store, validation
 from django_jobqueue.errors import InvalidLimit
+from django_jobqueue.loops import on_event_loop
 from django_jobqueue.store import KeyRule
 from django_jobqueue.task.registry import TaskDef, registry
 from django_jobqueue.validation import Rate
@@ -97,9 +101,29 @@ def overrides(*, max_age: float | None = REFRESH) -> dict[str, Override]:
     if cached is not None and (max_age is None or now - cached[1] < max_age):
         return cached[0]
 
-    found = store.limit_overrides()
+    found = _read() if not on_event_loop() else _read_off_loop()
     _cache = (found, now)
     return found
+
+
+def _read() -> dict[str, Override]:
+    return store.limit_overrides()
+
+
+def _read_off_loop() -> dict[str, Override]:
+    """The limits read on a thread of its own, for a caller on an event loop (an async
+    view's or an async task's code building a signature or a workflow): Django refuses a
+    query on the loop's thread. The thread's connection is closed when it is done; the
+    caller's context (the queue database it routes to) goes with it."""
+
+    def read() -> dict[str, Override]:
+        try:
+            return _read()
+        finally:
+            connections.close_all()  # this thread's own
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobqueue-limits") as pool:
+        return pool.submit(contextvars.copy_context().run, read).result()
 
 
 def forget() -> None:

@@ -4,6 +4,7 @@ where each limit comes from, changing them at run time, and the bad values refus
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -219,6 +220,24 @@ def test_outside_a_transaction_the_token_and_the_job_commit_together() -> None:
         tasks.rated.enqueue(3)
     assert Job.objects.filter(kind=RATED).count() == 3
     assert RateBucket.objects.get(kind=RATED).tokens < 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_signature_made_on_an_event_loop_reads_the_limits_off_the_loop() -> None:
+    """An async task or view builds a workflow's signatures in its coroutine: a copy of
+    the limits gone stale there was read on the loop's thread, and Django refused it
+    (``SynchronousOnlyOperation``: an async parent's run died now and then, when its
+    run outlasted the copy). The read goes to a thread of its own, and what it reads is
+    the limits in force."""
+    set_limit(RATED, rate_limit="5/h")
+    limiting.forget()  # as stale as can be
+
+    async def build() -> Any:
+        return tasks.rated.s(0), limiting.rate_for(RATED, None)
+
+    signature, rate = asyncio.run(build())
+    assert signature.kind == RATED
+    assert rate == Rate(5, 3600)
 
 
 @pytest.mark.django_db(transaction=True)

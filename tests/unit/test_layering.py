@@ -146,6 +146,7 @@ LAYERS: list[set[str]] = [
         "rules.backoff",
         "rules.control",
         "run.context",
+        "loops",
         "rules.cron",
         "progress",
         "frames",
