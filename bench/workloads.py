@@ -264,7 +264,10 @@ def cpu(b: Bench, s: System) -> Rep:
     where one after the other measured 3.56 and 1.08 in two runs of one evening. Each
     segment's workers start on its preloaded jobs, so beside the polled rate it has a
     whole run (start-up included: what a burst of work sees) and a steady rate."""
-    variants = {1: (("--processes", "1"), 1), 2: (("--processes", "2"), 2)}
+    variants: dict[Any, tuple[tuple[str, ...], int]] = {
+        1: (("--processes", "1"), 1),
+        2: (("--processes", "2"), 2),
+    }
     rates, rss, segments = _alternated(b, s, variants, "processes", preload=True)
     one, two = rates[1], rates[2]
     whole, steady, startup = _phase_rates(segments, "processes", variants)
@@ -294,8 +297,9 @@ def _phase_rates(
     their summed spans) and its mean start-up; NaN where a segment has no phases."""
     whole, steady, startup = {}, {}, {}
     for key in variants:
-        phases = [seg.get("phases") for seg in segments if seg[label] == key]
-        if not phases or not all(phases):
+        found = [seg.get("phases") for seg in segments if seg[label] == key]
+        phases = [p for p in found if p]
+        if not found or len(phases) < len(found):
             whole[key] = steady[key] = startup[key] = math.nan
             continue
         span = sum(p["last"] - p["started"] for p in phases)
