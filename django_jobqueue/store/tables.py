@@ -136,11 +136,6 @@ def gather_statistics() -> bool:
     return sql.dialect().gather_statistics(sql.JOB, lock=STATISTICS_LOCK)
 
 
-def refresh_statistics() -> bool:
-    """Gather the jobs table's planner statistics if they are stale; whether it did."""
-    return upkeep_due().analyze and gather_statistics()
-
-
 # The jobs table is vacuumed once this many dead row versions plus this share of its
 # rows pile up. A claim walks, from the front of the claim index, past the entries of
 # every row claimed since the last vacuum (a claimed row leaves the index's condition,
@@ -156,11 +151,6 @@ def refresh_statistics() -> bool:
 VACUUM_ROWS = 10_000
 VACUUM_SHARE = 0.05
 VACUUM_SHARE_OF = 2_000_000
-
-
-def dead_rows_piling() -> bool:
-    """Whether the jobs table is due a vacuum (and this session may vacuum it)."""
-    return upkeep_due().vacuum
 
 
 def vacuum_jobs() -> bool:

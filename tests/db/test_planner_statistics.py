@@ -1,11 +1,11 @@
 """The jobs table kept fit for the claim by the workers (``StatisticsKeeper``): its
-planner statistics (``store.refresh_statistics``): after a bulk load the claim is
-planned on the table as it is (by the claim index, no sort of every pending row), not
-as the last ANALYZE saw it; fresh statistics are left alone; one session gathers at a
-time. And its dead row versions (``store.vacuum_jobs``): once a drain's pile up, a
-vacuum takes their entries out of the claim index, which a claim would otherwise walk
-past, all of them, every turn. Elsewhere than PostgreSQL nothing is asked of the
-database."""
+planner statistics (``store.upkeep_due``, ``store.gather_statistics``): after a bulk
+load the claim is planned on the table as it is (by the claim index, no sort of every
+pending row), not as the last ANALYZE saw it; fresh statistics are left alone; one
+session gathers at a time. And its dead row versions (``store.vacuum_jobs``): once a
+drain's pile up, a vacuum takes their entries out of the claim index, which a claim
+would otherwise walk past, all of them, every turn. Elsewhere than PostgreSQL nothing
+is asked of the database."""
 
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ def stale() -> bool:
     return store.upkeep_due().analyze
 
 
+def vacuum_due() -> bool:
+    return store.upkeep_due().vacuum
+
+
 def claim_plan() -> str:
     statement, params = store.claim_statement(
         worker_id="host:1", request=ClaimRequest(kinds=[tasks.noop.kind], limit=16)
@@ -67,11 +71,13 @@ def claim_plan() -> str:
 def test_a_bulk_load_makes_the_statistics_stale_and_one_refresh_gathers_them() -> None:
     loaded()
     wait_for(stale, timeout=30)
-    assert store.refresh_statistics() is True
+    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    keeper.run()
     assert not stale()
-    assert store.refresh_statistics() is False  # fresh: nothing gathered again
+    gathered = analyzes()
+    keeper.run()
+    assert analyzes() == gathered  # fresh: nothing gathered again
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
             "SELECT last_analyze IS NOT NULL, n_live_tup FROM pg_stat_user_tables"
             " WHERE relname = %s",
@@ -90,7 +96,7 @@ def test_after_a_large_load_the_claim_reads_every_pending_row_until_the_refresh(
     before = claim_plan()
     assert "Sort" in before, before  # every pending row read, then sorted for 16
     wait_for(stale, timeout=30)
-    assert store.refresh_statistics() is True
+    assert store.gather_statistics() is True
     after = claim_plan()
     assert "jobqueue_job_claim" in after, after
     assert "Sort" not in after, after  # the index read in order, 16 rows and done
@@ -105,12 +111,12 @@ def test_a_second_session_holding_the_lock_is_left_to_gather_them() -> None:
         other.set_autocommit(False)
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(STATISTICS_LOCK))
-        assert store.refresh_statistics() is False  # another gathers them
+        assert store.gather_statistics() is False  # another gathers them
         assert stale()
     finally:
         other.rollback()
         other.close()
-    assert store.refresh_statistics() is True
+    assert store.gather_statistics() is True
 
 
 def drained(n: int) -> None:
@@ -139,13 +145,13 @@ def claim_pages() -> int:
 @postgres_only
 def test_a_drains_dead_rows_are_vacuumed_out_of_the_claim_index() -> None:
     drained(DRAINED)
-    wait_for(store.dead_rows_piling, timeout=30)
+    wait_for(vacuum_due, timeout=30)
     walked = claim_pages()
     assert store.vacuum_jobs() is True
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_force_next_flush()")
     connection.close()
-    wait_for(lambda: not store.dead_rows_piling(), timeout=30)
+    wait_for(lambda: not vacuum_due(), timeout=30)
     # 20,000 dead entries are some hundred pages; without them, a handful.
     assert claim_pages() * 10 < walked, walked
 
@@ -182,18 +188,25 @@ def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> N
     assert not keeper.vacuuming()
     assert vacuums() == before
     drained(DRAINED)
-    wait_for(store.dead_rows_piling, timeout=30)
+    wait_for(vacuum_due, timeout=30)
     keeper.run()
     wait_for(lambda: not keeper.vacuuming(), timeout=60)
     wait_for(lambda: vacuums() == before + 1, timeout=30)
 
 
 def vacuums() -> int:
+    return table_count("vacuum_count")
+
+
+def analyzes() -> int:
+    return table_count("analyze_count")
+
+
+def table_count(column: str) -> int:
+    """One of the jobs table's counters in ``pg_stat_user_tables``, read afresh."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s", [JOB_TABLE]
-        )
+        cursor.execute(f"SELECT {column} FROM pg_stat_user_tables WHERE relname = %s", [JOB_TABLE])
         return int(cursor.fetchone()[0])
 
 
