@@ -101,13 +101,9 @@ def overrides(*, max_age: float | None = REFRESH) -> dict[str, Override]:
     if cached is not None and (max_age is None or now - cached[1] < max_age):
         return cached[0]
 
-    found = _read() if not on_event_loop() else _read_off_loop()
+    found = store.limit_overrides() if not on_event_loop() else _read_off_loop()
     _cache = (found, now)
     return found
-
-
-def _read() -> dict[str, Override]:
-    return store.limit_overrides()
 
 
 def _read_off_loop() -> dict[str, Override]:
@@ -118,7 +114,7 @@ def _read_off_loop() -> dict[str, Override]:
 
     def read() -> dict[str, Override]:
         try:
-            return _read()
+            return store.limit_overrides()
         finally:
             connections.close_all()  # this thread's own
 
