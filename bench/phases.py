@@ -10,7 +10,7 @@ start-up, apart (issue 36: a short drain's rate is mostly its start-up).
   the first claim, the first run).
 
 Pure arithmetic, so that it is tested apart from any database
-(``tests/unit/test_bench_phases.py``). Every timestamp is seconds since the epoch on
+(``tests/unit/test_bench_figures.py``). Every timestamp is seconds since the epoch on
 this host's clock: the harness's ``time.time()`` and the database's (or Redis')
 timestamps of settlement, all on one machine.
 """

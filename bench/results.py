@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import BenchError
-from bench.phases import Phases
+from bench.phases import Phases, Settlements
 from bench.systems import System
 
 if TYPE_CHECKING:
@@ -60,6 +60,17 @@ class Drained:
             **({"rate": self.rate} if self.seconds else {}),  # an untimed drain has none
             **({"phases": self.phases.raw()} if self.phases else {}),
         }
+
+    @classmethod
+    def from_settlements(cls, settled: Settlements | None, n: int, polls: int) -> Drained:
+        """A drain that finished between two polls (an I/O drain of jobs enqueued while
+        its workers wait, on a loaded machine), timed by its settlements' own
+        timestamps, first to last (the steady rate), where the store shows exactly its
+        ``n`` jobs and they took time; refused otherwise."""
+        if settled is None or settled.jobs != n or not settled.last > settled.first:
+            raise BenchError(f"{n} jobs drained between two polls: too few to time")
+        seconds = settled.last - settled.first
+        return cls(n=n, counted=settled.after_first, seconds=seconds, polls=polls)
 
     def values(self) -> dict[str, float]:
         """The table's values of a drain: the polled rate, and the phases where known."""

@@ -12,9 +12,10 @@ import pytest
 from bench import report
 from bench.breakdown import medians, render
 from bench.costs import OTHER, Steps, _bucket
+from bench.errors import BenchError
 from bench.limit import LIMIT, limit_of
 from bench.phases import Phases, Settlements, fraction
-from bench.results import Outcome, Rep, Row
+from bench.results import Drained, Outcome, Rep, Row
 
 
 def test_phases_split_the_whole_run_into_start_up_and_the_steady_rate() -> None:
@@ -139,3 +140,24 @@ def test_breakdown_medians_and_table() -> None:
     assert lines[0].split() == ["t", "installed", "absent", "diff"]
     assert lines[2].split() == ["a", "2.5", "2.0", "+0.5"]
     assert lines[3].split() == ["b", "0.0", "1.0", "-1.0"]
+
+
+def test_a_drain_done_between_two_polls_is_timed_by_its_settlements() -> None:
+    drained = Drained.from_settlements(Settlements(100, 10.0, 10.5, 90), n=100, polls=1)
+    assert drained.rate == pytest.approx(180.0)  # the 90 after the first, over 0.5 s
+    assert drained.raw()["counted"] == 90
+
+
+@pytest.mark.parametrize(
+    "settled",
+    [
+        None,  # the store shows no settlements
+        Settlements(jobs=150, first=1.0, last=2.0, after_first=140),  # more than this drain's
+        Settlements(jobs=100, first=1.0, last=1.0, after_first=0),  # all in one instant
+    ],
+)
+def test_a_drain_done_between_two_polls_without_its_own_timestamps_is_refused(
+    settled: Settlements | None,
+) -> None:
+    with pytest.raises(BenchError, match="100 jobs drained between two polls"):
+        Drained.from_settlements(settled, n=100, polls=1)
