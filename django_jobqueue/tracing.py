@@ -4,7 +4,11 @@ around an enqueue, and a CONSUMER span around each run, from its claim to its se
 Optional twice over. Without the ``otel`` extra nothing here imports OpenTelemetry and
 every function is a no-op. With it, nothing is made (no span, no context captured)
 until the application configures a tracer provider: ``active()`` is the one check
-each enqueue and each run pays.
+each enqueue and each run pays. OpenTelemetry's API is imported only once the
+application has imported it (it must, to configure a provider) or names a provider in
+the environment (``OTEL_PYTHON_TRACER_PROVIDER``), as ``sentry`` waits for
+``sentry_sdk``: a process that traces nothing does not hold its modules (about half a
+MiB of every worker process).
 
 A run's span is a child of the enqueuing context on the first attempt; a retry (run
 count above 1) starts a trace of its own with a ``Link`` to the enqueuing span, so a
@@ -15,25 +19,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 from django_jobqueue import sentry
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import propagate, trace
-    from opentelemetry.trace import (
-        Link,
-        NoOpTracerProvider,
-        ProxyTracerProvider,
-        SpanKind,
-        Status,
-        StatusCode,
-    )
-except ImportError:  # the otel extra is not installed: tracing is off
-    trace = None  # type: ignore[assignment]
+# OpenTelemetry's API, once imported (``_api``): None until then, and for good where
+# the otel extra is not installed.
+trace: Any = None
+propagate: Any = None
+otel_context: Any = None
+Link: Any = None
+SpanKind: Any = None
+Status: Any = None
+StatusCode: Any = None
+_NO_PROVIDERS: tuple[type, ...] = ()
+PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
 SYSTEM = "django_jobqueue"
 # A carrier longer than this (a propagator carrying a large baggage) is not kept: the
@@ -44,16 +48,40 @@ _active = False
 _env_read = False
 
 
+def _api() -> bool:
+    """Import OpenTelemetry's API if it could be in use and is not yet imported here;
+    whether it is. In use: the application imported it (``opentelemetry.trace`` is in
+    ``sys.modules``), or the environment names a tracer provider for the API to load.
+    Not installed (the otel extra): never."""
+    global trace, propagate, otel_context, Link, SpanKind, Status, StatusCode, _NO_PROVIDERS
+    if trace is not None:
+        return True
+    if "opentelemetry.trace" not in sys.modules and not os.environ.get(PROVIDER_VARIABLE):
+        return False
+    try:
+        from opentelemetry import context as api_context
+        from opentelemetry import propagate as api_propagate
+        from opentelemetry import trace as api_trace
+        from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+    except ImportError:  # the otel extra is not installed: tracing is off
+        return False
+    Link, SpanKind = api_trace.Link, api_trace.SpanKind
+    Status, StatusCode = api_trace.Status, api_trace.StatusCode
+    _NO_PROVIDERS = (ProxyTracerProvider, NoOpTracerProvider)
+    otel_context, propagate, trace = api_context, api_propagate, api_trace
+    return True
+
+
 def active() -> bool:
     """Whether an application configured a tracer provider (the API alone gives none).
 
     No "no provider" is cached: like OpenTelemetry's own proxy tracer, each call reads
     the API's global provider (one attribute read), so a provider set at any time is
-    used by the very next enqueue. The first call asks the API once, which loads a
-    provider named by the environment (``OTEL_PYTHON_TRACER_PROVIDER``). A provider,
-    once set, stays: OpenTelemetry never replaces it, so True is kept."""
+    used by the very next enqueue. The first call with the API imported asks it once,
+    which loads a provider named by the environment (``OTEL_PYTHON_TRACER_PROVIDER``).
+    A provider, once set, stays: OpenTelemetry never replaces it, so True is kept."""
     global _active, _env_read
-    if _active or trace is None:
+    if _active or not _api():
         return _active
     if not _env_read:
         _env_read = True
@@ -61,7 +89,7 @@ def active() -> bool:
     provider = trace._TRACER_PROVIDER  # the API's own global, read as its proxy does
     if provider is None:
         return False
-    _active = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+    _active = not isinstance(provider, _NO_PROVIDERS)
     return _active
 
 
@@ -207,7 +235,10 @@ def current(span: Any) -> AbstractContextManager[Any]:
     queries, its HTTP calls) are its children. Nothing when there is no span."""
     if span is None:
         return _NO_SPAN
-    return trace.use_span(span, end_on_exit=False, record_exception=False)
+    used: AbstractContextManager[Any] = trace.use_span(
+        span, end_on_exit=False, record_exception=False
+    )
+    return used
 
 
 def ran(span: Any, *, end: str, error: BaseException | None, note: str = "") -> None:

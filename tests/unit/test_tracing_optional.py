@@ -1,5 +1,7 @@
 """Without the ``otel`` extra the package imports, and tracing is off: nothing of
-OpenTelemetry is imported, and every tracing call is a no-op."""
+OpenTelemetry is imported, and every tracing call is a no-op. With it, nothing is
+imported either until the application imports OpenTelemetry or names a provider in the
+environment; then the very next check traces."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,10 +42,48 @@ PROGRAM = textwrap.dedent(
 
 
 def test_tracing_is_off_and_imports_nothing_without_the_otel_extra() -> None:
+    _run(PROGRAM)
+
+
+INSTALLED_UNUSED = textwrap.dedent(
+    """
+    import sys
+    import django
+    django.setup()
+    import django_jobqueue.tracing as tracing
+    from django_jobqueue.run.pipeline import Pipeline  # the run's path imports it too
+    assert not tracing.active()
+    assert tracing.capture_context() == ""
+    loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
+    assert not loaded, loaded  # installed, but this process traces nothing
+    # The application configures tracing afterwards: the very next check sees it.
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    trace.set_tracer_provider(TracerProvider())
+    assert tracing.active()
+    with tracing.enqueue_span(kind="k", queue="q") as span:
+        assert span is not None and span.is_recording()
+        assert '"traceparent"' in tracing.capture_context()
+    print("ok")
+    """
+)
+
+FROM_ENVIRONMENT = textwrap.dedent(
+    """
+    import django
+    django.setup()
+    import django_jobqueue.tracing as tracing
+    assert tracing.active()  # the API imported, and the provider it names loaded
+    print("ok")
+    """
+)
+
+
+def _run(program: str, **env: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
+        [sys.executable, "-c", program],
         cwd=REPO,
-        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PATH": "/usr/bin:/bin"},
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -49,3 +91,13 @@ def test_tracing_is_off_and_imports_nothing_without_the_otel_extra() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_with_the_extra_installed_nothing_is_imported_until_the_application_traces() -> None:
+    pytest.importorskip("opentelemetry.sdk.trace")
+    _run(INSTALLED_UNUSED)
+
+
+def test_a_provider_named_in_the_environment_is_used_without_an_import() -> None:
+    pytest.importorskip("opentelemetry.sdk.trace")
+    _run(FROM_ENVIRONMENT, OTEL_PYTHON_TRACER_PROVIDER="sdk_tracer_provider")
