@@ -112,15 +112,19 @@ STATISTICS_SHARE = 0.1
 STATISTICS_LOCK = (zlib.crc32(b"django_jobqueue.statistics") - 2**31, 0)
 
 
-def upkeep_due() -> Upkeep:
+def upkeep_due(*, idle: bool = False) -> Upkeep:
     """What the jobs table is due: its planner statistics gathered again (they are
-    stale), a vacuum (dead row versions pile up and this session may vacuum it). One
-    row of ``pg_stat_user_tables``; nothing due where the database keeps no such
-    statistics or no dead versions."""
+    stale), a vacuum (dead row versions pile up and this session may vacuum it; sooner
+    when ``idle``: no run going in the worker that asks). One row of
+    ``pg_stat_user_tables``; nothing due where the database keeps no such statistics or
+    no dead versions."""
+    share, up_to = (
+        (VACUUM_IDLE_SHARE, VACUUM_IDLE_SHARE_OF) if idle else (VACUUM_SHARE, VACUUM_SHARE_OF)
+    )
     return sql.dialect().upkeep_due(
         sql.JOB,
         analyze=(STATISTICS_ROWS, STATISTICS_SHARE, math.inf),
-        vacuum=(VACUUM_ROWS, VACUUM_SHARE, VACUUM_SHARE_OF),
+        vacuum=(VACUUM_ROWS, share, up_to),
     )
 
 
@@ -151,6 +155,17 @@ def gather_statistics() -> bool:
 VACUUM_ROWS = 10_000
 VACUUM_SHARE = 0.05
 VACUUM_SHARE_OF = 2_000_000
+# A worker with no run going (its queue keeps up: jobs one at a time, or none) vacuums
+# sooner: a share of every row, a fiftieth of the busy share, so that what its next
+# pickups walk past stays near VACUUM_ROWS in a big table too. With 10 million
+# finished jobs kept, up to 110,000 dead entries made a claim of an empty queue read
+# 222 pages (0.2 ms, against 1 page and 0.04 ms once vacuumed) and the pickup 1.3x an
+# empty database's. There the idle threshold is 30,000, and the vacuum's cost (it reads
+# every index whole: 1.9 s here for the 10 million rows) about 60 us of the server's
+# time a job, spent when no run is waiting on it. Never above the busy threshold (the
+# two meet at 110,000, from 10^8 rows).
+VACUUM_IDLE_SHARE = 0.002
+VACUUM_IDLE_SHARE_OF = VACUUM_SHARE_OF * VACUUM_SHARE / VACUUM_IDLE_SHARE
 
 
 def vacuum_jobs() -> bool:

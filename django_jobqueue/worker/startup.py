@@ -173,7 +173,7 @@ def services(
             analyze_every=settings.journal_analyze_interval,
         )
     )
-    found.append(StatisticsKeeper(db, interval=timings.statistics))
+    found.append(StatisticsKeeper(db, interval=timings.statistics, running=running))
     if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
         found.append(HistorySampler(db, interval=timings.history))
     periodic = schedules()

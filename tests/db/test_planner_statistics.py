@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
@@ -71,7 +74,7 @@ def claim_plan() -> str:
 def test_a_bulk_load_makes_the_statistics_stale_and_one_refresh_gathers_them() -> None:
     loaded()
     wait_for(stale, timeout=30)
-    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    keeper = keeper_of()
     keeper.run()
     assert not stale()
     gathered = analyzes()
@@ -164,15 +167,7 @@ def test_a_finished_history_raises_the_vacuums_threshold_only_up_to_its_cap(
     entries a claim walks past come from the drain, not from the history kept beside
     it. Scaled down: 5,000 rows and 250 dead, due with the share of 1,000 rows
     (100 + 50), not with the share of all 5,000 (100 + 250)."""
-    monkeypatch.setattr(tables, "VACUUM_ROWS", 100)
-    loaded(LOADED)
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {JOB_TABLE}")  # the table's rows known, none dead
-    ids = list(Job.objects.values_list("id", flat=True)[:250])
-    Job.objects.filter(id__in=ids).update(status="completed", finished_at=timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()
+    history_with_dead_rows(monkeypatch)
     monkeypatch.setattr(tables, "VACUUM_SHARE_OF", math.inf)
     assert not store.upkeep_due().vacuum
     monkeypatch.setattr(tables, "VACUUM_SHARE_OF", 1_000)
@@ -182,7 +177,7 @@ def test_a_finished_history_raises_the_vacuums_threshold_only_up_to_its_cap(
 @postgres_only
 def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> None:
     loaded(LOADED)  # a few dead rows: not yet
-    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    keeper = keeper_of()
     before = vacuums()
     keeper.run()
     assert not keeper.vacuuming()
@@ -192,6 +187,57 @@ def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> N
     keeper.run()
     wait_for(lambda: not keeper.vacuuming(), timeout=60)
     wait_for(lambda: vacuums() == before + 1, timeout=30)
+
+
+def keeper_of(running: dict[uuid.UUID, Any] | None = None) -> StatisticsKeeper:
+    """A keeper calling the database directly, seeing ``running`` as its worker's runs
+    (none: an idle worker)."""
+    return StatisticsKeeper(
+        lambda call: call(),
+        interval=Timings().statistics,
+        running={} if running is None else running,
+    )
+
+
+def history_with_dead_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scaled down: 5,000 rows, 250 of them dead, and 100 dead rows as the base."""
+    monkeypatch.setattr(tables, "VACUUM_ROWS", 100)
+    loaded(LOADED)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {JOB_TABLE}")  # the table's rows known, none dead
+    ids = list(Job.objects.values_list("id", flat=True)[:250])
+    Job.objects.filter(id__in=ids).update(status="completed", finished_at=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+
+
+@postgres_only
+def test_with_no_run_going_the_vacuum_comes_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose queue keeps up (no run going) vacuums at the idle share of every
+    row: 100 + 0.002 x 5,000 = 110 < 250 dead; a busy one at 100 + 0.05 x 5,000."""
+    history_with_dead_rows(monkeypatch)
+    assert not store.upkeep_due().vacuum
+    assert store.upkeep_due(idle=True).vacuum
+    # A run still going in the worker: the busy threshold, so no vacuum yet.
+    busy = keeper_of({uuid.uuid4(): SimpleNamespace(ended=False)})
+    before = vacuums()
+    busy.run()
+    assert not busy.vacuuming()
+    assert vacuums() == before
+    # Its run ended (waiting for its settlement): idle, and the vacuum starts.
+    idle = keeper_of({uuid.uuid4(): SimpleNamespace(ended=True)})
+    idle.run()
+    wait_for(lambda: not idle.vacuuming(), timeout=60)
+    wait_for(lambda: vacuums() == before + 1, timeout=30)
+
+
+def test_the_idle_threshold_is_never_above_the_busy_one() -> None:
+    for rows in (0, 10**4, 10**6, 10**7, 10**8, 10**9):
+        idle = tables.VACUUM_IDLE_SHARE * min(rows, tables.VACUUM_IDLE_SHARE_OF)
+        busy = tables.VACUUM_SHARE * min(rows, tables.VACUUM_SHARE_OF)
+        assert idle <= busy + 1e-6, rows
+    assert tables.VACUUM_IDLE_SHARE * 10**7 < tables.VACUUM_SHARE * tables.VACUUM_SHARE_OF
 
 
 def vacuums() -> int:
@@ -218,7 +264,7 @@ def test_no_vacuum_inside_a_transaction() -> None:
 
 def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() -> None:
     assert "statistics" in [s.name for s in Worker()._maintenance.services]
-    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    keeper = keeper_of()
     if is_postgres():
         loaded()
         wait_for(stale, timeout=30)
@@ -235,6 +281,18 @@ def test_the_worker_keeps_them_and_elsewhere_nothing_is_asked_of_the_database() 
 
 
 def test_the_keeper_never_wakes_an_idle_worker() -> None:
-    keeper = StatisticsKeeper(lambda call: call(), interval=Timings().statistics)
+    keeper = keeper_of()
     assert keeper.wake_in(0.0) is None
     assert keeper.wake_in(3600.0) is None
+
+
+def test_after_a_busy_spell_the_keeper_looks_once_more_when_idle() -> None:
+    """Its last look found a run going: the worker, idle since, is woken once for a
+    look at the idle threshold; after that look (no run going) it is left asleep."""
+    running: dict[uuid.UUID, Any] = {uuid.uuid4(): SimpleNamespace(ended=False)}
+    keeper = keeper_of(running)
+    keeper.run()
+    assert keeper.wake_in(0.5) == pytest.approx(keeper.interval - 0.5)
+    running.clear()
+    keeper.run()
+    assert keeper.wake_in(0.5) is None

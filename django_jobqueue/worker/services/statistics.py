@@ -2,7 +2,9 @@
 planner statistics when they have gone stale (``store.gather_statistics``), so that a
 claim after a bulk load is planned on the table as it is, not as the last ANALYZE saw
 it; and it vacuums the table when dead row versions pile up (``store.vacuum_jobs``),
-so that a claim does not walk past the index entries of every job drained since.
+so that a claim does not walk past the index entries of every job drained since; sooner
+when no run is going in this worker (its queue keeps up), so that in a table holding a
+big history of finished jobs its next pickups do not walk them either.
 
 PostgreSQL's autovacuum does both, but only once a minute at its defaults (and only
 once a fifth of the table is dead), and not at all where it is off; until it does, a
@@ -22,11 +24,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
+from collections.abc import Mapping
+from functools import partial
 
 from django.db import DatabaseError, connections
 
 from django_jobqueue import routing, store
-from django_jobqueue.worker.services.base import DbCall, Service
+from django_jobqueue.worker.services.base import DbCall, Running, Service
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -37,14 +42,26 @@ class StatisticsKeeper(Service):
 
     name = "statistics"
 
-    def __init__(self, db: DbCall, *, interval: float, alias: str | None = None) -> None:
+    def __init__(
+        self,
+        db: DbCall,
+        *,
+        interval: float,
+        running: Mapping[uuid.UUID, Running],
+        alias: str | None = None,
+    ) -> None:
         self.db = db
         self.interval = interval
+        self.running = running
         self.alias = alias or routing.current()
         self._vacuum: threading.Thread | None = None
+        self._busy = False  # the last look found a run going
 
     def run(self) -> None:
-        due = self.db(store.upkeep_due)  # None: the database is away, ask next time
+        # No run going (every one ended): the queue keeps up, and a vacuum comes sooner.
+        idle = all(r.ended for r in self.running.values())
+        self._busy = not idle
+        due = self.db(partial(store.upkeep_due, idle=idle))  # None: the database is away
         if due is None:
             return
         if due.analyze:
@@ -71,7 +88,10 @@ class StatisticsKeeper(Service):
             connections.close_all()  # this thread's own
 
     def wake_in(self, since_run: float) -> float | None:
-        """Never: an idle worker has no claims to plan, and the work that needs fresh
-        statistics wakes it itself (a bulk load's NOTIFY, a drain's turns); an idle
-        worker woken for this would also claim each time, a poll by another name."""
-        return None
+        """Once after a busy spell (the last look found a run going), so that the
+        drain's dead rows are vacuumed at the idle threshold while the worker waits, not
+        at the start of its next burst; otherwise never: an idle worker has no claims to
+        plan, and the work that needs fresh statistics wakes it itself (a bulk load's
+        NOTIFY, a drain's turns); an idle worker woken for this would also claim each
+        time, a poll by another name."""
+        return self.interval - since_run if self._busy else None
