@@ -167,6 +167,8 @@ def measure(b: OnDatabase, layout: str, args: argparse.Namespace) -> dict[str, A
                 out[which][name] = _median(reps[which])
         out["full"]["pages"] = in_django(b.server, full, "pages", layout)
         out["full"]["retention"] = in_django(b.server, full, "retention", layout)
+        if skipped := out["full"]["retention"].get("skipped"):
+            log(f"{layout} full: retention not measured: {skipped}")
         return out
     finally:
         if not args.keep:

@@ -95,8 +95,11 @@ def retention(layout: str) -> dict[str, Any]:
     if found is None:
         return _delete_day()
     days = [p for p in found.partitions if p.upper is not None and p.lower is not None]
-    oldest_full = next(p for p in days if p.rows > 0)
-    assert oldest_full.upper is not None
+    oldest_full = next((p for p in days if p.rows > 0), None)
+    if oldest_full is None or oldest_full.upper is None:
+        # Each run drops a day and a fortnight: a database kept through --reuse runs
+        # has none left after the second.
+        return {"skipped": "no day of entries left to drop (earlier runs dropped them)"}
     dropped_day = _timed_drop(oldest_full.upper)
     empty = days[-1]  # the newest, made ahead: no entry yet
     started = time.perf_counter()
