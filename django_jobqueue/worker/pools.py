@@ -27,7 +27,7 @@ from django_jobqueue.run.pipeline import Ended, Pipeline
 from django_jobqueue.worker.eventloop import DB_THREADS, EventLoop
 from django_jobqueue.worker.procpool import ProcessSlots
 from django_jobqueue.worker.services.base import Running
-from django_jobqueue.worker.sizing import Sizing
+from django_jobqueue.worker.sizing import Pace, Sizing
 from django_jobqueue.worker.slots import Slots
 
 
@@ -52,6 +52,11 @@ class Pools:
         self.async_kinds = frozenset(k for k in kinds if k in async_kinds)
         self.sync_kinds = [k for k in kinds if k not in self.async_kinds]
         self.all_kinds = list(kinds)
+        # The slot threads' claim buffer, and the event loop's, sized by what each
+        # measures (the slot threads' pace too).
+        self.sizing = Sizing()
+        self.loop_sizing = Sizing()
+        pace = Pace(self.sizing.paced)
         # The process pool's slot threads each run their jobs in a child process.
         self.slots = (
             ProcessSlots(
@@ -59,13 +64,11 @@ class Pools:
                 on_result=on_result,
                 max_tasks=max_tasks_per_child,
                 max_memory_mib=max_memory_per_child,
+                pace=pace,
             )
             if process
-            else Slots(run=pipe.run_one, on_result=on_result)
+            else Slots(run=pipe.run_one, on_result=on_result, pace=pace)
         )
-        # The slot threads' claim buffer, and the event loop's, sized by what each measures.
-        self.sizing = Sizing()
-        self.loop_sizing = Sizing()
         # Whether the last claim that found work was the event loop's (None: none yet).
         self._found_async: bool | None = None
         self.loop = (

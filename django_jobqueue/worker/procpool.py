@@ -41,6 +41,7 @@ from django_jobqueue.run.pipeline import Ended, Pipeline
 from django_jobqueue.store import Claimed
 from django_jobqueue.worker import child as child_main
 from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.sizing import Pace
 from django_jobqueue.worker.slots import Slots
 from django_jobqueue.worker.supervisor import reason
 
@@ -161,8 +162,9 @@ class ProcessSlots(Slots):
         on_result: Callable[[], None],
         max_tasks: int | None = None,
         max_memory_mib: int | None = None,
+        pace: Pace | None = None,
     ) -> None:
-        super().__init__(run=self._run_in_child, on_result=on_result)
+        super().__init__(run=self._run_in_child, on_result=on_result, pace=pace)
         self.pipe = pipe
         self.config = child_main.Config(pipe.worker_id, pipe.alias, pipe.max_output_bytes)
         self.max_tasks = max_tasks

@@ -2,16 +2,22 @@
 
 A turn that claims only as many jobs as there are free slots leaves each slot idle for a
 round trip after every run: for jobs that take less time than that, the claim size, not
-the work, sets the rate. So the worker measures both (recent run durations and turn
-round trips, as moving averages) and claims, beyond its free slots, about what its
-slots get through in one round trip: ``concurrency × round trip / run duration``,
-never more than ``cap(concurrency)`` (``max(concurrency, CAP)``), and none at all while
-runs take longer than ``LONG_RUN``: long jobs are never hoarded, and what one worker
-does not buffer the others take. The cap is not the concurrency itself because at a
-small concurrency (the default on a small machine) short jobs would then come a few
-per round trip, and the worker's rate would follow its thread count, not the work;
-a buffered job waits about one round trip whatever the cap, since the buffer is what
-the slots finish in that time.
+the work, sets the rate. So the worker measures the work and the round trip (moving
+averages) and claims, beyond its free slots, about what its slots get through in one
+round trip, and none at all while runs take longer than ``LONG_RUN``: long jobs are
+never hoarded, and what one worker does not buffer the others take.
+
+What the slots get through is measured two ways. Their *pace* (``paced``) is the time
+between two runs ending while runs were queued for a slot: the slots' real rate, the
+interpreter's lock and the loop thread's own work included. Before there is a pace
+(no run has queued yet), a run's duration stands in: ``concurrency × round trip / run
+duration``, which takes the slots to run side by side; for short pure-Python runs they
+take turns on one lock, so that estimate is kept within ``RUN_CAP`` (or the
+concurrency). Once paced, the buffer is ``round trip / pace``, within ``CAP`` (or the
+concurrency): short jobs then come as many a round trip as the slots finish in it,
+whatever the thread count (a no-op drain at the default concurrency of 8 no longer
+follows it), and a buffered job still waits about one round trip, since the buffer is
+what the slots finish in that time.
 
 A buffered job waits in the slot threads' queue under the same lease as a running one
 (the worker renews it), starts as soon as a slot frees (no round trip), and is handed
@@ -22,6 +28,7 @@ or at once when the worker shuts down.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 # Runs longer than this (on average) get no buffer at all.
 LONG_RUN = 0.25
@@ -34,14 +41,21 @@ HOLD = 5.0
 GATHER = 0.25
 # The weight of the newest sample in each moving average.
 WEIGHT = 0.2
-# The buffer's ceiling, for a worker of fewer slots than this: two workers of 2 slots
-# drained no-ops at 0.49x pgqueuer's rate with a ceiling of 2, 1.40x with 64 (bench).
-CAP = 64
+# The buffer's ceiling once the slots' pace is measured, for a worker of fewer slots than
+# this. (Two workers of 2 slots drained no-ops at 0.49x pgqueuer's rate with a ceiling of
+# 2, 1.40x with 64; at the default 8 slots a ceiling of 64 made the drain follow the
+# thread count: bench, docs/explanation/performance.md.)
+CAP = 256
+# The ceiling while only run durations are known (never above ``CAP``).
+RUN_CAP = 64
+# Runs that end while others are queued, averaged into one sample of the slots' pace.
+PACE_SAMPLE = 16
 
 
-def cap(concurrency: int) -> int:
-    """The most jobs a worker of ``concurrency`` slots buffers beyond them."""
-    return max(concurrency, CAP)
+def cap(concurrency: int, *, paced: bool = False) -> int:
+    """The most jobs a worker of ``concurrency`` slots buffers beyond them: ``CAP`` once
+    the slots' pace is measured, ``RUN_CAP`` before (either at least the concurrency)."""
+    return max(concurrency, CAP if paced else min(CAP, RUN_CAP))
 
 
 class Sizing:
@@ -50,12 +64,26 @@ class Sizing:
     def __init__(self) -> None:
         self.run: float | None = None
         self.turn: float | None = None
+        # Seconds between two runs ending while runs waited for a slot (None: not yet).
+        self.pace: float | None = None
 
     def ran(self, seconds: float) -> None:
         self.run = seconds if self.run is None else self.run + WEIGHT * (seconds - self.run)
 
     def turned(self, seconds: float) -> None:
         self.turn = seconds if self.turn is None else self.turn + WEIGHT * (seconds - self.turn)
+
+    def paced(self, seconds: float) -> None:
+        """The slots ended a run every ``seconds`` while runs waited for them (the
+        average over ``PACE_SAMPLE`` such runs, from ``Pace``)."""
+        self.pace = seconds if self.pace is None else self.pace + WEIGHT * (seconds - self.pace)
+
+    def each(self, concurrency: int) -> float | None:
+        """Seconds the slots take per run when busy: their pace, never less than a run's
+        duration shared by ``concurrency`` slots (None: no run measured yet)."""
+        if self.run is None:
+            return None
+        return max(self.pace or 0.0, self.run / concurrency)
 
     def buffer(self, concurrency: int, *, longest_run: float = 0.0) -> int:
         """Jobs to claim beyond the free slots of ``concurrency`` slot threads; none
@@ -64,9 +92,11 @@ class Sizing:
             return 0
         if longest_run >= STUCK:
             return 0
-        if self.run <= 0:
-            return cap(concurrency)
-        return min(cap(concurrency), math.ceil(concurrency * self.turn / self.run))
+        ceiling = cap(concurrency, paced=self.pace is not None)
+        each = self.each(concurrency)
+        if not each or each <= 0:
+            return ceiling
+        return min(ceiling, math.ceil(self.turn / each))
 
     def gather(self, going: int, concurrency: int) -> float:
         """How long a turn may wait for the ``going`` runs of ``concurrency`` slot threads
@@ -76,4 +106,28 @@ class Sizing:
             return 0.0
         bound = GATHER * self.turn
         waves = -(-going // concurrency)  # runs one slot thread still has, queued ones too
-        return bound if self.run * waves <= bound else 0.0
+        left = max(self.run * waves, going * (self.pace or 0.0))  # or at the slots' pace
+        return bound if left <= bound else 0.0
+
+
+class Pace:
+    """The slots' pace, measured where their runs end (``Slots``): the time from one run
+    ending to the next, counted only while runs were queued for a slot (every slot busy
+    in between), averaged over ``PACE_SAMPLE`` runs and handed to ``report``. Called
+    with the slots' lock held."""
+
+    def __init__(self, report: Callable[[float], None]) -> None:
+        self.report = report
+        self._last: float | None = None  # when the last run ended, if runs were queued
+        self._busy = 0.0
+        self._runs = 0
+
+    def ended(self, now: float, *, queued: bool) -> None:
+        """A run ended at ``now``; ``queued``: others were waiting for a slot then."""
+        if self._last is not None:
+            self._busy += now - self._last
+            self._runs += 1
+            if self._runs >= PACE_SAMPLE:
+                self.report(self._busy / self._runs)
+                self._busy, self._runs = 0.0, 0
+        self._last = now if queued else None

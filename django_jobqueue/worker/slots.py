@@ -22,6 +22,7 @@ from django.utils import timezone
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.sizing import Pace
 
 
 def drained(outbox: queue.SimpleQueue[Ended]) -> Iterator[Ended]:
@@ -36,11 +37,15 @@ def drained(outbox: queue.SimpleQueue[Ended]) -> Iterator[Ended]:
 
 class Slots:
     """A pool of daemon threads running jobs with ``run`` (the pipeline's ``run_one``);
-    ``on_result`` is called after each run."""
+    ``on_result`` is called after each run, and ``pace`` (the claim buffer's measure of
+    how fast the threads get through queued runs) told when each run ends."""
 
-    def __init__(self, *, run: RunOne, on_result: Callable[[], None]) -> None:
+    def __init__(
+        self, *, run: RunOne, on_result: Callable[[], None], pace: Pace | None = None
+    ) -> None:
         self.run = run
         self.on_result = on_result
+        self.pace = pace
         # SimpleQueue: a put or get is one C call, no Condition to notify per job.
         self._inbox: queue.SimpleQueue[Running | None] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[Ended] = queue.SimpleQueue()
@@ -141,6 +146,10 @@ class Slots:
                 # sees the result, so no settlement waits on what the run left open.
                 ended = self.run(job, running.ctx, guard)
                 self._started.pop(name, None)
+                if self.pace is not None:
+                    with self._lock:  # a run given up on returns late: not the pace
+                        if (job.id, job.run_count) not in self._abandoned:
+                            self.pace.ended(time.monotonic(), queued=bool(self._queued))
                 self._outbox.put(ended)
                 self.on_result()
                 if (job.id, job.run_count) in self._abandoned:

@@ -19,6 +19,7 @@ from django_jobqueue.states import Status
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.sizing import PACE_SAMPLE, Pace
 from django_jobqueue.worker.slots import Slots
 
 WAIT = 10.0  # seconds: the longest any step here may take before the test fails
@@ -218,3 +219,26 @@ def test_stop_ends_every_idle_thread(pool: tuple[Slots, Results, Pipeline]) -> N
     for thread in slots._threads:
         thread.join(WAIT)
     assert not any(t.is_alive() for t in slots._threads)
+
+
+def test_runs_ending_while_others_wait_measure_the_slots_pace() -> None:
+    pipe = Pipeline(worker_id="host:1", alias="default", max_output_bytes=1024 * 1024)
+    results = Results()
+    reported: list[float] = []
+    slots = Slots(run=pipe.run_one, on_result=results.on_result, pace=Pace(reported.append))
+    results.slots = slots
+    slots.start(1)
+    try:
+        slots.submit(_running(pipe, "unit.gated", name="first"))
+        GATES.wait_for(1, "start")
+        for n in range(2 * PACE_SAMPLE):  # queued behind the first: the one slot is busy
+            slots.submit(_running(pipe, "unit.double", n=n))
+        assert reported == [], "no run has ended yet"
+        GATES.gate("first").set()
+        results.take(2 * PACE_SAMPLE + 1)
+        assert reported, "the slot ran queued runs back to back: a pace"
+        assert all(0 < seconds < WAIT for seconds in reported)
+    finally:
+        slots.stop()
+        for thread in slots._threads:
+            thread.join(WAIT)
