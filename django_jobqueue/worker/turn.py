@@ -22,6 +22,9 @@ from django_jobqueue.worker.claiming import KeyCursor, atomic_going, claim_reque
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.services.base import Running
 
+#: Seconds an idle worker's loop waits for a slot thread to take the runs it claimed.
+HAND_OVER = 0.005
+
 if TYPE_CHECKING:
     from django_jobqueue.worker.pools import Pools
     from django_jobqueue.worker.services.limits import LimitRefresh
@@ -114,12 +117,17 @@ class Turns:
         return got
 
     def _claimed(self, claimed: list[Claimed], wanted: store.ClaimRequest | None) -> None:
+        idle = not self._running
         if wanted is not None:
             self._pools.found(wanted.kinds, len(claimed))
         self._slot += len(claimed)
         self._keys.served(claimed, wanted.per_key if wanted else ())
         for job in claimed:
             self._dispatch(job)
+        if idle and claimed:
+            # Nothing was running: a slot thread starts the first run before the loop
+            # goes on (``Slots.hand_over``), which would only have kept it waiting.
+            self._pools.hand_over(HAND_OVER)
 
     def _claim_request(self, free: int, kinds: Sequence[str]) -> store.ClaimRequest | None:
         """What to claim for ``free`` slots (None: nothing to claim now)."""
