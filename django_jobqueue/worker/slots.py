@@ -22,6 +22,7 @@ from django.utils import timezone
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
+from django_jobqueue.worker.wake import Wake
 
 
 def drained(outbox: queue.SimpleQueue[Ended]) -> Iterator[Ended]:
@@ -56,7 +57,7 @@ class Slots:
         self._started: dict[str, float] = {}
         # ``hand_over``: set by a thread that takes a run while the loop waits for one to.
         self._handing = False
-        self._taken = threading.Event()
+        self._taken = Wake()
 
     def start(self, count: int) -> None:
         for _ in range(count):
