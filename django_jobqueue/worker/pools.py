@@ -100,11 +100,6 @@ class Pools:
         else:
             self.slots.submit(running)
 
-    def hand_over(self, timeout: float) -> bool:
-        """Let a slot thread take the sync runs just submitted before going on
-        (``Slots.hand_over``); the event loop's runs start on its own thread."""
-        return self.slots.hand_over(timeout)
-
     def abandon(self, running: Running) -> str:
         """Give up on a run (its hard limit, a terminate) by the strongest means its pool
         has: a child process killed, a coroutine cancelled, a thread replaced. Returns

@@ -22,7 +22,6 @@ from django.utils import timezone
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
-from django_jobqueue.worker.wake import Wake
 
 
 def drained(outbox: queue.SimpleQueue[Ended]) -> Iterator[Ended]:
@@ -55,9 +54,6 @@ class Slots:
         self._lock = threading.Lock()
         # When each thread's current run started (by thread name).
         self._started: dict[str, float] = {}
-        # ``hand_over``: set by a thread that takes a run while the loop waits for one to.
-        self._handing = False
-        self._taken = Wake()
 
     def start(self, count: int) -> None:
         for _ in range(count):
@@ -70,24 +66,6 @@ class Slots:
     def submit(self, running: Running) -> None:
         self._queued[(running.job.id, running.job.run_count)] = time.monotonic()
         self._inbox.put(running)
-
-    def hand_over(self, timeout: float) -> bool:
-        """Wait, up to ``timeout`` seconds, until a thread has taken a run submitted and
-        not yet started (True at once when there is none); whether one did.
-
-        For the loop of an idle worker, after it hands in the runs of a claim: a thread
-        woken by ``submit`` needs the GIL to start its run, and the loop held it for
-        what it did next (its turn's bookkeeping, the reckoning of its next wait), a
-        tenth of an idle worker's pickup. Blocked here, it lets the run start first and
-        does the rest while the run goes on."""
-        self._taken.clear()
-        self._handing = True
-        try:
-            # After the flag is up: a thread that took the last run before it saw the
-            # flag has emptied ``_queued`` already, and this returns at once.
-            return not self._queued or self._taken.wait(timeout)
-        finally:
-            self._handing = False
 
     def longest_run(self) -> float:
         """Seconds the longest of the runs going on now has been going (0: none)."""
@@ -156,8 +134,6 @@ class Slots:
                         self._skip.discard((job.id, job.run_count))
                         continue
                     self._queued.pop((job.id, job.run_count), None)
-                if self._handing:
-                    self._taken.set()
                 running.started_at = timezone.now()
                 name = threading.current_thread().name
                 self._started[name] = time.monotonic()

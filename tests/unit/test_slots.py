@@ -218,33 +218,3 @@ def test_stop_ends_every_idle_thread(pool: tuple[Slots, Results, Pipeline]) -> N
     for thread in slots._threads:
         thread.join(WAIT)
     assert not any(t.is_alive() for t in slots._threads)
-
-
-def test_hand_over_returns_once_a_thread_has_taken_the_run_submitted(
-    pool: tuple[Slots, Results, Pipeline],
-) -> None:
-    """An idle worker's loop waits in ``hand_over`` until a slot thread has taken the
-    run it claimed: when it returns True, the run is no longer waiting in the queue (a
-    withdrawal finds nothing), it started or is starting on its thread."""
-    slots, results, pipe = pool
-    assert slots.hand_over(WAIT), "nothing submitted: nothing to wait for"
-    slots.start(2)
-    for n in range(20):
-        slots.submit(_running(pipe, "unit.gated", name=f"r{n}"))
-        assert slots.hand_over(WAIT)
-        assert slots.withdraw() == [], "hand_over returned before a thread took the run"
-        GATES.gate(f"r{n}").set()
-        results.take(1)
-
-
-def test_hand_over_gives_up_after_its_timeout_when_every_thread_is_busy(
-    pool: tuple[Slots, Results, Pipeline],
-) -> None:
-    slots, _, pipe = pool
-    slots.start(1)
-    slots.submit(_running(pipe, "unit.gated", name="busy"))
-    GATES.wait_for(1, "start")
-    waiting = _running(pipe, "unit.double", n=1)
-    slots.submit(waiting)
-    assert not slots.hand_over(0.05), "no thread was free to take it"
-    assert slots.withdraw() == [waiting], "it is still queued, for the next free thread"
