@@ -44,6 +44,7 @@ from django_jobqueue.worker.services.limits import LimitRefresh
 from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.sizing import HOLD
 from django_jobqueue.worker.turn import Turns
+from django_jobqueue.worker.wake import Wake
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -97,7 +98,7 @@ class Worker(Turns):
         self.worker_id = worker_id or f"{self.host}:{self.pid}"
         self.heartbeat_id = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
 
-        self._wake = threading.Event()
+        self._wake = Wake()
         self._stopping = threading.Event()
         self._pipe = Pipeline(self.worker_id, self.alias, settings.max_output_bytes)
         self._pools = self._make_pools(max_tasks_per_child, max_memory_per_child)

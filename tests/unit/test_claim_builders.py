@@ -10,6 +10,7 @@ test_dialect_claiming.py, test_turn_plan.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,9 @@ from django_jobqueue.rules.lifecycle import Run, Settlement, completed, released
 from django_jobqueue.store import ClaimRequest
 from django_jobqueue.store.claim import _tiers, prepare
 from django_jobqueue.store.dialects import Dialect, MySQL, PostgreSQL, SQLite
+from django_jobqueue.store.dialects.base import claimtext
 from django_jobqueue.store.dialects.base.claiming import ClaimSpec
+from django_jobqueue.store.dialects.base.claimtext import ClaimTexts
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.settling import COLUMNS
 from django_jobqueue.store.dialects.base.spec import KeyRule
@@ -368,3 +371,36 @@ def test_only_postgresql_turns_in_one_statement(dialect: Dialect) -> None:
 def test_the_dialects_answer_by_method_not_by_flag(dialect: Dialect, flag: str) -> None:
     """The transitional flags are gone: what they said, a method of the dialect says."""
     assert not hasattr(dialect, flag)
+
+
+def test_the_claims_statement_made_once_per_shape_is_the_one_built_for_each_clock(
+    dialect: Dialect,
+) -> None:
+    """The claim's text and parameters for a second clock, from the statement made for
+    its shape at the first, are exactly what building them for that clock gives: on
+    PostgreSQL from the kept template (its times put where the markers were), elsewhere
+    built anew (the time is bound as text there, so no marker is found again)."""
+    texts = ClaimTexts(dialect.claim_statement)
+    leases = {"b": NOW + timedelta(minutes=5)}
+    shapes = [
+        {},
+        {"tiers": [(2, 1), (1, 2), (0, 5)], "queues": ["q1", "q2"]},
+        {"caps": {"a": 2}, "limited": {"b": 3}, "lock_keys": (7,), "kind_locks": {"b": 7}},
+    ]
+    for values in shapes:
+        for now in (NOW, NOW + timedelta(seconds=3), NOW + timedelta(hours=2)):
+            later = {k: v - NOW + now for k, v in leases.items()}
+            one = spec(now=now, default_expiry=now + timedelta(minutes=1), expiries=later)
+            one = dataclasses.replace(one, **values)
+            assert texts.statement(one) == dialect.claim_statement(one).statement(), values
+    kept = [t for t in texts._made.values() if t is not None]
+    assert len(kept) == (len(shapes) if isinstance(dialect, PostgreSQL) else 0)
+
+
+def test_a_claims_shape_is_every_field_of_its_spec_but_the_clock() -> None:
+    names = [f.name for f in dataclasses.fields(ClaimSpec)]
+    assert [n for n in names if n not in claimtext.CLOCK] == list(claimtext.SHAPE)
+    one, two = spec(), spec(now=NOW + timedelta(seconds=1), default_expiry=NOW)
+    assert claimtext.shape(one) == claimtext.shape(two)
+    for name, other in {"kinds": ["a"], "tiers": [(0, 6)], "worker_id": "w:2"}.items():
+        assert claimtext.shape(dataclasses.replace(one, **{name: other})) != claimtext.shape(one)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,7 +24,7 @@ from django_jobqueue import (
 from django_jobqueue.ids import uuid7
 from django_jobqueue.task.options import Options
 from django_jobqueue.task.registry import PayloadMismatch, registry
-from django_jobqueue.worker.claiming import priority_floor
+from django_jobqueue.worker.claiming import floor_counts, priority_floor
 from tests.taskapp import tasks
 
 
@@ -162,6 +163,16 @@ def test_uuid7_ids_are_version_7_and_time_ordered() -> None:
 )
 def test_priority_floor_cadence(ratio: int | None, expected: list[int]) -> None:
     assert [priority_floor(slot, ratio) for slot in range(len(expected))] == expected
+
+
+@pytest.mark.parametrize("ratio", [None, 0, 1, 2, 4, 9])
+def test_floor_counts_are_the_counts_of_the_slots_floors(ratio: int | None) -> None:
+    """What a claim prefers, counted, is what walking its slots' floors gives."""
+    for slot in range(0, 240, 7):
+        for free in (0, 1, 2, 3, 5, 16, 17, 80, 101):
+            walked = Counter(priority_floor(slot + i, ratio) for i in range(free))
+            expected = {f: n for f, n in walked.items() if f}
+            assert floor_counts(slot, free, ratio) == expected, (slot, free)
 
 
 def test_a_merge_decision_is_built_by_its_constructors_only() -> None:

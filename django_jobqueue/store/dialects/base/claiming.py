@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from django_jobqueue.models import Job, QueuePause
+from django_jobqueue.store.dialects.base.claimtext import ClaimTexts
 from django_jobqueue.store.dialects.base.fragment import Fragment
 from django_jobqueue.store.dialects.base.keyed import KEY, KEY_INDEX_ORDER, KeyedClaims
 from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
@@ -66,8 +68,13 @@ class ClaimingStatements(KeyedClaims):
     # --- the interface ------------------------------------------------------------------
 
     def claim(self, spec: ClaimSpec) -> list[tuple[Any, ...]]:
-        """Claim for ``spec.worker_id``: the claimed rows (``CLAIMED``), in any order."""
-        return self.run(*self.claim_statement(spec).statement())
+        """Claim for ``spec.worker_id``: the claimed rows (``CLAIMED``), in any order.
+        The statement is made once per shape of claim (``claimtext``)."""
+        return self.run(*self._claim_texts.statement(spec))
+
+    @cached_property
+    def _claim_texts(self) -> ClaimTexts:
+        return ClaimTexts(self.claim_statement)
 
     def claim_statement(self, spec: ClaimSpec) -> Fragment:
         """The statement of the claim that reads the claim index (for EXPLAIN): here the
