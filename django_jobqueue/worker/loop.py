@@ -111,6 +111,9 @@ class Worker(Turns):
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = self.claimed = 0
         self._signals = 0
+        # The last turn's claim took less than it had room for: the queue has caught up
+        # (False until a first turn, and while the slots are full).
+        self._caught_up = False
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
 
     def _make_pools(
@@ -147,6 +150,7 @@ class Worker(Turns):
             on_timeout=self._timed_out,
             on_terminate=self._terminated,
             jobs_done=lambda: self.processed,
+            caught_up=lambda: self._caught_up,
         )
 
     # --- public control -------------------------------------------------------------------
@@ -254,6 +258,7 @@ class Worker(Turns):
                 return
             self._gather()
             unseen, got, free = self._turn()
+            self._caught_up = got < free
             if got < free and unseen:
                 continue  # the settlements may have made claimable what the claim missed
             if self.burst and not self._running and got == 0:

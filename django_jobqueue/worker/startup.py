@@ -137,6 +137,7 @@ def services(
     on_timeout: Callable[[Running], None],
     on_terminate: Callable[[Running, str], None],
     jobs_done: Callable[[], int],
+    caught_up: Callable[[], bool],
 ) -> Maintenance:
     """Every maintenance service a worker runs, in the order they run each turn."""
     found: list[Service] = [
@@ -173,7 +174,9 @@ def services(
             analyze_every=settings.journal_analyze_interval,
         )
     )
-    found.append(StatisticsKeeper(db, interval=timings.statistics, running=running))
+    found.append(
+        StatisticsKeeper(db, interval=timings.statistics, running=running, caught_up=caught_up)
+    )
     if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
         found.append(HistorySampler(db, interval=timings.history))
     periodic = schedules()

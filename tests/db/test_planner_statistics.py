@@ -189,13 +189,16 @@ def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> N
     wait_for(lambda: vacuums() == before + 1, timeout=30)
 
 
-def keeper_of(running: dict[uuid.UUID, Any] | None = None) -> StatisticsKeeper:
+def keeper_of(
+    running: dict[uuid.UUID, Any] | None = None, *, caught_up: bool = True
+) -> StatisticsKeeper:
     """A keeper calling the database directly, seeing ``running`` as its worker's runs
-    (none: an idle worker)."""
+    (none: an idle worker) and ``caught_up`` as what its last claim found."""
     return StatisticsKeeper(
         lambda call: call(),
         interval=Timings().statistics,
         running={} if running is None else running,
+        caught_up=lambda: caught_up,
     )
 
 
@@ -219,11 +222,15 @@ def test_with_no_run_going_the_vacuum_comes_sooner(monkeypatch: pytest.MonkeyPat
     history_with_dead_rows(monkeypatch)
     assert not store.upkeep_due().vacuum
     assert store.upkeep_due(idle=True).vacuum
-    # A run still going in the worker: the busy threshold, so no vacuum yet.
-    busy = keeper_of({uuid.uuid4(): SimpleNamespace(ended=False)})
+    # A run still going in the worker, or a worker that has not yet claimed less than
+    # it had room for (just started on a backlog): the busy threshold, no vacuum yet.
     before = vacuums()
-    busy.run()
-    assert not busy.vacuuming()
+    for busy in (
+        keeper_of({uuid.uuid4(): SimpleNamespace(ended=False)}),
+        keeper_of(caught_up=False),
+    ):
+        busy.run()
+        assert not busy.vacuuming()
     assert vacuums() == before
     # Its run ended (waiting for its settlement): idle, and the vacuum starts.
     idle = keeper_of({uuid.uuid4(): SimpleNamespace(ended=True)})

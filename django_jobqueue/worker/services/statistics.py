@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from django.db import DatabaseError, connections
@@ -48,18 +48,22 @@ class StatisticsKeeper(Service):
         *,
         interval: float,
         running: Mapping[uuid.UUID, Running],
+        caught_up: Callable[[], bool],
         alias: str | None = None,
     ) -> None:
         self.db = db
         self.interval = interval
         self.running = running
+        self.caught_up = caught_up
         self.alias = alias or routing.current()
         self._vacuum: threading.Thread | None = None
         self._busy = False  # the last look found a run going
 
     def run(self) -> None:
-        # No run going (every one ended): the queue keeps up, and a vacuum comes sooner.
-        idle = all(r.ended for r in self.running.values())
+        # The worker's last claim took less than it had room for and no run is going (a
+        # worker just started on a backlog has claimed nothing yet): the queue keeps
+        # up, and a vacuum comes sooner.
+        idle = self.caught_up() and all(r.ended for r in self.running.values())
         self._busy = not idle
         due = self.db(partial(store.upkeep_due, idle=idle))  # None: the database is away
         if due is None:
