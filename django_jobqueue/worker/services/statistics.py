@@ -3,8 +3,9 @@ planner statistics when they have gone stale (``store.gather_statistics``), so t
 claim after a bulk load is planned on the table as it is, not as the last ANALYZE saw
 it; and it vacuums the table when dead row versions pile up (``store.vacuum_jobs``),
 so that a claim does not walk past the index entries of every job drained since; sooner
-when no run is going in this worker (its queue keeps up), so that in a table holding a
-big history of finished jobs its next pickups do not walk them either.
+once this worker has caught up (its last claim took less than it had room for, no run
+going), so that in a table holding a big history of finished jobs its next pickups do
+not walk them either.
 
 PostgreSQL's autovacuum does both, but only once a minute at its defaults (and only
 once a fifth of the table is dead), and not at all where it is off; until it does, a
@@ -57,7 +58,7 @@ class StatisticsKeeper(Service):
         self.caught_up = caught_up
         self.alias = alias or routing.current()
         self._vacuum: threading.Thread | None = None
-        self._busy = False  # the last look found a run going
+        self._busy = False  # the last look found the worker not caught up
 
     def run(self) -> None:
         # The worker's last claim took less than it had room for and no run is going (a
@@ -92,7 +93,7 @@ class StatisticsKeeper(Service):
             connections.close_all()  # this thread's own
 
     def wake_in(self, since_run: float) -> float | None:
-        """Once after a busy spell (the last look found a run going), so that the
+        """Once after a busy spell (the last look found the worker not caught up), so the
         drain's dead rows are vacuumed at the idle threshold while the worker waits, not
         at the start of its next burst; otherwise never: an idle worker has no claims to
         plan, and the work that needs fresh statistics wakes it itself (a bulk load's
