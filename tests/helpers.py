@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -18,7 +19,9 @@ from django.core.management import get_commands, load_command_class
 from django.db import connections
 
 import django_jobqueue
+from django_jobqueue.ids import uuid7
 from django_jobqueue.models import JournalEntry
+from django_jobqueue.store import Claimed
 from django_jobqueue.worker.loop import Worker
 
 
@@ -200,3 +203,31 @@ def manage_in_process(*argv: str) -> Ran:
         else:
             code = 0
     return Ran(code, out.getvalue(), err.getvalue())
+
+
+def claimed(
+    kind: str = "k",
+    *,
+    payload: dict[str, Any] | None = None,
+    at: datetime | None = None,
+    lease: timedelta = timedelta(minutes=1),
+    **fields: Any,
+) -> Claimed:
+    """A job as a claim hands it to a worker, for the tests of what runs and settles it:
+    its first run, claimed ``at`` (now by default) for ``lease``, nothing failed or
+    carried yet; ``fields`` set any other of ``Claimed``'s."""
+    now = at or datetime.now(UTC)
+    values: dict[str, Any] = {
+        "id": uuid7(),
+        "kind": kind,
+        "queue": "default",
+        "payload": payload or {},
+        "priority": 1,
+        "visible_at": now,
+        "run_count": 1,
+        "failure_count": 0,
+        "carry": {},
+        "claimed_by": "host:1",
+        "claim_expires_at": now + lease,
+    }
+    return Claimed(**(values | fields))

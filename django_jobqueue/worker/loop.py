@@ -52,6 +52,10 @@ logger = logging.getLogger("django_jobqueue")
 class Worker(Turns):
     """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
 
+    # The last turn's claim took less than it had room for: the queue has caught up
+    # (False until a first turn, and while the slots are full).
+    _caught_up = False
+
     def __init__(
         self,
         *,
@@ -111,9 +115,6 @@ class Worker(Turns):
         self._db = DbGuard(self.alias, self._stopping)
         self.processed = self.claimed = 0
         self._signals = 0
-        # The last turn's claim took less than it had room for: the queue has caught up
-        # (False until a first turn, and while the slots are full).
-        self._caught_up = False
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
 
     def _make_pools(

@@ -124,6 +124,40 @@ def _warn_stranded(queues: Sequence[str]) -> None:
         )
 
 
+def upkeep(
+    db: DbCall,
+    *,
+    timings: Timings,
+    settings: conf.Settings,
+    running: Mapping[uuid.UUID, Running],
+    caught_up: Callable[[], bool],
+) -> list[Service]:
+    """The services that keep the queue's tables: retention, the journal's partitions,
+    the jobs table's statistics and vacuum, the run history's sampler."""
+    found: list[Service] = [
+        # Always: the events emit() sent are pruned past EVENT_RETENTION (one query).
+        Retention(
+            db,
+            interval=timings.retention,
+            keep=settings.retention,
+            events=settings.event_retention,
+            history=timedelta(days=settings.history_days),
+            journal=settings.journal_retention,
+        ),
+        # Always: where the journal is one table it costs a catalog read per interval.
+        Partitions(
+            db,
+            interval=timings.retention,
+            ahead=settings.journal_partitions_ahead,
+            analyze_every=settings.journal_analyze_interval,
+        ),
+        StatisticsKeeper(db, interval=timings.statistics, running=running, caught_up=caught_up),
+    ]
+    if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
+        found.append(HistorySampler(db, interval=timings.history))
+    return found
+
+
 def services(
     db: DbCall,
     *,
@@ -154,31 +188,7 @@ def services(
         ),
         Heartbeat(db, interval=timings.heartbeat, worker_id=heartbeat_id, jobs_done=jobs_done),
     ]
-    # Always: the events emit() sent are pruned past EVENT_RETENTION (one indexed query).
-    found.append(
-        Retention(
-            db,
-            interval=timings.retention,
-            keep=settings.retention,
-            events=settings.event_retention,
-            history=timedelta(days=settings.history_days),
-            journal=settings.journal_retention,
-        )
-    )
-    # Always: where the journal is one table it costs a catalog read per interval.
-    found.append(
-        Partitions(
-            db,
-            interval=timings.retention,
-            ahead=settings.journal_partitions_ahead,
-            analyze_every=settings.journal_analyze_interval,
-        )
-    )
-    found.append(
-        StatisticsKeeper(db, interval=timings.statistics, running=running, caught_up=caught_up)
-    )
-    if settings.history_days:  # HISTORY_DAYS = 0: no history, so no sampler
-        found.append(HistorySampler(db, interval=timings.history))
+    found += upkeep(db, timings=timings, settings=settings, running=running, caught_up=caught_up)
     periodic = schedules()
     # None: no scheduler, so no cost. With several queue databases the schedules and
     # their ticks live on HOME alone (each tick once across all of them): only the

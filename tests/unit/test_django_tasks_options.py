@@ -4,7 +4,6 @@ OPTIONS and QUEUES, the task class's retry options, and how they become a policy
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +22,7 @@ from django_jobqueue.store import Claimed
 from django_jobqueue.task.functions import task
 from django_jobqueue.task.registry import TaskDef, registry
 from tests.djtasks import tasks
+from tests.helpers import claimed
 
 
 def every_minute(exc: BaseException, result: Any) -> float:
@@ -164,20 +164,7 @@ class _Raises(TaskDef):
 
 
 def _claimed() -> Claimed:
-    now = timezone.now()
-    return Claimed(
-        id=uuid.uuid4(),
-        kind="k",
-        queue="default",
-        payload={},
-        priority=1,
-        visible_at=now,
-        run_count=1,
-        failure_count=0,
-        carry={},
-        claimed_by="w",
-        claim_expires_at=now + timedelta(minutes=1),
-    )
+    return claimed(claimed_by="w")
 
 
 def test_retry_after_replaces_the_backoff_curve_for_one_retry() -> None:

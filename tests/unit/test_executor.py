@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from django_jobqueue import Context, Pause, Permanent, task
-from django_jobqueue.ids import uuid7
 from django_jobqueue.rules.control import RetryAfter
 from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.run.executor import RunResult, decide, execute, run_of
@@ -21,6 +20,7 @@ from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import TaskDef, registry
 from django_jobqueue.validation import Undecodable
+from tests.helpers import claimed
 
 LIMIT = 1024 * 1024
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -85,21 +85,9 @@ def kinds() -> Iterator[None]:
 
 
 def _job(kind: str, payload: dict[str, Any] | None = None, **kw: Any) -> Claimed:
-    values: dict[str, Any] = {
-        "id": uuid7(),
-        "kind": kind,
-        "queue": "default",
-        "payload": payload or {},
-        "priority": 1,
-        "visible_at": NOW,
-        "run_count": 2,
-        "failure_count": 1,
-        "carry": {"kept": True},
-        "claimed_by": "host:1",
-        "claim_expires_at": NOW + POLICY.lease,
-        **kw,
-    }
-    return Claimed(**values)
+    """A second run (one failure before), carrying what the first kept."""
+    fields: dict[str, Any] = {"run_count": 2, "failure_count": 1, "carry": {"kept": True}}
+    return claimed(kind, payload=payload, at=NOW, lease=POLICY.lease, **(fields | kw))
 
 
 def _run(job: Claimed) -> RunResult:

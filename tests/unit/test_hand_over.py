@@ -7,7 +7,7 @@ on stand-ins (no database, no threads)."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from django_jobqueue.worker import turn
 from django_jobqueue.worker.claiming import KeyCursor
 from django_jobqueue.worker.turn import Turns
 from django_jobqueue.worker.wake import Wake
+from tests.helpers import claimed
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -54,19 +55,7 @@ class Loop(Turns):
 
 
 def _claimed() -> Claimed:
-    return Claimed(
-        id=uuid7(),
-        kind="unit.kind",
-        queue="default",
-        payload={},
-        priority=1,
-        visible_at=NOW,
-        run_count=1,
-        failure_count=0,
-        carry={},
-        claimed_by="host:1",
-        claim_expires_at=NOW + timedelta(minutes=1),
-    )
+    return claimed("unit.kind", at=NOW)
 
 
 WANTED = ClaimRequest(limit=4, kinds=["unit.kind"])

@@ -23,6 +23,7 @@ from django_jobqueue.rules.lifecycle import (
 from django_jobqueue.run.executor import RunResult, decide
 from django_jobqueue.states import Outcome, Status
 from django_jobqueue.store import Claimed
+from tests.helpers import claimed
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 POLICY = Policy(
@@ -35,18 +36,13 @@ POLICY = Policy(
 
 
 def _job(failure_count: int) -> Claimed:
-    return Claimed(
-        id=uuid7(),
-        kind="k",
-        queue="default",
-        payload={},
-        priority=1,
-        visible_at=NOW,
+    return claimed(
+        at=NOW,
+        lease=POLICY.lease,
         run_count=failure_count + 1,
         failure_count=failure_count,
         carry={"kept": True},
         claimed_by="w",
-        claim_expires_at=NOW + POLICY.lease,
     )
 
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from django_jobqueue import job_finished, job_started, task
-from django_jobqueue.ids import uuid7
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, Pipeline
 from django_jobqueue.states import Status
 from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import registry
+from tests.helpers import claimed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "django_jobqueue"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -133,19 +133,7 @@ def kinds() -> Iterator[None]:
 
 
 def _job(**payload: Any) -> Claimed:
-    return Claimed(
-        id=uuid7(),
-        kind="unit.pipeline.add",
-        queue="default",
-        payload=payload,
-        priority=1,
-        visible_at=NOW,
-        run_count=1,
-        failure_count=0,
-        carry={},
-        claimed_by="host:1",
-        claim_expires_at=NOW + timedelta(minutes=1),
-    )
+    return claimed("unit.pipeline.add", payload=payload, at=NOW)
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from django_jobqueue import store
 from django_jobqueue.rules.lifecycle import Policy
 from django_jobqueue.run.context import Context
 from django_jobqueue.store import ScheduleState
-from django_jobqueue.store.claim import Claimed
 from django_jobqueue.store.dialects.base.partitions import JournalLayout
 from django_jobqueue.store.schedules import TickResult
 from django_jobqueue.task import limiting
@@ -39,6 +38,7 @@ from django_jobqueue.worker.services.recovery import Recovery
 from django_jobqueue.worker.services.retention import Retention
 from django_jobqueue.worker.services.scheduler import Scheduler
 from django_jobqueue.worker.services.timeouts import Timeouts
+from tests.helpers import claimed
 from tests.taskapp import tasks
 
 NOW = datetime(2026, 3, 2, 12, 0, 3, tzinfo=UTC)  # three seconds past a minute's tick
@@ -66,19 +66,7 @@ class Db:
 def running(*, lease: timedelta = MINUTE, left: timedelta = MINUTE, run_count: int = 1) -> Running:
     """A run in flight whose lease (``lease`` long) has ``left`` to go."""
     now = datetime.now(UTC)
-    job = Claimed(
-        id=uuid.uuid4(),
-        kind=tasks.add.kind,
-        queue="default",
-        payload={},
-        priority=1,
-        visible_at=now,
-        run_count=run_count,
-        failure_count=0,
-        carry={},
-        claimed_by="w:1",
-        claim_expires_at=now + left,
-    )
+    job = claimed(tasks.add.kind, at=now, lease=left, run_count=run_count, claimed_by="w:1")
     ctx = Context(job_id=job.id, kind=job.kind, run_count=run_count, failure_count=0)
     return Running(job=job, ctx=ctx, lease=lease, expires_at=now + left)
 

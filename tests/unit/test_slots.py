@@ -13,14 +13,13 @@ from typing import Any
 import pytest
 
 from django_jobqueue import task
-from django_jobqueue.ids import uuid7
 from django_jobqueue.run.pipeline import Ended, Pipeline
 from django_jobqueue.states import Status
-from django_jobqueue.store import Claimed
 from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import Running
 from django_jobqueue.worker.sizing import PACE_SAMPLE, Pace
 from django_jobqueue.worker.slots import Slots
+from tests.helpers import claimed
 
 WAIT = 10.0  # seconds: the longest any step here may take before the test fails
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -111,19 +110,7 @@ def pool() -> Iterator[tuple[Slots, Results, Pipeline]]:
 
 
 def _running(pipe: Pipeline, kind: str, **payload: Any) -> Running:
-    job = Claimed(
-        id=uuid7(),
-        kind=kind,
-        queue="default",
-        payload=payload,
-        priority=1,
-        visible_at=NOW,
-        run_count=1,
-        failure_count=0,
-        carry={},
-        claimed_by=pipe.worker_id,
-        claim_expires_at=NOW + timedelta(minutes=1),
-    )
+    job = claimed(kind, payload=payload, at=NOW, claimed_by=pipe.worker_id)
     return Running(job=job, ctx=pipe.context(job), lease=timedelta(minutes=1), expires_at=NOW)
 
 
