@@ -52,9 +52,9 @@ logger = logging.getLogger("django_jobqueue")
 class Worker(Turns):
     """Runs jobs until stopped (or, with ``burst``, until nothing is claimable)."""
 
-    # The last turn's claim took less than it had room for: the queue has caught up
-    # (False until a first turn, and while the slots are full).
-    _caught_up = False
+    # Whether the last turn's claim took less than it had room for (the queue has
+    # caught up); None until a first turn.
+    _caught_up: bool | None = None
 
     def __init__(
         self,

@@ -130,7 +130,7 @@ def upkeep(
     timings: Timings,
     settings: conf.Settings,
     running: Mapping[uuid.UUID, Running],
-    caught_up: Callable[[], bool],
+    caught_up: Callable[[], bool | None],
 ) -> list[Service]:
     """The services that keep the queue's tables: retention, the journal's partitions,
     the jobs table's statistics and vacuum, the run history's sampler."""
@@ -171,7 +171,7 @@ def services(
     on_timeout: Callable[[Running], None],
     on_terminate: Callable[[Running, str], None],
     jobs_done: Callable[[], int],
-    caught_up: Callable[[], bool],
+    caught_up: Callable[[], bool | None],
 ) -> Maintenance:
     """Every maintenance service a worker runs, in the order they run each turn."""
     found: list[Service] = [

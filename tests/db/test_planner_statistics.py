@@ -190,7 +190,7 @@ def test_the_keeper_vacuums_on_a_thread_of_its_own_once_dead_rows_pile_up() -> N
 
 
 def keeper_of(
-    running: dict[uuid.UUID, Any] | None = None, *, caught_up: bool = True
+    running: dict[uuid.UUID, Any] | None = None, *, caught_up: bool | None = True
 ) -> StatisticsKeeper:
     """A keeper calling the database directly, seeing ``running`` as its worker's runs
     (none: an idle worker) and ``caught_up`` as what its last claim found."""
@@ -222,12 +222,13 @@ def test_with_no_run_going_the_vacuum_comes_sooner(monkeypatch: pytest.MonkeyPat
     history_with_dead_rows(monkeypatch)
     assert not store.upkeep_due().vacuum
     assert store.upkeep_due(idle=True).vacuum
-    # A run still going in the worker, or a worker that has not yet claimed less than
-    # it had room for (just started on a backlog): the busy threshold, no vacuum yet.
+    # A run still going in the worker, a claim that filled its room, or no claim yet (a
+    # worker just started on a backlog): the busy threshold, no vacuum yet.
     before = vacuums()
     for busy in (
         keeper_of({uuid.uuid4(): SimpleNamespace(ended=False)}),
         keeper_of(caught_up=False),
+        keeper_of(caught_up=None),
     ):
         busy.run()
         assert not busy.vacuuming()
@@ -303,3 +304,7 @@ def test_after_a_busy_spell_the_keeper_looks_once_more_when_idle() -> None:
     running.clear()
     keeper.run()
     assert keeper.wake_in(0.5) is None
+    # A worker that has not claimed yet is not woken for it (nor is it idle).
+    fresh = keeper_of(caught_up=None)
+    fresh.run()
+    assert fresh.wake_in(0.5) is None

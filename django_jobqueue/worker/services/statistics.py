@@ -49,7 +49,7 @@ class StatisticsKeeper(Service):
         *,
         interval: float,
         running: Mapping[uuid.UUID, Running],
-        caught_up: Callable[[], bool],
+        caught_up: Callable[[], bool | None],
         alias: str | None = None,
     ) -> None:
         self.db = db
@@ -61,11 +61,14 @@ class StatisticsKeeper(Service):
         self._busy = False  # the last look found the worker not caught up
 
     def run(self) -> None:
-        # The worker's last claim took less than it had room for and no run is going (a
-        # worker just started on a backlog has claimed nothing yet): the queue keeps
-        # up, and a vacuum comes sooner.
-        idle = self.caught_up() and all(r.ended for r in self.running.values())
-        self._busy = not idle
+        # The worker's last claim took less than it had room for and no run is going:
+        # the queue keeps up, and a vacuum comes sooner. Busy: a run going, or a claim
+        # that filled its room. Neither before a first claim (None): a worker just
+        # started on a backlog is not idle, and one started on nothing is not woken.
+        caught = self.caught_up()
+        going = not all(r.ended for r in self.running.values())
+        idle = caught is True and not going
+        self._busy = caught is False or going
         due = self.db(partial(store.upkeep_due, idle=idle))  # None: the database is away
         if due is None:
             return
