@@ -24,6 +24,7 @@ from bench.config import FULL, QUICK, Config, Sizes
 from bench.harness import Bench
 from bench.measures import measures
 from bench.pg import Server
+from bench.procs import compile_sources
 from bench.runner import run
 from bench.systems import select
 
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="jobqueue-bench-"))
     signal.signal(signal.SIGTERM, _terminate)
     started, clock = datetime.now().astimezone(), time.monotonic()
+    compile_sources()
     source_at_start = report.source_fingerprint()
     bench = Bench(config, workdir)
     try:

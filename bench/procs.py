@@ -1,6 +1,7 @@
 """Child processes: workers that run until stopped, and one-shot ``bench.agent`` calls.
 
-Children run from the repository root with it on PYTHONPATH, get DATABASE_URL for
+The sources are byte-compiled first (``compile_sources``), as ``pip install`` compiles
+a package. Children run from the repository root with it on PYTHONPATH, get DATABASE_URL for
 the database under test (and DJANGO_SETTINGS_MODULE for the Django systems), and
 write their output to a log file whose tail goes into error messages. Each is
 stopped by its own pid: SIGTERM, then SIGKILL if it lingers.
@@ -22,6 +23,23 @@ from bench.systems import System
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
+
+
+def compile_sources() -> None:
+    """Byte-compile django_jobqueue and the bench's own modules into their
+    ``__pycache__``, as ``pip install`` does for an installed package.
+
+    The peers are installed by pip, compiled; a checkout of ours run with
+    PYTHONDONTWRITEBYTECODE set (or a first run) compiled its 130-odd modules from
+    source at every worker's start: 0.37 s to import instead of 0.27 s on the
+    two-core machine, and a peak RSS 1 MiB higher, charged to the queue's start-up
+    and memory but not what a user's installed worker pays. (compileall writes
+    whatever PYTHONDONTWRITEBYTECODE says: that only governs the import system.)"""
+    import compileall
+
+    for package in ("django_jobqueue", "bench"):
+        if not compileall.compile_dir(REPO_ROOT / package, quiet=1):
+            raise BenchError(f"{package}: byte-compiling its sources failed")
 
 
 def child_env(

@@ -245,7 +245,10 @@ def describe_machine(info: dict[str, Any]) -> str:
 
 def describe_source(at_start: str, at_end: str) -> str:
     if at_start == at_end:
-        return f"django_jobqueue source {at_start}, unchanged during the run"
+        return (
+            f"django_jobqueue source {at_start}, unchanged during the run"
+            " (byte-compiled before it, as pip install compiles the peers)"
+        )
     return (
         f"WARNING: django_jobqueue/ changed during the run (source {at_start} -> {at_end}): "
         "its numbers mix versions"
