@@ -26,9 +26,9 @@ def test_no_buffer_before_anything_is_measured() -> None:
 
 def test_short_runs_get_about_a_round_trip_of_work_never_more_than_the_cap() -> None:
     sizing = Sizing()
-    sizing.ran(0.010)
+    sizing.ran(0.001)
     sizing.turned(0.005)
-    assert sizing.buffer(8) == 4  # 8 slots finish 4 runs of 10 ms in a 5 ms round trip
+    assert sizing.buffer(2) == 10  # 2 slots finish 10 runs of 1 ms in a 5 ms round trip
     sizing.turned(0.5)
     for _ in range(30):
         sizing.turned(0.5)
@@ -65,11 +65,24 @@ def test_once_paced_the_buffer_is_what_the_slots_finish_in_a_round_trip() -> Non
 def test_a_pace_never_makes_the_buffer_more_than_the_slots_run_side_by_side() -> None:
     sizing = Sizing()
     sizing.ran(0.010)  # 10 ms runs on 8 slots: one ends every 1.25 ms at best
-    sizing.turned(0.005)
+    sizing.turned(0.020)  # round trips long enough for more than a set of slots
     sizing.paced(0.0001)  # a pace measured on shorter runs earlier
-    assert sizing.buffer(8) == 4
+    assert sizing.buffer(8) == 16, "8 slots finish 16 runs of 10 ms in 20 ms, not 200"
     sizing.run = LONG_RUN * 2
     assert sizing.buffer(8) == 0, "long jobs are never hoarded, paced or not"
+
+
+def test_runs_that_end_together_find_a_full_set_of_slots_claimed_ahead() -> None:
+    sizing = Sizing()
+    sizing.ran(0.050)  # 50 ms I/O waits on 250 slots: at best one ends every 0.2 ms
+    sizing.turned(0.005)
+    assert sizing.buffer(250) == 250, "a wave's worth, not the 25 of a round trip's pace"
+    assert sizing.buffer(8) == 8
+    assert sizing.buffer(CAP * 4) == CAP, "a set of slots up to the cap, beyond the pace's"
+    sizing.paced(0.001)
+    assert sizing.buffer(250) == 250
+    sizing.run = LONG_RUN * 2
+    assert sizing.buffer(250) == 0, "but long jobs are still never hoarded"
 
 
 def test_the_pace_counts_only_the_time_the_slots_were_all_busy() -> None:
