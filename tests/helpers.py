@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -231,3 +234,19 @@ def claimed(
         "claim_expires_at": now + lease,
     }
     return Claimed(**(values | fields))
+
+
+def run_program(program: str, **env: str) -> None:
+    """Run ``program`` in a fresh interpreter from the repository's root (what a process
+    imports at start, apart from this test run's): it must exit 0 and print only "ok"."""
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=Path(__file__).resolve().parents[1],
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

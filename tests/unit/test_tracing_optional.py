@@ -5,14 +5,11 @@ environment; then the very next check traces."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import run_program
 
 PROGRAM = textwrap.dedent(
     """
@@ -80,17 +77,7 @@ FROM_ENVIRONMENT = textwrap.dedent(
 
 
 def _run(program: str, **env: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=REPO,
-        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PATH": "/usr/bin:/bin", **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    run_program(program, DJANGO_SETTINGS_MODULE="tests.settings", **env)
 
 
 def test_with_the_extra_installed_nothing_is_imported_until_the_application_traces() -> None:
