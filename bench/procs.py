@@ -1,10 +1,10 @@
 """Child processes: workers that run until stopped, and one-shot ``bench.agent`` calls.
 
 The sources are byte-compiled first (``compile_sources``), as ``pip install`` compiles
-a package. Children run from the repository root with it on PYTHONPATH, get DATABASE_URL for
-the database under test (and DJANGO_SETTINGS_MODULE for the Django systems), and
-write their output to a log file whose tail goes into error messages. Each is
-stopped by its own pid: SIGTERM, then SIGKILL if it lingers.
+a package. Children run from the repository root with it on PYTHONPATH, get
+DATABASE_URL for the database under test (and DJANGO_SETTINGS_MODULE for the Django
+systems), and write their output to a log file whose tail goes into error messages.
+Each is stopped by its own pid: SIGTERM, then SIGKILL if it lingers.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def compile_sources() -> None:
     ``__pycache__``, as ``pip install`` does for an installed package.
 
     The peers are installed by pip, compiled; a checkout of ours run with
-    PYTHONDONTWRITEBYTECODE set (or a first run) compiled its 130-odd modules from
+    PYTHONDONTWRITEBYTECODE set (or a first run) compiled its 170-odd modules from
     source at every worker's start: 0.37 s to import instead of 0.27 s on the
-    two-core machine, and a peak RSS 1 MiB higher, charged to the queue's start-up
+    two-core machine, and a peak RSS up to 1 MiB higher, charged to the queue's start-up
     and memory but not what a user's installed worker pays. (compileall writes
     whatever PYTHONDONTWRITEBYTECODE says: that only governs the import system.)"""
     import compileall

@@ -21,15 +21,15 @@ what the slots finish in that time.
 
 Never less than a full set of slots (up to ``CAP``, which bounds what a worker of
 thousands of event-loop slots holds unstarted), though, for runs shorter than
-``LONG_RUN``: runs
-claimed together start together and end together (a wave of I/O-bound jobs), and a
-buffer of what the slots finish in a round trip *at their average pace* (25 jobs for
-250 slots of 50 ms runs over 5 ms round trips) left most slots idle for a turn after
-every wave. With the next run of every slot claimed ahead, a slot that frees finds it
-waiting; a buffered job waits at most about one run for its slot. (Two workers at the
-documented 250 threads drained 5,000 jobs of 50 ms at 6,400-6,600 jobs/s before,
-9,400-9,600 after, and 7,100-7,300 ``async def`` at 250 on the event loop before,
-7,900-8,000 after: bench ``io_sync`` and ``io_async``, interleaved pairs.)
+``LONG_RUN``: runs claimed together start together and end together (a wave of
+I/O-bound jobs), and a buffer of what the slots finish in a round trip *at their
+average pace* (25 jobs for 250 slots of 50 ms runs over 5 ms round trips) left most
+slots idle for a turn after every wave. With the next run of every slot claimed ahead,
+a slot that frees finds it waiting; a buffered job waits at most about one run for its
+slot. (Two workers at the documented 250 threads drained 5,000 jobs of 50 ms at
+6,300-7,300 jobs/s before, 9,000-9,400 after; ``async def`` at 250 on the event loop
+7,460-7,500 before, 8,000-9,000 after: bench ``io_sync`` and ``io_async``, three
+interleaved pairs.)
 
 A buffered job waits in the slot threads' queue under the same lease as a running one
 (the worker renews it), starts as soon as a slot frees (no round trip), and is handed
