@@ -46,6 +46,10 @@ CONTEXT_LIMIT = 2048
 _NO_SPAN: AbstractContextManager[Any] = contextlib.nullcontext()
 _active = False
 _env_read = False
+# Whether the environment names a tracer provider, read once (None: not yet): it is set
+# before a process starts, and reading ``os.environ`` on every job's run cost more than
+# the rest of the check.
+_env_named: bool | None = None
 
 
 def _api() -> bool:
@@ -54,10 +58,14 @@ def _api() -> bool:
     ``sys.modules``), or the environment names a tracer provider for the API to load.
     Not installed (the otel extra): never."""
     global trace, propagate, otel_context, Link, SpanKind, Status, StatusCode, _NO_PROVIDERS
+    global _env_named
     if trace is not None:
         return True
-    if "opentelemetry.trace" not in sys.modules and not os.environ.get(PROVIDER_VARIABLE):
-        return False
+    if "opentelemetry.trace" not in sys.modules:
+        if _env_named is None:
+            _env_named = bool(os.environ.get(PROVIDER_VARIABLE))
+        if not _env_named:
+            return False
     try:
         from opentelemetry import context as api_context
         from opentelemetry import propagate as api_propagate
@@ -95,8 +103,8 @@ def active() -> bool:
 
 def refresh() -> None:
     """Forget what ``active`` found (for tests that set and reset a provider)."""
-    global _active, _env_read
-    _active, _env_read = False, False
+    global _active, _env_read, _env_named
+    _active, _env_read, _env_named = False, False, None
 
 
 def capture_context() -> str:

@@ -109,6 +109,9 @@ class EventLoop:
         (all of them by default); the others keep their place."""
         now = time.monotonic()
         with self._lock:
+            # Oldest first (appended as submitted): if it has not waited that long, none has.
+            if not self._waiting or now - self._waiting[0][1] < waited:
+                return []
             taken = [r for r, since in self._waiting if now - since >= waited]
             if taken:
                 self._waiting = deque((r, t) for r, t in self._waiting if now - t < waited)

@@ -85,6 +85,14 @@ class Slots:
         if not self._queued:
             return []
         now = time.monotonic()
+        if waited > 0:
+            # Runs are queued in the order they were submitted, each once: if the first
+            # has not waited that long, none has, and the queue is left alone (taking a
+            # buffer of 256 off and back on at every turn stalled the threads meanwhile).
+            with self._lock:
+                oldest = next(iter(self._queued.values()), None)
+            if oldest is None or now - oldest < waited:
+                return []
         taken: list[Running | None] = []
         while True:
             try:
@@ -134,11 +142,12 @@ class Slots:
                 if running is None:
                     return
                 job = running.job
+                key = (job.id, job.run_count)
                 with self._lock:
-                    if (job.id, job.run_count) in self._skip:
-                        self._skip.discard((job.id, job.run_count))
+                    if self._skip and key in self._skip:
+                        self._skip.discard(key)
                         continue
-                    self._queued.pop((job.id, job.run_count), None)
+                    self._queued.pop(key, None)
                 running.started_at = timezone.now()
                 name = threading.current_thread().name
                 self._started[name] = time.monotonic()
@@ -148,12 +157,12 @@ class Slots:
                 self._started.pop(name, None)
                 if self.pace is not None:
                     with self._lock:  # a run given up on returns late: not the pace
-                        if (job.id, job.run_count) not in self._abandoned:
+                        if not (self._abandoned and key in self._abandoned):
                             self.pace.ended(time.monotonic(), queued=bool(self._queued))
                 self._outbox.put(ended)
                 self.on_result()
-                if (job.id, job.run_count) in self._abandoned:
-                    self._abandoned.discard((job.id, job.run_count))
+                if self._abandoned and key in self._abandoned:
+                    self._abandoned.discard(key)
                     return  # replaced when its run timed out
         finally:
             connections.close_all()

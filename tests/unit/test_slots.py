@@ -229,3 +229,44 @@ def test_runs_ending_while_others_wait_measure_the_slots_pace() -> None:
         slots.stop()
         for thread in slots._threads:
             thread.join(WAIT)
+
+
+class CountedInbox:
+    """The slots' queue, counting the runs taken off it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.gets = 0
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.gets += 1
+        return self.inner.get(*args, **kwargs)
+
+    def put(self, item: Any) -> None:
+        self.inner.put(item)
+
+
+def test_withdraw_takes_back_only_runs_that_waited_long_enough_and_leaves_the_rest_queued(
+    pool: tuple[Slots, Results, Pipeline], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots, results, pipe = pool
+    slots.start(1)
+    busy = _running(pipe, "unit.gated", name="busy")
+    slots.submit(busy)
+    GATES.wait_for(1, "start")  # the one thread is taken: the next runs wait in the queue
+    first, second = _running(pipe, "unit.double", n=1), _running(pipe, "unit.double", n=2)
+    slots.submit(first)
+    slots.submit(second)
+    inbox = CountedInbox(slots._inbox)
+    monkeypatch.setattr(slots, "_inbox", inbox)
+    assert slots.withdraw(waited=60.0) == []
+    assert inbox.gets == 0, "nothing waited a minute: the queue is not even looked through"
+    later = time.monotonic() + 120.0
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    withdrawn = slots.withdraw(waited=60.0)
+    assert [r.job.id for r in withdrawn] == [first.job.id, second.job.id]
+    monkeypatch.undo()
+    GATES.gate("busy").set()
+    [ended] = results.take(1)
+    assert ended.result.value == "busy", "withdrawn runs never run"
+    assert list(slots.results()) == []
