@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -103,6 +104,43 @@ def test_after_a_large_load_the_claim_reads_every_pending_row_until_the_refresh(
     after = claim_plan()
     assert "jobqueue_job_claim" in after, after
     assert "Sort" not in after, after  # the index read in order, 16 rows and done
+
+
+def flushed() -> None:
+    """This session's counters flushed for the statistics views, read by a new one."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+
+
+@postgres_only
+def test_rows_changed_in_place_gather_them_at_autovacuums_pace_and_growth_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drain's claims and settlements change every row without growing the table: the
+    statistics just gathered are left alone until ``STATISTICS_CHANGED_EVERY`` has
+    passed (the claim is planned by the claim index meanwhile, rows made pending in
+    place or not); a load past the threshold is due at the next look."""
+    loaded()
+    wait_for(stale, timeout=30)
+    assert store.gather_statistics() is True
+    Job.objects.update(status="waiting")
+    flushed()
+    Job.objects.update(status="pending")  # 10,000 changed: past 1,000 + 500 twice over
+    flushed()
+    assert not stale()
+    assert "jobqueue_job_claim" in claim_plan()
+    assert "Sort" not in claim_plan()
+    monkeypatch.setattr(tables, "STATISTICS_CHANGED_EVERY", timedelta(0))
+    wait_for(stale, timeout=30)
+    assert store.gather_statistics() is True
+    monkeypatch.undo()
+    tasks.noop.enqueue_many([{} for _ in range(1_000)])  # 1,000 more: not yet
+    flushed()
+    assert not stale()
+    tasks.noop.enqueue_many([{} for _ in range(1_000)])  # past 1,000 + 500
+    flushed()
+    wait_for(stale, timeout=30)
 
 
 @postgres_only

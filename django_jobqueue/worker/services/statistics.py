@@ -1,11 +1,12 @@
 """The statistics keeper: keeps the jobs table fit for the claim. It gathers the table's
 planner statistics when they have gone stale (``store.gather_statistics``), so that a
 claim after a bulk load is planned on the table as it is, not as the last ANALYZE saw
-it; and it vacuums the table when dead row versions pile up (``store.vacuum_jobs``),
-so that a claim does not walk past the index entries of every job drained since; sooner
-once this worker has caught up (its last claim took less than it had room for, no run
-going), so that in a table holding a big history of finished jobs its next pickups do
-not walk them either.
+it (a table only changed in place, as a drain changes it, at most once a minute:
+``store.tables.STATISTICS_CHANGED_EVERY``); and it vacuums the table when dead row
+versions pile up (``store.vacuum_jobs``), so that a claim does not walk past the index
+entries of every job drained since; sooner once this worker has caught up (its last
+claim took less than it had room for, no run going), so that in a table holding a big
+history of finished jobs its next pickups do not walk them either.
 
 PostgreSQL's autovacuum does both, but only once a minute at its defaults (and only
 once a fifth of the table is dead), and not at all where it is off; until it does, a

@@ -124,12 +124,15 @@ class HealthReadings(Primitives):
         None where the database cannot tell (SQLite has no such horizon)."""
         return None
 
-    def upkeep_due(self, table: str, *, analyze: Threshold, vacuum: Threshold) -> Upkeep:
+    def upkeep_due(
+        self, table: str, *, analyze: Threshold, vacuum: Threshold, changed_every: timedelta
+    ) -> Upkeep:
         """What ``table`` is due, each threshold being rows plus a share of the table's
         rows (up to a number, a ``Threshold``):
-        ``analyze`` once that many rows changed since its planner statistics were
-        gathered; ``vacuum`` once that many dead row versions are in it and this session
-        may vacuum it. Nothing here: only PostgreSQL plans from statistics that its
+        ``analyze`` once it grew by that many rows since its planner statistics were
+        gathered, or that many rows changed in place and they were gathered longer than
+        ``changed_every`` ago; ``vacuum`` once that many dead row versions are in it
+        and this session may vacuum it. Nothing here: only PostgreSQL plans from statistics that its
         autovacuum alone keeps (and only after a minute), SQLite's planner keeps none
         unless asked, and InnoDB recounts a table's by itself once a tenth of it
         changed; SQLite rewrites a row in place, and InnoDB's purge thread removes old

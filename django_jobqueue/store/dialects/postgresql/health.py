@@ -67,17 +67,20 @@ _PREPARED = (
 )
 
 
-# Changed rows since the last ANALYZE (manual or automatic) against the planner's
-# row count (-1 before the first: counted as none).
-# What the jobs table is due, in one row: its statistics are stale once more rows than
-# the first threshold changed since the last ANALYZE; its dead row versions are past
-# the second, and this session may vacuum it (its owner's member, or a superuser:
-# another role's VACUUM would only warn and skip it).
+# What the jobs table is due, in one row. Its statistics are stale once it grew by more
+# rows than the first threshold since the planner last counted them (live rows against
+# ``reltuples``, -1 before the first count: none), or once that many rows changed in
+# place (claims, settlements, releases) and its last ANALYZE, manual or automatic, is
+# older than the interval given. Its dead row versions are past the second threshold,
+# and this session may vacuum it (its owner's member, or a superuser: another role's
+# VACUUM would only warn and skip it).
 _UPKEEP = (
-    "SELECT s.n_mod_since_analyze > %s + %s * least(greatest(c.reltuples, 0), %s),"
+    "SELECT s.n_live_tup - greatest(c.reltuples, 0) > r.over OR s.n_mod_since_analyze > r.over"
+    " AND coalesce(greatest(s.last_analyze, s.last_autoanalyze) < clock_timestamp() - %s, true),"
     " s.n_dead_tup > %s + %s * least(greatest(c.reltuples, 0), %s)"
     " AND pg_has_role(c.relowner, 'USAGE')"
     " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
+    " CROSS JOIN LATERAL (SELECT %s + %s * least(greatest(c.reltuples, 0), %s) AS over) AS r"
     " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
 
@@ -140,12 +143,14 @@ class PostgreSQLHealth(HealthReadings):
         ]
         return found
 
-    def upkeep_due(self, table: str, *, analyze: Threshold, vacuum: Threshold) -> Upkeep:
+    def upkeep_due(
+        self, table: str, *, analyze: Threshold, vacuum: Threshold, changed_every: timedelta
+    ) -> Upkeep:
         """One statement, and a second only inside a transaction (where the statistics
         read first would be kept for the rest of it; a worker asks in autocommit)."""
         if self.conn.in_atomic_block:
             self.run(_FRESH, [])
-        found = self.run(_UPKEEP, [*analyze, *vacuum, table])
+        found = self.run(_UPKEEP, [changed_every, *vacuum, *analyze, table])
         if not found:
             return NOTHING_DUE
         stale, piling = found[0]
