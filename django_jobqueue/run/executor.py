@@ -217,6 +217,10 @@ def ended_by(
 def undecodable(job: Claimed) -> str:
     """Why the claimed job's stored payload or carry cannot be read ("" when they can):
     written around the queue, such a job can never run, so it is settled dead."""
+    if not isinstance(job.payload, validation.Undecodable) and not isinstance(
+        job.carry, validation.Undecodable
+    ):
+        return ""  # every run asks: the common answer without the join
     stored: tuple[tuple[str, Any], ...] = (("payload", job.payload), ("carry", job.carry))
     return "; ".join(
         f"the stored {what} cannot be decoded ({value.error})"
@@ -332,8 +336,9 @@ def decide(
     run: RunResult, *, policy: Policy, worker_id: str, now: datetime | None = None
 ) -> Settlement:
     """The settlement for a run, following the lifecycle table. Never raises: a run it
-    cannot settle as it ended (a bug of ours) is settled as a failed run saying so."""
-    now = now or timezone.now()
+    cannot settle as it ended (a bug of ours) is settled as a failed run saying so.
+    ``now`` (the clock's by default) is read only for an ending that needs it: a
+    completion does not."""
     job = run.job
     which = run_of(
         job,
@@ -351,14 +356,15 @@ def decide(
             replace(which, attachment=None),
             failure_count=job.failure_count,
             policy=policy,
-            now=now,
+            now=now or timezone.now(),
             note=f"the worker could not settle this {run.end} run ({type(exc).__qualname__})",
         )
 
 
-def _decide(run: RunResult, which: Run, policy: Policy, now: datetime) -> Settlement:
+def _decide(run: RunResult, which: Run, policy: Policy, now: datetime | None) -> Settlement:
     if run.end == "completed":
         return completed(which, result=run.value, note=run.note)
+    now = now or timezone.now()
     if run.end == "paused":
         return paused(which, resume_at=later(now, run.resume_in), carry=run.carry, note=run.note)
     if run.end in ("permanent", "mismatch"):

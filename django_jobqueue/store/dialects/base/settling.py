@@ -22,10 +22,13 @@ JOURNAL = JournalEntry._meta.db_table
 RUN_LOG = RunLog._meta.db_table
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SettleRow:
     """One settlement as the statement applies it (plain Python values; the dialect
-    converts them as its driver binds them)."""
+    converts them as its driver binds them). Made once per settled run, in the loop's
+    turn, and never changed after: not frozen only because a frozen dataclass sets each
+    of its 24 fields through ``object.__setattr__`` (2.5 us more a run, a tenth of
+    the turn's Python for a no-op)."""
 
     id: uuid.UUID
     run_no: int

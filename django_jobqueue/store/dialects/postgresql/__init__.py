@@ -113,7 +113,11 @@ class PostgreSQL(
         with conn.wrap_database_errors, kind(raw) as cursor:
             _utc_times(conn, raw, cursor)
             cursor.execute(native or statement, params, prepare=True if prepare else None)
-            return cursor.fetchall() if cursor.description else []
+            # Rows if it returned columns: what ``cursor.description`` tells, read from the
+            # result itself (the description is a list of objects made anew, one a column,
+            # 13 for a turn's claimed rows).
+            result = cursor.pgresult
+            return cursor.fetchall() if result is not None and result.nfields else []
 
     def job_id(self, value: uuid.UUID) -> Any:
         return value

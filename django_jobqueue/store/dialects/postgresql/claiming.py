@@ -135,7 +135,7 @@ def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
     if recorded is None:
         recorded = stamps[r.recorded_at] = r.recorded_at.isoformat()
     doc: dict[str, Any] = {
-        "id": str(r.id),
+        "id": r.id.hex,  # 32 hex digits, as PostgreSQL reads a uuid too: not UUID.__str__
         "run_no": r.run_no,
         "kind": r.kind,
         "status": r.status,
