@@ -132,7 +132,9 @@ class PreparedClaim:
             )
             for r in map(ClaimedRow._make, rows)
         ]
-        claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id))
+        # By the id's integer, as a UUID compares: a bulk load's jobs share their
+        # visible_at, and UUID.__lt__ is Python (0.8 us a job of a turn's sort).
+        claimed.sort(key=lambda c: (c.priority, c.visible_at, c.id.int))
         return claimed
 
 
