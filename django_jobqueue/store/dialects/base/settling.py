@@ -27,8 +27,8 @@ class SettleRow:
     """One settlement as the statement applies it (plain Python values; the dialect
     converts them as its driver binds them). Made once per settled run, in the loop's
     turn, and never changed after: not frozen only because a frozen dataclass sets each
-    of its 24 fields through ``object.__setattr__`` (2.5 us more a run, a tenth of
-    the turn's Python for a no-op)."""
+    of its 24 fields through ``object.__setattr__``, about 2.5 us more a run (counted
+    in docs/explanation/performance.md, "Instructions per no-op")."""
 
     id: uuid.UUID
     run_no: int
