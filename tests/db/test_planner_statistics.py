@@ -39,6 +39,13 @@ BIG = 100_000
 DRAINED = 20_000  # past VACUUM_ROWS (10,000) plus its share of the table
 
 
+def flushed() -> None:
+    """This session's counters flushed for the statistics views, read by a new one."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    connection.close()
+
+
 def loaded(n: int = 5_000) -> None:
     """``n`` jobs bulk-loaded into a table the planner has no statistics of (as after a
     TRUNCATE, or a table created by the migrations), their counters flushed for the
@@ -49,9 +56,7 @@ def loaded(n: int = 5_000) -> None:
         # table as the migrations leave it (the tests connect as a superuser).
         cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [JOB_TABLE])
     tasks.noop.enqueue_many([{} for _ in range(n)])
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()  # a new session: the flush is done, the snapshot is fresh
+    flushed()  # a new session: the flush is done, the snapshot is fresh
 
 
 def stale() -> bool:
@@ -106,13 +111,6 @@ def test_after_a_large_load_the_claim_reads_every_pending_row_until_the_refresh(
     assert "Sort" not in after, after  # the index read in order, 16 rows and done
 
 
-def flushed() -> None:
-    """This session's counters flushed for the statistics views, read by a new one."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()
-
-
 @postgres_only
 def test_rows_changed_in_place_gather_them_at_autovacuums_pace_and_growth_at_once(
     monkeypatch: pytest.MonkeyPatch,
@@ -164,9 +162,7 @@ def drained(n: int) -> None:
     """``n`` jobs loaded, then finished (one dead version each), their counters flushed."""
     loaded(n)
     Job.objects.update(status="completed", finished_at=timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()
+    flushed()
 
 
 def claim_pages() -> int:
@@ -189,9 +185,7 @@ def test_a_drains_dead_rows_are_vacuumed_out_of_the_claim_index() -> None:
     wait_for(vacuum_due, timeout=30)
     walked = claim_pages()
     assert store.vacuum_jobs() is True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()
+    flushed()
     wait_for(lambda: not vacuum_due(), timeout=30)
     # 20,000 dead entries are some hundred pages; without them, a handful.
     assert claim_pages() * 10 < walked, walked
@@ -248,9 +242,7 @@ def history_with_dead_rows(monkeypatch: pytest.MonkeyPatch) -> None:
         cursor.execute(f"ANALYZE {JOB_TABLE}")  # the table's rows known, none dead
     ids = list(Job.objects.values_list("id", flat=True)[:250])
     Job.objects.filter(id__in=ids).update(status="completed", finished_at=timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    connection.close()
+    flushed()
 
 
 @postgres_only
