@@ -124,9 +124,9 @@ STATISTICS_LOCK = (zlib.crc32(b"django_jobqueue.statistics") - 2**31, 0)
 def upkeep_due(*, idle: bool = False) -> Upkeep:
     """What the jobs table is due: its planner statistics gathered again (they are
     stale: ``STATISTICS_ROWS``), a vacuum (dead row versions pile up and this session
-    may vacuum it; sooner when ``idle``: no run going in the worker that asks). One row of
-    ``pg_stat_user_tables``; nothing due where the database keeps no such statistics or
-    no dead versions."""
+    may vacuum it; sooner when ``idle``: no run going in the worker that asks). One row
+    of ``pg_stat_user_tables``; nothing due where the database keeps no such statistics
+    or no dead versions."""
     share, up_to = (
         (VACUUM_IDLE_SHARE, VACUUM_IDLE_SHARE_OF) if idle else (VACUUM_SHARE, VACUUM_SHARE_OF)
     )

@@ -132,11 +132,11 @@ class HealthReadings(Primitives):
         ``analyze`` once it grew by that many rows since its planner statistics were
         gathered, or that many rows changed in place and they were gathered longer than
         ``changed_every`` ago; ``vacuum`` once that many dead row versions are in it
-        and this session may vacuum it. Nothing here: only PostgreSQL plans from statistics that its
-        autovacuum alone keeps (and only after a minute), SQLite's planner keeps none
-        unless asked, and InnoDB recounts a table's by itself once a tenth of it
-        changed; SQLite rewrites a row in place, and InnoDB's purge thread removes old
-        versions by itself."""
+        and this session may vacuum it. Nothing here: only PostgreSQL plans from
+        statistics that its autovacuum alone keeps (and only after a minute), SQLite's
+        planner keeps none unless asked, and InnoDB recounts a table's by itself once a
+        tenth of it changed; SQLite rewrites a row in place, and InnoDB's purge thread
+        removes old versions by itself."""
         return NOTHING_DUE
 
     def gather_statistics(self, table: str, *, lock: tuple[int, int]) -> bool:

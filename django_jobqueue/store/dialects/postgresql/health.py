@@ -75,12 +75,13 @@ _PREPARED = (
 # and this session may vacuum it (its owner's member, or a superuser: another role's
 # VACUUM would only warn and skip it).
 _UPKEEP = (
-    "SELECT s.n_live_tup - greatest(c.reltuples, 0) > r.over OR s.n_mod_since_analyze > r.over"
+    "SELECT s.n_live_tup - t.rows > t.stale OR s.n_mod_since_analyze > t.stale"
     " AND coalesce(greatest(s.last_analyze, s.last_autoanalyze) < clock_timestamp() - %s, true),"
-    " s.n_dead_tup > %s + %s * least(greatest(c.reltuples, 0), %s)"
-    " AND pg_has_role(c.relowner, 'USAGE')"
+    " s.n_dead_tup > t.piling AND pg_has_role(c.relowner, 'USAGE')"
     " FROM pg_class AS c JOIN pg_stat_user_tables AS s ON s.relid = c.oid"
-    " CROSS JOIN LATERAL (SELECT %s + %s * least(greatest(c.reltuples, 0), %s) AS over) AS r"
+    " CROSS JOIN LATERAL (SELECT greatest(c.reltuples, 0) AS rows) AS r"
+    " CROSS JOIN LATERAL (SELECT r.rows, %s + %s * least(r.rows, %s) AS stale,"
+    " %s + %s * least(r.rows, %s) AS piling) AS t"
     " WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
 )
 
@@ -150,7 +151,7 @@ class PostgreSQLHealth(HealthReadings):
         read first would be kept for the rest of it; a worker asks in autocommit)."""
         if self.conn.in_atomic_block:
             self.run(_FRESH, [])
-        found = self.run(_UPKEEP, [changed_every, *vacuum, *analyze, table])
+        found = self.run(_UPKEEP, [changed_every, *analyze, *vacuum, table])
         if not found:
             return NOTHING_DUE
         stale, piling = found[0]
