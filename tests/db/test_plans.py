@@ -338,42 +338,47 @@ def test_the_turn_on_the_big_table_settles_and_claims() -> None:
     assert set(done.values_list("status", flat=True)) == {Status.COMPLETED}
 
 
-def _turn_plans() -> tuple[int, int]:
-    """The generic and the custom plans this session's prepared turn statement ran with."""
+def _turn_plans() -> tuple[int, int, int]:
+    """The prepared turn statements of this session, and the generic and the custom
+    plans they ran with."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
+            "SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
             " FROM pg_prepared_statements WHERE statement LIKE %s",
             ["WITH s AS (SELECT * FROM jsonb_to_recordset(%"],
         )
-        generic, custom = cursor.fetchone()
-    return int(generic), int(custom)
+        statements, generic, custom = cursor.fetchone()
+    return int(statements), int(generic), int(custom)
 
 
 @postgres_only
 def test_the_workers_turn_is_planned_once_per_connection() -> None:
-    """Every turn sends the same text, bound server-side and prepared: later turns run
-    the plan made once (generic), the planner never sees the turn again. With this in
-    place planning was about 4% of a turn's server time, so a server-side prepared
-    turn is what the worker already has (docs/explanation/performance.md)."""
+    """Every turn sends the same text, bound server-side and prepared, whatever it
+    settles and however many jobs it claims: later turns run the plan made once
+    (generic), the planner never sees the turn again. With this in place planning was
+    about 4% of a turn's server time, so a server-side prepared turn is what the worker
+    already has (docs/explanation/performance.md). A text per claim size, as when the
+    sizes were written out, was prepared and planned again at most turns of a drain
+    (109 of 193 in a burst of 20,000 no-ops)."""
     # Earlier tests set plan_cache_mode in transactions that rolled back (undoing it):
     # the worker's connection sets it again rather than trust it still holds.
     before = _turn_plans()
     ended = _settlements("w:5", 4)
-    for _ in range(3):
+    for size in (3, 5, 2):
         applied, jobs = store.exchange(
             worker_id="w:5",
             settlements=ended,
-            request=store.ClaimRequest(limit=4, kinds=registry.kinds()),
+            request=store.ClaimRequest(limit=size, kinds=registry.kinds()),
         )
-        assert applied == [True] * 4
-        assert len(jobs) == 4
+        assert applied == [True] * len(ended)
+        assert len(jobs) == size
         ended = [
             completed(Run(job_id=j.id, kind=j.kind, run_no=j.run_count, worker="w:5"), result=0)
             for j in jobs
         ]
-    generic, custom = _turn_plans()
-    assert (generic - before[0], custom - before[1]) == (3, 0)
+    statements, generic, custom = _turn_plans()
+    assert statements - before[0] <= 1
+    assert (generic - before[1], custom - before[2]) == (3, 0)
 
 
 def _releasing_turn() -> tuple[str, list[Any]]:

@@ -97,15 +97,16 @@ def test_the_plain_postgresql_claim_is_one_update_over_one_locked_materialized_c
         f"WITH t0 AS MATERIALIZED (SELECT j.id, j.kind FROM {JOB} j WHERE j.status = 'pending'"
         " AND j.visible_at <= %s AND j.kind = ANY(%s::text[])"
         " AND NOT (ARRAY[j.queue] <@ ARRAY(SELECT queue FROM django_jobqueue_queuepause))"
-        " ORDER BY j.priority, j.visible_at, j.id LIMIT 5 FOR UPDATE SKIP LOCKED)"
+        " ORDER BY j.priority, j.visible_at, j.id LIMIT %s FOR UPDATE SKIP LOCKED)"
         f" UPDATE {JOB} AS j SET status = 'claimed', claimed_by = %s,"
         " claim_expires_at = (%s)::timestamptz, run_count = j.run_count + 1"
         " WHERE j.id = ANY(ARRAY(SELECT id FROM t0))"
         " RETURNING id, kind, queue, payload, priority, visible_at, run_count, failure_count,"
         " carry, created_at, workflow_id, trace_context, job_key"
     )
-    # The kinds as the text of one array (``text_array``), made once per list of kinds.
-    assert built.params == (NOW, '{"a","b"}', "w:1", NOW + timedelta(minutes=1))
+    # The kinds as the text of one array (``text_array``), made once per list of kinds;
+    # the size a parameter, so that every size of claim is one text.
+    assert built.params == (NOW, '{"a","b"}', 5, "w:1", NOW + timedelta(minutes=1))
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -179,12 +180,14 @@ def test_each_priority_tier_takes_its_floor_and_leaves_the_rest_to_the_next() ->
     built = detached(PostgreSQL).claim_statement(spec(tiers=[(2, 1), (0, 4)]))
     t0, t1 = built.sql.split("t1 AS MATERIALIZED")
     assert "j.priority >= %s" in t0
-    assert "LIMIT 1 FOR UPDATE" in t0
+    assert "LIMIT %s FOR UPDATE" in t0
     assert "j.priority >=" not in t1.split("UPDATE django")[0]  # floor 0: no condition
     assert "AND j.id NOT IN (SELECT id FROM t0)" in t1
-    assert "LIMIT 5 - ((SELECT count(*) FROM t0)) FOR UPDATE SKIP LOCKED" in t1
+    assert "LIMIT %s - ((SELECT count(*) FROM t0)) FOR UPDATE SKIP LOCKED" in t1
     assert "SELECT id FROM t0 UNION ALL SELECT id FROM t1" in t1
-    assert built.params[:3] == (NOW, '{"a","b"}', 2)
+    # Tier 0 takes 1 (its floor 2), tier 1 up to 5 with what tier 0 took.
+    assert built.params[:6] == (NOW, '{"a","b"}', 2, 1, NOW, '{"a","b"}')
+    assert built.params[6] == 5
 
 
 def test_a_capped_kind_is_claimed_only_from_its_own_first_candidates(dialect: Dialect) -> None:
