@@ -12,7 +12,7 @@ batch first.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,7 +67,6 @@ def _enqueue_many(
     out: list[tuple[Job | NewJob | WrittenJob, Disposition] | None] = [None] * len(requests)
     plain: list[int] = []
     alias = sql.alias()
-    ids = uuid7_many(len(requests))  # drawn first: the plain rows' ids follow item order
     with transaction.atomic(using=alias):
         take_rate_tokens(requests)
         lock_merges(requests)  # all at once, in one order, before any of them
@@ -78,20 +77,39 @@ def _enqueue_many(
                 out[i] = write_request(request)
             else:
                 plain.append(i)
-        fresh = ids[: len(plain)]
         if plain:
             # All in one call, made as they are written: each database's dialect sizes
             # its own statements (PostgreSQL one COPY, the others multi-row VALUES within
             # their limits).
-            rows = bulk_rows([requests[i] for i in plain], fresh, now, context)
-            sql.dialect().insert_jobs(rows)
-        for job_id, i in zip(fresh, plain, strict=True):
-            out[i] = (NewJob(id=job_id, kind=requests[i].kind), "inserted")
+            rows = bulk_rows([requests[i] for i in plain], _drawn(len(plain)), now, context)
+            sql.dialect().insert_jobs(_noted(rows, plain, out))
     return [item for item in out if item is not None]
 
 
+def _drawn(count: int) -> Iterator[uuid.UUID]:
+    """``count`` new ids in increasing order (so the rows' ids follow the items'), drawn
+    a piece at a time as the rows are made: like the rest of a row, while the server
+    inserts the rows before it."""
+    for start in range(0, count, _ID_PIECE):
+        yield from uuid7_many(min(_ID_PIECE, count - start))
+
+
+_ID_PIECE = 1000
+
+
+def _noted(rows: Iterator[NewRow], places: list[int], out: list[Any]) -> Iterator[NewRow]:
+    """``rows`` as they are written, each one's (job, disposition) put in its place in
+    ``out`` on the way: made while the server inserts the rows sent before it (COPY
+    takes them as they come), not after the last one, when the server is done and the
+    client would be working alone (a tenth of a 50,000-job bulk's time). A bulk that
+    fails part way raises, and ``out`` is dropped with the transaction."""
+    for row, i in zip(rows, places, strict=True):
+        out[i] = (NewJob(id=row.id, kind=row.kind), "inserted")
+        yield row
+
+
 def bulk_rows(
-    requests: Sequence[EnqueueRequest], ids: Sequence[uuid.UUID], now: datetime, context: str
+    requests: Sequence[EnqueueRequest], ids: Iterable[uuid.UUID], now: datetime, context: str
 ) -> Iterator[NewRow]:
     """The new rows of a bulk's plain requests (or a workflow's steps), one per id, made
     as they are read; when each becomes visible is worked out once per distinct delay,
