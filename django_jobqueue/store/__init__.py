@@ -11,7 +11,7 @@ change writes its journal entry in the same transaction.
 from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
-from django_jobqueue.store.bulk import enqueue_many
+from django_jobqueue.store.bulk import enqueue_many, enqueue_stream, streamable
 from django_jobqueue.store.claim import Claimed, ClaimRequest, claim_jobs, claim_statement
 from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.durable import prune_events
@@ -183,6 +183,7 @@ __all__ = [
     "drop_older",
     "enqueue",
     "enqueue_many",
+    "enqueue_stream",
     "exchange",
     "extend_leases",
     "freshest_heartbeat",
@@ -238,6 +239,7 @@ __all__ = [
     "settle",
     "stats",
     "step_records",
+    "streamable",
     "table_health",
     "take_tokens",
     "terminate",

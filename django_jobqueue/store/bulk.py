@@ -78,12 +78,56 @@ def _enqueue_many(
             else:
                 plain.append(i)
         if plain:
-            # All in one call, made as they are written: each database's dialect sizes
-            # its own statements (PostgreSQL one COPY, the others multi-row VALUES within
-            # their limits).
-            rows = bulk_rows([requests[i] for i in plain], _drawn(len(plain)), now, context)
-            sql.dialect().insert_jobs(_noted(rows, plain, out))
+            _write([requests[i] for i in plain], len(plain), plain, out, now, context)
     return [item for item in out if item is not None]
+
+
+def streamable(template: EnqueueRequest) -> bool:
+    """Whether a batch whose jobs differ from ``template`` only in payload and key can be
+    written as it is checked (``enqueue_stream``): no idempotency key or merge (their
+    rows go one by one, after a look at the table) and no rate per key (whose tokens
+    depend on every item's key)."""
+    return (
+        template.idempotency_key is None
+        and (template.dedup_key is None or template.merge is None)
+        and template.rate_per_key is None
+    )
+
+
+def enqueue_stream(
+    template: EnqueueRequest, requests: Iterator[EnqueueRequest], count: int
+) -> list[tuple[NewJob, Disposition]]:
+    """``enqueue_many`` of ``count`` requests like ``template`` (``streamable``), written as
+    ``requests`` yields them: the checks that make each one (the task layer's) run while
+    the server inserts the rows before it, instead of all of them before the first row
+    is sent. A bad item raises from ``requests``; the batch's transaction (a savepoint
+    in the caller's) is rolled back with it, so nothing of the batch is written."""
+    if count == 0:
+        return []
+    with tracing.enqueue_span(kind=template.kind, queue=template.queue, count=count):
+        context = tracing.capture_context()
+        now = timezone.now()
+        out: list[Any] = [None] * count
+        with transaction.atomic(using=sql.alias()):
+            take_rate_tokens([template], each=count)
+            _write(requests, count, range(count), out, now, context)
+        return out
+
+
+def _write(
+    requests: Iterable[EnqueueRequest],
+    count: int,
+    places: Iterable[int],
+    out: list[Any],
+    now: datetime,
+    context: str,
+) -> None:
+    """Insert the ``count`` plain ``requests``' rows in one call, made as they are
+    written (each database's dialect sizes its own statements: PostgreSQL one COPY, the
+    others multi-row VALUES within their limits), each row's entry put at its place in
+    ``out``."""
+    rows = bulk_rows(requests, _drawn(count), now, context)
+    sql.dialect().insert_jobs(_noted(rows, places, out))
 
 
 def _drawn(count: int) -> Iterator[uuid.UUID]:
@@ -97,7 +141,7 @@ def _drawn(count: int) -> Iterator[uuid.UUID]:
 _ID_PIECE = 1000
 
 
-def _noted(rows: Iterator[NewRow], places: list[int], out: list[Any]) -> Iterator[NewRow]:
+def _noted(rows: Iterator[NewRow], places: Iterable[int], out: list[Any]) -> Iterator[NewRow]:
     """``rows`` as they are written, each one's (job, disposition) put in its place in
     ``out`` on the way: made while the server inserts the rows sent before it (COPY
     takes them as they come), not after the last one, when the server is done and the
@@ -109,7 +153,7 @@ def _noted(rows: Iterator[NewRow], places: list[int], out: list[Any]) -> Iterato
 
 
 def bulk_rows(
-    requests: Sequence[EnqueueRequest], ids: Iterable[uuid.UUID], now: datetime, context: str
+    requests: Iterable[EnqueueRequest], ids: Iterable[uuid.UUID], now: datetime, context: str
 ) -> Iterator[NewRow]:
     """The new rows of a bulk's plain requests (or a workflow's steps), one per id, made
     as they are read; when each becomes visible is worked out once per distinct delay,
@@ -136,4 +180,4 @@ def bulk_rows(
         )
 
 
-__all__ = ["bulk_rows", "enqueue_many"]
+__all__ = ["bulk_rows", "enqueue_many", "enqueue_stream", "streamable"]

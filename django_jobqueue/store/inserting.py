@@ -194,16 +194,17 @@ def _buckets(request: EnqueueRequest) -> dict[str, tuple[Rate, str | None]]:
     return found
 
 
-def take_rate_tokens(requests: Sequence[EnqueueRequest]) -> None:
+def take_rate_tokens(requests: Sequence[EnqueueRequest], *, each: int = 1) -> None:
     """Take the tokens a batch (``enqueue_many``, a workflow's steps) needs from every
     bucket it draws on, its kinds' and their keys' (``_buckets``, as one enqueue), in
     one order so that two batches cannot deadlock; ``RateLimited`` for the first one
-    short, in the batch's transaction, which gives back the tokens taken before."""
+    short, in the batch's transaction, which gives back the tokens taken before. Each
+    request counts ``each`` times (a streamed batch's one template for all its jobs)."""
     rated: dict[str, tuple[Rate, int, str, str | None]] = {}
     for request in requests:
         for bucket, (rate, key) in _buckets(request).items():
             _, count, _, _ = rated.get(bucket, (rate, 0, request.kind, key))
-            rated[bucket] = (rate, count + 1, request.kind, key)
+            rated[bucket] = (rate, count + each, request.kind, key)
     for bucket in sorted(rated):
         rate, count, kind, key = rated[bucket]
         wait = take_tokens(kind=bucket, rate=rate, count=count)

@@ -10,7 +10,7 @@ Definitions are kept in :mod:`~django_jobqueue.task.registry`; class tasks are
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -32,10 +32,11 @@ from django_jobqueue.task.options import (
 from django_jobqueue.task.periodic import periodic
 from django_jobqueue.task.registry import KEY_LIMITS, UNSET, PayloadMismatch, TaskDef, registry
 from django_jobqueue.task.signature import Signature, signature
-from django_jobqueue.task.submit import items_error, submit, submit_many
+from django_jobqueue.task.submit import items_error, submit, submit_checked, submit_many
 
 if TYPE_CHECKING:
     from django_jobqueue.run.context import Context
+    from django_jobqueue.store import EnqueueRequest
     from django_jobqueue.task.handle import JobHandle
 
 
@@ -218,15 +219,30 @@ class BoundCall:
         return signature(build_request(self.defn, payload, self.options, payload_json=text))
 
     def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
-        """Enqueue one job per item (a dict of keyword arguments): every item is checked
-        before anything is written, and all are written in one transaction (joining the
-        caller's). Returns the handles in order."""
-        kind = self.defn.kind
+        """Enqueue one job per item (a dict of keyword arguments), all in one transaction
+        (joining the caller's), every item checked as ``enqueue`` checks it: if one is
+        bad, its error (naming it) is raised and nothing of the batch is written.
+        Returns the handles in order.
+
+        A list (or any sized collection) of a task whose options the store can stream
+        (``store.streamable``) is checked as it is written: the server inserts the rows of
+        the items checked while the next ones are, and a bad item rolls the batch back.
+        Other batches are checked whole before the first row is sent."""
         # The options are the same for every item: resolved once, copied per item, and
         # so are the payload's limits.
         one = build_request(self.defn, {}, self.options, keyed=False)
+        checked = self._checked(items, one)
+        if isinstance(items, Sized):
+            return submit_checked(one, checked, len(items))
+        return submit_many(list(checked))
+
+    def _checked(
+        self, items: Iterable[Mapping[str, Any]], one: EnqueueRequest
+    ) -> Iterator[EnqueueRequest]:
+        """Each item's request, made from the batch's ``one`` as it is read; the error
+        of the first bad item, naming it."""
+        kind = self.defn.kind
         encoder = payload_encoder(kind)
-        requests = []
         for index, item in enumerate(items):
             if type(item) is not dict and not isinstance(item, Mapping):  # a dict: no ABC
                 raise InvalidArguments(
@@ -247,8 +263,7 @@ class BoundCall:
                     key = waiting_key(self.defn, key, one.dedup_key)
                 except EnqueueError as exc:
                     raise items_error(index, exc) from exc
-            requests.append(one.varied(payload, text, key))
-        return submit_many(requests)
+            yield one.varied(payload, text, key)
 
 
 @overload

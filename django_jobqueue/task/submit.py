@@ -3,6 +3,7 @@ naming the bad item of a batch."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from django_jobqueue import routing, store
@@ -37,6 +38,28 @@ def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     else:
         handles = _routed_many(requests)
     signalling.enqueued(requests, handles)
+    return handles
+
+
+def submit_checked(
+    template: EnqueueRequest, requests: Iterator[EnqueueRequest], count: int
+) -> list[JobHandle]:
+    """``submit_many`` of ``count`` requests like ``template``, each checked as it is
+    written (``store.enqueue_stream``) when the store can take them so (``store.streamable``)
+    and they all go to one database; else checked first, then written."""
+    if routing.several() or not store.streamable(template):
+        return submit_many(list(requests))
+    seen: list[EnqueueRequest] = []
+
+    def kept() -> Iterator[EnqueueRequest]:
+        for request in requests:
+            seen.append(request)
+            yield request
+
+    alias = routing.current()
+    written = store.enqueue_stream(template, kept(), count)
+    handles = [JobHandle(row, d, database=alias) for row, d in written]
+    signalling.enqueued(seen, handles)
     return handles
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -14,8 +16,10 @@ from django_jobqueue import (
     Priority,
     Status,
     enqueue_many,
+    store,
 )
 from django_jobqueue.models import Job, JournalEntry
+from django_jobqueue.store import EnqueueRequest
 from tests.helpers import postgres_only, run_burst
 from tests.taskapp import tasks
 from tests.taskapp.tasks import Sync
@@ -91,6 +95,37 @@ def test_a_bad_item_leaves_the_callers_transaction_usable() -> None:
             tasks.add.enqueue_many([{"a": 1, "b": 1}, {"a": {1, 2}, "b": 1}])
         tasks.add.enqueue(1, 1)
     assert Job.objects.count() == 2
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["list", "generator"])
+def test_a_bad_item_after_thousands_written_rolls_the_whole_batch_back(
+    sized: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list is checked as it is written (``store.enqueue_stream``): the rows before
+    its bad item are already with the server (more than one piece of the COPY) when the
+    item is read. A generator is checked whole first. Either way the error names the
+    item, nothing of the batch is written, and the caller's transaction goes on."""
+    streamed: list[int] = []
+    real = store.enqueue_stream
+
+    def spy(template: EnqueueRequest, requests: Iterator[EnqueueRequest], count: int) -> Any:
+        streamed.append(count)
+        return real(template, requests, count)
+
+    monkeypatch.setattr(store, "enqueue_stream", spy)
+    items = [{"a": n, "b": n} for n in range(5000)]
+    items[4500] = {"a": {4500}, "b": 1}
+    with transaction.atomic():
+        tasks.add.enqueue(0, 0)
+        with pytest.raises(InvalidPayload, match="item 4500: ") as info:
+            tasks.add.enqueue_many(items if sized else (item for item in items))
+        assert info.value.index == 4500
+        tasks.add.enqueue(1, 1)
+    assert sorted(Job.objects.values_list("payload", flat=True), key=str) == [
+        {"a": 0, "b": 0},
+        {"a": 1, "b": 1},
+    ]
+    assert streamed == ([5000] if sized else [])
 
 
 def test_idempotency_keys_are_honoured_within_and_across_bulk_calls() -> None:
