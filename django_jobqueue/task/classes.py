@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django_jobqueue import allocations
 from django_jobqueue.errors import (
     EnqueueError,
     InvalidArguments,
@@ -215,6 +216,12 @@ def enqueue_many(
     Every item is checked before anything is written; a bad one raises an error naming
     its index. Returns the handles in order.
     """
+    with allocations.held_off():
+        return submit_many(_requests(items, of))
+
+
+def _requests(items: Iterable[Task | BoundTask], of: type[Task] | None) -> list[EnqueueRequest]:
+    """Each item's request; the error of the first bad one, naming it."""
     requests = []
     for index, item in enumerate(items):
         bound = BoundTask(item, Options()) if isinstance(item, Task) else item
@@ -229,4 +236,4 @@ def enqueue_many(
             requests.append(bound.request())
         except EnqueueError as exc:
             raise items_error(index, exc) from exc
-    return submit_many(requests)
+    return requests

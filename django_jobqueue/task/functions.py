@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from django_jobqueue import validation
+from django_jobqueue import allocations, validation
 from django_jobqueue.errors import (
     EnqueueError,
     InvalidArguments,
@@ -232,9 +232,10 @@ class BoundCall:
         # so are the payload's limits.
         one = build_request(self.defn, {}, self.options, keyed=False)
         checked = self._checked(items, one)
-        if isinstance(items, Sized):
-            return submit_checked(one, checked, len(items))
-        return submit_many(list(checked))
+        with allocations.held_off():
+            if isinstance(items, Sized):
+                return submit_checked(one, checked, len(items))
+            return submit_many(list(checked))
 
     def _checked(
         self, items: Iterable[Mapping[str, Any]], one: EnqueueRequest

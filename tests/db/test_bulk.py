@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -126,6 +127,7 @@ def test_a_bad_item_after_thousands_written_rolls_the_whole_batch_back(
         {"a": 1, "b": 1},
     ]
     assert streamed == ([5000] if sized else [])
+    assert gc.isenabled()  # held off while the batch ran, on again after its error
 
 
 def test_idempotency_keys_are_honoured_within_and_across_bulk_calls() -> None:

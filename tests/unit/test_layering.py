@@ -142,6 +142,7 @@ LAYERS: list[set[str]] = [
         "validation",
         "jsontext",
         "ids",
+        "allocations",
         "formatting",
         "rules.backoff",
         "rules.control",
