@@ -4,9 +4,10 @@ The plain requests of a batch (no idempotency key, no merge) go to the dialect a
 stream of rows, made as they are written: PostgreSQL loads them with one ``COPY``
 (``dialects.postgresql.copying``), the other databases with multi-row INSERTs within
 their limits. The others go through ``inserting.enqueue`` one by one in the same
-transaction, in order. Every check a single enqueue makes has been made by then (the
-task layer's, per item), and the rate tokens and merge locks are taken for the whole
-batch first.
+transaction, in order. The rate tokens and merge locks are taken for the whole batch
+first. ``enqueue_many`` is given requests the task layer has checked; ``enqueue_stream``
+a batch of plain ones as the task layer checks them, a bad one raising from the
+stream and rolling the batch back.
 """
 
 from __future__ import annotations
