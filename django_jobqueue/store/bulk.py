@@ -12,6 +12,7 @@ stream and rolling the batch back.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
@@ -53,33 +54,31 @@ def enqueue_many(
         return []
     kinds = {r.kind for r in requests}
     queues = {r.queue for r in requests}
-    with tracing.enqueue_span(
+    with _batch(
         kind=next(iter(kinds)) if len(kinds) == 1 else "(several)",
         queue=next(iter(queues)) if len(queues) == 1 else "(several)",
         count=len(requests),
-    ):
-        return _enqueue_many(requests, tracing.capture_context())
+    ) as (now, context):
+        return _enqueue_many(requests, now, context)
 
 
 def _enqueue_many(
-    requests: Sequence[EnqueueRequest], context: str
+    requests: Sequence[EnqueueRequest], now: datetime, context: str
 ) -> list[tuple[Job | NewJob | WrittenJob, Disposition]]:
-    now = timezone.now()
+    """The batch's rows, within its frame (``_batch``)."""
     out: list[tuple[Job | NewJob | WrittenJob, Disposition] | None] = [None] * len(requests)
     plain: list[int] = []
-    alias = sql.alias()
-    with transaction.atomic(using=alias):
-        take_rate_tokens(requests)
-        lock_merges(requests)  # all at once, in one order, before any of them
-        for i, request in enumerate(requests):
-            if request.idempotency_key is not None or (
-                request.dedup_key is not None and request.merge is not None
-            ):
-                out[i] = write_request(request)
-            else:
-                plain.append(i)
-        if plain:
-            _write([requests[i] for i in plain], len(plain), plain, out, now, context)
+    take_rate_tokens(requests)
+    lock_merges(requests)  # all at once, in one order, before any of them
+    for i, request in enumerate(requests):
+        if request.idempotency_key is not None or (
+            request.dedup_key is not None and request.merge is not None
+        ):
+            out[i] = write_request(request)
+        else:
+            plain.append(i)
+    if plain:
+        _write([requests[i] for i in plain], plain, out, now, context)
     return [item for item in out if item is not None]
 
 
@@ -105,29 +104,36 @@ def enqueue_stream(
     in the caller's) is rolled back with it, so nothing of the batch is written."""
     if count == 0:
         return []
-    with tracing.enqueue_span(kind=template.kind, queue=template.queue, count=count):
+    out: list[Any] = [None] * count
+    with _batch(kind=template.kind, queue=template.queue, count=count) as (now, context):
+        take_rate_tokens([template], each=count)
+        _write(requests, range(count), out, now, context)
+    return out
+
+
+@contextlib.contextmanager
+def _batch(kind: str, queue: str, count: int) -> Iterator[tuple[datetime, str]]:
+    """A batch's frame: one PRODUCER span, whose context every job of it keeps, one
+    ``now`` for all its rows, and one transaction (a savepoint in the caller's)."""
+    with tracing.enqueue_span(kind=kind, queue=queue, count=count):
         context = tracing.capture_context()
         now = timezone.now()
-        out: list[Any] = [None] * count
         with transaction.atomic(using=sql.alias()):
-            take_rate_tokens([template], each=count)
-            _write(requests, count, range(count), out, now, context)
-        return out
+            yield now, context
 
 
 def _write(
     requests: Iterable[EnqueueRequest],
-    count: int,
-    places: Iterable[int],
+    places: Sequence[int],
     out: list[Any],
     now: datetime,
     context: str,
 ) -> None:
-    """Insert the ``count`` plain ``requests``' rows in one call, made as they are
-    written (each database's dialect sizes its own statements: PostgreSQL one COPY, the
-    others multi-row VALUES within their limits), each row's entry put at its place in
-    ``out``."""
-    rows = bulk_rows(requests, _drawn(count), now, context)
+    """Insert the plain ``requests``' rows in one call, made as they are written (each
+    database's dialect sizes its own statements: PostgreSQL one COPY, the others
+    multi-row VALUES within their limits), each row's entry put at its place in ``out``
+    (one place per request)."""
+    rows = bulk_rows(requests, _drawn(len(places)), now, context)
     sql.dialect().insert_jobs(_noted(rows, places, out))
 
 

@@ -85,6 +85,12 @@ def observe_enqueues(observer: Callable[[Enqueued], None]) -> Iterator[None]:
             _observers.remove(observer)
 
 
+def listening() -> bool:
+    """Whether ``enqueued`` would tell anyone (an observer or a ``job_enqueued``
+    receiver): a batch that is not heard keeps none of its requests for it."""
+    return bool(_observers) or bool(job_enqueued.receivers)
+
+
 def enqueued(requests: Sequence[EnqueueRequest], handles: Sequence[JobHandle]) -> None:
     """Tell observers now, and ``job_enqueued`` receivers when the transaction commits.
     Called by every enqueue path once its rows are written."""

@@ -3,7 +3,7 @@ naming the bad item of a batch."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from django_jobqueue import routing, store
@@ -33,8 +33,7 @@ def submit(request: EnqueueRequest) -> JobHandle:
 
 def submit_many(requests: list[EnqueueRequest]) -> list[JobHandle]:
     if not routing.several():
-        alias = routing.current()  # looked up once, not by each of the handles
-        handles = [JobHandle(row, d, database=alias) for row, d in store.enqueue_many(requests)]
+        handles = _handles(store.enqueue_many(requests))
     else:
         handles = _routed_many(requests)
     signalling.enqueued(requests, handles)
@@ -49,6 +48,8 @@ def submit_checked(
     and they all go to one database; else checked first, then written."""
     if routing.several() or not store.streamable(template):
         return submit_many(list(requests))
+    if not signalling.listening():  # no one to tell: the requests go with their rows
+        return _handles(store.enqueue_stream(template, requests, count))
     seen: list[EnqueueRequest] = []
 
     def kept() -> Iterator[EnqueueRequest]:
@@ -56,11 +57,15 @@ def submit_checked(
             seen.append(request)
             yield request
 
-    alias = routing.current()
-    written = store.enqueue_stream(template, kept(), count)
-    handles = [JobHandle(row, d, database=alias) for row, d in written]
+    handles = _handles(store.enqueue_stream(template, kept(), count))
     signalling.enqueued(seen, handles)
     return handles
+
+
+def _handles(written: Sequence[tuple[Job | NewJob | WrittenJob, Disposition]]) -> list[JobHandle]:
+    """The handles of a batch written to the one queue database there is."""
+    alias = routing.current()  # looked up once, not by each of the handles
+    return [JobHandle(row, d, database=alias) for row, d in written]
 
 
 def database_of(request: EnqueueRequest) -> str:
