@@ -209,20 +209,20 @@ def dumps(
     return text
 
 
-def dumps_records(records: Sequence[Mapping[str, Any]], *, open_fields: Iterable[str]) -> str:
-    """``dumps`` of a list of flat records of the store's own making (text keys, plain
-    values), but for ``open_fields``, which hold any value (a run's result, its carry):
-    only those are walked, the rest checked on the text (a turn's settlement document
-    walked all of each of its records, every turn). Raises as ``dumps`` does."""
-    text = jsontext.encode(records)
+def dumps_rows(
+    rows: Sequence[Sequence[Any]], *, names: Sequence[str], open_fields: Iterable[str]
+) -> str:
+    """``dumps`` of rows of the store's own making (each row's ``i``-th value the field
+    ``names[i]``, a short row lacking its last ones): only ``open_fields`` (a run's result,
+    its carry) are walked, the rest checked on the text. Raises as ``dumps`` does."""
+    text = jsontext.encode(rows)
     whole = _SUSPECT.search(text) is not None
+    places = [names.index(name) for name in open_fields]
     try:
-        for i, record in enumerate([] if whole else records):
-            for name in open_fields:
-                if isinstance(value := record.get(name), dict | list | tuple):
-                    _check(value, f"[{i}][{name!r}]")
-        if whole:
-            _check(records, "")
+        for i, row in enumerate(rows):
+            for place in range(len(row)) if whole else places:
+                if place < len(row) and (whole or isinstance(row[place], dict | list | tuple)):
+                    _check(row[place], f"[{i}][{names[place]!r}]")
     except RecursionError:
         raise Unstorable("is nested too deeply to encode") from None
     return text

@@ -30,6 +30,7 @@ from django_jobqueue import Priority, Status, chord, store
 from django_jobqueue.models import Job
 from django_jobqueue.rules.lifecycle import Run, Settlement, completed
 from django_jobqueue.store import ClaimRequest
+from django_jobqueue.store.dialects.postgresql.claiming import RELATION
 from django_jobqueue.store.exchanging import turn_statement
 from django_jobqueue.store.settling import next_wakeup_statement, settle_statement
 from django_jobqueue.task.registry import registry
@@ -345,7 +346,7 @@ def _turn_plans() -> tuple[int, int, int]:
         cursor.execute(
             "SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
             " FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["WITH s AS (SELECT * FROM jsonb_to_recordset(%"],
+            [f"WITH s AS ({RELATION.partition('%s')[0]}%"],
         )
         statements, generic, custom = cursor.fetchone()
     return int(statements), int(generic), int(custom)

@@ -1,8 +1,9 @@
-"""PostgreSQL's workflow-step and edge inserts carry their rows as JSON arrays, each in
-its document's order of column names (``STEP_ORDER``, ``EDGE_ORDER``), from which the
-statements are built: every element a document writes is the row's value of the column
-its order names there (read back by that name, so the builders and the statements
-cannot drift apart), and an optional column left out reads as NULL or its default.
+"""PostgreSQL's workflow-step and edge inserts, and its settlements, carry their rows as
+JSON arrays, each in its document's order of column names (``STEP_ORDER``, ``EDGE_ORDER``,
+the settlement's ``ORDER``), from which the statements are built: every element a
+document writes is the row's value of the column its order names there (read back by
+that name, so the builders and the statements cannot drift apart), and an optional
+column left out reads as NULL or its default.
 Plain jobs go in by COPY (``copying``): each line's fields, read back by the COPY's
 column names as the server reads them, are the row's values."""
 
@@ -14,6 +15,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django_jobqueue.store.dialects.base.settling import COLUMNS, SettleRow
 from django_jobqueue.store.dialects.base.storage import (
     FRESH_COLUMNS,
     ROW_COLUMNS,
@@ -21,7 +23,7 @@ from django_jobqueue.store.dialects.base.storage import (
     NewRow,
     NewStep,
 )
-from django_jobqueue.store.dialects.postgresql import copying, storage
+from django_jobqueue.store.dialects.postgresql import claiming, copying, storage
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 EMPTY = {"dedup_key": None, "idempotency_key": None, "trace_context": "", "job_key": None}
@@ -141,3 +143,70 @@ def test_edges_are_written_in_their_order() -> None:
         "parent_id": str(p),
         "child_id": str(c),
     }
+
+
+def _settlement(**changes: object) -> SettleRow:
+    values: dict[str, object] = {
+        "id": uuid.uuid4(),
+        "run_no": 3,
+        "kind": "shop.tasks.charge",
+        "status": "pending",
+        "outcome": "retried",
+        "visible_at": NOW + timedelta(seconds=30),
+        "failed": 1,
+        "carry": {"cursor": 9},
+        "result": None,
+        "note": 'boom "quoted"',
+        "attachment": {"traceback": "..."},
+        "started_at": NOW - timedelta(seconds=2),
+        "micros": 1_500_000,
+        "worker": "host:1:abc",
+        "recorded_at": NOW,
+        "claimed": "claimed",
+        "c_status": "cancelled",
+        "c_outcome": "cancelled",
+        "c_note": "cancelled while retried",
+        "shard": 5,
+        "bucket": 8,
+        "logs": [["INFO", "line"]],
+        "dropped": 2,
+        "logs_from": 1,
+    }
+    values.update(changes)
+    return SettleRow(**values)  # type: ignore[arg-type]
+
+
+def test_the_settlements_order_names_every_field_of_s_once_but_the_derived_duration() -> None:
+    assert sorted(claiming.ORDER) == sorted(
+        {*COLUMNS, "logs", "dropped", "logs_from"} - {"duration"}
+    )
+
+
+def test_a_full_settlement_is_written_in_its_order_with_its_own_values() -> None:
+    row = _settlement()
+    (written,) = json.loads(claiming.document([row]))
+    assert len(written) == len(claiming.ORDER)
+    read = _by_name(claiming.ORDER, written)
+    assert read.pop("id") == row.id.hex
+    for name, value in read.items():
+        expected = getattr(row, name)
+        assert value == (expected.isoformat() if isinstance(expected, datetime) else expected), name
+
+
+def test_a_plain_settlement_ends_before_the_fields_it_lacks_and_one_without_logs_before_them() -> (
+    None
+):
+    plain = _settlement(
+        visible_at=None,
+        carry=None,
+        attachment=None,
+        c_status=None,
+        c_outcome=None,
+        c_note=None,
+        logs=None,
+    )
+    unlogged = _settlement(logs=None)
+    written = json.loads(claiming.document([plain, unlogged]))
+    assert len(written[0]) == claiming.ORDER.index("visible_at")
+    assert len(written[1]) == claiming.ORDER.index("logs")
+    assert _by_name(claiming.ORDER, written[1])["c_note"] == "cancelled while retried"

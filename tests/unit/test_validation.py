@@ -173,11 +173,14 @@ def test_first_refused_names_the_path_to_the_first_refused_part_or_key() -> None
     assert len(found[0]) == 5001
 
 
-def _records(**open_values: object) -> list[dict[str, object]]:
-    return [
-        {"id": "a", "note": "fine", "n": 1},
-        {"id": "b", "note": "déjà vu", "n": 2.5, **open_values},
-    ]
+_NAMES = ("id", "note", "n", "result", "carry")
+
+
+def _rows(**values: object) -> list[list[object]]:
+    """Two rows in the order of ``_NAMES``: the first ends before its open fields; the
+    second has them, with ``values`` in place of its defaults."""
+    second = {"id": "b", "note": "déjà vu", "n": 2.5, "result": None, "carry": None, **values}
+    return [["a", "fine", 1], [second[name] for name in _NAMES]]
 
 
 @pytest.mark.parametrize(
@@ -185,10 +188,10 @@ def _records(**open_values: object) -> list[dict[str, object]]:
     [{}, {"result": {"x": [1, {"y": None}]}}, {"carry": {"k": "😀"}}, {"result": [1, 2]}],
     ids=["flat", "nested result", "astral text", "list result"],
 )
-def test_dumps_records_writes_what_dumps_writes(open_values: dict[str, object]) -> None:
-    records = _records(**open_values)
-    written = validation.dumps_records(records, open_fields=("result", "carry"))
-    assert written == validation.dumps(records)
+def test_dumps_rows_writes_what_dumps_writes(open_values: dict[str, object]) -> None:
+    rows = _rows(**open_values)
+    written = validation.dumps_rows(rows, names=_NAMES, open_fields=("result", "carry"))
+    assert written == validation.dumps(rows)
 
 
 @pytest.mark.parametrize(
@@ -201,16 +204,16 @@ def test_dumps_records_writes_what_dumps_writes(open_values: dict[str, object]) 
     ],
     ids=["non-text key", "NUL in an open value", "lone surrogate", "NUL in a plain field"],
 )
-def test_dumps_records_refuses_what_dumps_refuses_naming_where(
+def test_dumps_rows_refuses_what_dumps_refuses_naming_where(
     open_values: dict[str, object], path: str, problem: str
 ) -> None:
-    records = _records(**open_values)
+    rows = _rows(**open_values)
     with pytest.raises(validation.Unstorable) as caught:
-        validation.dumps_records(records, open_fields=("result", "carry"))
+        validation.dumps_rows(rows, names=_NAMES, open_fields=("result", "carry"))
     assert caught.value.path == path
     assert problem in caught.value.problem
 
 
-def test_dumps_records_refuses_nan_as_dumps_does() -> None:
+def test_dumps_rows_refuses_nan_as_dumps_does() -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
-        validation.dumps_records(_records(result=math.nan), open_fields=("result",))
+        validation.dumps_rows(_rows(result=math.nan), names=_NAMES, open_fields=("result",))

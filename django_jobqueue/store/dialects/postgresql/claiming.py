@@ -1,7 +1,7 @@
 """PostgreSQL's claiming half of its dialect (see ``dialects.base``): one statement per
 claim, per settlement batch, and per worker turn.
 
-A batch of settlements travels as one JSON document (``jsonb_to_recordset``): the
+A batch of settlements travels as one JSON document (an array per row): the
 guarded UPDATE, the journal INSERT and the run tally's upsert are data-modifying CTEs of
 one statement, so each job's settlement and its entry commit together. A turn puts the
 claim's CTEs after them, so a busy worker pays one round trip and one commit per turn.
@@ -51,10 +51,39 @@ from django_jobqueue.store.dialects.postgresql.keyed import PostgreSQLKeyed
 # A releasing turn's claim when it claims nothing (its claim follows it).
 NO_CLAIM = f"claimed AS (SELECT {CLAIMED} FROM {JOB} WHERE false)"
 
-# Beside the columns every dialect's ``s`` has: a run's own log lines, written by the
-# settlement's statement itself (``settles_run_logs``).
-_LOG_COLUMNS = {"logs": "jsonb", "dropped": "int", "logs_from": "int"}
-_RECORDSET = ", ".join(f"{name} {kind}" for name, kind in {**COLUMNS, **_LOG_COLUMNS}.items())
+# A batch of settlements is one JSON array of arrays (``document``), each row's elements
+# in ``ORDER``: arrays, not objects by name, as a workflow's steps go (``storage``). For a
+# turn of 200 no-op settlements, objects took 7.9 us a row to write and the server 10 us
+# a row to read (``jsonb_to_recordset``); arrays take 3.3 and 7. The fields most rows
+# lack come last: a row without any ends before them, one without log lines before
+# those, and an element past a row's end reads as NULL. ``duration`` is not sent: it is
+# ``micros`` in seconds. Beside the columns every dialect's ``s`` has: a run's own log
+# lines, written by the settlement's statement itself (``settles_run_logs``).
+_TYPES = {**COLUMNS, "logs": "jsonb", "dropped": "int", "logs_from": "int"}
+ORDER: tuple[str, ...] = (
+    *("id", "run_no", "kind", "status", "outcome", "failed", "note", "worker"),
+    *("recorded_at", "claimed", "shard", "started_at", "micros", "bucket"),
+    *("visible_at", "carry", "result", "attachment", "c_status", "c_outcome", "c_note"),
+    *("logs", "dropped", "logs_from"),
+)
+# The fields of a settlement that hold a task's own values.
+_OPEN = ("carry", "result", "attachment", "logs")
+
+
+def _read(name: str) -> str:
+    """Column ``name`` of ``s``, read from a document row ``r`` (a JSON null in an open
+    field is no value: the row keeps its carry, as for a field past the row's end)."""
+    if name == "duration":
+        return f"(r->>{ORDER.index('micros')})::float8 / 1000000 AS duration"
+    if _TYPES[name] == "jsonb":
+        return f"NULLIF(r->{ORDER.index(name)}, 'null') AS {name}"
+    return f"(r->>{ORDER.index(name)})::{_TYPES[name]} AS {name}"
+
+
+# The batch as the relation ``s`` (its one parameter: ``document``).
+RELATION = (
+    f"SELECT {', '.join(_read(name) for name in _TYPES)} FROM jsonb_array_elements(%s::jsonb) AS r"
+)
 # The applied runs' lines, and the lines of those jobs' runs before their kept ones.
 _LOGGED = (
     f", logged AS (INSERT INTO {RUN_LOG} (job_id, run_no, lines, dropped)"
@@ -102,7 +131,7 @@ def settle_ctes(tally: Tally, *, returning: bool = False, logs: bool = False) ->
     runs' log lines, written (and older runs' deleted) for the rows ``j`` holds."""
     back = " RETURNING 1" if returning else ""
     return (
-        f"s AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS s({_RECORDSET})),"
+        f"s AS ({RELATION}),"
         f" sw AS (UPDATE {JOB} AS t SET {SET} FROM s"
         f" WHERE t.id = ANY(ARRAY(SELECT id FROM s)) AND {GUARD}"
         " RETURNING t.id, t.status, t.cancel_actor, t.workflow_id),"
@@ -120,48 +149,48 @@ def settle_ctes(tally: Tally, *, returning: bool = False, logs: bool = False) ->
 
 
 def document(rows: Sequence[SettleRow]) -> str:
-    """The batch as the JSON parameter of ``settle_ctes`` (an absent key is NULL)."""
+    """The batch as the JSON parameter of ``settle_ctes``: an array per row, its
+    elements in ``ORDER``, and only as many as the row has values for."""
     stamps: dict[datetime, str] = {}  # a batch's rows share their recorded_at
-    return validation.dumps_records([_entry(r, stamps) for r in rows], open_fields=_OPEN)
+    return validation.dumps_rows([_row(r, stamps) for r in rows], names=ORDER, open_fields=_OPEN)
 
 
-# The fields of a settlement's entry that hold a task's own values.
-_OPEN = ("carry", "result", "attachment", "logs")
-
-
-def _entry(r: SettleRow, stamps: dict[datetime, str]) -> dict[str, Any]:
+def _row(r: SettleRow, stamps: dict[datetime, str]) -> list[Any]:
     """One row of the document; ``stamps``: the batch's recorded times, formatted once."""
     recorded = stamps.get(r.recorded_at)
     if recorded is None:
         recorded = stamps[r.recorded_at] = r.recorded_at.isoformat()
-    doc: dict[str, Any] = {
-        "id": r.id.hex,  # 32 hex digits, as PostgreSQL reads a uuid too: not UUID.__str__
-        "run_no": r.run_no,
-        "kind": r.kind,
-        "status": r.status,
-        "outcome": r.outcome,
-        "failed": r.failed,
-        "note": r.note,
-        "worker": r.worker,
-        "recorded_at": recorded,
-        "claimed": r.claimed,
-        "shard": r.shard,
-    }
-    for name in _OPEN:
-        value = getattr(r, name)
-        if value is not None:
-            doc[name] = value
-    for name in ("visible_at", "started_at"):
-        value = getattr(r, name)
-        if value is not None:
-            doc[name] = value.isoformat()
-    if r.micros is not None:
-        doc.update(duration=r.micros / 1_000_000, micros=r.micros, bucket=r.bucket)
-    if r.c_status is not None:
-        doc.update(c_status=r.c_status, c_outcome=r.c_outcome, c_note=r.c_note)
-    if r.logs is not None:
-        doc.update(dropped=r.dropped, logs_from=r.logs_from)
-    return doc
+    started = r.started_at
+    row: list[Any] = [
+        r.id.hex,  # 32 hex digits, as PostgreSQL reads a uuid too: not UUID.__str__
+        r.run_no,
+        r.kind,
+        r.status,
+        r.outcome,
+        r.failed,
+        r.note,
+        r.worker,
+        recorded,
+        r.claimed,
+        r.shard,
+        None if started is None else started.isoformat(),
+        r.micros,
+        r.bucket,
+    ]
+    if (
+        r.visible_at is not None
+        or r.carry is not None
+        or r.result is not None
+        or r.attachment is not None
+        or r.c_status is not None
+        or r.logs is not None
+    ):
+        visible = r.visible_at
+        row += (None if visible is None else visible.isoformat(), r.carry, r.result)
+        row += (r.attachment, r.c_status, r.c_outcome, r.c_note)
+        if r.logs is not None:
+            row += (r.logs, r.dropped, r.logs_from)
+    return row
 
 
 # Connections whose session plans prepared statements generically (see use_generic_plans).
