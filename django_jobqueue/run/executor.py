@@ -15,9 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from django.utils import timezone
-
-from django_jobqueue import frames, validation
+from django_jobqueue import clock, frames, validation
 from django_jobqueue.errors import ChildDepthExceeded, StepDivergence
 from django_jobqueue.formatting import visible
 from django_jobqueue.redaction import redact_text
@@ -116,7 +114,7 @@ def execute(
     that nothing it returns can make its settlement fail: an output that cannot be
     stored fails the run with a note naming it, and is not stored.
     """
-    started = timezone.now()
+    started = clock.now()
     unrunnable = _unrunnable(defn, job, ctx, started)
     if unrunnable is not None or defn is None:
         return unrunnable or _result(job, ctx, started, "mismatch")
@@ -132,7 +130,7 @@ async def aexecute(
 ) -> RunResult:
     """``execute`` for an ``async def`` task, awaited on the worker's event loop: the
     same checks and the same classification, the coroutine awaited instead of run."""
-    started = timezone.now()
+    started = clock.now()
     unrunnable = _unrunnable(defn, job, ctx, started)
     if unrunnable is not None:
         return unrunnable
@@ -148,7 +146,7 @@ def _result(job: Claimed, ctx: Context, started: datetime, end: RunEnd, **kw: An
         job=job,
         end=end,
         started_at=started,
-        duration=timezone.now() - started,
+        duration=clock.now() - started,
         carry=ctx.carry,
         attachment=ctx.attachment,
         **kw,
@@ -265,7 +263,7 @@ def failed_outright(job: Claimed, exc: BaseException, *, note: str | None = None
     """A run the executor itself could not classify (a bug of ours, not the task's), or
     that could not start (``note`` says why): a failed run, its carry as stored, so the
     slot thread lives on."""
-    now = timezone.now()
+    now = clock.now()
     return RunResult(
         job=job,
         end="failed",
@@ -356,7 +354,7 @@ def decide(
             replace(which, attachment=None),
             failure_count=job.failure_count,
             policy=policy,
-            now=now or timezone.now(),
+            now=now or clock.now(),
             note=f"the worker could not settle this {run.end} run ({type(exc).__qualname__})",
         )
 
@@ -364,7 +362,7 @@ def decide(
 def _decide(run: RunResult, which: Run, policy: Policy, now: datetime | None) -> Settlement:
     if run.end == "completed":
         return completed(which, result=run.value, note=run.note)
-    now = now or timezone.now()
+    now = now or clock.now()
     if run.end == "paused":
         return paused(which, resume_at=later(now, run.resume_in), carry=run.carry, note=run.note)
     if run.end in ("permanent", "mismatch"):

@@ -23,9 +23,8 @@ from functools import partial
 from types import FrameType
 
 from django.db import DatabaseError, connections
-from django.utils import timezone
 
-from django_jobqueue import conf, routing, sentry, store
+from django_jobqueue import clock, conf, routing, sentry, store
 from django_jobqueue.formatting import plural
 from django_jobqueue.rules.lifecycle import Settlement, terminated, timed_out
 from django_jobqueue.run.executor import run_of
@@ -294,7 +293,7 @@ class Worker(Turns):
             ) or (None, None)
             self._recovery.next_expiry = expiry
             if nxt is not None:
-                timeout = min(timeout, max((nxt - timezone.now()).total_seconds(), 0.0))
+                timeout = min(timeout, max((nxt - clock.now()).total_seconds(), 0.0))
         timeout = min(timeout, self._maintenance.wake_in())
         if self._unsettled:
             timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
@@ -350,7 +349,7 @@ class Worker(Turns):
             run_of(job, worker=self.worker_id, logs=lines),
             failure_count=job.failure_count,
             policy=policy,
-            now=timezone.now(),
+            now=clock.now(),
             means=means,
         )
         self._unsettled.append(settlement)
@@ -374,7 +373,7 @@ class Worker(Turns):
             actor or "an operator",
             means,
         )
-        now = timezone.now()
+        now = clock.now()
         began = running.started_at
         took = None if began is None else now - began
         run = run_of(job, worker=self.worker_id, started_at=began, duration=took)
@@ -418,7 +417,7 @@ class Worker(Turns):
                 worker_id=self.worker_id,
                 failure_count=running.job.failure_count if running else 0,
                 policy=self._pipe.policy(s.kind),
-                now=timezone.now(),
+                now=clock.now(),
             )
             applied = self._db(alone)
             if applied is None:
@@ -441,7 +440,7 @@ class Worker(Turns):
             running.ended = True  # no timeout or warning applies to a run never started
         if waiting:
             self._unsettled += settling.handed_back(
-                waiting, worker_id=self.worker_id, now=timezone.now(), note=note
+                waiting, worker_id=self.worker_id, now=clock.now(), note=note
             )
 
     def _shutdown(self) -> None:
@@ -462,7 +461,7 @@ class Worker(Turns):
         self._unsettled += settling.handed_back(
             [r for r in self._running.values() if r.job.id not in finished],
             worker_id=self.worker_id,
-            now=timezone.now(),
+            now=clock.now(),
         )
         for attempt in range(5):
             self._flush()

@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from django.db import connections
-from django.utils import timezone
 
+from django_jobqueue import clock
 from django_jobqueue.run.connguard import ThreadConnections
 from django_jobqueue.run.pipeline import Ended, RunOne
 from django_jobqueue.worker.services.base import Running
@@ -148,7 +148,7 @@ class Slots:
                         self._skip.discard(key)
                         continue
                     self._queued.pop(key, None)
-                running.started_at = timezone.now()
+                running.started_at = clock.now()
                 name = threading.current_thread().name
                 self._started[name] = time.monotonic()
                 # The pipeline leaves the thread's connections clean before the loop

@@ -158,7 +158,7 @@ LAYERS: list[set[str]] = [
     # the rules of how a run ends: still pure
     {"rules"},
     # settings, and what they say to hide
-    {"conf", "periodic_setting", "databases_setting", "routing", "redaction"},
+    {"conf", "clock", "periodic_setting", "databases_setting", "routing", "redaction"},
     # the tables
     {"models"},
     # every read and write the queue makes, and the databases' dialects
