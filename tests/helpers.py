@@ -25,6 +25,7 @@ import django_jobqueue
 from django_jobqueue.ids import uuid7
 from django_jobqueue.models import JournalEntry
 from django_jobqueue.store import Claimed
+from django_jobqueue.store.dialects.base.settling import SettleRow
 from django_jobqueue.worker.loop import Worker
 
 
@@ -250,3 +251,39 @@ def run_program(program: str, **env: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+SETTLED_AT = datetime(2026, 12, 5, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def settlement_row(**changes: Any) -> SettleRow:
+    """A settlement with every field set (a retry that an operator's cancel overrides,
+    with a carry, an attachment and log lines), but for ``changes``."""
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "run_no": 3,
+        "kind": "shop.tasks.charge",
+        "status": "pending",
+        "outcome": "retried",
+        "visible_at": SETTLED_AT + timedelta(seconds=30),
+        "failed": 1,
+        "carry": {"cursor": 9},
+        "result": None,
+        "note": 'boom "quoted" \\ déjà',
+        "attachment": {"traceback": "line 1\nline 2"},
+        "started_at": SETTLED_AT - timedelta(seconds=2),
+        "micros": 1_500_001,
+        "worker": "host:1:abc",
+        "recorded_at": SETTLED_AT,
+        "claimed": "claimed",
+        "c_status": "cancelled",
+        "c_outcome": "cancelled",
+        "c_note": "cancelled while retried",
+        "shard": 5,
+        "bucket": 8,
+        "logs": [{"level": "INFO", "message": "hello"}],
+        "dropped": 2,
+        "logs_from": 1,
+    }
+    values.update(changes)
+    return SettleRow(**values)

@@ -7,8 +7,6 @@ element in its order: tests/unit/test_row_documents.py.)"""
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,42 +15,11 @@ from django.db import connection
 from django_jobqueue.store.dialects.base.settling import SettleRow
 from django_jobqueue.store.dialects.postgresql.claiming import RELATION, document
 from tests.helpers import postgres_only
+from tests.helpers import settlement_row as _row
 
 pytestmark = [pytest.mark.django_db, postgres_only]
 
-NOW = datetime(2026, 12, 5, 12, 0, 0, 123456, tzinfo=UTC)
 OPEN = ("carry", "result", "attachment", "logs")
-
-
-def _row(**changes: Any) -> SettleRow:
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "run_no": 3,
-        "kind": "shop.tasks.charge",
-        "status": "pending",
-        "outcome": "retried",
-        "visible_at": NOW + timedelta(seconds=30),
-        "failed": 1,
-        "carry": {"cursor": 9},
-        "result": None,
-        "note": 'boom "quoted" \\ déjà',
-        "attachment": {"traceback": "line 1\nline 2"},
-        "started_at": NOW - timedelta(seconds=2),
-        "micros": 1_500_001,
-        "worker": "host:1:abc",
-        "recorded_at": NOW,
-        "claimed": "claimed",
-        "c_status": "cancelled",
-        "c_outcome": "cancelled",
-        "c_note": "cancelled while retried",
-        "shard": 5,
-        "bucket": 8,
-        "logs": [{"level": "INFO", "message": "hello"}],
-        "dropped": 2,
-        "logs_from": 1,
-    }
-    values.update(changes)
-    return SettleRow(**values)
 
 
 def _read(rows: list[SettleRow]) -> list[dict[str, Any]]:

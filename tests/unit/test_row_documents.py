@@ -15,7 +15,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django_jobqueue.store.dialects.base.settling import COLUMNS, SettleRow
+from django_jobqueue.store.dialects.base.settling import COLUMNS
 from django_jobqueue.store.dialects.base.storage import (
     FRESH_COLUMNS,
     ROW_COLUMNS,
@@ -24,6 +24,7 @@ from django_jobqueue.store.dialects.base.storage import (
     NewStep,
 )
 from django_jobqueue.store.dialects.postgresql import claiming, copying, storage
+from tests.helpers import settlement_row
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 EMPTY = {"dedup_key": None, "idempotency_key": None, "trace_context": "", "job_key": None}
@@ -145,37 +146,6 @@ def test_edges_are_written_in_their_order() -> None:
     }
 
 
-def _settlement(**changes: object) -> SettleRow:
-    values: dict[str, object] = {
-        "id": uuid.uuid4(),
-        "run_no": 3,
-        "kind": "shop.tasks.charge",
-        "status": "pending",
-        "outcome": "retried",
-        "visible_at": NOW + timedelta(seconds=30),
-        "failed": 1,
-        "carry": {"cursor": 9},
-        "result": None,
-        "note": 'boom "quoted"',
-        "attachment": {"traceback": "..."},
-        "started_at": NOW - timedelta(seconds=2),
-        "micros": 1_500_000,
-        "worker": "host:1:abc",
-        "recorded_at": NOW,
-        "claimed": "claimed",
-        "c_status": "cancelled",
-        "c_outcome": "cancelled",
-        "c_note": "cancelled while retried",
-        "shard": 5,
-        "bucket": 8,
-        "logs": [["INFO", "line"]],
-        "dropped": 2,
-        "logs_from": 1,
-    }
-    values.update(changes)
-    return SettleRow(**values)  # type: ignore[arg-type]
-
-
 def test_the_settlements_order_names_every_field_of_s_once_but_the_derived_duration() -> None:
     assert sorted(claiming.ORDER) == sorted(
         {*COLUMNS, "logs", "dropped", "logs_from"} - {"duration"}
@@ -183,7 +153,7 @@ def test_the_settlements_order_names_every_field_of_s_once_but_the_derived_durat
 
 
 def test_a_full_settlement_is_written_in_its_order_with_its_own_values() -> None:
-    row = _settlement()
+    row = settlement_row()
     (written,) = json.loads(claiming.document([row]))
     assert len(written) == len(claiming.ORDER)
     read = _by_name(claiming.ORDER, written)
@@ -196,7 +166,7 @@ def test_a_full_settlement_is_written_in_its_order_with_its_own_values() -> None
 def test_a_plain_settlement_ends_before_the_fields_it_lacks_and_one_without_logs_before_them() -> (
     None
 ):
-    plain = _settlement(
+    plain = settlement_row(
         visible_at=None,
         carry=None,
         attachment=None,
@@ -205,7 +175,7 @@ def test_a_plain_settlement_ends_before_the_fields_it_lacks_and_one_without_logs
         c_note=None,
         logs=None,
     )
-    unlogged = _settlement(logs=None)
+    unlogged = settlement_row(logs=None)
     written = json.loads(claiming.document([plain, unlogged]))
     assert len(written[0]) == claiming.ORDER.index("visible_at")
     assert len(written[1]) == claiming.ORDER.index("logs")
