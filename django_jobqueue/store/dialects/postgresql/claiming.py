@@ -53,12 +53,13 @@ NO_CLAIM = f"claimed AS (SELECT {CLAIMED} FROM {JOB} WHERE false)"
 
 # A batch of settlements is one JSON array of arrays (``document``), each row's elements
 # in ``ORDER``: arrays, not objects by name, as a workflow's steps go (``storage``). For a
-# turn of 200 no-op settlements, objects took 7.9 us a row to write and the server 10 us
-# a row to read (``jsonb_to_recordset``); arrays take 3.3 and 7. The fields most rows
-# lack come last: a row without any ends before them, one without log lines before
-# those, and an element past a row's end reads as NULL. ``duration`` is not sent: it is
-# ``micros`` in seconds. Beside the columns every dialect's ``s`` has: a run's own log
-# lines, written by the settlement's statement itself (``settles_run_logs``).
+# turn of 200 no-op settlements, objects took 7.9-9.4 us a row to write and the server 10
+# us a row to read (``jsonb_to_recordset``); arrays take 2.7-3.2 and 7 (performance.md,
+# "The settlements as arrays"). The fields most rows lack come last: a row without any
+# ends before them, one without log lines before those, and an element past a row's end
+# reads as NULL. ``duration`` is not sent: it is ``micros`` in seconds. Beside the
+# columns every dialect's ``s`` has: a run's own log lines, written by the settlement's
+# statement itself (``settles_run_logs``).
 _TYPES = {**COLUMNS, "logs": "jsonb", "dropped": "int", "logs_from": "int"}
 ORDER: tuple[str, ...] = (
     *("id", "run_no", "kind", "status", "outcome", "failed", "note", "worker"),
