@@ -71,9 +71,7 @@ def _enqueue_many(
     take_rate_tokens(requests)
     lock_merges(requests)  # all at once, in one order, before any of them
     for i, request in enumerate(requests):
-        if request.idempotency_key is not None or (
-            request.dedup_key is not None and request.merge is not None
-        ):
+        if _one_by_one(request):
             out[i] = write_request(request)
         else:
             plain.append(i)
@@ -87,10 +85,14 @@ def streamable(template: EnqueueRequest) -> bool:
     written as it is checked (``enqueue_stream``): no idempotency key or merge (their
     rows go one by one, after a look at the table) and no rate per key (whose tokens
     depend on every item's key)."""
-    return (
-        template.idempotency_key is None
-        and (template.dedup_key is None or template.merge is None)
-        and template.rate_per_key is None
+    return not _one_by_one(template) and template.rate_per_key is None
+
+
+def _one_by_one(request: EnqueueRequest) -> bool:
+    """Whether a request's row is written alone, after a look at the table: it has an
+    idempotency key, or a dedup key that merges."""
+    return request.idempotency_key is not None or (
+        request.dedup_key is not None and request.merge is not None
     )
 
 
