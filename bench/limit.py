@@ -3,15 +3,18 @@
 The raw limit (``bench/rawlimit.py``, the system ``limit``) runs beside the systems in
 the same run: ``enqueue_each``, ``enqueue_request`` and ``enqueue_bulk`` as every system
 does (one INSERT and commit a job; a connection a job at ``CONN_MAX_AGE`` 0;
-``INSERT … SELECT FROM unnest(…)`` in batches of 1,000), and this measure of its own,
+``INSERT … SELECT FROM unnest(…)`` in batches of 1,000), ``pickup_latency`` as every
+system does (its worker LISTENs on the connection it claims with, and a stamp job's
+insert notifies in the same statement: the pickup floor with a durable claim), and this
+measure of its own,
 ``limit``: the no-op drain of the run's drain size by two ``bench.limit_worker``
 processes claiming 10 at a time, then 100 (each on a fresh database, preloaded, timed
 as every drain), and a bulk load by ``COPY``.
 
 The table's ``ours/limit`` column divides each figure of ours by its match here
 (``limit_of``): enqueue by the insert-per-job limit, bulk by the unnest bulk limit,
-every no-op drain rate (the polled rate, the whole run, the steady rate) by the same
-figure of the two-process batch-100 drain.
+each pickup percentile by the limit's, every no-op drain rate (the polled rate, the
+whole run, the steady rate) by the same figure of the two-process batch-100 drain.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ WORKERS = 2
 BATCHES = (10, 100)
 REFERENCE = 100  # the batch whose drain ours is a fraction of
 NO_OP_DRAINS = frozenset({"drain_1", "drain_2", "drain_defaults", "drain_best"})
-SAME_MEASURE = frozenset({"enqueue_each", "enqueue_request", "enqueue_bulk"})
+SAME_MEASURE = frozenset({"enqueue_each", "enqueue_request", "enqueue_bulk", "pickup_latency"})
 
 
 def limit_of(measure: str, value: str) -> tuple[str, str] | None:
     """The (measure, value) of the raw limit that ``measure``'s ``value`` of ours is a
-    fraction of; None for a figure with no match (latencies, counts, ratios, seconds)."""
+    fraction of; None for a figure with no match (counts, ratios, seconds)."""
     if measure in SAME_MEASURE:
         return measure, value
     if measure in NO_OP_DRAINS and value in ("rate", "whole", "steady"):

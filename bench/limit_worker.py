@@ -2,9 +2,11 @@
 (bench/rawlimit.py), run until SIGTERM.
 
 It claims up to N pending jobs in one statement (its own transaction), runs each (a
-no-op function call), settles the batch with the guarded settlement and its journal
-rows (another transaction), and claims again; with nothing to claim it looks again
-10 ms later. DATABASE_URL names the database.
+no-op function call; a stamp job writes its stamp, ``bench.stamps``), settles the batch
+with the guarded settlement and its journal rows (another transaction), and claims
+again. With nothing to claim it waits for a NOTIFY on the connection it claims with (no
+thread between the wake-up and the claim: the pickup floor), or 10 ms, whichever comes
+first, and looks again. DATABASE_URL names the database.
 """
 
 from __future__ import annotations
@@ -13,20 +15,23 @@ import argparse
 import os
 import signal
 import sys
-import time
 import uuid
 from types import FrameType
 from typing import Any
 
 import psycopg
 
-from bench.rawlimit import CLAIM, SETTLE
+from bench.rawlimit import CHANNEL, CLAIM, KIND, SETTLE, STAMP_KIND
+from bench.stamps import write_stamp
 
-IDLE = 0.01  # seconds between looks at an empty table
+IDLE = 0.01  # seconds between looks at an empty table, unless a NOTIFY comes first
 
 
 def noop(**payload: Any) -> None:
     return None
+
+
+RUN = {KIND: noop, STAMP_KIND: write_stamp}
 
 
 class Stop(Exception):
@@ -45,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     try:
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
             while True:
                 rows = conn.execute(CLAIM, {"worker": worker, "limit": batch}).fetchall()
                 if not rows:
-                    time.sleep(IDLE)
+                    for _ in conn.notifies(timeout=IDLE, stop_after=1):
+                        pass
                     continue
-                for _id, _kind, payload in rows:
-                    noop(**payload)
+                for _id, kind, payload in rows:
+                    RUN[kind](**payload)
                 conn.execute(SETTLE, {"ids": [row[0] for row in rows], "worker": worker})
     except (Stop, KeyboardInterrupt):
         return 0

@@ -195,6 +195,7 @@ def measures(sz: Sizes) -> tuple[Measure, ...]:
                 Row("p99", "pickup latency p99 (ms)", True),
             ),
             pickup_latency,
+            limit=True,
         ),
         Measure(
             "big_table",

@@ -8,10 +8,12 @@ our guarantees needs at the least:
   (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING``);
 - a guarded settlement: only rows still claimed by that worker are settled, and each
   settled job gets one journal row, in the same statement and transaction;
-- each batch (a claim, a settlement) its own transaction.
+- each batch (a claim, a settlement) its own transaction;
+- a wake-up: a job inserted for the pickup measure notifies in its own statement
+  (``INSERT_NOTIFY``), and an idle worker LISTENs on the connection it claims with.
 
 What it leaves out is what a queue adds on top: payload validation, kinds and queues,
-retries, leases renewed, a run tally, wake-ups. Shared by the enqueue side
+retries, leases renewed, a run tally, a trigger's wake-ups. Shared by the enqueue side
 (``bench.clients.limit``) and the drain worker (``bench.limit_worker``).
 """
 
@@ -39,6 +41,12 @@ CREATE TABLE limit_journal (
 );
 """
 KIND = "noop"
+STAMP_KIND = "stamp"  # the pickup measure's job: payload {"label": …}, stamped as it starts
+CHANNEL = "limit_job"  # what an idle worker LISTENs on
+INSERT_NOTIFY = (
+    "WITH j AS (INSERT INTO limit_job (kind, payload) VALUES (%s, %s) RETURNING 1)"
+    " SELECT pg_notify(%s, '') FROM j"
+)
 INSERT_ONE = "INSERT INTO limit_job (kind, payload) VALUES (%s, %s)"
 INSERT_MANY = "INSERT INTO limit_job (kind, payload) SELECT %s, p FROM unnest(%s::jsonb[]) AS p"
 COPY = "COPY limit_job (kind, payload) FROM STDIN"

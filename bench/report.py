@@ -156,7 +156,8 @@ def table(config: Config, results: Results) -> str:
         "idle polling not subtracted (the idle row shows that rate)",
         "limit: raw psycopg with the queue's guarantees (bench/rawlimit.py); ours/limit: ours "
         "÷ the matching limit (enqueue ÷ insert per job, bulk ÷ unnest bulk, every no-op "
-        "drain ÷ the 2-process batch-100 limit drain's same figure)",
+        "drain ÷ the 2-process batch-100 limit drain's same figure, pickup ÷ the limit's "
+        "pickup: one process LISTENing on the connection it claims with)",
         "drains: the polled rate, then from the settlements' timestamps the whole run, the "
         "steady rate (first settlement to last) and the start-up (workers' start to first)",
     ]

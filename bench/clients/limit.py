@@ -10,8 +10,18 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from bench.clients import WARMUP, timed_calls
-from bench.rawlimit import BATCH, COPY, INSERT_MANY, INSERT_ONE, KIND, SCHEMA
+from bench.clients import WARMUP, paced, timed_calls
+from bench.rawlimit import (
+    BATCH,
+    CHANNEL,
+    COPY,
+    INSERT_MANY,
+    INSERT_NOTIFY,
+    INSERT_ONE,
+    KIND,
+    SCHEMA,
+    STAMP_KIND,
+)
 
 
 def _connect() -> psycopg.Connection[Any]:
@@ -73,3 +83,14 @@ def enqueue_requests(n: int) -> float:
             conn.execute(INSERT_ONE, (KIND, Jsonb({})))
 
     return timed_calls(one, n)
+
+
+def stamp_series(count: int, gap: float, warmup: int) -> dict[str, float]:
+    """The pickup measure's jobs: each inserted and notified in one autocommitted
+    statement, as an enqueue with its trigger's NOTIFY is one."""
+    with _connect() as conn:
+
+        def submit(label: str) -> None:
+            conn.execute(INSERT_NOTIFY, (STAMP_KIND, Jsonb({"label": label}), CHANNEL))
+
+        return paced(count, gap, warmup, submit)

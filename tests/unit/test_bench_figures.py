@@ -67,7 +67,8 @@ def test_each_figure_of_ours_is_matched_to_its_limit() -> None:
     assert limit_of("drain_2", "steady") == (LIMIT, "drain_100_steady")
     assert limit_of("drain_1", "whole") == (LIMIT, "drain_100_whole")
     assert limit_of("drain_2", "startup") is None, "seconds are no fraction of a rate"
-    assert limit_of("pickup_latency", "p50") is None
+    assert limit_of("pickup_latency", "p50") == ("pickup_latency", "p50")
+    assert limit_of("pickup_latency", "p99") == ("pickup_latency", "p99")
     assert limit_of("drain_defaults", "rss") is None
 
 
