@@ -91,9 +91,7 @@ def streamable(template: EnqueueRequest) -> bool:
 def _one_by_one(request: EnqueueRequest) -> bool:
     """Whether a request's row is written alone, after a look at the table: it has an
     idempotency key, or a dedup key that merges."""
-    return request.idempotency_key is not None or (
-        request.dedup_key is not None and request.merge is not None
-    )
+    return request.idempotency_key is not None or request.merge_key is not None
 
 
 def enqueue_stream(

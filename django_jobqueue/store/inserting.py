@@ -102,6 +102,13 @@ class EnqueueRequest:
         new.__dict__["job_key"] = job_key
         return new
 
+    @property
+    def merge_key(self) -> str | None:
+        """The dedup key this request merges by: its dedup key when it has a merge too
+        (a dedup key alone only names the job; None: it merges into nothing). Such a
+        request is written alone, under its key's merge lock."""
+        return self.dedup_key if self.merge is not None else None
+
     def visible_at(self, now: datetime) -> datetime:
         if self.debounce is not None:
             return later(now, self.debounce)
@@ -245,7 +252,7 @@ def write_request(request: EnqueueRequest) -> tuple[Job | WrittenJob, Dispositio
         existing = active_by_key(request.idempotency_key)
         if existing is not None:
             return existing, "reused"
-    if request.dedup_key is not None and request.merge is not None:
+    if request.merge_key is not None:
         joined = sql.connection().in_atomic_block
         # Alone, the key's lock and the job's row commit together (in the caller's
         # transaction they join it, the lock held until it ends).
@@ -265,11 +272,7 @@ def lock_merges(requests: Sequence[EnqueueRequest]) -> None:
     transaction, in one order (two batches with the same keys cannot wait for each other
     in a circle). Held until it ends: a concurrent enqueue of one of these keys waits,
     then sees the job this one inserted or merged into. Requests with no merge take none."""
-    names = {
-        merge_lock_name(r.kind, r.dedup_key)
-        for r in requests
-        if r.dedup_key is not None and r.merge is not None
-    }
+    names = {merge_lock_name(r.kind, key) for r in requests if (key := r.merge_key) is not None}
     d = sql.dialect()
     for name in sorted(names):
         d.lock_merge(name)
