@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -31,7 +32,7 @@ def noop(**payload: Any) -> None:
     return None
 
 
-RUN = {KIND: noop, STAMP_KIND: write_stamp}
+RUN: dict[str, Callable[..., None]] = {KIND: noop, STAMP_KIND: write_stamp}  # by kind
 
 
 class Stop(Exception):
