@@ -97,7 +97,7 @@ postgres_only = pytest.mark.skipif(
 
 
 def is_mysql() -> bool:
-    return settings.DATABASES["default"]["ENGINE"].endswith("mysql")
+    return str(settings.DATABASES["default"]["ENGINE"]).endswith("mysql")
 
 
 mysql_only = pytest.mark.skipif(not is_mysql(), reason="MySQL/MariaDB only")

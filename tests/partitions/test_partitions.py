@@ -343,9 +343,9 @@ def test_the_command_lists_converts_makes_drops_and_refuses_bad_options(
     assert "journal partitioned by week; parent analyzed: never" in listed
     assert f"{JOURNAL}_archive" in listed
     assert f"{JOURNAL}_default" in listed
-    # The archive holds what came before this week's partition: its every entry is
-    # older than the time since the week began, and not than a day more than that (on
-    # a Monday, "1d" is more: a fixed age made this test fail one day in seven).
+    # Dropped at the age since the archive ended (where this week's partition begins),
+    # kept at a day more: a fixed "1d" is more than that age on a Monday, which made
+    # this test fail one day in seven.
     age = _seconds_since_the_archive_ended()
     call_command("jobqueue", "partitions", "--drop-older-than", f"{age + 86_400}s")
     assert "partitions dropped: none" in capsys.readouterr().out
