@@ -41,20 +41,32 @@ The policy, as Celery's:
   OpenTelemetry's, and every run of the job continues it, as Celery's integration
   continues the trace of the code that sent the task: its transaction is a child of the
   enqueuing span, and its events (tracing on or off) are in the enqueuer's trace.
+
+Both generations of the SDK are spoken: 2.x (a run is a ``Transaction``, its facts tags
+and data) and 3.x (no transactions: a run is a segment span, streamed, its facts
+attributes, its status "ok" or "error"). Which one is read once, from the SDK itself
+(``transactions``). And Sentry is an observer: an SDK that fails (an API it changed, a
+transport that raises) costs the run its report, with a warning logged, never the run
+itself; a slot that died on it would leave its job claimed until the lease ran out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+logger = logging.getLogger("django_jobqueue")
+
 # The SDK, once the application has imported it (``_sdk``): None until then.
 sentry_sdk: Any = None
 has_tracing_enabled: Any = None
 event_from_exception: Any = None
+# Whether it is 2.x, whose runs are transactions (3.x has none: a run is a segment span).
+transactions = False
 
 OP = "queue.task"
 SYSTEM = "django_jobqueue"
@@ -80,15 +92,26 @@ def _sdk() -> Any:
     so an SDK nobody imported has no client: importing it only to find that out cost
     every worker process about 19 MiB of resident memory (the SDK pulls in urllib3,
     ``email`` and its transports) and a seventh of a second of start-up."""
-    global sentry_sdk, has_tracing_enabled, event_from_exception
+    global sentry_sdk, has_tracing_enabled, event_from_exception, transactions
     if sentry_sdk is None and "sentry_sdk" in sys.modules:
         import sentry_sdk as sdk
         from sentry_sdk.tracing_utils import has_tracing_enabled as tracing_enabled
         from sentry_sdk.utils import event_from_exception as from_exception
 
         has_tracing_enabled, event_from_exception = tracing_enabled, from_exception
+        transactions = hasattr(sdk, "start_transaction")
         sentry_sdk = sdk
     return sentry_sdk
+
+
+@contextlib.contextmanager
+def _guarded(what: str) -> Iterator[None]:
+    """Where the SDK is called: its failure is logged (``what`` it was doing) and
+    dropped, so that a broken or changed SDK costs a report, not a run or an enqueue."""
+    try:
+        yield
+    except Exception:
+        logger.warning("Sentry: %s failed; the queue goes on without it", what, exc_info=True)
 
 
 def active() -> bool:
@@ -101,9 +124,13 @@ def active() -> bool:
 def trace_headers() -> dict[str, str]:
     """The current trace's headers as a job keeps them (``TRACE_KEY``, ``BAGGAGE_KEY``),
     for the job's runs to continue; {} when Sentry is not active."""
-    if not active():
-        return {}
-    headers = {TRACE_KEY: sentry_sdk.get_traceparent(), BAGGAGE_KEY: sentry_sdk.get_baggage()}
+    headers: dict[str, Any] = {}
+    if active():
+        with _guarded("reading the enqueuer's trace"):
+            headers = {
+                TRACE_KEY: sentry_sdk.get_traceparent(),
+                BAGGAGE_KEY: sentry_sdk.get_baggage(),
+            }
     return {key: value for key, value in headers.items() if value}
 
 
@@ -149,7 +176,7 @@ def timed_out(job: Any, *, worker_id: str, outcome: str, note: str) -> None:
     scope is on the thread (or in the child) that was abandoned."""
     if not active():
         return
-    with sentry_sdk.isolation_scope() as scope:
+    with _guarded("reporting a run past its limit"), sentry_sdk.isolation_scope() as scope:
         _tag(scope, job, worker_id)
         Report(job).ended(outcome=outcome, error=TimedOut(note), note=note)
 
@@ -164,22 +191,53 @@ def _tag(scope: Any, job: Any, worker_id: str) -> None:
 
 
 @contextlib.contextmanager
-def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report]:
+def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report | None]:
+    """The run's scope and span, or None (the run unreported) when the SDK failed to
+    open them. Only the opening is guarded here: the run's own exceptions pass through
+    untouched, and the closing (a transport's send) is the SDK's to absorb."""
+    with contextlib.ExitStack() as opened:
+        report = None
+        with _guarded("opening a run's scope"):
+            report = opened.enter_context(_scope(job, worker_id, headers))
+        yield report
+
+
+@contextlib.contextmanager
+def _scope(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report]:
+    """The run's isolation scope, in the enqueuer's trace, and with tracing on its
+    transaction (2.x) or segment span (3.x), whose status the report sets."""
     with sentry_sdk.isolation_scope() as scope:
         _tag(scope, job, worker_id)
         report = Report(job)
         # The enqueuer's trace, continued (the scope's propagation context: its events
         # are in that trace, tracing on or off); none kept, the run starts a trace.
-        continued = sentry_sdk.continue_trace(headers, op=OP, name=job.kind, source="task")
+        if transactions:
+            continued = sentry_sdk.continue_trace(headers, op=OP, name=job.kind, source="task")
+        else:
+            sentry_sdk.continue_trace(headers)
         if not has_tracing_enabled(sentry_sdk.get_client().options):
             yield report
             return
-        with sentry_sdk.start_transaction(continued) as transaction:
-            transaction.set_data("messaging.system", SYSTEM)
-            transaction.set_data("messaging.message.id", str(job.id))
-            transaction.set_data("messaging.destination.name", getattr(job, "queue", ""))
-            transaction.set_data("messaging.message.retry.count", max(job.run_count - 1, 0))
-            report.transaction = transaction
+        facts = {
+            "messaging.system": SYSTEM,
+            "messaging.message.id": str(job.id),
+            "messaging.destination.name": getattr(job, "queue", ""),
+            "messaging.message.retry.count": max(job.run_count - 1, 0),
+        }
+        if transactions:
+            with sentry_sdk.start_transaction(continued) as transaction:
+                for name, value in facts.items():
+                    transaction.set_data(name, value)
+                report.transaction = transaction
+                yield report
+            return
+        # 3.x: a segment of its own (no parent span: a run is not part of whatever
+        # span the thread has open), its trace's parent the enqueuing span.
+        attributes = {"sentry.op": OP, "sentry.segment.name.source": "task"}
+        with sentry_sdk.start_span(
+            name=job.kind, attributes={**attributes, **job_tags(job), **facts}, parent_span=None
+        ) as span:
+            report.transaction = span
             yield report
 
 
@@ -197,22 +255,30 @@ class Report:
         or lost its claim): report a failure, and set the transaction's status. A run
         ``given_up`` on (timed out, terminated) was settled by the worker, which reported
         it then: what it came to since is dropped, and reports nothing."""
+        with _guarded("reporting a run"):
+            self._ended(outcome, error, note, given_up)
+
+    def _ended(self, outcome: str, error: BaseException | None, note: str, given_up: bool) -> None:
         failed = outcome in LEVELS and not given_up
-        if self.transaction is not None:
-            status = "aborted" if given_up else "internal_error" if failed else "ok"
-            self.transaction.set_status(status)
-            self.transaction.set_tag(
-                "jobqueue.outcome", "given-up" if given_up else outcome or "settled"
-            )
+        span = self.transaction
+        told = "given-up" if given_up else outcome or "settled"
+        if span is not None and transactions:
+            span.set_status("aborted" if given_up else "internal_error" if failed else "ok")
+            span.set_tag("jobqueue.outcome", told)
+        elif span is not None:  # 3.x knows two statuses
+            span.status = "error" if given_up or failed else "ok"
+            span.set_attribute("jobqueue.outcome", told)
         if not failed:
             return
-        client = sentry_sdk.get_client()
         if error is not None:
-            event, hint = event_from_exception(
-                error,
-                client_options=client.options,
-                mechanism={"type": SYSTEM, "handled": False},
-            )
+            mechanism = {"type": SYSTEM, "handled": False}
+            if transactions:
+                options = sentry_sdk.get_client().options
+                event, hint = event_from_exception(
+                    error, client_options=options, mechanism=mechanism
+                )
+            else:
+                event, hint = event_from_exception(error, mechanism=mechanism)
         else:  # a run that could not start: no exception, its note says why
             first = note.strip().partition("\n")[0] or outcome
             event, hint = {"message": first}, {}

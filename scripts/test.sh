@@ -237,10 +237,14 @@ leg_bench() {
 # The unit tier's scans of the package's source (module and function sizes, the import
 # graph) read files, not Django: they run once, in the PostgreSQL leg.
 DJANGO6_SOURCE_ONLY=(tests/unit/test_sizes.py tests/unit/test_layering.py)
+# The Django 6 virtualenv holds the Sentry SDK's previous generation (2.x: runs are
+# transactions), the main one its newest (3.x: segment spans): the Sentry tests run in
+# both, so that both stay spoken.
+SENTRY_PREVIOUS="sentry-sdk>=2,<3"
 DJANGO6_POSTGRES=(tests/unit tests/admin tests/db/test_django_tasks_backend.py
   tests/db/test_django_tasks_retries.py tests/db/test_django_tasks_suite.py
   tests/db/test_checks_database.py tests/db/test_example_project.py testproject
-  tests/concurrency/test_django_tasks_workers.py)
+  tests/concurrency/test_django_tasks_workers.py tests/db/test_sentry.py)
 # On SQLite the store leaves the most to the ORM (querysets, JSON fields, bulk_create,
 # transactions and savepoints, aggregates): under Django 6 its modules that go through
 # each of those run, the dialect's conformance tests first, and the workflows' joins.
@@ -262,7 +266,7 @@ django6_package() {
     if [ ! -e "$LOGS/django6-package" ]; then
       # With the mysql extra: the unit tier imports MySQLdb (its driver's error classes);
       # by now the main install has seen to mysqlclient's build dependencies.
-      "$VENV6/bin/python" -m pip install --quiet -e ".[dev,mysql]" "django>=6.1,<7"
+      "$VENV6/bin/python" -m pip install --quiet -e ".[dev,mysql]" "django>=6.1,<7" "$SENTRY_PREVIOUS"
       touch "$LOGS/django6-package"
     fi
   ) 9>"$LOGS/django6-package.lock"
@@ -346,7 +350,7 @@ EOF
     [ -x "$VENV6/bin/python" ] || "$PY6" -m venv "$VENV6"
     "$VENV6/bin/python" -m pip install --quiet --upgrade pip
     requirements dev >"$LOGS/django6-requirements.txt"
-    "$VENV6/bin/python" -m pip install --quiet -r "$LOGS/django6-requirements.txt" "django>=6.1,<7"
+    "$VENV6/bin/python" -m pip install --quiet -r "$LOGS/django6-requirements.txt" "django>=6.1,<7" "$SENTRY_PREVIOUS"
   } >"$LOGS/django6-install.log" 2>&1; then
     touch "$LOGS/django6-installed"
   else

@@ -2,10 +2,11 @@
 PostgreSQL runs a job that fails until it is dead; the SDK, initialised with an
 in-memory transport (the SDK's ``Transport`` API, capturing each envelope), receives one
 event per failed run with the job's tags, the dead run marked, and with tracing on one
-transaction per run. A run that completes or pauses sends no event. A run given up on
-past its hard limit (its thread abandoned, or its process-pool child killed) is one
-failed run's event too, sent by the worker that settles it; what the abandoned run
-comes to later sends nothing."""
+transaction per run (SDK 2.x) or one segment span per run (3.x, which has no
+transactions): the tests read either. A run that completes or pauses sends no event. A
+run given up on past its hard limit (its thread abandoned, or its process-pool child
+killed) is one failed run's event too, sent by the worker that settles it; what the
+abandoned run comes to later sends nothing."""
 
 from __future__ import annotations
 
@@ -49,6 +50,65 @@ class MemoryTransport(Transport):
             for item in envelope.items
             if item.type == kind and item.payload.json is not None
         ]
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Each traced run (a transaction in SDK 2.x, a segment span in 3.x), as the
+        facts the tests read: name, source, op, status, trace and parent, job id."""
+        if TRANSACTIONS:
+            return [
+                {
+                    "name": t["transaction"],
+                    "source": t["transaction_info"]["source"],
+                    "op": t["contexts"]["trace"]["op"],
+                    "status": t["contexts"]["trace"].get("status"),
+                    "trace_id": t["contexts"]["trace"]["trace_id"],
+                    "parent_span_id": t["contexts"]["trace"].get("parent_span_id"),
+                    "job_id": t["tags"].get("jobqueue.job_id"),
+                }
+                for t in self.items("transaction")
+            ]
+        spans = [s for batch in self.items("span") for s in batch["items"] if s["is_segment"]]
+        return [
+            {
+                "name": s["name"],
+                "source": _value(s, "sentry.segment.name.source"),
+                "op": _value(s, "sentry.op"),
+                "status": s["status"],
+                "trace_id": s["trace_id"],
+                "parent_span_id": s.get("parent_span_id"),
+                "job_id": _value(s, "jobqueue.job_id"),
+            }
+            for s in spans
+        ]
+
+
+# SDK 2.x reports a traced run as a transaction; 3.x has none, a run is a segment span.
+TRANSACTIONS = hasattr(sentry_sdk, "start_transaction")
+# The status of a failed run's transaction (2.x) or span (3.x).
+FAILED = "internal_error" if TRANSACTIONS else "error"
+
+
+def _ours(mechanism: dict[str, Any]) -> bool:
+    """Whether an exception's mechanism is ours, unhandled (3.x adds its ``exception_id``)."""
+    return mechanism["type"] == "django_jobqueue" and mechanism["handled"] is False
+
+
+def _value(span: dict[str, Any], attribute: str) -> Any:
+    found = span["attributes"].get(attribute)
+    return None if found is None else found["value"]
+
+
+def _request() -> Any:
+    """A request's root span, as the SDK of either generation starts one."""
+    if TRANSACTIONS:
+        return sentry_sdk.start_transaction(op="http.server", name="POST /orders")
+    return sentry_sdk.start_span(name="POST /orders", attributes={"sentry.op": "http.server"})
+
+
+def _child(name: str) -> Any:
+    if TRANSACTIONS:
+        return sentry_sdk.start_span(op=name)
+    return sentry_sdk.start_span(name=name)
 
 
 @pytest.fixture
@@ -115,7 +175,7 @@ def test_each_failed_run_is_one_event_with_the_jobs_tags_and_the_dead_one_marked
         [exception] = event["exception"]["values"]
         assert exception["type"] == "RuntimeError"
         assert exception["value"] == f"chatty failed in run {attempt}"
-        assert exception["mechanism"] == {"type": "django_jobqueue", "handled": False}
+        assert _ours(exception["mechanism"])
         assert event["fingerprint"] == [
             "{{ default }}",
             "django_jobqueue",
@@ -133,7 +193,7 @@ def test_each_failed_run_is_one_event_with_the_jobs_tags_and_the_dead_one_marked
     crumbs = [c["message"] for c in by_attempt["2"]["breadcrumbs"]["values"]]
     assert f"run 2 line 0 of job {failing.id}" in crumbs
     assert not any("run 1 " in m for m in crumbs if m)
-    assert transport.items("transaction") == []  # tracing is off
+    assert transport.runs() == []  # tracing is off
 
 
 def test_with_tracing_on_each_run_is_a_transaction_named_by_its_kind(
@@ -146,20 +206,18 @@ def test_with_tracing_on_each_run_is_a_transaction_named_by_its_kind(
     _settled([failing.id, fine.id], {Status.DEAD, Status.COMPLETED})
     worker.stop()
     sentry_sdk.flush()
-    transactions = transport.items("transaction")
-    assert len(transactions) == 4  # three failed runs and one completed
-    for t in transactions:
-        assert t["transaction"] == logging_tasks.chatty.kind
-        assert t["transaction_info"] == {"source": "task"}
-        assert t["contexts"]["trace"]["op"] == "queue.task"
-    statuses = sorted(
-        (t["tags"]["jobqueue.job_id"], t["contexts"]["trace"]["status"]) for t in transactions
-    )
-    assert statuses == sorted([(str(failing.id), "internal_error")] * 3 + [(str(fine.id), "ok")])
+    runs = transport.runs()
+    assert len(runs) == 4  # three failed runs and one completed
+    for run in runs:
+        assert run["name"] == logging_tasks.chatty.kind
+        assert run["source"] == "task"
+        assert run["op"] == "queue.task"
+    statuses = sorted((run["job_id"], run["status"]) for run in runs)
+    assert statuses == sorted([(str(failing.id), FAILED)] * 3 + [(str(fine.id), "ok")])
     events = transport.items("event")
     assert len(events) == 3
     # An event is in its run's trace.
-    traces = {t["contexts"]["trace"]["trace_id"] for t in transactions}
+    traces = {run["trace_id"] for run in runs}
     assert {e["contexts"]["trace"]["trace_id"] for e in events} <= traces
 
 
@@ -173,7 +231,7 @@ def _timed_out_events(transport: MemoryTransport, job_id: Any, kind: str) -> lis
         [exception] = event["exception"]["values"]
         assert exception["type"] == "TimedOut"
         assert exception["value"].startswith("timed out after "), exception
-        assert exception["mechanism"] == {"type": "django_jobqueue", "handled": False}
+        assert _ours(exception["mechanism"])
         assert event["fingerprint"] == ["{{ default }}", "django_jobqueue", kind]
     return events
 
@@ -234,10 +292,7 @@ def test_each_run_continues_the_trace_its_job_was_enqueued_in(
     attempt (as Celery's integration continues a task's trace), and its events are in
     that trace."""
     transport = sentry(traces_sample_rate=1.0)
-    with (
-        sentry_sdk.start_transaction(op="http.server", name="POST /orders") as request,
-        sentry_sdk.start_span(op="enqueue") as enqueuing,
-    ):
+    with _request() as request, _child("enqueue") as enqueuing:
         failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
     stored = Job.objects.get(id=failing.id).trace_context
     assert tracing.trace_id(stored) == request.trace_id
@@ -245,11 +300,11 @@ def test_each_run_continues_the_trace_its_job_was_enqueued_in(
     _settled([failing.id], {Status.DEAD})
     worker.stop()
     sentry_sdk.flush()
-    runs = [t for t in transport.items("transaction") if t["transaction"] != "POST /orders"]
+    runs = [run for run in transport.runs() if run["name"] != "POST /orders"]
     assert len(runs) == 3  # max_failures=3: every attempt continues the same trace
     for run in runs:
-        assert run["contexts"]["trace"]["trace_id"] == request.trace_id
-        assert run["contexts"]["trace"]["parent_span_id"] == enqueuing.span_id
+        assert run["trace_id"] == request.trace_id
+        assert run["parent_span_id"] == enqueuing.span_id
     events = transport.items("event")
     assert len(events) == 3
     assert {e["contexts"]["trace"]["trace_id"] for e in events} == {request.trace_id}
@@ -271,3 +326,35 @@ def test_with_tracing_off_a_runs_events_are_in_the_enqueuers_trace(
     events = transport.items("event")
     assert len(events) == 3
     assert {e["contexts"]["trace"]["trace_id"] for e in events} == {enqueuer.split("-")[0]}
+
+
+def test_an_sdk_that_fails_costs_the_report_never_the_run(
+    sentry: Callable[..., MemoryTransport],
+    worker_thread: Callable[..., WorkerThread],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An SDK whose API changed under us (3.0 removed what 2.x runs were made of) or that
+    raises: each run goes on unreported and settles, the enqueue too, and the worker
+    says why; a slot that died on it would have left its job claimed until its lease
+    ran out."""
+    transport = sentry(traces_sample_rate=1.0)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("continue_trace() got an unexpected keyword argument 'op'")
+
+    monkeypatch.setattr(sentry_sdk, "continue_trace", broken)
+    monkeypatch.setattr(sentry_sdk, "get_baggage", broken)
+    failing = logging_tasks.chatty.enqueue(lines=1, fail=True)
+    fine = logging_tasks.chatty.enqueue(lines=1)
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([failing.id, fine.id], {Status.DEAD, Status.COMPLETED})
+    worker.stop()
+    assert Job.objects.get(id=fine.id).status == Status.COMPLETED
+    assert Job.objects.get(id=failing.id).status == Status.DEAD
+    sentry_sdk.flush()
+    assert transport.items("event") == []
+    assert transport.runs() == []
+    said = [r.getMessage() for r in caplog.records if r.name == "django_jobqueue"]
+    assert "Sentry: reading the enqueuer's trace failed; the queue goes on without it" in said
+    assert "Sentry: opening a run's scope failed; the queue goes on without it" in said
