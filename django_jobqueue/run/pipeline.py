@@ -101,6 +101,32 @@ class Pipeline:
         back or closed before the settlement is decided, so no settlement waits on the
         run's locks and a transaction left open fails the run.
         """
+        try:
+            return self._run_one(job, ctx, guard)
+        except Exception as exc:
+            ended = self.broken(job, exc)
+            guard.after_run(ended.result)  # the thread's connections, as after any run
+            return ended
+
+    def broken(self, job: Claimed, exc: Exception) -> Ended:
+        """A run our own code failed around, outside the task (the executor catches the
+        task's errors, and the observers theirs): ended as a counted failure by the
+        kind's policy, its note naming the failure. Raised instead, it would end the
+        slot thread and leave the job claimed, its lease renewed while the worker lives.
+        A settlement the run already wrote (an atomic run's) is not overwritten: the
+        store's guard refuses a second one."""
+        result = _ours(job, exc)
+        now = timezone.now()
+        run = run_of(job, worker=self.worker_id, started_at=now, duration=timedelta(0))
+        note = f"the worker failed around this run: {error_text(exc)}"
+        note = validation.clean_text(note, NOTE_LIMIT)
+        policy = self.policy(job.kind)
+        settlement = failure(
+            run, failure_count=job.failure_count, policy=policy, now=now, note=note
+        )
+        return Ended(result, settlement)
+
+    def _run_one(self, job: Claimed, ctx: Context, guard: ThreadConnections) -> Ended:
         worker = self.worker_id
         if signals.job_started.receivers:
             announce.started(job, worker=worker)
@@ -165,6 +191,12 @@ class Pipeline:
         ORM calls run on. A cancelled run (its timeout, or the worker stopping after its
         release) ends as a failed run; the worker drops a result it no longer waits for.
         """
+        try:
+            return await self._arun_one(job, ctx)
+        except Exception as exc:
+            return self.broken(job, exc)
+
+    async def _arun_one(self, job: Claimed, ctx: Context) -> Ended:
         worker = self.worker_id
         if signals.job_started.receivers:
             await sync_to_async(announce.started)(job, worker=worker)
