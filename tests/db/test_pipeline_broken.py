@@ -6,7 +6,6 @@ renewed for as long as the worker lived (the Sentry SDK 3.0 outage's symptom).""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,19 +13,10 @@ import pytest
 
 from django_jobqueue import Status, tracing
 from django_jobqueue.models import Job, JournalEntry
-from tests.helpers import WorkerThread
+from tests.helpers import WorkerThread, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-def _settled(ids: list[Any], statuses: set[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if set(Job.objects.filter(id__in=ids).values_list("status", flat=True)) <= statuses:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not settled: {list(Job.objects.values('id', 'status'))}")
 
 
 @pytest.mark.parametrize("task", [tasks.add, tasks.async_add], ids=["thread", "event-loop"])
@@ -47,7 +37,14 @@ def test_a_failure_around_a_run_is_a_counted_failure_and_the_slot_lives_on(
     second = task.enqueue(a=3, b=4)
     worker_thread(kinds=[task.kind], concurrency=1, async_concurrency=1)
     # The slot ran the other job; the failed run was retried after its backoff.
-    _settled([first.id, second.id], {Status.COMPLETED})
+    ids = [first.id, second.id]
+    wait_for(
+        lambda: (
+            set(Job.objects.filter(id__in=ids).values_list("status", flat=True))
+            == {Status.COMPLETED}
+        ),
+        timeout=60,
+    )
     assert broke in ([str(first.id)], [str(second.id)])
     failed = JournalEntry.objects.get(job_id=broke[0], run_no=1)
     assert failed.outcome == "retried"
