@@ -104,14 +104,22 @@ def _sdk() -> Any:
     return sentry_sdk
 
 
+# What the SDK failed at, each logged with its traceback the first time (``_guarded``).
+_told: set[str] = set()
+
+
 @contextlib.contextmanager
 def _guarded(what: str) -> Iterator[None]:
     """Where the SDK is called: its failure is logged (``what`` it was doing) and
-    dropped, so that a broken or changed SDK costs a report, not a run or an enqueue."""
+    dropped, so that a broken or changed SDK costs a report, not a run or an enqueue.
+    A broken SDK fails at every run: each failure is a line, its traceback only the
+    first time, so that the log says it on every run without a flood of tracebacks."""
     try:
         yield
     except Exception:
-        logger.warning("Sentry: %s failed; the queue goes on without it", what, exc_info=True)
+        first = what not in _told
+        _told.add(what)
+        logger.warning("Sentry: %s failed; the queue goes on without it", what, exc_info=first)
 
 
 def active() -> bool:
@@ -193,13 +201,26 @@ def _tag(scope: Any, job: Any, worker_id: str) -> None:
 @contextlib.contextmanager
 def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report | None]:
     """The run's scope and span, or None (the run unreported) when the SDK failed to
-    open them. Only the opening is guarded here: the run's own exceptions pass through
-    untouched, and the closing (a transport's send) is the SDK's to absorb."""
-    with contextlib.ExitStack() as opened:
-        report = None
-        with _guarded("opening a run's scope"):
-            report = opened.enter_context(_scope(job, worker_id, headers))
+    open them. The opening and the closing (the span's end, its send) are guarded, so
+    that an SDK failing at either costs the report and never the run's outcome (a
+    completed run failed by its report would run again); the run's own exceptions pass
+    through untouched."""
+    entered: AbstractContextManager[Report] | None = None
+    report = None
+    with _guarded("opening a run's scope"):
+        scope = _scope(job, worker_id, headers)
+        report = scope.__enter__()
+        entered = scope
+    try:
         yield report
+    except BaseException as exc:
+        if entered is not None:
+            with _guarded("closing a run's scope"):
+                entered.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    if entered is not None:
+        with _guarded("closing a run's scope"):
+            entered.__exit__(None, None, None)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ abandoned run comes to later sends nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -358,3 +359,30 @@ def test_an_sdk_that_fails_costs_the_report_never_the_run(
     said = [r.getMessage() for r in caplog.records if r.name == "django_jobqueue"]
     assert "Sentry: reading the enqueuer's trace failed; the queue goes on without it" in said
     assert "Sentry: opening a run's scope failed; the queue goes on without it" in said
+
+
+def test_an_sdk_that_fails_closing_a_runs_scope_leaves_the_run_completed(
+    sentry: Callable[..., MemoryTransport],
+    worker_thread: Callable[..., WorkerThread],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The scope's end failing (a span's send, say) after the run completed: the run
+    stays completed, once; a failure there would have had it run again."""
+    sentry()
+    real = sentry_sdk.isolation_scope
+
+    @contextlib.contextmanager
+    def failing_on_exit() -> Iterator[Any]:
+        with real() as scope:
+            yield scope
+        raise RuntimeError("the transport broke")
+
+    monkeypatch.setattr(sentry_sdk, "isolation_scope", failing_on_exit)
+    fine = logging_tasks.chatty.enqueue(lines=1)
+    worker = worker_thread(kinds=[logging_tasks.chatty.kind])
+    _settled([fine.id], {Status.COMPLETED})
+    worker.stop()
+    assert Job.objects.get(id=fine.id).run_count == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "django_jobqueue"]
+    assert "Sentry: closing a run's scope failed; the queue goes on without it" in said
