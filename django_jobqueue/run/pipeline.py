@@ -115,16 +115,10 @@ class Pipeline:
         slot thread and leave the job claimed, its lease renewed while the worker lives.
         A settlement the run already wrote (an atomic run's) is not overwritten: the
         store's guard refuses a second one."""
-        result = _ours(job, exc)
-        now = timezone.now()
-        run = run_of(job, worker=self.worker_id, started_at=now, duration=timedelta(0))
-        note = f"the worker failed around this run: {error_text(exc)}"
-        note = validation.clean_text(note, NOTE_LIMIT)
-        policy = self.policy(job.kind)
-        settlement = failure(
-            run, failure_count=job.failure_count, policy=policy, now=now, note=note
+        note = validation.clean_text(
+            f"the worker failed around this run: {error_text(exc)}", NOTE_LIMIT
         )
-        return Ended(result, settlement)
+        return self._failed_now(_ours(job, exc), note=note, outcome=Outcome.RETRIED)
 
     def _run_one(self, job: Claimed, ctx: Context, guard: ThreadConnections) -> Ended:
         worker = self.worker_id
@@ -228,17 +222,21 @@ class Pipeline:
         """A run whose process died under it (a process-pool child killed, out of
         memory, crashed): ended as a stale recovery ends a run after its lease, a
         counted failure journalled ``stale-recovered``, at once; ``note`` names why."""
+        result = failed_outright(job, RuntimeError(note), note=note)
+        return self._failed_now(result, note=note, outcome=Outcome.STALE_RECOVERED)
+
+    def _failed_now(self, result: RunResult, *, note: str, outcome: str) -> Ended:
+        """A run ended by the worker rather than by its task (its process died, our code
+        failed around it): a counted failure now, journalled ``outcome`` with ``note``,
+        retried or dead by its kind's policy."""
+        job = result.job
         now = timezone.now()
         run = run_of(job, worker=self.worker_id, started_at=now, duration=timedelta(0))
+        policy = self.policy(job.kind)
         settlement = failure(
-            run,
-            failure_count=job.failure_count,
-            policy=self.policy(job.kind),
-            now=now,
-            note=note,
-            outcome=Outcome.STALE_RECOVERED,
+            run, failure_count=job.failure_count, policy=policy, now=now, note=note, outcome=outcome
         )
-        return Ended(failed_outright(job, RuntimeError(note), note=note), settlement)
+        return Ended(result, settlement)
 
     def to_write(self, ended: Ended) -> Settlement | None:
         """The settlement left to write for a run, or None after reporting a run that
