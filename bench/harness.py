@@ -156,11 +156,14 @@ class Bench:
 
     def wait_ready(self, system: System, conn: Conn, workers: list[Worker]) -> None:
         """Until the workers are connected (and LISTENing, for a system whose LISTEN
-        shows in pg_stat_activity), then ``ready_settle`` more seconds."""
+        shows in pg_stat_activity or in its workers' logs), then ``ready_settle`` more
+        seconds."""
         deadline = time.monotonic() + READY_TIMEOUT
         prefix = system.listen_prefix
         while True:
             ready = system.ready(conn, len(workers))
+            if ready is None and system.ready_line is not None:
+                ready = all(w.logged(system.ready_line) for w in workers)
             if ready is None:
                 queries = other_backends(conn)
                 ready = bool(queries) and (

@@ -85,6 +85,11 @@ class Worker:
         log = tail(self.log_path.read_text(errors="replace"))
         return f"{' '.join(self.argv[1:])} (pid {self.popen.pid}, exit {self.popen.poll()}):\n{log}"
 
+    def logged(self, text: str) -> int:
+        """How many times its log holds ``text`` so far."""
+        self._log.flush()
+        return self.log_path.read_text(errors="replace").count(text)
+
     def stop(self) -> None:
         if self.alive():
             self.popen.send_signal(signal.SIGTERM)

@@ -31,20 +31,17 @@ import threading
 import time
 from pathlib import Path
 
-from bench.pg import Conn, Server, scalar
+from bench.pg import Conn, Server
 from bench.procs import Worker, child_env, run_agent
 from bench.proxy import CountingProxy
 from bench.systems.jobqueue import JobQueue
 from bench.workloads import cpu_seconds, tree
+from django_jobqueue.worker import LISTENING
 from tests.chaos import pgserver
 
 SETTINGS = "bench.djangoproject.settings_shards"
 READY_TIMEOUT = 60.0
 SETTLE = 1.0  # seconds more once every worker process listens
-LISTENING = (
-    "SELECT count(*) FROM pg_stat_activity"
-    " WHERE datname = current_database() AND query LIKE 'LISTEN %%'"
-)
 NAME = "bench_shards"
 DRAIN_TIMEOUT = 300.0
 # The worker's sessions (the server processes serving it; not the harness's own).
@@ -89,8 +86,9 @@ def _cpu(worker: Worker, conns: list[Conn]) -> dict[int, float]:
 
 
 def _wait_listening(worker: Worker, conns: list[Conn]) -> None:
+    """Until the worker has logged that it listens on each of its databases."""
     deadline = time.monotonic() + READY_TIMEOUT
-    while not all(scalar(conn, LISTENING) for conn in conns):
+    while worker.logged(LISTENING) < len(conns):
         if not worker.alive() or time.monotonic() > deadline:
             raise RuntimeError(f"the worker did not start listening:\n{worker.describe()}")
         time.sleep(0.05)

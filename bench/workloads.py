@@ -67,10 +67,6 @@ print(n)
 WORK_SETTINGS = "bench.djangoproject.settings_jobqueue_work"
 KIND = "bench.workapp.tasks."  # our workload tasks' kinds: KIND + the task's name
 CLAIMED = "SELECT count(*) FROM django_jobqueue_job WHERE status = 'claimed'"
-LISTENING = (  # ours LISTENs on a connection of its own
-    "SELECT count(*) FROM pg_stat_activity"
-    " WHERE datname = current_database() AND query LIKE 'LISTEN %%'"
-)
 CONNECTED = (  # pgqueuer LISTENs on its only connection, which then shows other queries
     "SELECT count(*) FROM pg_stat_activity"
     " WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -188,13 +184,7 @@ def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tu
         with b.workers(s, db, run.workers, argv=run.argv, env=env) as procs:
             watch = Watch(procs, conn if count_claimed else None)
             if run.ready:
-                wait_listening(
-                    conn,
-                    procs,
-                    run.ready,
-                    LISTENING if s.key == OURS else CONNECTED,
-                    settle=b.sizes.ready_settle,
-                )
+                wait_listening(conn, procs, run.ready, s, settle=b.sizes.ready_settle)
                 load()
             result = b.drain(s, conn, run.n, procs, watch=watch)
             watch()
@@ -204,16 +194,23 @@ def drained(b: Bench, s: System, run: Run, *, count_claimed: bool = False) -> tu
 
 
 def wait_listening(
-    conn: Conn, procs: list[Worker], count: int, query: str, *, settle: float
+    conn: Conn, procs: list[Worker], count: int, s: System, *, settle: float
 ) -> None:
-    """Until ``query`` counts ``count`` worker processes listening, then ``settle`` more."""
+    """Until ``count`` worker processes listen, then ``settle`` more seconds: ours as its
+    processes log it (``System.ready_line``), pgqueuer's as connected to the database."""
     deadline = time.monotonic() + READY_TIMEOUT
-    while int(scalar(conn, query)) < count:
+    while not _listening(conn, procs, count, s):
         if time.monotonic() > deadline or not all(p.alive() for p in procs):
             detail = "\n\n".join(p.describe() for p in procs)
             raise BenchError(f"{count} worker processes not listening", detail)
         time.sleep(0.05)
     time.sleep(settle)
+
+
+def _listening(conn: Conn, procs: list[Worker], count: int, s: System) -> bool:
+    if s.ready_line is not None:
+        return sum(p.logged(s.ready_line) for p in procs) >= count
+    return int(scalar(conn, CONNECTED)) >= count
 
 
 def _rep(result: Any, watch: Watch, **raw: Any) -> Rep:

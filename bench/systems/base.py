@@ -25,6 +25,7 @@ class System(ABC):
     has_big_table: ClassVar[bool] = False  # the 1M-pending-rows measure applies
     has_workflows: ClassVar[bool] = False  # the chord and chain measures apply
     listen_prefix: ClassVar[str | None] = None  # its worker's LISTEN, as pg_stat_activity shows
+    ready_line: ClassVar[str | None] = None  # what each worker logs once it listens
     uses_postgres: ClassVar[bool] = True  # its workers' statements can be counted
     is_limit: ClassVar[bool] = False  # the raw limit, not a queue: runs only measures for it
 

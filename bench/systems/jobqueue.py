@@ -7,6 +7,7 @@ import sys
 from bench.pg import Conn, read_settlements, scalar
 from bench.phases import Settlements
 from bench.systems.base import System
+from django_jobqueue.worker import LISTENING
 
 NOOP_KIND = "bench.benchapp.tasks.noop"
 OTHER_KIND = "bench.filler"  # a kind no worker of the benchmark knows
@@ -37,7 +38,9 @@ class JobQueue(System):
     has_bulk = True
     has_big_table = True
     has_workflows = True
-    listen_prefix = "LISTEN "
+    # It may LISTEN on the connection it claims with, whose last statement is then a
+    # claim: it says in its log when it listens.
+    ready_line = LISTENING
 
     def worker_argv(self, concurrency: int) -> list[str]:
         return [sys.executable, "-m", "django", "runworker", "--concurrency", str(concurrency)]

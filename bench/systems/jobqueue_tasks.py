@@ -19,7 +19,7 @@ class JobQueueTasks(System):
     packages = ("django-jobqueue", "django-tasks", "django", "psycopg")
     settings_module = "bench.djangoproject.settings_jobqueue_tasks"
     # django.tasks has no bulk enqueue; the big-table measure is ours, measured once.
-    listen_prefix = _OURS.listen_prefix
+    ready_line = _OURS.ready_line
 
     def worker_argv(self, concurrency: int) -> list[str]:
         return _OURS.worker_argv(concurrency)

@@ -5,8 +5,10 @@ tell them (LISTEN/NOTIFY on PostgreSQL, the dialect's ``listen``/``notify``); el
 New jobs are announced by a trigger on the jobs table (migration 0002); ``notify`` is
 for the other ways a job becomes runnable (requeue, a merge that moves it earlier).
 Either runs inside the writing transaction, so PostgreSQL delivers it only on commit.
-A worker's ``Listener`` (worker/listener.py) holds one dedicated autocommit connection
-from ``listen``, opened on the alias named by ``LISTEN_DATABASE``: behind a transaction
+A worker LISTENs on the connection its loop claims with (``listen_here``,
+worker/inline.py) where that connection is the session's own; otherwise its
+``Listener`` (worker/listener.py) holds one dedicated autocommit connection from
+``listen``, opened on the alias named by ``LISTEN_DATABASE``: behind a transaction
 pooler (PgBouncer) the jobs alias cannot LISTEN, since its session is lent to other
 clients between transactions, so that setting names a direct connection to the same
 database.
@@ -22,14 +24,14 @@ process costs the database one connection. Where nothing notifies, readers poll.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django_jobqueue.store import sql
 from django_jobqueue.store.dialects import for_alias
 from django_jobqueue.store.dialects.base.wakeups import PROGRESS_CHANNEL as PROGRESS_CHANNEL
 from django_jobqueue.store.dialects.base.wakeups import SETTLED_CHANNEL as SETTLED_CHANNEL
 from django_jobqueue.store.dialects.base.wakeups import STREAM_CHANNEL as STREAM_CHANNEL
-from django_jobqueue.store.dialects.base.wakeups import Wakeups
+from django_jobqueue.store.dialects.base.wakeups import Hearing, Wakeups
 
 CHANNEL = "django_jobqueue"
 #: Every channel the queue notifies on: new jobs, settlements, progress.
@@ -66,3 +68,15 @@ def listen(alias: str) -> Wakeups:
     """A dedicated connection to ``alias`` listening on the channel (the worker's
     ``Listener`` holds it)."""
     return for_alias(alias).listen(CHANNEL)
+
+
+def listens_here(alias: str) -> bool:
+    """Whether a thread's own connection to ``alias`` can listen as well."""
+    return for_alias(alias).listens_here()
+
+
+def listen_here(alias: str, on_note: Callable[[str, str], None]) -> Hearing:
+    """This thread's connection to ``alias`` listening on the channel as well
+    (``worker.inline``: an idle worker's loop waits on the connection it claims with;
+    ``listens_here`` only)."""
+    return for_alias(alias).listen_here(CHANNEL, on_note)

@@ -1,6 +1,7 @@
 """The worker's listener: a background thread on its own connection that wakes the loop
 for each wake-up the database sends (``store.wakeups``; PostgreSQL's NOTIFY), so a new
-job is claimed at once instead of at the next poll."""
+job is claimed at once instead of at the next poll. Where the loop's own connection can
+listen, the loop does without it (``worker.inline``); ``listener_for`` picks."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import logging
 import threading
 from collections.abc import Callable
 
+from django_jobqueue import routing
 from django_jobqueue.store import wakeups
 from django_jobqueue.store.dialects.base.wakeups import Wakeups
+from django_jobqueue.worker import LISTENING
+from django_jobqueue.worker.dbguard import DbGuard
+from django_jobqueue.worker.inline import InlineListener, inline_possible
+from django_jobqueue.worker.wake import Wake
 
 logger = logging.getLogger("django_jobqueue")
 
@@ -21,9 +27,10 @@ class Listener:
     It reconnects with backoff if its connection drops; ``stop()`` ends it.
     """
 
-    def __init__(self, alias: str, on_notify: Callable[[str], None]) -> None:
+    def __init__(self, alias: str, on_notify: Callable[[str], None], *, wake: Wake) -> None:
         self.alias = alias
         self.on_notify = on_notify
+        self._wake = wake
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
         self.listening = threading.Event()
@@ -37,6 +44,11 @@ class Listener:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def wait(self, timeout: float) -> None:
+        """The loop's wait: until woken (this thread's ``on_notify``, a run's end, a
+        stop) or ``timeout`` seconds have passed."""
+        self._wake.wait(timeout)
+
     def _connect(self) -> Wakeups:
         return wakeups.listen(self.alias)
 
@@ -46,6 +58,7 @@ class Listener:
             raw: Wakeups | None = None
             try:
                 raw = self._connect()
+                logger.info("%s on a connection of its own to %r", LISTENING, self.alias)
                 self.listening.set()
                 # A reconnect may have missed notifications: wake once to look.
                 self.on_notify("")
@@ -62,3 +75,14 @@ class Listener:
                 if raw is not None:
                     with contextlib.suppress(Exception):  # closing a dead connection
                         raw.close()
+
+
+def listener_for(
+    alias: str, on_notify: Callable[[str], None], *, wake: Wake, db: DbGuard
+) -> Listener | InlineListener:
+    """The loop's own connection listening where it can (``worker.inline``), else a
+    listener thread on a connection of its own to the alias LISTEN goes through."""
+    listen_alias = routing.listen_alias()
+    if inline_possible(alias, listen_alias):
+        return InlineListener(alias, on_notify, wake=wake, db=db)
+    return Listener(listen_alias, on_notify, wake=wake)

@@ -36,7 +36,7 @@ from django_jobqueue.worker import settling, startup
 from django_jobqueue.worker.claiming import KeyCursor
 from django_jobqueue.worker.dbguard import DbGuard
 from django_jobqueue.worker.handlers import SignalWork
-from django_jobqueue.worker.listener import Listener
+from django_jobqueue.worker.listener import listener_for
 from django_jobqueue.worker.pools import Pools
 from django_jobqueue.worker.services.base import MIN_WAIT, Maintenance, Running, Timings
 from django_jobqueue.worker.services.limits import LimitRefresh
@@ -109,9 +109,9 @@ class Worker(Turns):
         self._atomic_warn_after = settings.atomic_warn_after
         self._running: dict[uuid.UUID, Running] = {}
         self._unsettled: list[Settlement] = []
-        self._listener = Listener(routing.listen_alias(), self._on_notify)
         self._slot = 0
         self._db = DbGuard(self.alias, self._stopping)
+        self._listener = listener_for(self.alias, self._on_notify, wake=self._wake, db=self._db)
         self.processed = self.claimed = 0
         self._signals = 0
         self._maintenance = self._services(timings or Timings.from_settings(settings), settings)
@@ -298,7 +298,7 @@ class Worker(Turns):
         if self._unsettled:
             timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
         if timeout > 0:
-            self._wake.wait(timeout)
+            self._listener.wait(timeout)
 
     def _limit_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed >= self.max_jobs

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django_jobqueue.worker import LISTENING
 from tests.chaos import pgserver
 from tests.chaos.soak_figures import Sample, Summary, Vacuum, summarise, table, vacuums
 
@@ -189,15 +190,14 @@ def start_producer(url: str, rate: float, seconds: float, out: Path) -> subproce
 
 
 def wait_listening(conn: Any, workers: list[subprocess.Popen[bytes]], log_dir: Path) -> None:
-    """Until every worker has its LISTEN connection (its loop runs)."""
+    """Until every worker has logged that it listens for new jobs (its loop runs)."""
     deadline = time.monotonic() + 60
     while True:
-        [(n,)] = query(
-            conn,
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query LIKE 'LISTEN %%'",
-        )
-        if n >= len(workers):
+        logs = [
+            (log_dir / f"runworker-{n}.log").read_text(errors="replace")
+            for n in range(len(workers))
+        ]
+        if all(LISTENING in log for log in logs):
             return
         if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
             raise RuntimeError(f"workers did not start listening; logs in {log_dir}")

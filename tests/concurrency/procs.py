@@ -24,6 +24,7 @@ from django.db import connections
 
 from django_jobqueue import routing
 from django_jobqueue.models import WorkerHeartbeat
+from django_jobqueue.worker import LISTENING
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # How long a child may take to start (import Django, migrate nothing, register): seconds
@@ -53,20 +54,6 @@ def server_now() -> datetime:
     assert row is not None
     value: datetime = row[0]
     return value
-
-
-def listening_backends(since: datetime) -> int:
-    """Connections to the test database opened since ``since`` (server clock), other than
-    ours, whose last statement was LISTEN. ``since`` keeps out the listener of a worker
-    an earlier test killed, whose backend may linger for a moment."""
-    with connections["default"].cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid() AND backend_start >= %s AND query LIKE 'LISTEN %%'",
-            [since],
-        )
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
 
 
 def registered_pids(pids: list[int], aliases: tuple[str, ...] | None = None) -> list[int]:
@@ -166,6 +153,12 @@ class WorkerProcess:
         except OSError:  # gone, or no /proc (the campaigns run on Linux)
             return []
 
+    def listenings(self) -> int:
+        """How many times the child (its worker processes, for ``--processes``) has
+        logged that it listens for new jobs: once a loop at start, again after each
+        reconnect."""
+        return self.log().count(LISTENING)
+
     def registered(self) -> bool:
         """Whether the child has registered its heartbeat row (its loop has started); for
         ``--processes`` (or several queue databases), whether one of its worker processes
@@ -213,20 +206,19 @@ class WorkerProcesses:
     ) -> list[WorkerProcess]:
         """Start ``count`` identical children and wait until each is registered and listening.
 
-        Listening is seen from the server: a connection whose last statement was LISTEN
-        (PostgreSQL; elsewhere workers poll, and registered is ready).
+        Listening is what each logs once it has LISTENed (PostgreSQL; elsewhere workers
+        poll, and registered is ready).
         """
         if connections["default"].vendor != "postgresql":
             procs = [self.start(*args) for _ in range(count)]
             for proc in procs:
                 proc.wait_registered(timeout)
             return procs
-        since = server_now()
         procs = [self.start(*args) for _ in range(count)]
         for proc in procs:
             proc.wait_registered(timeout)
         deadline = time.monotonic() + timeout
-        while listening_backends(since) < count:
+        while not all(proc.listenings() for proc in procs):
             for proc in procs:
                 if not proc.alive():
                     pytest.fail(f"worker exited during start-up\n{proc.describe()}")

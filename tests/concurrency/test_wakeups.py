@@ -8,6 +8,7 @@ and a row written without a NOTIFY shows that nothing else does.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -199,3 +200,46 @@ def test_open_enqueue_transaction_wakes_worker_only_on_commit_and_job_starts_wit
     assert notes
     assert notes[0] >= committing
     wait_for(lambda: Job.objects.get(id=handle.id).status == Status.COMPLETED)
+
+
+def test_the_loop_listens_on_its_own_connection_where_that_connection_is_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inline where the jobs alias is the one to LISTEN through and its connection is the
+    session's own; a listener thread otherwise (``LISTEN_DATABASE`` elsewhere, a pool
+    that lends the connection, a transaction pooler)."""
+    from django.db import connections
+
+    from django_jobqueue.worker.inline import InlineListener, inline_possible
+    from django_jobqueue.worker.listener import Listener
+
+    assert inline_possible("default", "default")
+    assert not inline_possible("default", "direct"), "LISTEN_DATABASE names another alias"
+    assert isinstance(QuietWorker().thread.worker._listener, InlineListener)
+    options = connections["default"].settings_dict.get("OPTIONS") or {}
+    monkeypatch.setitem(connections["default"].settings_dict, "OPTIONS", {**options, "pool": True})
+    assert not inline_possible("default", "default"), "a pooled connection is lent to others"
+    assert isinstance(QuietWorker().thread.worker._listener, Listener)
+
+
+def test_an_idle_worker_whose_connection_is_cut_listens_again_and_wakes_at_notify(
+    quiet_worker: Callable[[], QuietWorker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The idle loop waits on its connection's socket: cut under it, the wait ends, the
+    loop reconnects, LISTENs again (and looks once) and a new job is woken by its
+    NOTIFY, not by the 30 s poll ceiling."""
+    from django_jobqueue.worker import LISTENING
+    from tests.concurrency.procs import terminate_other_backends
+
+    caplog.set_level(logging.INFO, logger="django_jobqueue")
+    w = quiet_worker()
+    assert caplog.text.count(LISTENING) == 1
+    assert terminate_other_backends() >= 1
+    wait_for(lambda: caplog.text.count(LISTENING) == 2, timeout=10)
+    assert "worker connection lost while waiting" in caplog.text
+    time.sleep(0.3)  # idle again, past the look that listening anew gives
+    before = time.monotonic()
+    fresh = tasks.record.enqueue(n=1)
+    latency = (started_at(fresh.id).started_at - fresh.job.created_at).total_seconds()
+    assert latency < 1.0, f"started {latency:.3f}s after enqueue, not at its NOTIFY"
+    assert w.queue_notes(since=before)

@@ -126,8 +126,10 @@ def test_workers_and_enqueues_through_pgbouncer_drain_every_job_once(
 def test_an_idle_worker_behind_pgbouncer_is_woken_by_notify_not_its_poll(
     workers: WorkerProcesses, pooled: str
 ) -> None:
-    # Its LISTEN is seen on the direct connection: start_ready waits for it.
+    # It LISTENs on the direct alias, on a connection of its own (its loop's goes through
+    # the pooler, which would lend the session to others): start_ready waits for it.
     [proc] = workers.start_ready("--concurrency", "2", "--poll-interval", "30")
+    assert "listening for new jobs on a connection of its own to 'direct'" in proc.log()
     warm_up = tasks.record.enqueue(n=0)
     wait_for(lambda: Job.objects.get(id=warm_up.id).status == Status.COMPLETED, timeout=10)
     time.sleep(0.5)  # idle now: nothing running, nothing scheduled, 30 s to its next poll

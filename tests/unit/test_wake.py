@@ -66,3 +66,64 @@ def test_a_wait_without_a_timeout_returns_once_set() -> None:
     wake.set()
     assert done.wait(WAIT)
     thread.join(WAIT)
+
+
+def test_wait_readable_ends_at_the_socket_at_a_set_or_at_the_timeout() -> None:
+    """The idle loop's wait on its connection (``worker.inline``): it ends when the socket
+    has something to read, when another thread sets the flag, or when time is up."""
+    import socket
+
+    wake = Wake()
+    ours, theirs = socket.socketpair()
+    try:
+        assert not wake.wait_readable(ours.fileno(), 0.01), "nothing: the time runs out"
+
+        theirs.send(b"x")
+        assert wake.wait_readable(ours.fileno(), WAIT), "readable: it says so"
+        assert not wake.is_set()
+        ours.recv(1)
+
+        wake.set()
+        assert not wake.wait_readable(ours.fileno(), WAIT), "already set: it only looks"
+        wake.clear()
+
+        # A set from another thread while it polls ends the poll, every round.
+        for _ in range(50):
+            wake.clear()
+            polling = threading.Event()
+
+            def setter(polling: threading.Event) -> None:
+                polling.wait(WAIT)
+                wake.set()
+
+            thread = threading.Thread(target=setter, args=(polling,))
+            thread.start()
+            polling.set()
+            assert not wake.wait_readable(ours.fileno(), WAIT)
+            assert wake.is_set()
+            thread.join(WAIT)
+    finally:
+        wake.close()
+        ours.close()
+        theirs.close()
+
+
+def test_a_set_while_nobody_polls_leaves_no_stale_wake_behind() -> None:
+    """Sets between polls are the lock's alone: the next poll waits its full time."""
+    import socket
+    import time
+
+    wake = Wake()
+    ours, theirs = socket.socketpair()
+    try:
+        assert not wake.wait_readable(ours.fileno(), 0.001)
+        for _ in range(100):
+            wake.set()
+        wake.clear()
+        began = time.monotonic()
+        assert not wake.wait_readable(ours.fileno(), 0.2)
+        assert time.monotonic() - began >= 0.15, "woken by a set made before it polled"
+    finally:
+        wake.close()
+        ours.close()
+        theirs.close()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from django_jobqueue.store.dialects.base.settling import Release, Released, SettleRow, Tally
     from django_jobqueue.store.dialects.base.spec import ClaimSpec
     from django_jobqueue.store.dialects.base.storage import NewRow, NewStep, NewStreamItem
-    from django_jobqueue.store.dialects.base.wakeups import Wakeups
+    from django_jobqueue.store.dialects.base.wakeups import Hearing, Wakeups
 
 T = TypeVar("T")
 M = TypeVar("M", bound="Model")
@@ -126,6 +126,10 @@ class Interface(Protocol):
     def listens(self) -> bool: ...
 
     def listen(self, channel: str, *more: str) -> Wakeups: ...
+
+    def listens_here(self) -> bool: ...
+
+    def listen_here(self, channel: str, on_note: Callable[[str, str], None]) -> Hearing: ...
 
     def notify(self, channel: str, payload: str) -> None: ...
 

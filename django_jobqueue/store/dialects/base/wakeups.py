@@ -7,7 +7,7 @@ overrides it with NOTIFY and LISTEN.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from django_jobqueue.store.dialects.base.primitives import Primitives
@@ -45,6 +45,25 @@ class Wakeups(Protocol):
     def close(self) -> None: ...
 
 
+class Hearing(Protocol):
+    """This thread's own connection listening as well (see ``WakeupStatements.listen_here``):
+    its notifications go to a handler, whether they arrive with a statement's results or
+    alone, which ``read`` takes in once the socket (``fileno``) is readable."""
+
+    def fileno(self) -> int: ...
+
+    def current(self) -> bool:
+        """Whether it is still this thread's open connection (a closed or replaced one
+        listens no more)."""
+        ...
+
+    def read(self) -> int:
+        """Take in what the socket holds, each notification to the handler, without
+        waiting; how many there were. Raises the driver's error when the connection is
+        lost."""
+        ...
+
+
 class WakeupStatements(Primitives):
     """What every dialect answers for wake-ups (a no-op where listeners poll)."""
 
@@ -62,3 +81,16 @@ class WakeupStatements(Primitives):
         """A connection of its own that listens on ``channel`` and ``more`` channels
         (``listens()`` only)."""
         raise NotImplementedError(f"{type(self).__name__} has no wake-ups: workers poll")
+
+    def listens_here(self) -> bool:
+        """Whether this thread's own connection can listen as well (``listen_here``):
+        not where nothing notifies, nor on a connection that is not the session's own (a
+        transaction pooler's, or one lent by a pool, which would go on listening for
+        whoever borrows it next)."""
+        return False
+
+    def listen_here(self, channel: str, on_note: Callable[[str, str], None]) -> Hearing:
+        """This thread's own connection, opened if need be and listening on ``channel``
+        too, each notification given to ``on_note(channel, payload)`` (``listens_here``
+        only)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot listen on its connection")

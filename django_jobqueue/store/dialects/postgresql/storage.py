@@ -30,7 +30,7 @@ from django_jobqueue.store.dialects.base.storage import (
     NewStreamItem,
     StorageStatements,
 )
-from django_jobqueue.store.dialects.base.wakeups import Wakeups, id_notes
+from django_jobqueue.store.dialects.base.wakeups import Hearing, Wakeups, id_notes
 from django_jobqueue.store.dialects.postgresql.copying import copy_jobs
 from django_jobqueue.store.pooling import pooled_reason
 
@@ -253,6 +253,13 @@ class PostgreSQLStorage(StorageStatements):
     def listen(self, channel: str, *more: str) -> Wakeups:
         return _Listening(self.conn.get_connection_params(), (channel, *more))
 
+    def listens_here(self) -> bool:
+        return not self.pooled and not (self.conn.settings_dict.get("OPTIONS") or {}).get("pool")
+
+    def listen_here(self, channel: str, on_note: Callable[[str, str], None]) -> Hearing:
+        self.conn.ensure_connection()
+        return _Hearing(self.conn, channel, on_note)
+
     def is_connection_error(self, exc: BaseException) -> bool:
         if getattr(exc.__cause__, "sqlstate", None) in _TRANSIENT_STATES:
             return True
@@ -283,6 +290,39 @@ class _Listening:
 
     def close(self) -> None:
         self._raw.close()
+
+
+class _Hearing:
+    """Django's connection of this thread, listening too: notifications that arrive with
+    a statement's results reach the handler as psycopg parses them (none is kept for
+    later), and those that arrive alone when ``read`` takes them in."""
+
+    def __init__(self, wrapper: Any, channel: str, on_note: Callable[[str, str], None]) -> None:
+        from psycopg import sql
+
+        self._wrapper = wrapper
+        self._raw = raw = wrapper.connection
+        self._on_note = on_note
+        raw.add_notify_handler(lambda note: on_note(note.channel, note.payload))
+        # Autocommit, as Django keeps it outside atomic blocks: listening from now.
+        with wrapper.cursor() as cursor:
+            cursor.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_string(raw))
+
+    def fileno(self) -> int:
+        return int(self._raw.fileno())
+
+    def current(self) -> bool:
+        return self._wrapper.connection is self._raw and not self._raw.closed
+
+    def read(self) -> int:
+        pgconn = self._raw.pgconn
+        pgconn.consume_input()
+        encoding = self._raw.info.encoding
+        heard = 0
+        while (note := pgconn.notifies()) is not None:
+            heard += 1
+            self._on_note(note.relname.decode(encoding), note.extra.decode(encoding))
+        return heard
 
 
 def _step_tail(row: NewRow, q: Callable[[str], str]) -> str:
