@@ -59,6 +59,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from django_jobqueue import observers
+
 logger = logging.getLogger("django_jobqueue")
 
 # The SDK, once the application has imported it (``_sdk``): None until then.
@@ -104,22 +106,10 @@ def _sdk() -> Any:
     return sentry_sdk
 
 
-# What the SDK failed at, each logged with its traceback the first time (``_guarded``).
-_told: set[str] = set()
-
-
-@contextlib.contextmanager
-def _guarded(what: str) -> Iterator[None]:
+def _guarded(what: str) -> AbstractContextManager[None]:
     """Where the SDK is called: its failure is logged (``what`` it was doing) and
-    dropped, so that a broken or changed SDK costs a report, not a run or an enqueue.
-    A broken SDK fails at every run: each failure is a line, its traceback only the
-    first time, so that the log says it on every run without a flood of tracebacks."""
-    try:
-        yield
-    except Exception:
-        first = what not in _told
-        _told.add(what)
-        logger.warning("Sentry: %s failed; the queue goes on without it", what, exc_info=first)
+    dropped (``observers.guarded``)."""
+    return observers.guarded("Sentry", what)
 
 
 def active() -> bool:
@@ -198,29 +188,14 @@ def _tag(scope: Any, job: Any, worker_id: str) -> None:
     scope.set_context("jobqueue", {**tags, "jobqueue.worker": worker_id})
 
 
-@contextlib.contextmanager
-def _running(job: Any, worker_id: str, headers: dict[str, str]) -> Iterator[Report | None]:
+def _running(
+    job: Any, worker_id: str, headers: dict[str, str]
+) -> AbstractContextManager[Report | None]:
     """The run's scope and span, or None (the run unreported) when the SDK failed to
-    open them. The opening and the closing (the span's end, its send) are guarded, so
-    that an SDK failing at either costs the report and never the run's outcome (a
-    completed run failed by its report would run again); the run's own exceptions pass
-    through untouched."""
-    entered: AbstractContextManager[Report] | None = None
-    report = None
-    with _guarded("opening a run's scope"):
-        scope = _scope(job, worker_id, headers)
-        report = scope.__enter__()
-        entered = scope
-    try:
-        yield report
-    except BaseException as exc:
-        if entered is not None:
-            with _guarded("closing a run's scope"):
-                entered.__exit__(type(exc), exc, exc.__traceback__)
-        raise
-    if entered is not None:
-        with _guarded("closing a run's scope"):
-            entered.__exit__(None, None, None)
+    open them. The opening and the closing (the span's end, its send) are guarded
+    (``observers.observed``), so that an SDK failing at either costs the report and
+    never the run's outcome (a completed run failed by its report would run again)."""
+    return observers.observed("Sentry", "a run's scope", lambda: _scope(job, worker_id, headers))
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from django_jobqueue import sentry
+from django_jobqueue import observers, sentry
 
 # OpenTelemetry's API, once imported (``_api``): None until then, and for good where
 # the otel extra is not installed.
@@ -40,6 +40,9 @@ _NO_PROVIDERS: tuple[type, ...] = ()
 PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
 SYSTEM = "django_jobqueue"
+#: How a failure of OpenTelemetry's is logged (``observers.guarded``): a span is lost,
+#: never an enqueue, a run or the worker's loop.
+OBSERVER = "OpenTelemetry"
 # A carrier longer than this (a propagator carrying a large baggage) is not kept: the
 # column is bounded, and a trace context is never worth failing an enqueue for.
 CONTEXT_LIMIT = 2048
@@ -116,7 +119,8 @@ def capture_context() -> str:
     Every path that writes a new job calls this (enqueue, bulk enqueue, workflows)."""
     carrier: dict[str, str] = {}
     if active():
-        propagate.inject(carrier)
+        with observers.guarded(OBSERVER, "reading the enqueuer's trace context"):
+            propagate.inject(carrier)
     carrier.update(sentry.trace_headers())
     if not carrier:
         return ""
@@ -168,7 +172,9 @@ def enqueue_span(*, kind: str, queue: str, count: int = 1) -> AbstractContextMan
     jobs' stored context is this span's, so their runs hang off the enqueue."""
     if not active():
         return _NO_SPAN
-    return _enqueue_span(kind=kind, queue=queue, count=count)
+    return observers.observed(
+        OBSERVER, "an enqueue's span", lambda: _enqueue_span(kind=kind, queue=queue, count=count)
+    )
 
 
 @contextlib.contextmanager
@@ -189,7 +195,9 @@ def _enqueue_span(*, kind: str, queue: str, count: int) -> Iterator[Any]:
 
 def enqueued(span: Any, *, job_id: Any, disposition: str) -> None:
     """Name the job an enqueue span wrote (or merged into, or reused)."""
-    if span is not None:
+    if span is None:
+        return
+    with observers.guarded(OBSERVER, "naming an enqueue's job"):
         span.set_attribute("jobqueue.job.id", str(job_id))
         span.set_attribute("messaging.message.id", str(job_id))
         span.set_attribute("jobqueue.enqueue.disposition", disposition)
@@ -209,6 +217,12 @@ def start_run(job: Any, *, worker_id: str) -> Any:
     that runs the task."""
     if not active():
         return None
+    with observers.guarded(OBSERVER, "starting a run's span"):
+        return _start_run(job, worker_id)
+    return None
+
+
+def _start_run(job: Any, worker_id: str) -> Any:
     parent = _stored(getattr(job, "trace_context", ""))
     attributes = _job_attributes(job_id=job.id, kind=job.kind, queue=getattr(job, "queue", ""))
     attributes.update(
@@ -243,29 +257,38 @@ def current(span: Any) -> AbstractContextManager[Any]:
     queries, its HTTP calls) are its children. Nothing when there is no span."""
     if span is None:
         return _NO_SPAN
-    used: AbstractContextManager[Any] = trace.use_span(
-        span, end_on_exit=False, record_exception=False
+    return observers.observed(
+        OBSERVER,
+        "a run's span as the current one",
+        lambda: trace.use_span(span, end_on_exit=False, record_exception=False),
     )
-    return used
 
 
 def ran(span: Any, *, end: str, error: BaseException | None, note: str = "") -> None:
     """Record how the task ended on its span: an event, and a failure's exception.
     Nothing on a span already ended (a timed-out run's settlement came first)."""
-    if span is None or not span.is_recording():
+    if span is None:
         return
-    span.add_event("jobqueue.run.ended", {"jobqueue.run.end": end})
-    if error is not None:
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}"))
-    elif end in ("failed", "permanent", "mismatch"):
-        span.set_status(Status(StatusCode.ERROR, note.splitlines()[0][:200] if note else end))
+    with observers.guarded(OBSERVER, "recording a run's end"):
+        if not span.is_recording():
+            return
+        span.add_event("jobqueue.run.ended", {"jobqueue.run.end": end})
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}"))
+        elif end in ("failed", "permanent", "mismatch"):
+            span.set_status(Status(StatusCode.ERROR, note.splitlines()[0][:200] if note else end))
 
 
 def settled(span: Any, *, outcome: str, applied: bool) -> None:
-    """End a run's span once its settlement is written (or refused by the guard)."""
-    if span is None or not span.is_recording():
+    """End a run's span once its settlement is written (or refused by the guard). On the
+    worker's loop thread: an exporter or span processor that raises here is logged, and
+    the loop goes on."""
+    if span is None:
         return
-    span.set_attribute("jobqueue.job.outcome", outcome if applied else "lost")
-    span.add_event("jobqueue.settled", {"jobqueue.job.outcome": outcome, "applied": applied})
-    span.end()
+    with observers.guarded(OBSERVER, "ending a run's span"):
+        if not span.is_recording():
+            return
+        span.set_attribute("jobqueue.job.outcome", outcome if applied else "lost")
+        span.add_event("jobqueue.settled", {"jobqueue.job.outcome": outcome, "applied": applied})
+        span.end()

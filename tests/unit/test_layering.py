@@ -153,6 +153,7 @@ LAYERS: list[set[str]] = [
         "frames",
         "tracing",
         "sentry",
+        "observers",
         "signals",
     },
     # the rules of how a run ends: still pure
