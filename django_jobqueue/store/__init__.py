@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from django_jobqueue.store.browse import COUNT_CAP, Count, count, distinct_values, planned_rows
 from django_jobqueue.store.bulk import enqueue_many, enqueue_stream, streamable
-from django_jobqueue.store.claim import Claimed, ClaimRequest, claim_jobs, claim_statement
+from django_jobqueue.store.claim import (
+    Claimed,
+    ClaimRequest,
+    PreparedClaim,
+    claim_jobs,
+    claim_ready,
+    claim_statement,
+)
+from django_jobqueue.store.claim import prepare as prepare_claim
 from django_jobqueue.store.dialects.base.spec import KeyRule
 from django_jobqueue.store.durable import prune_events
 from django_jobqueue.store.durable import records as step_records
@@ -147,6 +155,7 @@ __all__ = [
     "NewJob",
     "Override",
     "Page",
+    "PreparedClaim",
     "RunLines",
     "RunTotal",
     "ScheduleState",
@@ -169,6 +178,7 @@ __all__ = [
     "cancel_requested",
     "cancel_workflow",
     "claim_jobs",
+    "claim_ready",
     "claim_statement",
     "cleanup",
     "clear_limit",
@@ -209,6 +219,7 @@ __all__ = [
     "paused_queues",
     "pending_kinds_except",
     "planned_rows",
+    "prepare_claim",
     "prune_events",
     "prune_history",
     "prune_merge_locks",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -108,6 +108,17 @@ class PreparedClaim:
     def run(self) -> list[Claimed]:
         return self.read(self.dialect.claim(self.spec))
 
+    def at(self, now: datetime) -> PreparedClaim:
+        """This claim on ``now``'s clock (what is visible, when the leases it takes run
+        out): a claim made ready ahead takes its times when it is sent."""
+        spec = replace(
+            self.spec,
+            now=now,
+            default_expiry=now + self.lease,
+            expiries={k: now + v for k, v in self.leases.items()},
+        )
+        return replace(self, spec=spec)
+
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows a claim returned (``CLAIMED``), in claim order."""
         d = self.dialect
@@ -169,6 +180,14 @@ def prepare(*, worker_id: str, request: ClaimRequest) -> PreparedClaim | None:
         key_after={k: after for k, after in request.key_after.items() if k in keyed},
     )
     return PreparedClaim(sql.dialect(), spec, leases, lease)
+
+
+def claim_ready(ready: PreparedClaim) -> list[Claimed]:
+    """Send a claim ``prepare`` made ahead (an idle worker's, made before its wait, so that
+    a wake-up's claim goes out without the Python that builds it), on the clock of now:
+    the same statement and values a claim prepared now would send."""
+    ready.dialect.use_generic_plans()
+    return ready.at(timezone.now()).run()
 
 
 def claim_statement(*, worker_id: str, request: ClaimRequest) -> tuple[str, list[Any]] | None:

@@ -251,11 +251,15 @@ class Worker(Turns):
             # Cleared before looking, so a wake-up that arrives while we work is kept
             # for the next wait instead of being lost.
             self._wake.clear()
+            stood = self._send_ready()  # an idle worker's claim, first (``turn``)
             self._collect()
             self._hand_back(self._pools.withdraw(waited=HOLD), "waited too long for a slot")
             self._maintenance.run_due()
             if self._limit_reached() and not self._running:
                 return
+            if stood:  # it claimed all there was: a turn now would claim nothing more
+                self._wait()
+                continue
             self._gather()
             unseen, got, free = self._turn()
             self._caught_up = got < free
@@ -298,6 +302,7 @@ class Worker(Turns):
         if self._unsettled:
             timeout = min(timeout, max(self._db.backoff(), MIN_WAIT))
         if timeout > 0:
+            self._make_ready()  # idle: the next claim, ready before the wait
             self._listener.wait(timeout)
 
     def _limit_reached(self) -> bool:

@@ -1,14 +1,18 @@
 """The worker's turn: settle the runs that ended and claim the slots that frees, in one
 round trip (``store.exchange``), with the claim request the worker builds
 (``claiming.claim_request``) and the per-key cursor it keeps; then claim for the pools
-the turn's own claim was not for. A part of ``Worker`` (``loop``), apart because it is
-one concept: the loop decides when to take a turn, this what a turn does."""
+the turn's own claim was not for. An idle worker makes its next claim ready before it
+waits (``Ready``) and sends it first when the wait ends, ahead of the services that
+run before a turn: the Python that builds a claim, and those services, were a sixth of
+an idle pickup. A part of ``Worker`` (``loop``), apart because it is one concept: the
+loop decides when to take a turn, this what a turn does."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +41,25 @@ if TYPE_CHECKING:
     from django_jobqueue.worker.services.limits import LimitRefresh
 
 
+@dataclass(frozen=True)
+class Ready:
+    """An idle worker's next claim, made before its wait: the request, the claim prepared
+    from it, the other pools' (kinds, room) the turn would claim for after it, and all
+    the pools' room together."""
+
+    request: store.ClaimRequest
+    prepared: store.PreparedClaim
+    others: list[tuple[list[str], int]]
+    free: int
+
+
 class Turns:
     """The turn's part of ``Worker``: what it reads of the worker, and its methods."""
+
+    # The claim an idle worker made ready before its wait (``_make_ready``), sent first
+    # thing once the wait ends.
+    _ready: Ready | None = None
+    _caught_up: bool | None
 
     alias: str
     worker_id: str
@@ -107,6 +128,49 @@ class Turns:
         self._claimed(claimed, wanted)
         unseen = look_again(batch, applied, wanted)
         return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
+
+    def _make_ready(self) -> None:
+        """An idle worker, about to wait: make ready the claim its next turn would send,
+        so that when a wake-up comes (a NOTIFY, most often) the claim goes out first,
+        without the Python that builds it or the services that run before a turn
+        (``_send_ready``)."""
+        self._ready = None
+        if self._running or self._unsettled or self._db.waiting:
+            return
+        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
+        groups = self._pools.groups(self._running, set(), extra=buffer, settles=False)
+        free = sum(max(room, 0) for _, room in groups)
+        (kinds, room), others = groups[0], groups[1:]
+        wanted = self._claim_request(room, kinds)
+        if wanted is None:
+            return
+        prepared = store.prepare_claim(worker_id=self.worker_id, request=wanted)
+        if prepared is not None:
+            self._ready = Ready(wanted, prepared, others, free)
+
+    def _send_ready(self) -> bool:
+        """Send the claim made ready before the wait, on the clock of now, if nothing it
+        was made from has changed since (nothing running or to settle, the limits not
+        marked stale by a NOTIFY, the database not backing off); whether it stood for
+        the turn. It does when it took less than it asked for (the queue has caught
+        up): the other pools' claims follow, as in a turn, and a turn now would claim
+        nothing more. Once only: a claim made ready is dropped, sent or not."""
+        ready, self._ready = self._ready, None
+        if ready is None or self._running or self._unsettled:
+            return False
+        if self._limits.stale or self._db.waiting:
+            return False
+        began = time.monotonic()
+        claimed = self._db(partial(store.claim_ready, ready.prepared))
+        if claimed is None:
+            return False  # database trouble: the turn tries again, with its backoff
+        self._pools.turned(time.monotonic() - began)
+        self._claimed(claimed, ready.request)
+        if len(claimed) >= ready.request.limit:
+            return False  # more may be waiting: the turn claims the rest
+        got = len(claimed) + self._claim_others(ready.others)
+        self._caught_up = got < ready.free
+        return True
 
     def _claim_others(self, groups: list[tuple[list[str], int]]) -> int:
         """Claim for the pools the turn's own claim was not for (the event loop's kinds

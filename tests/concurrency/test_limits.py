@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 
 from django_jobqueue import Status, set_limit
@@ -99,3 +100,34 @@ def test_max_in_flight_from_the_settings_holds_across_worker_threads() -> None:
     assert max(seen) <= 2
     assert most_at_once(intervals(LIMITED)) <= 2
     assert len(intervals(LIMITED)) == 8
+
+
+@postgres_only
+@pytest.mark.parametrize("kinds", [None, [LIMITED]], ids=["sync-and-async-pools", "one-pool"])
+def test_a_limit_set_while_a_worker_idles_holds_for_its_very_next_claim(
+    kinds: list[str] | None,
+) -> None:
+    """An idle worker makes its next claim ready before it waits (``Turns._make_ready``)
+    and sends it first when woken. A max_in_flight set in the transaction that enqueues
+    the jobs (its NOTIFY, delivered first, marks the limits stale) drops that claim: the
+    one sent instead counts the new limit. The periodic re-read is pushed out to an
+    hour, so only that NOTIFY can tell it."""
+    from django_jobqueue.worker.services.base import Timings
+
+    worker = WorkerThread(
+        concurrency=4, kinds=kinds, poll_interval=30, timings=Timings(recover=3600, limits=3600)
+    ).start()
+    try:
+        warm_up = tasks.limited.enqueue(0)
+        wait_for(lambda: Job.objects.get(id=warm_up.id).status == Status.COMPLETED, timeout=30)
+        time.sleep(0.5)  # idle, its claim ready: made with no limit on the kind
+        with transaction.atomic():  # one commit: one wake-up for the limit and the jobs
+            set_limit(LIMITED, max_in_flight=1)
+            for _ in range(4):
+                tasks.limited.enqueue(0.3)
+        seen: list[int] = []
+        wait_for(lambda: seen.append(claimed_now()) or all_done(), timeout=60, interval=0.01)
+    finally:
+        worker.stop()
+    assert max(seen) <= 1
+    assert most_at_once(intervals(LIMITED)) <= 1

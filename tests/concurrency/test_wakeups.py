@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job
+from django_jobqueue.task.registry import registry
 from django_jobqueue.worker.services.base import Timings
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import WorkerThread, postgres_only, wait_for
@@ -243,3 +245,21 @@ def test_an_idle_worker_whose_connection_is_cut_listens_again_and_wakes_at_notif
     latency = (started_at(fresh.id).started_at - fresh.job.created_at).total_seconds()
     assert latency < 1.0, f"started {latency:.3f}s after enqueue, not at its NOTIFY"
     assert w.queue_notes(since=before)
+
+
+@pytest.mark.parametrize("task", [tasks.add, tasks.async_add], ids=["thread", "event-loop"])
+def test_an_idle_worker_with_both_pools_takes_a_job_of_either_at_its_notify(
+    task: Any, quiet_worker: Callable[[], QuietWorker]
+) -> None:
+    """An idle worker's ready claim is its first pool's (``Turns._make_ready``); a job
+    for the other pool is claimed right after it, in the same wake-up, as a turn would
+    claim it: at the NOTIFY, not at the 30 s poll ceiling."""
+    w = quiet_worker()
+    assert {d.asynchronous for d in registry} == {True, False}, "both pools in this worker"
+    before = time.monotonic()
+    handle = task.enqueue(a=1, b=2)
+    wait_for(lambda: Job.objects.get(id=handle.id).status == Status.COMPLETED, timeout=5)
+    assert time.monotonic() - before < 5
+    assert w.queue_notes(since=before)
+    # Idle again, its next claim made ready before it waits.
+    wait_for(lambda: w.thread.worker._ready is not None, timeout=5)
