@@ -101,12 +101,7 @@ class Turns:
         # SQLite: no claim while an atomic run may hold the one write lock.
         one_writer = for_alias(self.alias).one_writer
         claim = claim and not (one_writer and atomic_going(self._running, self._atomic_kinds))
-        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
-        groups = self._pools.groups(
-            self._running, {s.job_id for s in batch}, extra=buffer, settles=bool(batch)
-        )
-        free = sum(max(room, 0) for _, room in groups)
-        (kinds, room), others = groups[0], groups[1:]
+        (kinds, room), others, free = self._room({s.job_id for s in batch})
         wanted = self._claim_request(room, kinds) if claim else None
         if not batch and wanted is None:
             return False, self._claim_others(others) if claim else 0, free
@@ -129,6 +124,15 @@ class Turns:
         unseen = look_again(batch, applied, wanted)
         return unseen, len(claimed) + (self._claim_others(others) if claim else 0), free
 
+    def _room(
+        self, settling: set[uuid.UUID]
+    ) -> tuple[tuple[list[str], int], list[tuple[list[str], int]], int]:
+        """The pools' room for a turn that settles the runs ``settling``: the (kinds,
+        room) its own claim is for, the other pools' (kinds, room), and all of it."""
+        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
+        groups = self._pools.groups(self._running, settling, extra=buffer, settles=bool(settling))
+        return groups[0], groups[1:], sum(max(room, 0) for _, room in groups)
+
     def _make_ready(self) -> None:
         """An idle worker, about to wait: make ready the claim its next turn would send,
         so that when a wake-up comes (a NOTIFY, most often) the claim goes out first,
@@ -137,10 +141,7 @@ class Turns:
         self._ready = None
         if self._running or self._unsettled or self._db.waiting:
             return
-        buffer = self._pools.sizing.buffer(self.concurrency, longest_run=self._pools.longest_run())
-        groups = self._pools.groups(self._running, set(), extra=buffer, settles=False)
-        free = sum(max(room, 0) for _, room in groups)
-        (kinds, room), others = groups[0], groups[1:]
+        (kinds, room), others, free = self._room(set())
         wanted = self._claim_request(room, kinds)
         if wanted is None:
             return
