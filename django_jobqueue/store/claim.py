@@ -111,13 +111,7 @@ class PreparedClaim:
     def at(self, now: datetime) -> PreparedClaim:
         """This claim on ``now``'s clock (what is visible, when the leases it takes run
         out): a claim made ready ahead takes its times when it is sent."""
-        spec = replace(
-            self.spec,
-            now=now,
-            default_expiry=now + self.lease,
-            expiries={k: now + v for k, v in self.leases.items()},
-        )
-        return replace(self, spec=spec)
+        return replace(self, spec=replace(self.spec, **_clock(now, self.lease, self.leases)))
 
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows a claim returned (``CLAIMED``), in claim order."""
@@ -167,9 +161,7 @@ def prepare(*, worker_id: str, request: ClaimRequest) -> PreparedClaim | None:
         kinds=wanted,
         queues=list(request.queues),
         tiers=_tiers(request.limit, request.floor, request.preferring),
-        now=now,
-        default_expiry=now + lease,
-        expiries={k: now + v for k, v in leases.items()},
+        **_clock(now, lease, leases),
         caps={k: n for k, n in request.kind_limits.items() if k in wanted},
         limited=limited,
         lock_keys=tuple(sorted({lock_key(k) for k in locked})),
@@ -180,6 +172,17 @@ def prepare(*, worker_id: str, request: ClaimRequest) -> PreparedClaim | None:
         key_after={k: after for k, after in request.key_after.items() if k in keyed},
     )
     return PreparedClaim(sql.dialect(), spec, leases, lease)
+
+
+def _clock(now: datetime, lease: timedelta, leases: Mapping[str, timedelta]) -> dict[str, Any]:
+    """A claim's times, read from ``now``: the clock it reads what is visible by, and
+    when the leases it takes run out (the kinds in ``leases`` theirs, the rest
+    ``lease``). One place for ``prepare`` and for a claim made ready (``PreparedClaim.at``)."""
+    return {
+        "now": now,
+        "default_expiry": now + lease,
+        "expiries": {k: now + v for k, v in leases.items()},
+    }
 
 
 def claim_ready(ready: PreparedClaim) -> list[Claimed]:

@@ -197,3 +197,35 @@ def test_a_turn_settles_and_claims_and_a_lost_claim_still_writes_nothing() -> No
     assert Job.objects.get(id=second.id).status == Status.CLAIMED
     assert not JournalEntry.objects.filter(job_id=second.id).exists()
     assert Job.objects.get(id=third.id).claimed_by == "w"
+
+
+@pytest.mark.django_db
+def test_a_claim_made_ready_ahead_is_sent_as_one_prepared_at_the_moment_it_is_sent() -> None:
+    """An idle worker prepares its claim before it waits and sends it later on the clock
+    of that moment (``PreparedClaim.at``): the same spec a claim prepared then would
+    carry, its visibility and every lease expiry read from the new clock."""
+    made = timezone.now() - timedelta(seconds=10)  # prepared 10 s ago, before a wait
+    sent = made + timedelta(seconds=7)
+    request = store.ClaimRequest(
+        kinds=[tasks.add.kind, tasks.short_lease_step.kind],
+        limit=4,
+        leases={tasks.short_lease_step.kind: timedelta(seconds=2)},
+        now=made,
+    )
+    ready = store.prepare_claim(worker_id="w", request=request)
+    fresh = store.prepare_claim(
+        worker_id="w",
+        request=store.ClaimRequest(
+            kinds=request.kinds, limit=request.limit, leases=request.leases, now=sent
+        ),
+    )
+    assert ready is not None
+    assert fresh is not None
+    assert ready.at(sent).spec == fresh.spec
+    assert ready.spec.now == made, "the ready claim itself is left as it was"
+    later = tasks.add.enqueue(a=1, b=2)
+    Job.objects.filter(id=later.id).update(visible_at=made + timedelta(seconds=3))
+    # Visible 3 s after the claim was made ready: by its sending's clock (now), not by
+    # the clock it was made on.
+    [claimed] = store.claim_ready(ready)
+    assert claimed.id == later.id

@@ -272,13 +272,11 @@ class _Listening:
 
     def __init__(self, params: dict[str, Any], channels: tuple[str, ...]) -> None:
         import psycopg  # only ever reached on PostgreSQL, where Django needs it too
-        from psycopg import sql
 
         self._raw = psycopg.connect(**params)
         self._raw.autocommit = True
-        # A channel is a name, which no parameter can bind: psycopg quotes it.
         for channel in channels:
-            self._raw.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            self._raw.execute(_listen(channel))
 
     def payloads(self, timeout: float) -> Iterator[str]:
         for _, payload in self.notes(timeout):
@@ -292,21 +290,27 @@ class _Listening:
         self._raw.close()
 
 
+def _listen(channel: str) -> Any:
+    """``LISTEN`` on ``channel``: a channel is a name, which no parameter can bind, so
+    psycopg quotes it."""
+    from psycopg import sql  # only ever reached on PostgreSQL, where Django needs it too
+
+    return sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+
+
 class _Hearing:
     """Django's connection of this thread, listening too: notifications that arrive with
     a statement's results reach the handler as psycopg parses them (none is kept for
     later), and those that arrive alone when ``read`` takes them in."""
 
     def __init__(self, wrapper: Any, channel: str, on_note: Callable[[str, str], None]) -> None:
-        from psycopg import sql
-
         self._wrapper = wrapper
         self._raw = raw = wrapper.connection
         self._on_note = on_note
         raw.add_notify_handler(lambda note: on_note(note.channel, note.payload))
         # Autocommit, as Django keeps it outside atomic blocks: listening from now.
         with wrapper.cursor() as cursor:
-            cursor.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_string(raw))
+            cursor.execute(_listen(channel).as_string(raw))
 
     def fileno(self) -> int:
         return int(self._raw.fileno())
