@@ -44,20 +44,24 @@ class DbGuard:
             # InterfaceError ("connection already closed") is not a DatabaseError.
             if not is_connection_error(exc, alias=self.alias):
                 raise
-            self.failures += 1
-            wait = self.backoff()
-            logger.warning(
-                "database error (%s); reconnecting in %.1fs", str(exc).strip()[:200], wait
-            )
-            with contextlib.suppress(Exception):  # the connection is already broken
-                connections[self.alias].close()
-            self.retry_at = time.monotonic() + wait
-            self.stopping.wait(wait)
+            self.failed(str(exc))
             return None
         if self.failures:
             logger.info("database connection restored")
             self.failures = 0
         return result
+
+    def failed(self, why: str) -> None:
+        """Count a connection error, close the connection and back off: for one a call
+        met, and for one the idle loop met reading its socket (so both log the same two
+        lines, the error and, at the next call that works, the connection restored)."""
+        self.failures += 1
+        wait = self.backoff()
+        logger.warning("database error (%s); reconnecting in %.1fs", why.strip()[:200], wait)
+        with contextlib.suppress(Exception):  # the connection is already broken
+            connections[self.alias].close()
+        self.retry_at = time.monotonic() + wait
+        self.stopping.wait(wait)
 
     def backoff(self) -> float:
         return float(min(0.1 * 2 ** max(self.failures - 1, 0), 5.0))

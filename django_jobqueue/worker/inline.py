@@ -17,13 +17,10 @@ loop's ``wait`` the same way.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-
-from django.db import connections
 
 from django_jobqueue.store import wakeups
 from django_jobqueue.store.dialects.base.wakeups import Hearing
@@ -76,9 +73,8 @@ class InlineListener:
                 return  # woken, or the time is up
             try:
                 heard = hearing.read()
-            except Exception:  # the connection is lost: the loop's next call reconnects
-                logger.warning("worker connection lost while waiting; reconnecting")
-                self._lost()
+            except Exception as exc:  # lost: the loop's next call reconnects
+                self._lost(f"the connection was lost while the loop waited: {exc}")
                 return
             if self._wake.is_set():
                 return
@@ -86,8 +82,7 @@ class InlineListener:
             # over and over, a socket libpq no longer reads: never spin on it.
             idle_reads = 0 if heard else idle_reads + 1
             if idle_reads >= IDLE_READS:
-                logger.warning("worker connection readable but silent; reconnecting")
-                self._lost()
+                self._lost("the connection was readable but silent while the loop waited")
                 return
 
     def _attach(self) -> bool:
@@ -101,11 +96,12 @@ class InlineListener:
         self._wake.set()  # look once: a job may have come before the LISTEN
         return True
 
-    def _lost(self) -> None:
+    def _lost(self, why: str) -> None:
+        """Close the connection through the guard, which logs it and backs off as for an
+        error a call met; then wake the loop, whose next call reconnects."""
         self.listening.clear()
         self._hearing = None
-        with contextlib.suppress(Exception):  # the connection is already broken
-            connections[self.alias].close()
+        self._db.failed(why)
         self._wake.set()
 
     def _heard(self, channel: str, payload: str) -> None:

@@ -238,7 +238,8 @@ def test_an_idle_worker_whose_connection_is_cut_listens_again_and_wakes_at_notif
     assert caplog.text.count(LISTENING) == 1
     assert terminate_other_backends() >= 1
     wait_for(lambda: caplog.text.count(LISTENING) >= 2, timeout=10)
-    assert "worker connection lost while waiting" in caplog.text
+    assert "database error (the connection was lost while the loop waited" in caplog.text
+    assert "database connection restored" in caplog.text
     time.sleep(0.3)  # idle again, past the look that listening anew gives
     before = time.monotonic()
     fresh = tasks.record.enqueue(n=1)
