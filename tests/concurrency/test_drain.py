@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count
 
 from django_jobqueue import Status
@@ -25,7 +25,11 @@ JOBS = 2000
 def test_four_runworker_processes_drain_2000_jobs_each_exactly_once(
     runworker: WorkerProcesses,
 ) -> None:
-    procs = runworker.start_ready("--concurrency", "4", "--poll-interval", "30", count=4)
+    # PostgreSQL wakes every worker at the enqueue's NOTIFY (a 30 s poll would show if it
+    # did not). Where workers poll, a worker whose first claim came before the enqueue
+    # committed sleeps its poll interval: at 30 s one worker could drain all 2,000 alone.
+    poll = "30" if connections["default"].vendor == "postgresql" else "0.5"
+    procs = runworker.start_ready("--concurrency", "4", "--poll-interval", poll, count=4)
     with transaction.atomic():
         ids = {tasks.record.enqueue(n=i).id for i in range(JOBS)}
     assert len(ids) == JOBS
