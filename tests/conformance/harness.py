@@ -2,7 +2,13 @@
 (its claim built by ``worker.claiming.claim_request`` from the limits in force, read
 as the worker reads them, sent with its settlements to ``store.exchange``) and runs a
 claimed job's code through the run pipeline, as a slot does; no thread, no clock: a
-cell says when each turn happens."""
+cell says when each turn happens.
+
+A worker that makes its claims ready (``ready_room``) does as an idle worker does
+before its wait (``worker.turn.Turns._make_ready``): with nothing running, it prepares
+the claim of its next turn then, and sends that claim (``store.claim_ready``) at the
+turn, whatever has happened since, unless the turn settles something (the loop drops
+it then and builds its own)."""
 
 from __future__ import annotations
 
@@ -36,6 +42,9 @@ class MatrixWorker:
     slot: int = 0
     running: dict[uuid.UUID, Running] = field(default_factory=dict)
     keys: KeyCursor = field(default_factory=KeyCursor)  # its per-key cursor, as a worker's
+    ready_room: int = 0  # the room of the claims it makes ready (0: it does not)
+    made: tuple[store.ClaimRequest, store.PreparedClaim] | None = None  # made ready, unsent
+    sent_ready: int = 0  # how many of its turns sent a claim made ready
 
     def __post_init__(self) -> None:
         self.pipe = Pipeline(
@@ -46,11 +55,19 @@ class MatrixWorker:
 
     def turn(self, room: int, settle: Sequence[Settlement] = ()) -> list[uuid.UUID]:
         """Settle ``settle`` and claim up to ``room`` jobs in one turn (``room`` 0: settle
-        only, the ordinary settlement path); returns the ids claimed, in claim order."""
-        request = self.wanted(room)
-        applied, claimed = store.exchange(
-            worker_id=self.worker_id, settlements=list(settle), request=request
-        )
+        only, the ordinary settlement path); returns the ids claimed, in claim order. A
+        claim made ready is sent instead when the turn settles nothing and claims for the
+        room it was made for."""
+        made, self.made = self.made, None
+        if made is not None and not settle and not self.running and room == self.ready_room:
+            request, prepared = made
+            applied, claimed = [], store.claim_ready(prepared)
+            self.sent_ready += 1
+        else:
+            request = self.wanted(room)
+            applied, claimed = store.exchange(
+                worker_id=self.worker_id, settlements=list(settle), request=request
+            )
         self.keys.served(claimed, request.per_key if request is not None else ())
         assert list(applied) == [True] * len(settle), f"{self.worker_id}: a settlement refused"
         for s in settle:
@@ -60,7 +77,18 @@ class MatrixWorker:
             ctx = self.pipe.context(job)
             lease = timedelta(minutes=1)
             self.running[job.id] = Running(job, ctx, lease, job.claim_expires_at)
+        self.idle()
         return [job.id for job in claimed]
+
+    def idle(self) -> None:
+        """About to wait: a worker that makes its claims ready, with nothing running,
+        prepares its next turn's claim now (the limits in force read now)."""
+        if self.ready_room <= 0 or self.running:
+            return
+        request = self.wanted(self.ready_room)
+        assert request is not None
+        prepared = store.prepare_claim(worker_id=self.worker_id, request=request)
+        self.made = None if prepared is None else (request, prepared)
 
     def wanted(self, room: int) -> store.ClaimRequest | None:
         """The claim the worker would make for ``room`` free slots (None: settle only),

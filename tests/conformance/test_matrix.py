@@ -29,6 +29,11 @@ Extending it (a change to the claim, the turn or the join release is proved here
 - **A change to how a worker asks for a claim** (the claim request, ``store.exchange``'s
   arguments): ``harness.MatrixWorker.wanted`` and ``turn`` are the matrix's only
   callers, so the cells stay as they are.
+- **Two ways a claim is sent**: in a turn, built as the turn begins (``in_a_turn``), or
+  made ready by an idle worker before its wait and sent when the wait ends
+  (``made_ready``: ``worker.turn.Turns._make_ready``), after the event that made the
+  subject claimable. Each cell runs both, but where the worker the rule binds is not
+  idle at the trigger (``NOT_IDLE``: it holds a run, so it makes no claim ready).
 - **A cell that fails on a real bug**: keep it, add it to ``KNOWN`` below with the
   bug named (an ``xfail(strict=True)``: it fails the run once the bug is fixed, so the
   entry goes with the fix).
@@ -59,10 +64,23 @@ def database() -> str:
 # waiting; such claims now settle and release first: ``joining.orders_candidates``.)
 KNOWN: dict[tuple[str, str, str], str] = {}
 
+# The rules and ways whose bound worker holds a run at the trigger: the worker's own
+# cap (it runs the job that fills it) and the release in its own turn (it ran the parent,
+# and the turn settles it). A worker running something makes no claim ready.
+NOT_IDLE = {"worker_cap", "released_in_a_turn"}
 
-@pytest.mark.parametrize("way", WAYS, ids=[w.name for w in WAYS])
-@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
-def test_cell(rule: Rule, way: Way, request: pytest.FixtureRequest) -> None:
+SENT = ["in_a_turn", "made_ready"]
+CELLS = [
+    pytest.param(rule, way, sent, id=f"{rule.name}-{way.name}-{sent}")
+    for rule in RULES
+    for way in WAYS
+    for sent in SENT
+    if sent == "in_a_turn" or not {rule.name, way.name} & NOT_IDLE
+]
+
+
+@pytest.mark.parametrize(("rule", "way", "sent"), CELLS)
+def test_cell(rule: Rule, way: Way, sent: str, request: pytest.FixtureRequest) -> None:
     known = KNOWN.get((rule.name, way.name, database()))
     if known is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=known))
@@ -70,7 +88,12 @@ def test_cell(rule: Rule, way: Way, request: pytest.FixtureRequest) -> None:
         cell = Cell(using=rule.using, room=rule.room)
         way.prepare(cell)
         rule.arrange(cell)
+        if sent == "made_ready":
+            cell.me.ready_room = cell.room
+            cell.me.idle()  # the claim made ready before the event the trigger brings
+            assert cell.me.made is not None, "the worker made no claim ready"
         rule.held(cell, way.trigger(cell))
+        assert cell.me.sent_ready == (sent == "made_ready"), "the trigger's claim was not"
         if rule.free is not None and rule.freed is not None:
             rule.freed(cell, rule.free(cell))
 
@@ -88,3 +111,4 @@ def test_every_claim_setting_has_a_rule_and_every_rule_a_name_of_its_own() -> No
     assert wanted <= set_by_rules
     assert len({r.name for r in RULES}) == len(RULES)
     assert len({w.name for w in WAYS}) == len(WAYS)
+    assert {r.name for r in RULES} | {w.name for w in WAYS} >= NOT_IDLE
