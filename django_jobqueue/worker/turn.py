@@ -133,13 +133,19 @@ class Turns:
         groups = self._pools.groups(self._running, settling, extra=buffer, settles=bool(settling))
         return groups[0], groups[1:], sum(max(room, 0) for _, room in groups)
 
+    def _idle(self) -> bool:
+        """Nothing running, nothing to settle, the database not backing off: what a claim
+        made ready is made from (``_make_ready``), and what must still hold when it is
+        sent (``_send_ready``)."""
+        return not (self._running or self._unsettled or self._db.waiting)
+
     def _make_ready(self) -> None:
         """An idle worker, about to wait: make ready the claim its next turn would send,
         so that when a wake-up comes (a NOTIFY, most often) the claim goes out first,
         without the Python that builds it or the services that run before a turn
         (``_send_ready``)."""
         self._ready = None
-        if self._running or self._unsettled or self._db.waiting:
+        if not self._idle():
             return
         (kinds, room), others, free = self._room(set())
         wanted = self._claim_request(room, kinds)
@@ -157,9 +163,7 @@ class Turns:
         up): the other pools' claims follow, as in a turn, and a turn now would claim
         nothing more. Once only: a claim made ready is dropped, sent or not."""
         ready, self._ready = self._ready, None
-        if ready is None or self._running or self._unsettled:
-            return False
-        if self._limits.stale or self._db.waiting:
+        if ready is None or not self._idle() or self._limits.stale:
             return False
         began = time.monotonic()
         claimed = self._db(partial(store.claim_ready, ready.prepared))

@@ -7,11 +7,12 @@ import time
 from collections import Counter
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Count
 
 from django_jobqueue import Status
 from django_jobqueue.models import Job, JournalEntry, WorkerHeartbeat
+from django_jobqueue.store import wakeups
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import row_locking, wait_for
 from tests.taskapp import tasks
@@ -25,10 +26,11 @@ JOBS = 2000
 def test_four_runworker_processes_drain_2000_jobs_each_exactly_once(
     runworker: WorkerProcesses,
 ) -> None:
-    # PostgreSQL wakes every worker at the enqueue's NOTIFY (a 30 s poll would show if it
-    # did not). Where workers poll, a worker whose first claim came before the enqueue
-    # committed sleeps its poll interval: at 30 s one worker could drain all 2,000 alone.
-    poll = "30" if connections["default"].vendor == "postgresql" else "0.5"
+    # Where the database wakes workers, the enqueue's NOTIFY wakes all four (a 30 s poll
+    # would show if it did not). Where workers poll, a worker whose first claim came before
+    # the enqueue committed sleeps its poll interval: at 30 s one worker could drain all
+    # 2,000 alone.
+    poll = "30" if wakeups.supported("default") else "0.5"
     procs = runworker.start_ready("--concurrency", "4", "--poll-interval", poll, count=4)
     with transaction.atomic():
         ids = {tasks.record.enqueue(n=i).id for i in range(JOBS)}
