@@ -108,10 +108,12 @@ class PreparedClaim:
     def run(self) -> list[Claimed]:
         return self.read(self.dialect.claim(self.spec))
 
-    def at(self, now: datetime) -> PreparedClaim:
+    def at(self, now: datetime, *, caught_up: bool = False) -> PreparedClaim:
         """This claim on ``now``'s clock (what is visible, when the leases it takes run
-        out): a claim made ready ahead takes its times when it is sent."""
-        return replace(self, spec=replace(self.spec, **_clock(now, self.lease, self.leases)))
+        out): a claim made ready ahead takes its times when it is sent. ``caught_up``:
+        its claimer found its queues caught up at its last look (``ClaimSpec``)."""
+        clock = _clock(now, self.lease, self.leases)
+        return replace(self, spec=replace(self.spec, caught_up=caught_up, **clock))
 
     def read(self, rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         """The claimed jobs from the rows a claim returned (``CLAIMED``), in claim order."""
@@ -188,9 +190,10 @@ def _clock(now: datetime, lease: timedelta, leases: Mapping[str, timedelta]) -> 
 def claim_ready(ready: PreparedClaim) -> list[Claimed]:
     """Send a claim ``prepare`` made ahead (an idle worker's, made before its wait, so that
     a wake-up's claim goes out without the Python that builds it), on the clock of now:
-    the same statement and values a claim prepared now would send."""
+    the same claim a claim prepared now would make. Its claimer was idle, its queues
+    caught up, so it most likely finds fewer jobs than slots (``ClaimSpec.caught_up``)."""
     ready.dialect.use_generic_plans()
-    return ready.at(timezone.now()).run()
+    return ready.at(timezone.now(), caught_up=True).run()
 
 
 def claim_statement(*, worker_id: str, request: ClaimRequest) -> tuple[str, list[Any]] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from django_jobqueue import Priority, Status, store
@@ -12,7 +13,7 @@ from django_jobqueue.models import Job, JournalEntry
 from django_jobqueue.run.context import Context
 from django_jobqueue.run.executor import decide, execute
 from django_jobqueue.task.registry import policy_for, registry
-from tests.helpers import journal_of
+from tests.helpers import journal_of, postgres_only
 from tests.taskapp import tasks
 
 KINDS = registry.kinds
@@ -229,3 +230,57 @@ def test_a_claim_made_ready_ahead_is_sent_as_one_prepared_at_the_moment_it_is_se
     # the clock it was made on.
     [claimed] = store.claim_ready(ready)
     assert claimed.id == later.id
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db
+@pytest.mark.parametrize("waiting", [2, 8], ids=["fewer-than-its-slots", "more-than-its-slots"])
+def test_a_caught_up_claim_takes_what_its_tiers_would(waiting: int) -> None:
+    """A claim made ready by an idle worker (``claim_ready``: its queues were caught up)
+    may try its tiers in one scan first (``_every_tier``). With fewer jobs waiting than
+    its slots it takes them all, as its tiers would; with more, its tiers decide as
+    ever (one slot of five prefers LOW: the first LOW and the first four NORMAL), and
+    the job the one scan locked and the tiers left stays pending for the next claim."""
+    normal = [tasks.add.enqueue(0, i) for i in range(waiting)]
+    low = [tasks.add.using(priority=Priority.LOW).enqueue(1, i) for i in range(waiting)]
+    request = store.ClaimRequest(limit=5, kinds=KINDS(), preferring={Priority.LOW: 1})
+    ready = store.prepare_claim(worker_id="w", request=request)
+    assert ready is not None
+    claimed = {j.id for j in store.claim_ready(ready)}
+    if waiting == 2:
+        assert claimed == {j.id for j in normal + low}
+    else:
+        assert claimed == {low[0].id, *(j.id for j in normal[:4])}
+    pending = set(Job.objects.filter(status=Status.PENDING).values_list("id", flat=True))
+    assert pending == {j.id for j in normal + low} - claimed
+    assert all(Job.objects.get(id=i).claimed_by == "w" for i in claimed)
+
+
+@postgres_only
+@pytest.mark.django_db
+@pytest.mark.parametrize("waiting", [2, 8], ids=["fewer-than-its-slots", "more-than-its-slots"])
+def test_a_caught_up_claim_is_one_scan_that_claims_nothing_when_full(waiting: int) -> None:
+    """On PostgreSQL a caught-up claim of several tiers is first one statement that reads
+    the claim index once: with fewer jobs waiting than its slots it claims them all;
+    with as many or more it claims none, says so (one row of NULLs), and its locks go
+    with its commit, for the tiers' claim that follows (the test above)."""
+    for i in range(waiting):
+        tasks.add.enqueue(0, i)
+        tasks.add.using(priority=Priority.LOW).enqueue(1, i)
+    request = store.ClaimRequest(limit=5, kinds=KINDS(), preferring={Priority.LOW: 1})
+    ready = store.prepare_claim(worker_id="w", request=request)
+    assert ready is not None
+    spec = ready.at(timezone.now(), caught_up=True).spec
+    statement, params = ready.dialect.claim_statement(spec).statement()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + statement, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+        transaction.set_rollback(True)
+    assert plan.count("jobqueue_job_claim") == 1, plan
+    if waiting == 2:
+        assert len(rows) == 4
+        assert all(r[0] is not None for r in rows)
+    else:
+        assert rows == [(None,) * len(rows[0])]

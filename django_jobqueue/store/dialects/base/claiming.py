@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from django_jobqueue.models import Job, QueuePause
 from django_jobqueue.store.dialects.base.claimtext import ClaimTexts
@@ -60,6 +61,8 @@ class ClaimedRow(NamedTuple):
 CLAIMED = ", ".join(ClaimedRow._fields)
 # Claim order: exactly the columns of the partial claim index.
 ORDER = "ORDER BY j.priority, j.visible_at, j.id"
+# The CTE of a caught-up claim's one scan of every tier (``_every_tier``).
+EVERY_TIER = "t_every"
 
 
 class ClaimingStatements(KeyedClaims):
@@ -69,7 +72,14 @@ class ClaimingStatements(KeyedClaims):
 
     def claim(self, spec: ClaimSpec) -> list[tuple[Any, ...]]:
         """Claim for ``spec.worker_id``: the claimed rows (``CLAIMED``), in any order.
-        The statement is made once per shape of claim (``claimtext``)."""
+        The statement is made once per shape of claim (``claimtext``). A caught-up claim
+        of several tiers tries them in one scan first (``_at_once``), and claims by its
+        tiers only when that scan was full."""
+        if self._at_once(spec):
+            rows = self.run(*self._claim_texts.statement(spec))
+            if not rows or rows[0][0] is not None:
+                return rows
+            spec = replace(spec, caught_up=False)  # the scan was full: the tiers decide
         return self.run(*self._claim_texts.statement(spec))
 
     @cached_property
@@ -78,7 +88,10 @@ class ClaimingStatements(KeyedClaims):
 
     def claim_statement(self, spec: ClaimSpec) -> Fragment:
         """The statement of the claim that reads the claim index (for EXPLAIN): here the
-        one statement that is the whole claim."""
+        one statement that is the whole claim (a caught-up claim's: its one scan)."""
+        if self._at_once(spec):
+            total = sum(n for _, n in spec.tiers)
+            return self.at_once_statement(spec, self._every_tier(spec, total), self.size(total))
         ctes, update = self.claim_parts(spec)
         return Fragment.concat("WITH ", Fragment.join(", ", ctes), " ", update)
 
@@ -141,15 +154,58 @@ class ClaimingStatements(KeyedClaims):
             cumulative += slots
             ctes.append(self._tier(spec, i, floor, cumulative))
         picked = " UNION ALL ".join(f"SELECT id FROM t{i}" for i in range(len(spec.tiers)))
-        update = Fragment.concat(
+        return ctes, self.claim_update(spec, self.picked_ids(picked))
+
+    def claim_update(self, spec: ClaimSpec, where: Fragment | str) -> Fragment:
+        """The claim's UPDATE of the rows ``where`` picks, returning ``CLAIMED``."""
+        return Fragment.concat(
             Fragment(
                 f"UPDATE {JOB} AS j SET status = 'claimed', claimed_by = %s, claim_expires_at = ",
                 [spec.worker_id],
             ),
             self.expiry(spec, "j.kind"),
-            f", run_count = j.run_count + 1 WHERE {self.picked_ids(picked)} RETURNING {CLAIMED}",
+            ", run_count = j.run_count + 1 WHERE ",
+            where,
+            f" RETURNING {CLAIMED}",
         )
-        return ctes, update
+
+    def _at_once(self, spec: ClaimSpec) -> bool:
+        """Whether the claim first tries every tier in one scan (``_every_tier``): a
+        caught-up claim of several tiers, more than one slot (a scan of one is full
+        whenever it finds anything) and no caps, limits or key rules, on a dialect
+        whose statement can say that the scan was full (``at_once_statement``)."""
+        return (
+            self.claims_at_once
+            and spec.caught_up
+            and not spec.settling
+            and len(spec.tiers) > 1
+            and sum(n for _, n in spec.tiers) > 1
+            and not (spec.caps or spec.limited or spec.keyed)
+        )
+
+    def _every_tier(self, spec: ClaimSpec, total: int) -> Fragment:
+        """The first ``total`` candidates of the lowest floor, locked in one scan.
+
+        When a claim's candidates are no more than its slots, its tiers take every one
+        between them: each tier takes what the tiers before it left of its own floor,
+        and the last, at the lowest floor, has the room of them all (``_tier``). So when
+        this scan finds fewer than ``total`` (every candidate there is, the higher
+        floors' too), they are what the tiers would take, and the claim takes them
+        (``at_once_statement``); when it finds ``total``, there may be more: it claims
+        none, its locks go with its commit, and the tiers' claim follows (``claim``). A
+        claimer whose queues were caught up at its last look most often finds a job or
+        two, in one scan where the tiers took one each and the subqueries that subtract
+        what the tiers before took. Its statement is planned lighter, too: a caught-up
+        worker's pickup is a claim's round trip, and each node of a plan costs a server
+        woken from sleep more than it does a busy one (performance.md)."""
+        floor = spec.tiers[-1][0]
+        select = Fragment.concat(
+            f"SELECT j.id FROM {JOB} j WHERE ",
+            self.candidates(spec, kinds=spec.kinds, floor=floor),
+            f" {ORDER} LIMIT ",
+            self.size(total),
+        )
+        return Fragment.concat(f"{EVERY_TIER} AS MATERIALIZED (", self.skipping_locked(select), ")")
 
     def candidates(
         self, spec: ClaimSpec, *, kinds: Sequence[str] | Fragment, floor: int
@@ -360,6 +416,16 @@ class ClaimingStatements(KeyedClaims):
     def picked_ids(self, union: str) -> str:
         """The UPDATE's condition that the row is one the tiers picked (``union``)."""
         return f"j.id IN ({union})"
+
+    #: Whether a caught-up claim of several tiers tries them in one scan first
+    #: (``_every_tier``): a dialect that answers ``at_once_statement``.
+    claims_at_once: ClassVar[bool] = False
+
+    def at_once_statement(self, spec: ClaimSpec, scan: Fragment, total: Fragment) -> Fragment:
+        """The claim of every row the one scan (``scan``, the CTE ``EVERY_TIER``) found
+        when they are fewer than ``total``, returning ``CLAIMED``; when they are not,
+        one row whose first column is NULL, and nothing claimed."""
+        raise NotImplementedError
 
     def timestamp(self, value: Fragment) -> Fragment:
         """``value`` as the statement's timestamp type, where it must be said."""

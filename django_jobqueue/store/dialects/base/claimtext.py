@@ -55,6 +55,7 @@ def shape(spec: ClaimSpec) -> tuple[Any, ...]:
         tuple(spec.kind_locks.items()),
         spec.key_space,
         spec.settling,
+        spec.caught_up,
     )
 
 
@@ -73,6 +74,7 @@ SHAPE = (
     "kind_locks",
     "key_space",
     "settling",
+    "caught_up",
 )
 
 

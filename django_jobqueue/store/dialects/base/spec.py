@@ -55,3 +55,7 @@ class ClaimSpec:
     # The claim is part of a turn's statement, after its settlements (``s``, their
     # document): a count of claimed jobs there may leave out the ones it settles.
     settling: bool = False
+    # The claimer found its queues caught up at its last look (an idle worker's claim
+    # made ready): it most likely finds fewer candidates than slots, and a dialect
+    # with ``claims_at_once`` then takes them all in one scan (``claim_parts``).
+    caught_up: bool = False

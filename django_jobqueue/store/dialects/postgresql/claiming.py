@@ -23,7 +23,9 @@ from typing import Any
 from django_jobqueue import validation
 from django_jobqueue.store.dialects.base.claiming import (
     CLAIMED,
+    EVERY_TIER,
     PAUSED,
+    ClaimedRow,
     ClaimingStatements,
     ClaimSpec,
 )
@@ -213,6 +215,23 @@ class PostgreSQLClaiming(PostgreSQLKeyed, ClaimingStatements):
         # An array, so PostgreSQL looks the few ids up by primary key whatever it guesses
         # of the tiers' row counts (a guessed-large semi-join would scan the table instead).
         return f"j.id = ANY(ARRAY({union}))"
+
+    claims_at_once = True
+
+    def at_once_statement(self, spec: ClaimSpec, scan: Fragment, total: Fragment) -> Fragment:
+        found = f"(SELECT count(*) FROM {EVERY_TIER})"
+        picked = Fragment.concat(
+            f"j.id = ANY(ARRAY(SELECT id FROM {EVERY_TIER} WHERE {found} < ", total, "))"
+        )
+        nulls = ", ".join(["NULL"] * len(ClaimedRow._fields))
+        return Fragment.concat(
+            "WITH ",
+            scan,
+            ", claimed AS (",
+            self.claim_update(spec, picked),
+            f") SELECT {CLAIMED} FROM claimed UNION ALL SELECT {nulls} WHERE {found} >= ",
+            total,
+        )
 
     def pooled_ids(self, pool: Fragment) -> Fragment:
         # An array, so the pool's few ids are looked up by primary key (as picked_ids).
