@@ -19,6 +19,7 @@ from django_jobqueue.store.claim import (
     claim_jobs,
     claim_ready,
     claim_statement,
+    ready_claim,
 )
 from django_jobqueue.store.claim import prepare as prepare_claim
 from django_jobqueue.store.dialects.base.spec import KeyRule
@@ -226,6 +227,7 @@ __all__ = [
     "queue_tables",
     "queues_in_use",
     "read_history",
+    "ready_claim",
     "record_tick",
     "recover_expired",
     "recover_lost",

@@ -151,7 +151,7 @@ class Turns:
         wanted = self._claim_request(room, kinds)
         if wanted is None:
             return
-        prepared = store.prepare_claim(worker_id=self.worker_id, request=wanted)
+        prepared = self._db(partial(store.ready_claim, worker_id=self.worker_id, request=wanted))
         if prepared is not None:
             self._ready = Ready(wanted, prepared, others, free)
 

@@ -87,7 +87,7 @@ class MatrixWorker:
             return
         request = self.wanted(self.ready_room)
         assert request is not None
-        prepared = store.prepare_claim(worker_id=self.worker_id, request=request)
+        prepared = store.ready_claim(worker_id=self.worker_id, request=request)
         self.made = None if prepared is None else (request, prepared)
 
     def wanted(self, room: int) -> store.ClaimRequest | None:

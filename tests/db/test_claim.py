@@ -236,7 +236,7 @@ def test_a_claim_made_ready_ahead_is_sent_as_one_prepared_at_the_moment_it_is_se
 @pytest.mark.django_db
 @pytest.mark.parametrize("waiting", [2, 8], ids=["fewer-than-its-slots", "more-than-its-slots"])
 def test_a_caught_up_claim_takes_what_its_tiers_would(waiting: int) -> None:
-    """A claim made ready by an idle worker (``claim_ready``: its queues were caught up)
+    """A claim made ready by an idle worker (``ready_claim``: its queues were caught up)
     may try its tiers in one scan first (``_every_tier``). With fewer jobs waiting than
     its slots it takes them all, as its tiers would; with more, its tiers decide as
     ever (one slot of five prefers LOW: the first LOW and the first four NORMAL), and
@@ -244,8 +244,9 @@ def test_a_caught_up_claim_takes_what_its_tiers_would(waiting: int) -> None:
     normal = [tasks.add.enqueue(0, i) for i in range(waiting)]
     low = [tasks.add.using(priority=Priority.LOW).enqueue(1, i) for i in range(waiting)]
     request = store.ClaimRequest(limit=5, kinds=KINDS(), preferring={Priority.LOW: 1})
-    ready = store.prepare_claim(worker_id="w", request=request)
+    ready = store.ready_claim(worker_id="w", request=request)
     assert ready is not None
+    assert ready.spec.caught_up
     claimed = {j.id for j in store.claim_ready(ready)}
     if waiting == 2:
         assert claimed == {j.id for j in normal + low}
@@ -268,9 +269,9 @@ def test_a_caught_up_claim_is_one_scan_that_claims_nothing_when_full(waiting: in
         tasks.add.enqueue(0, i)
         tasks.add.using(priority=Priority.LOW).enqueue(1, i)
     request = store.ClaimRequest(limit=5, kinds=KINDS(), preferring={Priority.LOW: 1})
-    ready = store.prepare_claim(worker_id="w", request=request)
+    ready = store.ready_claim(worker_id="w", request=request)
     assert ready is not None
-    spec = ready.at(timezone.now(), caught_up=True).spec
+    spec = ready.at(timezone.now()).spec
     statement, params = ready.dialect.claim_statement(spec).statement()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + statement, params)
