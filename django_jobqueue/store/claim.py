@@ -208,9 +208,9 @@ def ready_claim(*, worker_id: str, request: ClaimRequest) -> PreparedClaim | Non
 
 
 def claim_ready(ready: PreparedClaim) -> list[Claimed]:
-    """Send a claim ``prepare`` made ahead (an idle worker's, made before its wait, so that
-    a wake-up's claim goes out without the Python that builds it), on the clock of now:
-    the same claim a claim prepared now would make (``ready_claim`` made it)."""
+    """Send a claim made ahead (an idle worker's, made before its wait by ``ready_claim``,
+    so that a wake-up's claim goes out without the Python that builds it), on the clock
+    of now: it claims what a claim prepared now would."""
     return ready.at(timezone.now()).run()
 
 

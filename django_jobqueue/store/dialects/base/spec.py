@@ -57,5 +57,5 @@ class ClaimSpec:
     settling: bool = False
     # The claimer found its queues caught up at its last look (an idle worker's claim
     # made ready): it most likely finds fewer candidates than slots, and a dialect
-    # with ``claims_at_once`` then takes them all in one scan (``claim_parts``).
+    # with ``claims_at_once`` tries its tiers in one scan first (``_every_tier``).
     caught_up: bool = False
