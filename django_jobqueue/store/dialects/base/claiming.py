@@ -90,8 +90,7 @@ class ClaimingStatements(KeyedClaims):
         """The statement of the claim that reads the claim index (for EXPLAIN): here the
         one statement that is the whole claim (a caught-up claim's: its one scan)."""
         if self._at_once(spec):
-            total = sum(n for _, n in spec.tiers)
-            return self.at_once_statement(spec, self._every_tier(spec, total), self.size(total))
+            return self.at_once_statement(spec, self._every_tier(spec), self.size(spec.slots))
         ctes, update = self.claim_parts(spec)
         return Fragment.concat("WITH ", Fragment.join(", ", ctes), " ", update)
 
@@ -146,7 +145,7 @@ class ClaimingStatements(KeyedClaims):
         """The claim as its CTEs (one per tier) and its UPDATE, apart, so that a turn can
         put settlement CTEs before them in one statement. The keyed kinds' CTEs that do
         not depend on the tier come first, made once for all tiers."""
-        total = sum(n for _, n in spec.tiers)
+        total = spec.slots
         rooms = {k: self._room(spec, k, []) or self.size(total) for k in spec.keyed}
         ctes: list[Fragment] = self.keyed_ctes(spec, rooms)
         cumulative = 0
@@ -179,12 +178,14 @@ class ClaimingStatements(KeyedClaims):
             and spec.caught_up
             and not spec.settling
             and len(spec.tiers) > 1
-            and sum(n for _, n in spec.tiers) > 1
+            and spec.slots > 1
             and not (spec.caps or spec.limited or spec.keyed)
         )
 
-    def _every_tier(self, spec: ClaimSpec, total: int) -> Fragment:
-        """The first ``total`` candidates of the lowest floor, locked in one scan.
+    def _every_tier(self, spec: ClaimSpec) -> Fragment:
+        """The first candidates of the lowest floor, as many as the claim's slots
+        (``ClaimSpec.slots``; ``total`` below), locked in one scan: the lowest tier's
+        CTE as it would be with every slot and no tier before it (``_locked``).
 
         When a claim's candidates are no more than its slots, its tiers take every one
         between them: each tier takes what the tiers before it left of its own floor,
@@ -198,14 +199,8 @@ class ClaimingStatements(KeyedClaims):
         what the tiers before took. Its statement is planned lighter, too: a caught-up
         worker's pickup is a claim's round trip, and each node of a plan costs a server
         woken from sleep more than it does a busy one (performance.md)."""
-        floor = spec.tiers[-1][0]
-        select = Fragment.concat(
-            f"SELECT j.id FROM {JOB} j WHERE ",
-            self.candidates(spec, kinds=spec.kinds, floor=floor),
-            f" {ORDER} LIMIT ",
-            self.size(total),
-        )
-        return Fragment.concat(f"{EVERY_TIER} AS MATERIALIZED (", self.skipping_locked(select), ")")
+        locked = self._locked(spec, spec.tiers[-1][0], [], spec.slots)
+        return Fragment.concat(f"{EVERY_TIER} AS MATERIALIZED (", locked, ")")
 
     def candidates(
         self, spec: ClaimSpec, *, kinds: Sequence[str] | Fragment, floor: int
@@ -239,7 +234,14 @@ class ClaimingStatements(KeyedClaims):
     def _tier(self, spec: ClaimSpec, i: int, floor: int, cumulative: int) -> Fragment:
         """Tier ``i``'s CTE: its candidates, less what earlier tiers picked, up to the
         slots up to and including it."""
-        previous = [f"t{j}" for j in range(i)]
+        locked = self._locked(spec, floor, [f"t{j}" for j in range(i)], cumulative)
+        return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
+
+    def _locked(
+        self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int
+    ) -> Fragment:
+        """The locking SELECT of a tier at ``floor``: its candidates less what the
+        ``previous`` tiers picked, up to ``cumulative`` less their rows."""
         columns = f"j.id, j.kind, j.{KEY}" if spec.keyed else "j.id, j.kind"
         select: list[Fragment | str] = [
             f"SELECT {columns} FROM {JOB} j WHERE ",
@@ -257,8 +259,7 @@ class ClaimingStatements(KeyedClaims):
             select.append(
                 " - (" + " + ".join(f"(SELECT count(*) FROM {p})" for p in previous) + ")"
             )
-        locked = self.skipping_locked(Fragment.concat(*select))
-        return Fragment.concat(f"t{i} AS MATERIALIZED (", locked, ")")
+        return self.skipping_locked(Fragment.concat(*select))
 
     def _capped(
         self, spec: ClaimSpec, floor: int, previous: list[str], cumulative: int

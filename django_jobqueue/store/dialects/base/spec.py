@@ -59,3 +59,8 @@ class ClaimSpec:
     # made ready): it most likely finds fewer candidates than slots, and a dialect
     # with ``claims_at_once`` tries its tiers in one scan first (``_every_tier``).
     caught_up: bool = False
+
+    @property
+    def slots(self) -> int:
+        """How many jobs the claim takes at most: its tiers' slots together."""
+        return sum(n for _, n in self.tiers)

@@ -122,7 +122,7 @@ def _takes(spec: ClaimSpec, release: Release) -> Fragment:
     left. A kind with key rules (``spec.keyed``) is left pending for the next claim,
     whose keyed part (``dialects.base.keyed``) is the one place those rules are
     decided: its key's place may be taken, or another key's turn come first."""
-    slots = sum(n for _, n in spec.tiers)
+    slots = spec.slots
     parts: list[Fragment | str] = [Fragment("(c.kind = ANY(%s)", [list(spec.kinds)])]
     if spec.queues:
         parts.append(Fragment(" AND c.queue = ANY(%s)", [list(spec.queues)]))

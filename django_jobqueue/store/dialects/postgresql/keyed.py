@@ -170,7 +170,7 @@ class PostgreSQLKeyed(KeyedClaims):
     def _found(self, spec: ClaimSpec, kind: str, room: Fragment) -> Fragment:
         """``ks``: keys with pending jobs (no limit per key: each may give the claim's
         whole room), as many as the claim takes jobs."""
-        most = min(KEYS_PER_CLAIM, max(4, 2 * sum(n for _, n in spec.tiers)))
+        most = min(KEYS_PER_CLAIM, max(4, 2 * spec.slots))
         return Fragment.concat(
             f"(SELECT w.{KEY}, w.part, ",
             room,
