@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.utils import DatabaseErrorWrapper
 from django.utils import timezone
 
@@ -387,3 +387,26 @@ def test_the_dialect_reads_times_as_a_django_cursor_does(session_zone: str) -> N
         assert [getattr(v, "tzinfo", None) for v in through_dialect] == [
             getattr(v, "tzinfo", None) for v in through_django
         ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_keeps_one_cursor_a_connection_and_a_new_one_after_a_reconnect() -> None:
+    """The dialect's statements go through a cursor kept for the connection (made once,
+    not per statement), which a failed statement leaves usable and a new connection
+    replaces."""
+    d = for_alias("default")
+    if not isinstance(d, PostgreSQL):
+        pytest.skip("PostgreSQL's dialect keeps its cursors")
+    assert d.run("SELECT %s::int", [1]) == [(1,)]
+    first = connection.connection
+    kept = dict(vars(connections["default"])["_django_jobqueue_cursors"].cursors)
+    assert d.run("SELECT %s::int + 1", [1]) == [(2,)]
+    assert vars(connections["default"])["_django_jobqueue_cursors"].cursors == kept
+    with pytest.raises(DatabaseError):
+        d.run("SELECT 1 / %s::int", [0])
+    assert d.run("SELECT %s::text", ["after"]) == [("after",)]
+    connection.close()
+    assert d.run("SELECT %s::int", [3]) == [(3,)]
+    assert connection.connection is not first
+    now_kept = vars(connections["default"])["_django_jobqueue_cursors"].cursors
+    assert now_kept and not set(map(id, now_kept.values())) & set(map(id, kept.values()))

@@ -29,24 +29,67 @@ def _timestamptz() -> tuple[int, Any]:
     return oid, psycopg.adapters.get_loader(oid, Format.TEXT)
 
 
-def _utc_times(conn: Any, raw: Any, cursor: Any, result: Any) -> None:
-    """Have ``cursor`` read the timestamptz columns of its ``result`` with psycopg's own
-    loader where that reads what Django's does: aware datetimes in UTC, the zone of
-    Django's connection and of the session. Django's loader is Python (psycopg's
+def _utc_times(conn: Any, raw: Any) -> bool:
+    """Whether the cursors of ``raw`` may read timestamptz columns with psycopg's own
+    loader: it reads what Django's does (aware datetimes in UTC) only where Django's
+    connection and the session are both in UTC. Django's loader is Python (psycopg's
     parser, then the zone put in), about 8 us a value, two per claimed job; psycopg's C
-    one is several times faster.
+    one is several times faster."""
+    return conn.timezone is UTC and raw.pgconn.parameter_status(b"TimeZone") == b"UTC"
 
-    Set once the rows are there (psycopg reloads the result's loaders when one is
-    registered), and only for a result with such a column: registering copies the
-    cursor's loaders and makes it a new transformer, 5 % of an enqueue's instructions
-    when it was done before every statement, an ``INSERT`` that returns nothing
-    included."""
-    oid, loader = _timestamptz()
-    if not any(result.ftype(i) == oid for i in range(result.nfields)):
-        return
-    if conn.timezone is not UTC or raw.pgconn.parameter_status(b"TimeZone") != b"UTC":
-        return
-    cursor.adapters.register_loader(oid, loader)
+
+class _Held:
+    """The cursors one psycopg connection's statements go through (``PostgreSQL.run``),
+    one of each kind, kept while that connection lives.
+
+    A cursor made for each statement cost 20-30 us hot and 40-110 at an idle worker's
+    wake-up more than one kept (its transformer, the connection's adapters copied), and
+    registering the C timestamptz loader on it copies the adapters again: a kept cursor
+    pays both once. Held on Django's connection wrapper, which is one thread's, and
+    dropped when Django opens another psycopg connection for it."""
+
+    __slots__ = ("cursors", "raw", "utc")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.cursors: dict[type, Any] = {}
+        self.utc: set[type] = set()  # the kinds whose cursor has the C loader
+
+    @staticmethod
+    def of(conn: Any, raw: Any) -> _Held:
+        held: _Held | None = conn.__dict__.get(_HELD)
+        if held is None or held.raw is not raw:
+            held = conn.__dict__[_HELD] = _Held(raw)
+        return held
+
+    def cursor(self, conn: Any, kind: type) -> Any:
+        """The cursor of ``kind``; a new one where the kept one reads times with the C
+        loader and the session's zone has changed since (it would misread them)."""
+        cursor = self.cursors.get(kind)
+        if cursor is not None and kind in self.utc and not _utc_times(conn, self.raw):
+            cursor = None
+        if cursor is None or cursor.closed:
+            cursor = self.cursors[kind] = kind(self.raw)
+            self.utc.discard(kind)
+        return cursor
+
+    def read_times(self, conn: Any, kind: type, cursor: Any, result: Any) -> None:
+        """Have ``cursor`` read timestamptz with psycopg's loader (``_utc_times``), once
+        a result with such a column comes: psycopg reloads the result's loaders when one
+        is registered, and registering before every statement cost 5 % of an enqueue's
+        instructions, an ``INSERT`` that returns nothing included."""
+        if kind in self.utc:
+            return
+        oid, loader = _timestamptz()
+        if any(result.ftype(i) == oid for i in range(result.nfields)) and _utc_times(
+            conn, self.raw
+        ):
+            cursor.adapters.register_loader(oid, loader)
+            self.utc.add(kind)
+
+
+#: Where ``_Held`` sits on Django's connection wrapper.
+_HELD = "_django_jobqueue_cursors"
 
 
 _MARK = re.compile(r"%(.)", re.DOTALL)
@@ -126,7 +169,9 @@ class PostgreSQL(
         # or a raw one for a statement already in PostgreSQL's own marks (``numbered``).
         native = numbered(statement, len(params)) if isinstance(params, Sequence) else None
         kind = psycopg.Cursor if native is None else psycopg.RawCursor
-        with conn.wrap_database_errors, kind(raw) as cursor:
+        held = _Held.of(conn, raw)
+        cursor = held.cursor(conn, kind)
+        with conn.wrap_database_errors:
             cursor.execute(native or statement, params, prepare=True if prepare else None)
             # Rows if it returned columns: what ``cursor.description`` tells, read from the
             # result itself (the description is a list of objects made anew, one a column,
@@ -134,8 +179,9 @@ class PostgreSQL(
             result = cursor.pgresult
             if result is None or not result.nfields:
                 return []
-            _utc_times(conn, raw, cursor, result)
-            return cursor.fetchall()
+            held.read_times(conn, kind, cursor, result)
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            return rows
 
     def job_id(self, value: uuid.UUID) -> Any:
         return value
