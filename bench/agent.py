@@ -22,6 +22,8 @@ ACTIONS = (
     "enqueue_copy",
     "preload",
     "stamp_series",
+    # django_jobqueue's paired pickup (bench/pickup_pair.py)
+    "stamp_pairs",
     # django_jobqueue's workflow measures only (bench/workflows.py)
     "chord_write",
     "preload_chord",

@@ -62,14 +62,16 @@ def tail(text: str, lines: int = 20) -> str:
 class Worker:
     """One worker process of a system, logging to ``log_path``."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], log_path: Path, *, cwd: Path = REPO_ROOT
+    ) -> None:
         self.argv = argv
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
         self.started_at = time.time()  # a drain's start-up counts from here (bench/phases.py)
         self.popen = subprocess.Popen(
             argv,
-            cwd=REPO_ROOT,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,

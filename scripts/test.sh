@@ -220,6 +220,8 @@ leg_bench() {
   fi
   echo "== benchmark (python -m bench --quick)"
   python -m bench --quick --json "${TMPDIR:-/tmp}/jobqueue-bench-quick.json"
+  echo "== paired pickup, this checkout against itself (python -m bench.pickup_pair)"
+  python -m bench.pickup_pair . . --jobs 20 --rounds 1
 }
 
 # Under Django 6 run the tests whose outcome can depend on Django's version, and only

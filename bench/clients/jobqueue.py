@@ -45,6 +45,25 @@ def stamp_series(count: int, gap: float, warmup: int) -> dict[str, float]:
     return paced(count, gap, warmup, submit)
 
 
+def stamp_pairs(count: int, gap: float, warmup: int, queues: list[str]) -> dict[str, float]:
+    """``stamp_series`` over two queues: each label's job goes to both, one after the
+    other ``gap`` apart, the first of each pair in turn (``a<i>`` on the first queue,
+    ``b<i>`` on the second), so that each queue's worker sees the same moments."""
+    first, second = queues
+    committed: dict[str, float] = {}
+
+    def submit(label: str) -> None:
+        order = ((f"a{label}", first), (f"b{label}", second))
+        for name, queue in order if int(label.lstrip("wj") or 0) % 2 == 0 else order[::-1]:
+            stamp.using(queue=queue).enqueue(label=name)
+            if not label.startswith("w"):
+                committed[name] = time.time()
+            time.sleep(gap)
+
+    paced(count, 0.0, warmup, submit)
+    return committed
+
+
 # --- the workflow measures (bench/workflows.py) ---------------------------------------------
 
 
