@@ -409,4 +409,5 @@ def test_postgresql_keeps_one_cursor_a_connection_and_a_new_one_after_a_reconnec
     assert d.run("SELECT %s::int", [3]) == [(3,)]
     assert connection.connection is not first
     now_kept = vars(connections["default"])["_django_jobqueue_cursors"].cursors
-    assert now_kept and not set(map(id, now_kept.values())) & set(map(id, kept.values()))
+    assert now_kept
+    assert not set(map(id, now_kept.values())) & set(map(id, kept.values()))
