@@ -44,7 +44,7 @@ import dataclasses
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,19 +269,32 @@ class Bench:
         return dataclasses.replace(drained, phases=phases)
 
     def wait_stamps(self, path: Path, labels: set[str], workers: list[Worker]) -> dict[str, float]:
-        deadline = time.monotonic() + STAMP_TIMEOUT
-        while True:
-            stamps = read_stamps(path)
-            missing = labels - set(stamps)
-            if not missing:
-                return stamps
-            _check_alive(workers, f"with {len(missing)} stamp jobs not started")
-            if time.monotonic() > deadline:
-                raise BenchError(
-                    f"{len(missing)} of {len(labels)} stamp jobs never started",
-                    _describe(workers),
-                )
-            time.sleep(0.05)
+        return wait_stamps([path], labels, workers)
+
+
+def wait_stamps(
+    paths: Sequence[Path], labels: set[str], workers: list[Worker], timeout: float = STAMP_TIMEOUT
+) -> dict[str, float]:
+    """Until every stamp job of ``labels`` has started, its stamp in one of ``paths``
+    (one file a worker's checkout, for ``pickup_pair``): label -> its first start.
+    BenchError if a worker dies first or ``timeout`` passes, naming a few."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stamps: dict[str, float] = {}
+        for path in paths:
+            for label, at in read_stamps(path).items():
+                stamps.setdefault(label, at)
+        missing = labels - set(stamps)
+        if not missing:
+            return stamps
+        _check_alive(workers, f"with {len(missing)} stamp jobs not started")
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"{len(missing)} of {len(labels)} stamp jobs never started,"
+                f" e.g. {sorted(missing)[:3]}",
+                _describe(workers),
+            )
+        time.sleep(0.05)
 
 
 def _describe(workers: list[Worker]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bench.config import Sizes
 from bench.harness import WARMUP_STAMPS, Bench
@@ -91,6 +91,12 @@ def statements(b: Bench, s: System) -> Rep:
     )
 
 
+def percentiles(latencies: Sequence[float]) -> dict[str, float]:
+    """A pickup's p50, p95 and p99, in the unit of ``latencies``."""
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]}
+
+
 def pickup_latency(b: Bench, s: System) -> Rep:
     sz = b.sizes
     with b.fresh(s) as db, b.server.connect(db) as conn:
@@ -102,9 +108,8 @@ def pickup_latency(b: Bench, s: System) -> Rep:
             )
             started = b.wait_stamps(stamp_file, set(committed), procs)
     latencies = [(started[label] - at) * 1000 for label, at in committed.items()]
-    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     return Rep(
-        {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]},
+        percentiles(latencies),
         {"n": len(latencies), "gap_s": sz.pickup_gap, "latencies_ms": latencies},
     )
 

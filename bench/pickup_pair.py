@@ -34,9 +34,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.harness import wait_stamps
+from bench.measures import percentiles
 from bench.pg import Server
 from bench.procs import Worker, child_env, run_agent
-from bench.stamps import ENV, read_stamps
+from bench.stamps import ENV
 from bench.systems.jobqueue import JobQueue
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -52,21 +54,10 @@ def latencies(stamps: dict[str, float], committed: dict[str, float], prefix: str
     return [stamps[k] - committed[k] for k in labels if k in stamps]
 
 
-def wait_started(files: Sequence[Path], labels: set[str], deadline: float) -> None:
-    """Until every job of ``labels`` has started (its stamp in one of ``files``)."""
-    while True:
-        started = set().union(*(read_stamps(f) for f in files))
-        missing = labels - started
-        if not missing:
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{len(missing)} jobs never started, e.g. {sorted(missing)[:3]}")
-        time.sleep(0.1)
-
-
 def quantiles_ms(values: Sequence[float]) -> list[float]:
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return [round(cuts[q] * 1000, 3) for q in (49, 94, 98)]
+    """p50, p95 and p99 of ``values`` (seconds), in ms."""
+    found = percentiles([v * 1000 for v in values])
+    return [round(found[q], 3) for q in ("p50", "p95", "p99")]
 
 
 def one_run(
@@ -95,15 +86,12 @@ def one_run(
         params = {"count": args.jobs, "gap": args.gap, "warmup": 10, "queues": list(QUEUES)}
         committed: dict[str, float] = run_agent(system, url, "stamp_pairs", params, TIMEOUT)
         files = [stamp_file for _, stamp_file in workers.values()]
-        wait_started(files, set(committed), time.monotonic() + READY_TIMEOUT)
+        stamps = wait_stamps(files, set(committed), [w for w, _ in workers.values()])
     finally:
         for worker, _ in workers.values():
             worker.stop()
     prefix = {QUEUES[0]: "a", QUEUES[1]: "b"}
-    found = {
-        name: latencies(read_stamps(stamp_file), committed, prefix[queue_of[name]])
-        for name, (_, stamp_file) in workers.items()
-    }
+    found = {name: latencies(stamps, committed, prefix[queue_of[name]]) for name in workers}
     return {"swapped": swap, **found}
 
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.pickup_pair import latencies, main, summary, wait_started
+from bench.errors import BenchError
+from bench.harness import wait_stamps
+from bench.pickup_pair import latencies, main, summary
 
 
 def test_each_tree_reads_its_own_jobs_in_the_order_of_their_pairs() -> None:
@@ -31,11 +33,16 @@ def test_the_summary_pairs_the_nth_job_of_each_tree() -> None:
 
 
 def test_waiting_for_jobs_that_never_start_ends_with_the_missing_named(tmp_path: Path) -> None:
-    stamps = tmp_path / "stamps.txt"
-    stamps.write_text("aj0 1.0\n")
-    wait_started([stamps], {"aj0"}, deadline=0.0)  # all there: returns at once
-    with pytest.raises(SystemExit, match=r"1 jobs never started, e.g. \['aj1'\]"):
-        wait_started([stamps], {"aj0", "aj1"}, deadline=0.0)
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("aj0 1.0\n")
+    second.write_text("bj0 2.0\n")
+    # all there, across both trees' files: returns at once
+    assert wait_stamps([first, second], {"aj0", "bj0"}, [], timeout=0.0) == {
+        "aj0": 1.0,
+        "bj0": 2.0,
+    }
+    with pytest.raises(BenchError, match=r"1 of 2 stamp jobs never started, e.g. \['aj1'\]"):
+        wait_stamps([first], {"aj0", "aj1"}, [], timeout=0.0)
 
 
 def test_a_tree_without_the_package_or_a_bad_size_is_refused(
