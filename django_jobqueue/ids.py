@@ -6,15 +6,23 @@ doubles as an age order and keeps b-tree inserts at the right-hand edge.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 import uuid
+from datetime import datetime
+
+from django.utils import timezone
 
 _lock = threading.Lock()
 _UUID, _UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
 _new, _setattr = object.__new__, object.__setattr__
 _last = 0
+
+# The version and variant bits every UUIDv7 carries (RFC 9562), with nothing else set.
+_VERSION_BITS = (0x7 << 76) | (0b10 << 62)
+_MILLIS_MAX = (1 << 48) - 1
 
 
 def uuid7() -> uuid.UUID:
@@ -29,7 +37,7 @@ def uuid7_many(count: int) -> list[uuid.UUID]:
     millis = nanos // 1_000_000
     # RFC 9562 method 3: the 12 rand_a bits hold the sub-millisecond fraction.
     sub = ((nanos % 1_000_000) * 4096) // 1_000_000
-    head = (millis << 80) | (0x7 << 76) | (sub << 64) | (0b10 << 62)
+    head = (millis << 80) | (sub << 64) | _VERSION_BITS
     mask = (1 << 62) - 1
     randoms = os.urandom(8 * count)
     ids = []
@@ -49,3 +57,16 @@ def uuid7_many(count: int) -> list[uuid.UUID]:
             ids.append(made)
         _last = last
     return ids
+
+
+def uuid7_floor(moment: datetime) -> uuid.UUID:
+    """The smallest UUIDv7 of ``moment``'s millisecond: every id drawn then or later sorts
+    at or after it, so a time is a bound on the primary key. A naive ``moment`` is read
+    in Django's default time zone (as Django reads one compared with a date-time column)."""
+    try:
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, timezone.get_default_timezone())
+        millis = min(max(math.floor(moment.timestamp() * 1000), 0), _MILLIS_MAX)
+    except (OverflowError, ValueError):  # at the ends of datetime's range
+        millis = 0 if moment.year < 1970 else _MILLIS_MAX
+    return uuid.UUID(int=(millis << 80) | _VERSION_BITS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import random
 import subprocess
 import sys
 import threading
@@ -22,11 +23,21 @@ from django.core.management import get_commands, load_command_class
 from django.db import connections
 
 import django_jobqueue
-from django_jobqueue.ids import uuid7
+from django_jobqueue.ids import uuid7, uuid7_floor
 from django_jobqueue.models import JournalEntry
 from django_jobqueue.store import Claimed
 from django_jobqueue.store.dialects.base.settling import SettleRow
 from django_jobqueue.worker.loop import Worker
+
+
+def id_at(moment: datetime) -> uuid.UUID:
+    """A job id as its enqueuer would have drawn it at ``moment``: a row given a
+    ``created_at`` of the past gets an id of then, as every job's id is of its creation
+    (the primary key is the order of creation; ``store.created_ids``)."""
+    # The floor of its millisecond, with its 12 + 62 random bits (RFC 9562's rand_a, rand_b).
+    return uuid.UUID(
+        int=uuid7_floor(moment).int | random.getrandbits(12) << 64 | random.getrandbits(62)
+    )
 
 
 def journal_of(job_id: uuid.UUID | str) -> list[JournalEntry]:

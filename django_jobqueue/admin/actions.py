@@ -149,7 +149,7 @@ def bulk(
     ) -> HttpResponse | None:
         if across(request):
             return whole_filter.confirm_or_apply(modeladmin, request, action, queryset)
-        jobs = list(queryset.order_by("-created_at", "-id")[: MAX_SELECTED + 1])
+        jobs = list(queryset.order_by("-id")[: MAX_SELECTED + 1])  # newest first
         if len(jobs) > MAX_SELECTED:
             messages.error(
                 request,

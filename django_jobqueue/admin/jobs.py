@@ -35,6 +35,7 @@ from django_jobqueue.admin.common import (
 from django_jobqueue.admin.durable import ParkedFilter, parked_line, rerun_view, step_rows
 from django_jobqueue.admin.journal import FAILURES
 from django_jobqueue.admin.listing import (
+    CreatedRangeFilter,
     EstimatingPaginator,
     KeyFilter,
     QueueFilter,
@@ -87,15 +88,17 @@ class JobAdmin(ModelAdmin):
         QueueFilter,
         KeyFilter,
         "priority",
-        ("created_at", RecentRangeFilter),
+        ("created_at", CreatedRangeFilter),
         ("finished_at", RecentRangeFilter),
         WorkflowFilter,
         ParkedFilter,
     ]
     search_fields = ["id"]  # shows the search box; search_jobs does the looking up
     search_help_text = "An id (or the short id shown), a kind, a dedup key or an idempotency key."
-    ordering = ["-created_at", "-id"]
-    sortable_by = ["created"]  # the one order an index serves on every filter
+    # Newest first: the id is a UUIDv7 of the job's creation, so the primary key is the
+    # order of creation (the one order an index serves on every filter; migration 0029).
+    ordering = ["-id"]
+    sortable_by = ["created"]
     paginator = EstimatingPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -273,7 +276,7 @@ class JobAdmin(ModelAdmin):
         )
         return format_html("{}<br>{}", badge_, bar)
 
-    @admin.display(description="created", ordering="created_at")
+    @admin.display(description="created", ordering="id")  # the order of creation
     def created(self, job: Job) -> SafeString:
         return moment(job.created_at)
 

@@ -148,11 +148,12 @@ class Job(models.Model):
                 condition=Q(wait_name__isnull=False),
                 name="jobqueue_job_waiting_event",
             ),
-            # Keyset pagination over all jobs.
-            models.Index(fields=["created_at", "id"], name="jobqueue_job_keyset"),
+            # No index of its own for the order of creation: the id is a UUIDv7 of its
+            # creation (ids.py), so the primary key is that order, and a range of
+            # ``created_at`` is read along it (store.reading.created_ids; migration 0029).
             # The admin: a kind's jobs newest first (search and filter by kind, and the list
             # of kinds read as a loose index scan); search by key, partial on having one.
-            models.Index(fields=["kind", "created_at", "id"], name="jobqueue_job_kind"),
+            models.Index(fields=["kind", "id"], name="jobqueue_job_kind"),
             models.Index(
                 fields=["dedup_key"],
                 condition=Q(dedup_key__isnull=False),

@@ -88,7 +88,15 @@ from django_jobqueue.store.partitions import (
 )
 from django_jobqueue.store.pruning import cleanup, delete_finished, prune_merge_locks
 from django_jobqueue.store.queues import pause_queue, paused_queues, resume_queue
-from django_jobqueue.store.reading import Page, as_uuid, get_job, history, history_count, journal
+from django_jobqueue.store.reading import (
+    Page,
+    as_uuid,
+    created_ids,
+    get_job,
+    history,
+    history_count,
+    journal,
+)
 from django_jobqueue.store.rerunning import divergent, rerun_from, rerun_refusal
 from django_jobqueue.store.runlogs import RunLines
 from django_jobqueue.store.runlogs import of as run_logs
@@ -184,6 +192,7 @@ __all__ = [
     "cleanup",
     "clear_limit",
     "count",
+    "created_ids",
     "database_of_job",
     "database_of_workflow",
     "delete_finished",

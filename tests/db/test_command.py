@@ -26,7 +26,7 @@ from django_jobqueue import Status, store
 from django_jobqueue.management.arguments import parse_duration
 from django_jobqueue.models import Job, JournalEntry, Outcome, WorkerHeartbeat
 from django_jobqueue.store.snapshot import PendingCount
-from tests.helpers import journal_of, manage_in_process, run_burst, wait_for
+from tests.helpers import id_at, journal_of, manage_in_process, run_burst, wait_for
 from tests.taskapp import tasks
 
 pytestmark = [pytest.mark.sqlite]
@@ -54,6 +54,7 @@ def jobqueue_fails(*args: str) -> tuple[str, str, str]:
 def make(kind: str, status: str, **fields: Any) -> Job:
     now = timezone.now()
     fields.setdefault("created_at", now)
+    fields.setdefault("id", id_at(fields["created_at"]))  # an id of its creation, as ever
     fields.setdefault("visible_at", fields["created_at"])
     if status in (Status.COMPLETED, Status.DEAD, Status.CANCELLED):
         fields.setdefault("finished_at", now)

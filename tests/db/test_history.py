@@ -1,4 +1,5 @@
-"""History: keyset pages on (created_at, id) that stay stable while rows come and go,
+"""History: keyset pages on the primary key (a UUIDv7 of each job's creation) that stay
+stable while rows come and go,
 the filters, clear errors for bad input, and job(id) with its journal."""
 
 from __future__ import annotations
@@ -13,25 +14,25 @@ import pytest
 from django.utils import timezone
 
 from django_jobqueue import JobHandle, Status, cancel, history, job, requeue, store
-from django_jobqueue.ids import uuid7
 from django_jobqueue.models import Job, JournalEntry
-from tests.helpers import journal_of, run_burst
+from tests.helpers import id_at, journal_of, run_burst
 from tests.taskapp import tasks
 
 # Each test rolls back; those marked transaction=True start a worker (it closes its
 # connection when it stops), a thread, a process or a second session: they need commits.
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
-Key = tuple[datetime, uuid.UUID]
+Key = uuid.UUID
 
 
 def key(row: Job) -> Key:
-    return (row.created_at, row.id)
+    """Where a job stands in history's order: its id, drawn when it was created."""
+    return row.id
 
 
 def new_job(created_at: datetime, **fields: Any) -> Job:
     fields.setdefault("kind", "tests.history")
-    return Job(id=uuid7(), created_at=created_at, visible_at=created_at, **fields)
+    return Job(id=id_at(created_at), created_at=created_at, visible_at=created_at, **fields)
 
 
 @pytest.mark.parametrize("newest_first", [False, True], ids=["oldest-first", "newest-first"])
@@ -45,23 +46,15 @@ def test_history_walk_of_a_hundred_pages_is_stable_while_rows_are_inserted_and_d
 
     What a walk can get wrong happens at page boundaries, so the walk crosses a hundred
     or more (it was pages of 100 over 10,000 jobs: as many boundaries, three times the
-    rows between them and a third of the churn per row); 31 is not a multiple of the
-    three rows a timestamp has, so boundaries fall inside ties at every offset."""
+    rows between them and a third of the churn per row). Three rows share each
+    millisecond, their ids in random order within it (as concurrent enqueuers' are), and
+    31 is not a multiple of three, so boundaries fall inside a millisecond at every
+    offset."""
     rng = random.Random(20240607)
     base = timezone.now().replace(microsecond=0) - timedelta(days=1)
     n, size = 3_200, 31
-    ids = [uuid7() for _ in range(n)]
-    rng.shuffle(ids)  # so the id order inside a tie differs from the insertion order
-    # Three rows per timestamp: page boundaries (every 100 rows) fall inside ties.
-    rows = [
-        Job(
-            id=ids[i],
-            kind="tests.history",
-            created_at=base + timedelta(milliseconds=i // 3),
-            visible_at=base,
-        )
-        for i in range(n)
-    ]
+    rows = [new_job(base + timedelta(milliseconds=i // 3)) for i in range(n)]
+    rng.shuffle(rows)  # inserted out of order
     Job.objects.bulk_create(rows, batch_size=1000)
     assert Job.objects.count() == n
     span_ms = n // 3 + 2
@@ -158,7 +151,7 @@ def assorted() -> list[Job]:
         created = T + timedelta(hours=i)
         rows.append(
             Job(
-                id=uuid7(),
+                id=id_at(created),
                 kind=kinds[i % 3],
                 queue=queues[(i // 3) % 2],
                 status=status,
@@ -327,9 +320,16 @@ def test_job_returns_the_job_and_its_journal_oldest_first() -> None:
 
 @pytest.mark.sqlite
 @pytest.mark.django_db
-def test_a_cursor_without_a_timezone_is_rejected() -> None:
-    with pytest.raises(ValueError, match="its time has no timezone"):
-        store.history(after=f"2026-01-01T00:00:00|{uuid7()}")
+def test_a_cursor_of_the_versions_that_paged_on_creation_time_continues_after_its_job() -> None:
+    """Before migration 0029 a cursor was ``<created_at>|<id>``: one handed out then still
+    pages on from its job (its time, with a zone or without, is not needed any more)."""
+    now = timezone.now()
+    rows = [new_job(now - timedelta(minutes=3 - i)) for i in range(3)]
+    Job.objects.bulk_create(rows)
+    for stamp in (rows[0].created_at.isoformat(), "2026-01-01T00:00:00"):
+        page = store.history(after=f"{stamp}|{rows[0].id}")
+        assert [j.id for j in page.jobs] == [rows[1].id, rows[2].id]
+    assert store.history(after=str(rows[1].id)).jobs == [rows[2]]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -347,3 +347,26 @@ def test_the_journal_key_is_unchecked_and_every_delete_still_takes_the_entries()
     left = JournalEntry.objects.values_list("job_id", flat=True)
     assert set(left) == {kept.id}
     assert set(Job.objects.values_list("id", flat=True)) == {kept.id}
+
+
+@pytest.mark.parametrize("name", ["created_after", "created_before", "finished_after"])
+def test_history_refuses_a_range_that_is_not_a_datetime_naming_it(name: str) -> None:
+    with pytest.raises(ValueError, match=f"{name} must be a datetime, got '2024-03-01'"):
+        history(**{name: "2024-03-01"})  # type: ignore[misc]
+
+
+def test_a_creation_range_holds_a_job_whose_id_runs_ahead_of_its_clock() -> None:
+    """A process whose clock stepped back keeps drawing ids of the time it had reached
+    (ids.py keeps them increasing) until the clock catches up: such a job's id is ahead
+    of its ``created_at``. The range's id bounds reach CLOCK_SKEW (an hour) beyond it,
+    so the job is found by its ``created_at``, and a job outside the range is not."""
+    stepped = Job(
+        id=id_at(T + timedelta(minutes=50)),
+        kind="tests.history",
+        created_at=T,
+        visible_at=T,
+    )
+    outside = new_job(T + timedelta(hours=2))
+    Job.objects.bulk_create([stepped, outside, new_job(T - timedelta(minutes=1))])
+    page = history(created_after=T, created_before=T + timedelta(minutes=1))
+    assert [j.id for j in page.jobs] == [stepped.id]

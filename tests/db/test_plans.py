@@ -188,6 +188,40 @@ def test_the_oldest_due_job_and_the_scheduled_counts_read_the_claim_index() -> N
     assert len(oldest.captured_queries) == len(Priority.values)
 
 
+def _history_plan(**filters: Any) -> str:
+    """The plan of the one statement ``store.history(**filters)`` sends."""
+    with CaptureQueriesContext(connection) as queries:
+        store.history(**filters)
+    [query] = queries.captured_queries
+    return _plan(query["sql"], None)
+
+
+@postgres_only
+@pytest.mark.parametrize(
+    ("filters", "index"),
+    [
+        ({}, "django_jobqueue_job_pkey"),
+        ({"newest_first": True}, "django_jobqueue_job_pkey"),
+        ({"kind": "tests.rare", "newest_first": True}, "jobqueue_job_kind"),
+        ({"created_after": "hour ago", "created_before": "now"}, "django_jobqueue_job_pkey"),
+    ],
+    ids=["oldest-first", "newest-first", "a-kind", "created-range"],
+)
+def test_history_and_the_admins_lists_read_the_order_of_creation_from_an_index(
+    filters: dict[str, Any], index: str
+) -> None:
+    """No index holds ``created_at`` (migration 0029): the order of creation is the
+    primary key's, a kind's is its index's (a rare kind's; a common one's is read along
+    the primary key too), and a creation range is an id range."""
+    now = timezone.now()
+    times = {"hour ago": now - timedelta(hours=1), "now": now}
+    filters = {k: times.get(v, v) if isinstance(v, str) else v for k, v in filters.items()}
+    plan = _history_plan(limit=50, **filters)
+    assert index in plan, plan
+    assert "Sort" not in plan, plan
+    assert "Seq Scan" not in plan, plan
+
+
 @postgres_only
 def test_a_workflow_steps_lookup_by_name_reads_the_partial_unique_index() -> None:
     chord([tasks.wf_value.s(x=1)], tasks.wf_total.s()).enqueue()
