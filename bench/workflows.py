@@ -24,14 +24,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import BenchError
+from bench.harness import wait_stamps
 from bench.pg import Conn, scalar
-from bench.procs import Worker
 from bench.results import Measure, Rep, Row
-from bench.stamps import read_stamps
 from bench.systems import System
 
 if TYPE_CHECKING:
@@ -142,7 +140,7 @@ def chain_latency(b: Bench, s: System) -> Rep:
             b.wait_ready(s, conn, procs)
             b.agent(s, db, "enqueue_chain", n=n, prefix=CHAIN_PREFIX)
             labels = {f"{CHAIN_PREFIX}{i}" for i in range(n)}
-            started = _wait_all(stamp_file, labels, procs, timeout=30.0 + n * 0.1)
+            started = wait_stamps([stamp_file], labels, procs, timeout=30.0 + n * 0.1)
         finishes = {str(name): float(at) for name, at in conn.execute(STEP_FINISHES).fetchall()}
     gaps = [
         (started[f"{CHAIN_PREFIX}{i}"] - finishes[str(i - 1)]) * 1000
@@ -170,29 +168,12 @@ def chain_statements(b: Bench, s: System, n: int) -> tuple[float, dict[str, floa
             b.wait_ready(s, conn, procs)
             proxy.reset()
             b.agent(s, db, "enqueue_chain", n=n, prefix=CHAIN_PREFIX)
-            _wait_all(stamp_file, {f"{CHAIN_PREFIX}{n - 1}"}, procs, timeout=30.0 + n * 0.1)
+            last = {f"{CHAIN_PREFIX}{n - 1}"}
+            wait_stamps([stamp_file], last, procs, timeout=30.0 + n * 0.1)
             while scalar(conn, STEPS_OPEN) > 0:  # the last step's settlement, too
                 time.sleep(0.01)
             counts = proxy.counts()
     return counts.statements / n, {"n": n, "Q": counts.query, "E": counts.execute}
-
-
-def _wait_all(
-    path: Path, labels: set[str], workers: list[Worker], *, timeout: float
-) -> dict[str, float]:
-    """Every label's stamp, waiting up to ``timeout`` seconds for the last one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stamps = read_stamps(path)
-        missing = labels - set(stamps)
-        if not missing:
-            return stamps
-        for worker in workers:
-            if not worker.alive():
-                raise BenchError("a worker exited during the chain", worker.describe())
-        if time.monotonic() > deadline:
-            raise BenchError(f"{len(missing)} of {len(labels)} chain steps never started")
-        time.sleep(0.05)
 
 
 def workflow_measures(sz: Sizes) -> tuple[Measure, ...]:
