@@ -22,7 +22,6 @@ _last = 0
 
 # The version and variant bits every UUIDv7 carries (RFC 9562), with nothing else set.
 _VERSION_BITS = (0x7 << 76) | (0b10 << 62)
-_MILLIS_MAX = (1 << 48) - 1
 
 
 def uuid7() -> uuid.UUID:
@@ -63,10 +62,8 @@ def uuid7_floor(moment: datetime) -> uuid.UUID:
     """The smallest UUIDv7 of ``moment``'s millisecond: every id drawn then or later sorts
     at or after it, so a time is a bound on the primary key. A naive ``moment`` is read
     in Django's default time zone (as Django reads one compared with a date-time column)."""
-    try:
-        if timezone.is_naive(moment):
-            moment = timezone.make_aware(moment, timezone.get_default_timezone())
-        millis = min(max(math.floor(moment.timestamp() * 1000), 0), _MILLIS_MAX)
-    except (OverflowError, ValueError):  # at the ends of datetime's range
-        millis = 0 if moment.year < 1970 else _MILLIS_MAX
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, timezone.get_default_timezone())
+    # Before 1970 is before every id; year 9999 still fits the 48 bits of milliseconds.
+    millis = max(math.floor(moment.timestamp() * 1000), 0)
     return uuid.UUID(int=(millis << 80) | _VERSION_BITS)
