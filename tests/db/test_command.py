@@ -53,8 +53,9 @@ def jobqueue_fails(*args: str) -> tuple[str, str, str]:
 
 def make(kind: str, status: str, **fields: Any) -> Job:
     now = timezone.now()
-    fields.setdefault("created_at", now)
-    fields.setdefault("id", id_at(fields["created_at"]))  # an id of its creation, as ever
+    if "created_at" in fields:  # made in the past: an id of then (random in its ms)
+        fields.setdefault("id", id_at(fields["created_at"]))
+    fields.setdefault("created_at", now)  # made now: uuid7's id, increasing as enqueues' are
     fields.setdefault("visible_at", fields["created_at"])
     if status in (Status.COMPLETED, Status.DEAD, Status.CANCELLED):
         fields.setdefault("finished_at", now)
