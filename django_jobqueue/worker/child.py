@@ -92,29 +92,31 @@ def _serve(
 
     from django_jobqueue.run.connguard import ThreadConnections
     from django_jobqueue.run.pipeline import Pipeline
+    from django_jobqueue.worker.heap import frozen
     from django_jobqueue.worker.supervisor import current_rss_mib
 
     pipe = Pipeline(config.worker_id, config.alias, config.max_output_bytes)
     guard = ThreadConnections()
     try:
-        while (item := jobs.get()) is not None:
-            job, soft = item
-            ctx = pipe.context(job)
-            state.current, state.key = ctx, (job.id, job.run_count)
-            with state.send_lock:  # its limits count from now, not from its claim
-                conn.send(("started", job.id, job.run_count))
-            if soft:
-                signal.setitimer(signal.ITIMER_REAL, soft)
-            try:
-                ended = pipe.run_one(job, ctx, guard)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                state.current, state.key = None, None
-            if state.terminating:
-                break
-            pipe._spans.clear()  # a span is the worker's to end: it settles the run
-            with state.send_lock:
-                conn.send(("ended", ended, current_rss_mib()))
+        with frozen():  # its start-up heap out of the collector's walks, as a worker's
+            while (item := jobs.get()) is not None:
+                job, soft = item
+                ctx = pipe.context(job)
+                state.current, state.key = ctx, (job.id, job.run_count)
+                with state.send_lock:  # its limits count from now, not from its claim
+                    conn.send(("started", job.id, job.run_count))
+                if soft:
+                    signal.setitimer(signal.ITIMER_REAL, soft)
+                try:
+                    ended = pipe.run_one(job, ctx, guard)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    state.current, state.key = None, None
+                if state.terminating:
+                    break
+                pipe._spans.clear()  # a span is the worker's to end: it settles the run
+                with state.send_lock:
+                    conn.send(("ended", ended, current_rss_mib()))
     finally:
         connections.close_all()
     os._exit(0)

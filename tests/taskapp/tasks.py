@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -41,6 +42,13 @@ def _record(ctx: Context) -> Execution:
 @task
 def noop() -> None:
     return None
+
+
+@task
+def frozen_objects() -> int:
+    """How many objects the process running it keeps out of the collector's walks
+    (``worker.heap``)."""
+    return gc.get_freeze_count()
 
 
 @task

@@ -24,7 +24,7 @@ from django_jobqueue.management.arguments import (
     seconds,
 )
 from django_jobqueue.task.registry import registry
-from django_jobqueue.worker import supervisor
+from django_jobqueue.worker import heap, supervisor
 from django_jobqueue.worker.loop import Worker
 
 
@@ -202,7 +202,8 @@ class Command(BaseCommand):
             return
         worker = self._worker(options, max_jobs=options["max_jobs"])
         worker.install_signal_handlers()
-        worker.run()
+        with heap.frozen():
+            worker.run()
 
     def _worker(self, options: dict[str, Any], *, max_jobs: int | None) -> Worker:
         try:
@@ -235,7 +236,8 @@ class Command(BaseCommand):
         watch = supervisor.Supervised(worker.stop, max_memory_mib=memory)
         watch.install()
         try:
-            worker.run()
+            with heap.frozen():
+                worker.run()
         finally:
             watch.finish()
         if watch.memory_exceeded:
@@ -274,9 +276,10 @@ class Command(BaseCommand):
         # The first children are forked from this process (Django set up, the options
         # checked): it must hold no connection to hand down, and no thread yet.
         connections.close_all()
-        sup.start()
-        sup.install_signal_handlers()
-        sup.run()
+        with heap.frozen():  # before the fork: the children share the frozen pages
+            sup.start()
+            sup.install_signal_handlers()
+            sup.run()
 
 
 def run_forked(argv: Sequence[str]) -> int:
