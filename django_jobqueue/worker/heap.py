@@ -3,10 +3,10 @@
 Once Django, the project's apps, their tasks and the queue are imported, a worker
 process holds some 70,000 objects the cyclic collector tracks, nearly all of them for
 the life of the process. Every full collection (of the oldest generation) walks all of
-them: on a drain of no-ops one came about every 7,500 jobs and took about 26 ms, with
+them: on a drain of no-ops one came about every 6,000 jobs and took 28 to 37 ms, with
 the interpreter's lock held, so every thread of the process (the loop's claims and
-lease renewals, the runs) stood still for it, and it cost the worker 3.4 to 3.8 µs of
-CPU a job (``docs/explanation/performance.md``, "The start-up heap frozen").
+lease renewals, the runs) stood still for it, and it cost the worker about 5 µs of CPU
+a job (``docs/explanation/performance.md``, "The start-up heap frozen").
 
 ``frozen`` collects once (start-up's own garbage is freed, not kept), then moves what
 is left to the collector's permanent generation (``gc.freeze``): later collections
