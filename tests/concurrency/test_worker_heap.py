@@ -6,24 +6,19 @@ as it found it."""
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from django_jobqueue import JobHandle
 from django_jobqueue.models import Job
-from tests.concurrency.procs import database_url
+from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import row_locking
 from tests.taskapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 # Django, the test project and the queue are tens of thousands of tracked objects.
 START_UP_OBJECTS = 10_000
 
@@ -34,22 +29,12 @@ def _frozen_counts(handles: Sequence[JobHandle]) -> list[int]:
 
 @row_locking
 @pytest.mark.parametrize("processes", ["1", "2"])
-def test_a_worker_process_runs_its_jobs_with_its_start_up_heap_frozen(processes: str) -> None:
+def test_a_worker_process_runs_its_jobs_with_its_start_up_heap_frozen(
+    runworker: WorkerProcesses, processes: str
+) -> None:
     handles = tasks.frozen_objects.enqueue_many([{} for _ in range(8)])
-    subprocess.run(
-        [sys.executable, "-m", "django", "runworker", "--burst", "--processes", processes],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DATABASE_URL": database_url(),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    worker = runworker.start("--burst", "--processes", processes)
+    assert worker.wait(timeout=120) == 0, worker.describe()
     counts = _frozen_counts(handles)
     assert all(n > START_UP_OBJECTS for n in counts), counts
 
