@@ -92,13 +92,13 @@ def _serve(
 
     from django_jobqueue.run.connguard import ThreadConnections
     from django_jobqueue.run.pipeline import Pipeline
-    from django_jobqueue.worker.heap import frozen
+    from django_jobqueue.worker.heap import tuned
     from django_jobqueue.worker.supervisor import current_rss_mib
 
     pipe = Pipeline(config.worker_id, config.alias, config.max_output_bytes)
     guard = ThreadConnections()
     try:
-        with frozen():  # its start-up heap out of the collector's walks, as a worker's
+        with tuned():  # the collector tuned for its loop, as a worker's (worker.heap)
             while (item := jobs.get()) is not None:
                 job, soft = item
                 ctx = pipe.context(job)

@@ -1,7 +1,8 @@
-"""A worker process runs its jobs with its start-up heap frozen (``worker.heap``): one
-process, the supervised processes (forked from a supervisor that froze first) and a
-process-pool child; a worker run inside another program hands that program's heap back
-as it found it."""
+"""A worker process runs its jobs with its collector tuned for its loop (``worker.heap``:
+its start-up heap frozen, its youngest generation collected at ``YOUNG_THRESHOLD``):
+one process, the supervised processes (forked from a supervisor that froze first) and a
+process-pool child; a worker run inside another program hands that program's heap and
+thresholds back as it found them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.core.management import call_command
 
 from django_jobqueue import JobHandle
 from django_jobqueue.models import Job
+from django_jobqueue.worker.heap import YOUNG_THRESHOLD
 from tests.concurrency.procs import WorkerProcesses
 from tests.helpers import row_locking
 from tests.taskapp import tasks
@@ -23,33 +25,36 @@ pytestmark = pytest.mark.django_db(transaction=True)
 START_UP_OBJECTS = 10_000
 
 
-def _frozen_counts(handles: Sequence[JobHandle]) -> list[int]:
-    return [Job.objects.get(id=h.id).result for h in handles]
+def _tuned(handles: Sequence[JobHandle]) -> bool:
+    """Whether each job ran with the start-up heap frozen and the young threshold set."""
+    states = [Job.objects.get(id=h.id).result for h in handles]
+    return all(frozen > START_UP_OBJECTS and young == YOUNG_THRESHOLD for frozen, young in states)
 
 
 @row_locking
 @pytest.mark.parametrize("processes", ["1", "2"])
-def test_a_worker_process_runs_its_jobs_with_its_start_up_heap_frozen(
+def test_a_worker_process_runs_its_jobs_with_its_collector_tuned(
     runworker: WorkerProcesses, processes: str
 ) -> None:
-    handles = tasks.frozen_objects.enqueue_many([{} for _ in range(8)])
+    handles = tasks.collector.enqueue_many([{} for _ in range(8)])
     worker = runworker.start("--burst", "--processes", processes)
     assert worker.wait(timeout=120) == 0, worker.describe()
-    counts = _frozen_counts(handles)
-    assert all(n > START_UP_OBJECTS for n in counts), counts
+    assert _tuned(handles), [Job.objects.get(id=h.id).result for h in handles]
 
 
 @pytest.mark.sqlite
-def test_a_worker_run_inside_another_program_hands_its_heap_back() -> None:
-    handle = tasks.frozen_objects.enqueue()
+def test_a_worker_run_inside_another_program_hands_its_collector_back() -> None:
+    handle = tasks.collector.enqueue()
+    thresholds = gc.get_threshold()
     call_command("runworker", "--burst", "--processes", "1", verbosity=0)
-    assert _frozen_counts([handle])[0] > START_UP_OBJECTS
+    assert _tuned([handle]), Job.objects.get(id=handle.id).result
     assert gc.get_freeze_count() == 0, "the command left this process's objects frozen"
+    assert gc.get_threshold() == thresholds
 
 
 @pytest.mark.sqlite
-def test_a_process_pool_child_runs_its_jobs_with_its_start_up_heap_frozen() -> None:
-    handle = tasks.frozen_objects.enqueue()
+def test_a_process_pool_child_runs_its_jobs_with_its_collector_tuned() -> None:
+    handle = tasks.collector.enqueue()
     call_command("runworker", "--burst", "--processes", "1", "--pool", "process", verbosity=0)
-    assert _frozen_counts([handle])[0] > START_UP_OBJECTS
+    assert _tuned([handle]), Job.objects.get(id=handle.id).result
     assert gc.get_freeze_count() == 0

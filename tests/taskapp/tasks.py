@@ -45,10 +45,10 @@ def noop() -> None:
 
 
 @task
-def frozen_objects() -> int:
-    """How many objects the process running it keeps out of the collector's walks
-    (``worker.heap``)."""
-    return gc.get_freeze_count()
+def collector() -> list[int]:
+    """The collector of the process running it (``worker.heap``): how many objects it
+    keeps out of its walks, and its youngest generation's threshold."""
+    return [gc.get_freeze_count(), gc.get_threshold()[0]]
 
 
 @task

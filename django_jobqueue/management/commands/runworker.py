@@ -202,7 +202,7 @@ class Command(BaseCommand):
             return
         worker = self._worker(options, max_jobs=options["max_jobs"])
         worker.install_signal_handlers()
-        with heap.frozen():
+        with heap.tuned():
             worker.run()
 
     def _worker(self, options: dict[str, Any], *, max_jobs: int | None) -> Worker:
@@ -236,7 +236,7 @@ class Command(BaseCommand):
         watch = supervisor.Supervised(worker.stop, max_memory_mib=memory)
         watch.install()
         try:
-            with heap.frozen():
+            with heap.tuned():
                 worker.run()
         finally:
             watch.finish()
@@ -276,7 +276,7 @@ class Command(BaseCommand):
         # The first children are forked from this process (Django set up, the options
         # checked): it must hold no connection to hand down, and no thread yet.
         connections.close_all()
-        with heap.frozen():  # before the fork: the children share the frozen pages
+        with heap.tuned():  # before the fork: the children share the frozen pages
             sup.start()
             sup.install_signal_handlers()
             sup.run()
