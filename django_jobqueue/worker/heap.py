@@ -4,10 +4,10 @@ of its walks, and its youngest generation sized to a turn.
 Once Django, the project's apps, their tasks and the queue are imported, a worker
 process holds some 70,000 objects the cyclic collector tracks, nearly all of them for
 the life of the process. Every full collection (of the oldest generation) walks all of
-them: on a drain of no-ops one came about every 6,000 jobs and took 28 to 37 ms, with
+them: on a drain of no-ops one came about every 6,000 jobs and took 28 to 45 ms, with
 the interpreter's lock held, so every thread of the process (the loop's claims and
-lease renewals, the runs) stood still for it, and it cost the worker about 5 µs of CPU
-a job (``docs/explanation/performance.md``, "The collector tuned for the loop").
+lease renewals, the runs) stood still for it, and it cost the worker 5 to 7.5 µs of
+CPU a job (``docs/explanation/performance.md``, "The collector tuned for the loop").
 
 ``tuned`` collects once (start-up's own garbage is freed, not kept), then moves what
 is left to the collector's permanent generation (``gc.freeze``): later collections
@@ -20,8 +20,8 @@ The youngest generation is collected after 10,000 more container objects made th
 freed, not Python's default 700, while the loop runs: a turn keeps a few thousand of
 them alive until the next turn settles its jobs (each claimed job's row, context and
 settlement), so at 700 the youngest generation was collected about every 50 jobs,
-each time walking those live objects to promote them, 1.2 to 1.8 µs a job of the
-worker's CPU; at 10,000 it came ten times in 60,000 jobs. Cyclic garbage a task leaves
+each time walking those live objects to promote them, 1.2 to 2.4 µs a job of the
+worker's CPU; at 10,000 it came 150 times in 60,000 jobs, not 1,200. Cyclic garbage a task leaves
 (an exception and its frames) waits for up to that many allocations instead, which a
 task that queries the database makes in a few runs.
 
