@@ -21,9 +21,9 @@ freed, not Python's default 700, while the loop runs: a turn keeps a few thousan
 them alive until the next turn settles its jobs (each claimed job's row, context and
 settlement), so at 700 the youngest generation was collected about every 50 jobs,
 each time walking those live objects to promote them, 1.2 to 2.4 µs a job of the
-worker's CPU; at 10,000 it came 150 times in 60,000 jobs, not 1,200. Cyclic garbage a task leaves
-(an exception and its frames) waits for up to that many allocations instead, which a
-task that queries the database makes in a few runs.
+worker's CPU; at 10,000 it came 150 times in 60,000 jobs, not 1,200. Cyclic garbage
+a task leaves (an exception and its frames) waits for up to that many allocations
+instead, which a task that queries the database makes in a few runs.
 
 On the way out both are undone: a command run inside another program (a test's
 ``call_command``) hands back that program's heap and thresholds as it found them.
