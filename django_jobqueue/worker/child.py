@@ -79,7 +79,10 @@ def main(conn: Any, config: Config) -> None:
     signal.signal(signal.SIGALRM, lambda signum, frame: _on_soft_limit(state, frame))
     threading.Thread(target=_read, args=(conn, state, jobs), daemon=True).start()
     threading.Thread(target=_report, args=(conn, state), daemon=True).start()
-    _serve(conn, config, state, jobs)
+    from django_jobqueue.worker.heap import tuned
+
+    with tuned():  # the collector tuned for its loop, as a worker's (``worker.heap``)
+        _serve(conn, config, state, jobs)
 
 
 def _serve(
@@ -92,31 +95,29 @@ def _serve(
 
     from django_jobqueue.run.connguard import ThreadConnections
     from django_jobqueue.run.pipeline import Pipeline
-    from django_jobqueue.worker.heap import tuned
     from django_jobqueue.worker.supervisor import current_rss_mib
 
     pipe = Pipeline(config.worker_id, config.alias, config.max_output_bytes)
     guard = ThreadConnections()
     try:
-        with tuned():  # the collector tuned for its loop, as a worker's (worker.heap)
-            while (item := jobs.get()) is not None:
-                job, soft = item
-                ctx = pipe.context(job)
-                state.current, state.key = ctx, (job.id, job.run_count)
-                with state.send_lock:  # its limits count from now, not from its claim
-                    conn.send(("started", job.id, job.run_count))
-                if soft:
-                    signal.setitimer(signal.ITIMER_REAL, soft)
-                try:
-                    ended = pipe.run_one(job, ctx, guard)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                    state.current, state.key = None, None
-                if state.terminating:
-                    break
-                pipe._spans.clear()  # a span is the worker's to end: it settles the run
-                with state.send_lock:
-                    conn.send(("ended", ended, current_rss_mib()))
+        while (item := jobs.get()) is not None:
+            job, soft = item
+            ctx = pipe.context(job)
+            state.current, state.key = ctx, (job.id, job.run_count)
+            with state.send_lock:  # its limits count from now, not from its claim
+                conn.send(("started", job.id, job.run_count))
+            if soft:
+                signal.setitimer(signal.ITIMER_REAL, soft)
+            try:
+                ended = pipe.run_one(job, ctx, guard)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                state.current, state.key = None, None
+            if state.terminating:
+                break
+            pipe._spans.clear()  # a span is the worker's to end: it settles the run
+            with state.send_lock:
+                conn.send(("ended", ended, current_rss_mib()))
     finally:
         connections.close_all()
     os._exit(0)

@@ -25,10 +25,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 START_UP_OBJECTS = 10_000
 
 
-def _tuned(handles: Sequence[JobHandle]) -> bool:
-    """Whether each job ran with the start-up heap frozen and the young threshold set."""
-    states = [Job.objects.get(id=h.id).result for h in handles]
-    return all(frozen > START_UP_OBJECTS and young == YOUNG_THRESHOLD for frozen, young in states)
+def _collectors(handles: Sequence[JobHandle]) -> list[list[int]]:
+    """What each job found of its process's collector (``tasks.collector``)."""
+    return [Job.objects.get(id=h.id).result for h in handles]
+
+
+def _tuned(state: list[int]) -> bool:
+    """Whether a job ran with the start-up heap frozen and the young threshold set."""
+    frozen, young = state
+    return frozen > START_UP_OBJECTS and young == YOUNG_THRESHOLD
 
 
 @row_locking
@@ -39,7 +44,8 @@ def test_a_worker_process_runs_its_jobs_with_its_collector_tuned(
     handles = tasks.collector.enqueue_many([{} for _ in range(8)])
     worker = runworker.start("--burst", "--processes", processes)
     assert worker.wait(timeout=120) == 0, worker.describe()
-    assert _tuned(handles), [Job.objects.get(id=h.id).result for h in handles]
+    states = _collectors(handles)
+    assert all(map(_tuned, states)), states
 
 
 @pytest.mark.sqlite
@@ -47,7 +53,8 @@ def test_a_worker_run_inside_another_program_hands_its_collector_back() -> None:
     handle = tasks.collector.enqueue()
     thresholds = gc.get_threshold()
     call_command("runworker", "--burst", "--processes", "1", verbosity=0)
-    assert _tuned([handle]), Job.objects.get(id=handle.id).result
+    [state] = _collectors([handle])
+    assert _tuned(state), state
     assert gc.get_freeze_count() == 0, "the command left this process's objects frozen"
     assert gc.get_threshold() == thresholds
 
@@ -56,5 +63,6 @@ def test_a_worker_run_inside_another_program_hands_its_collector_back() -> None:
 def test_a_process_pool_child_runs_its_jobs_with_its_collector_tuned() -> None:
     handle = tasks.collector.enqueue()
     call_command("runworker", "--burst", "--processes", "1", "--pool", "process", verbosity=0)
-    assert _tuned([handle]), Job.objects.get(id=handle.id).result
+    [state] = _collectors([handle])
+    assert _tuned(state), state
     assert gc.get_freeze_count() == 0
